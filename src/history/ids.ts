@@ -1,0 +1,8 @@
+import { v5 as uuidv5 } from "uuid";
+
+// Fixed namespace for Threadline's derived ids: the same inputs give the same id in every run.
+const NAMESPACE = "5b0c2a3e-7f1d-4c8e-9a56-1d2f0e7b9c41";
+
+/** An agent result's id: the user message it answers, the answer variant, its position in it. */
+export const resultId = (messageId: string, variant: number, position: number) =>
+  uuidv5(`result:${messageId}:${variant}:${position}`, NAMESPACE);

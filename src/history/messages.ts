@@ -1,0 +1,85 @@
+import { AgentResult, type Message } from "@inngest/agent-kit";
+import { z } from "zod";
+
+/**
+ * AgentKit's message shapes as zod schemas: what is stored in messages.content and what a
+ * client may send as conversation history. Parsing rebuilds values that came through JSON
+ * (a step's memoized output, a request body) into the shapes AgentKit works with.
+ */
+const toolMessage = z.object({
+  type: z.literal("tool"),
+  id: z.string().min(1),
+  name: z.string().min(1),
+  input: z.record(z.string(), z.unknown()),
+});
+
+const textMessage = z.object({
+  type: z.literal("text"),
+  role: z.enum(["system", "user", "assistant"]),
+  content: z.union([z.string(), z.array(z.object({ type: z.literal("text"), text: z.string() }))]),
+  stop_reason: z.enum(["tool", "stop"]).optional(),
+});
+
+const toolCallMessage = z.object({
+  type: z.literal("tool_call"),
+  role: z.enum(["user", "assistant"]),
+  tools: z.array(toolMessage).min(1),
+  stop_reason: z.literal("tool"),
+});
+
+export const toolResultMessage = z.object({
+  type: z.literal("tool_result"),
+  role: z.literal("tool_result"),
+  tool: toolMessage,
+  content: z.unknown(),
+  stop_reason: z.literal("tool"),
+});
+
+export const message = z.discriminatedUnion("type", [textMessage, toolCallMessage, toolResultMessage]);
+
+/** What one agent result stores: AgentResult.export() without the volatile fields. */
+export const agentContent = z.object({
+  output: z.array(message),
+  toolCalls: z.array(toolResultMessage),
+});
+export type AgentContent = z.infer<typeof agentContent>;
+
+/** User, system and summary rows store plain text. */
+export const textContent = z.object({ text: z.string() });
+
+/** A history row as the get step returns it (JSON: dates are strings). */
+export const historyRow = z.object({
+  id: z.string(),
+  kind: z.enum(["user", "agent", "system", "summary"]),
+  agentName: z.string(),
+  content: z.unknown(),
+  createdAt: z.coerce.date(),
+});
+export type HistoryRow = z.input<typeof historyRow>;
+
+export const USER_AGENT_NAME = "user";
+export const SUMMARY_AGENT_NAME = "summary";
+
+/** Rebuilds working AgentResult instances from rows that went through JSON. */
+export function toAgentResults(rows: readonly HistoryRow[]): AgentResult[] {
+  return rows.map((raw) => {
+    const row = historyRow.parse(raw);
+    const { output, toolCalls } = rowMessages(row);
+    return new AgentResult(row.agentName, output as Message[], toolCalls as AgentResult["toolCalls"], row.createdAt, undefined, undefined, undefined, row.id);
+  });
+}
+
+function rowMessages(row: z.infer<typeof historyRow>): AgentContent {
+  if (row.kind === "agent") return agentContent.parse(row.content);
+  const { text } = textContent.parse(row.content);
+  if (row.kind === "user") return { output: [{ type: "text", role: "user", content: text }], toolCalls: [] };
+  if (row.kind === "summary") {
+    return { output: [{ type: "text", role: "system", content: `Summary of the earlier conversation:\n${text}` }], toolCalls: [] };
+  }
+  return { output: [{ type: "text", role: "system", content: text }], toolCalls: [] };
+}
+
+/** The part of an AgentResult that is stored. */
+export function toAgentContent(result: AgentResult): AgentContent {
+  return agentContent.parse({ output: result.output, toolCalls: result.toolCalls });
+}

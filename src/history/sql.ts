@@ -1,0 +1,109 @@
+/**
+ * Every query Threadline runs. Kept apart from the code that sequences them (store.ts) so the
+ * storage contract can be read in one place.
+ *
+ * Thread order is (turn_seq, seq): turn_seq is the seq of the user message a row belongs to.
+ */
+
+export const insertThread = `
+  INSERT INTO threads (id, user_id) VALUES ($1, $2)
+  ON CONFLICT (id) DO NOTHING
+  RETURNING id`;
+
+export const selectThreadOwner = `
+  SELECT user_id FROM threads WHERE id = $1`;
+
+/** Takes the thread's row lock: every writer to one thread queues here. */
+export const lockThread = `
+  SELECT user_id, last_seq FROM threads WHERE id = $1 FOR UPDATE`;
+
+/** Reserves $2 consecutive sequence numbers; returns the last one. */
+export const reserveSeq = `
+  UPDATE threads SET last_seq = last_seq + $2, updated_at = now()
+  WHERE id = $1
+  RETURNING last_seq`;
+
+export const selectMessage = `
+  SELECT id, thread_id, seq, turn_seq, kind, agent_name, content, on_path
+  FROM messages WHERE id = $1`;
+
+export const insertUserMessage = `
+  INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp)
+  VALUES ($1, $2, $3, $3, 'user', 'user', $4, $5)`;
+
+/** The answer state of one user message: its current variant and the highest variant so far. */
+export const selectAnswerState = `
+  SELECT max(variant) FILTER (WHERE on_path) AS current_variant,
+         coalesce(max(variant), 0)           AS max_variant
+  FROM messages WHERE answers = $1`;
+
+export const selectTurnByRun = `
+  SELECT run_id, variant, status FROM turns WHERE run_id = $1`;
+
+export const selectTurnByEvent = `
+  SELECT variant FROM turns WHERE event_id = $1 AND message_id = $2
+  ORDER BY started_at LIMIT 1`;
+
+export const insertTurn = `
+  INSERT INTO turns (run_id, thread_id, message_id, kind, event_id, variant, status, finished_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $7 = 'running' THEN NULL ELSE now() END)`;
+
+export const completeTurn = `
+  UPDATE turns SET status = 'completed', error = NULL, finished_at = now()
+  WHERE run_id = $1`;
+
+/** A failed run only updates a turn it started: a refused event leaves no trace. */
+export const failTurn = `
+  UPDATE turns SET status = 'failed', error = $2, finished_at = now()
+  WHERE run_id = $1 AND status = 'running'`;
+
+export const countVariantRows = `
+  SELECT count(*)::int AS n FROM messages WHERE answers = $1 AND variant = $2`;
+
+/** Takes the superseded answer to a user message off the current path. */
+export const detachCurrentAnswer = `
+  UPDATE messages SET on_path = false
+  WHERE answers = $1 AND on_path`;
+
+/** Takes every turn after a user message off the current path (regenerating an earlier message). */
+export const detachLaterTurns = `
+  UPDATE messages SET on_path = false
+  WHERE thread_id = $1 AND on_path AND turn_seq > $2`;
+
+export const insertAgentResult = `
+  INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, answers, variant, position)
+  VALUES ($1, $2, $3, $4, 'agent', $5, $6, $7, $8, $9)
+  ON CONFLICT (id) DO NOTHING`;
+
+/**
+ * The history before the current user message on the current path, limited to the last
+ * $3 user messages (and everything after each). Reads only the window's rows through
+ * messages_path_user_idx and messages_path_idx, however long the thread.
+ */
+export const selectHistoryWindow = `
+  WITH window_start AS (
+    SELECT coalesce(min(seq), $2) AS turn_seq FROM (
+      SELECT seq FROM messages
+      WHERE thread_id = $1 AND on_path AND kind = 'user' AND seq < $2
+      ORDER BY seq DESC
+      LIMIT $3
+    ) last_users
+  )
+  SELECT m.id, m.seq, m.kind, m.agent_name, m.content, m.created_at
+  FROM messages m, window_start w
+  WHERE m.thread_id = $1 AND m.on_path AND m.turn_seq >= w.turn_seq AND m.turn_seq < $2
+  ORDER BY m.turn_seq, m.seq`;
+
+/** The thread's current path, as a client shows it, with each user message's latest turn. */
+export const selectCurrentPath = `
+  SELECT m.id, m.seq, m.kind, m.agent_name, m.content, m.answers, m.variant, m.created_at,
+         t.status AS turn_status, t.run_id AS turn_run_id, t.error AS turn_error,
+         (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = m.id) AS variant_count
+  FROM messages m
+  LEFT JOIN LATERAL (
+    SELECT status, run_id, error FROM turns
+    WHERE turns.message_id = m.id AND m.kind = 'user' AND status <> 'skipped'
+    ORDER BY started_at DESC LIMIT 1
+  ) t ON true
+  WHERE m.thread_id = $1 AND m.on_path
+  ORDER BY m.turn_seq, m.seq`;

@@ -1,0 +1,205 @@
+import type pg from "pg";
+import { HistoryRefusal, threadNotOwned } from "./errors.js";
+import type { AgentContent, HistoryRow } from "./messages.js";
+import * as sql from "./sql.js";
+
+/**
+ * The storage operations behind the history adapter and the HTTP API. Each one is a single
+ * transaction that takes its connection from the pool when it starts, so a step that retries
+ * after a lost connection simply runs it again. Every operation is idempotent.
+ */
+
+export type TurnKind = "chat" | "regenerate";
+
+export type TurnStart = {
+  /** Sequence number of the user message the turn answers. */
+  messageSeq: number;
+  /** The answer variant this run writes. */
+  variant: number;
+  /** "skipped": the message already has its answer (a re-run), or left the current path. */
+  status: "running" | "skipped";
+  skipReason?: string;
+};
+
+export async function transaction<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await db.connect();
+  try {
+    await client.query("BEGIN");
+    const result = await work(client);
+    await client.query("COMMIT");
+    return result;
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
+/** Creates the thread, or checks that an existing one belongs to the user. */
+export async function ensureThread(db: pg.Pool, threadId: string, userId: string): Promise<{ created: boolean }> {
+  const inserted = await db.query(sql.insertThread, [threadId, userId]);
+  if (inserted.rowCount === 1) return { created: true };
+  const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
+  if (owner.rows[0]?.user_id !== userId) throw threadNotOwned(threadId);
+  return { created: false };
+}
+
+async function lockOwnedThread(client: pg.PoolClient, threadId: string, userId: string) {
+  const thread = await client.query<{ user_id: string }>(sql.lockThread, [threadId]);
+  if (thread.rowCount === 0) {
+    throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist: omit threadId to start a new thread.`);
+  }
+  if (thread.rows[0]!.user_id !== userId) throw threadNotOwned(threadId);
+}
+
+async function reserveSeq(client: pg.PoolClient, threadId: string, count: number): Promise<number> {
+  const { rows } = await client.query<{ last_seq: string }>(sql.reserveSeq, [threadId, count]);
+  return Number(rows[0]!.last_seq) - count + 1;
+}
+
+type MessageRow = { id: string; thread_id: string; seq: string; kind: string; content: { text?: string }; on_path: boolean };
+
+/**
+ * Stores the user message under the client's id (once, however often it is called) and records
+ * the run as a turn on it. A run that calls this again gets the same answer back.
+ */
+export async function beginTurn(
+  db: pg.Pool,
+  input: {
+    threadId: string;
+    userId: string;
+    message: { id: string; text: string; clientTimestamp?: string | undefined };
+    turn: { runId: string; kind: TurnKind; eventId?: string | undefined };
+  },
+): Promise<TurnStart> {
+  const { threadId, userId, message, turn } = input;
+  return transaction(db, async (client) => {
+    await lockOwnedThread(client, threadId, userId);
+
+    let stored = (await client.query<MessageRow>(sql.selectMessage, [message.id])).rows[0];
+    if (stored && (stored.thread_id !== threadId || stored.kind !== "user")) {
+      throw new HistoryRefusal(
+        "message_conflict",
+        `Message id ${message.id} is already used by another message: generate a new messageId for each message.`,
+      );
+    }
+    if (!stored) {
+      if (turn.kind === "regenerate") {
+        throw new HistoryRefusal("message_not_found", `Message ${message.id} is not a message of thread ${threadId}.`);
+      }
+      const seq = await reserveSeq(client, threadId, 1);
+      await client.query(sql.insertUserMessage, [message.id, threadId, seq, { text: message.text }, message.clientTimestamp ?? null]);
+      stored = { id: message.id, thread_id: threadId, seq: String(seq), kind: "user", content: { text: message.text }, on_path: true };
+    }
+    const messageSeq = Number(stored.seq);
+
+    const existing = (await client.query<{ variant: number; status: string }>(sql.selectTurnByRun, [turn.runId])).rows[0];
+    if (existing) {
+      return existing.status === "skipped"
+        ? { messageSeq, variant: existing.variant, status: "skipped", skipReason: "already recorded as skipped" }
+        : { messageSeq, variant: existing.variant, status: "running" };
+    }
+
+    const start = await decideTurn(client, { messageId: message.id, onPath: stored.on_path, turn });
+    await client.query(sql.insertTurn, [turn.runId, threadId, message.id, turn.kind, turn.eventId ?? null, start.variant, start.status]);
+    return { messageSeq, ...start };
+  });
+}
+
+/**
+ * Which variant a run writes, or why it writes nothing:
+ * - a chat turn answers a message once; running its event again (a re-run) is a recorded no-op;
+ * - a regenerate writes a new variant; running the same regenerate event again reuses its variant.
+ */
+async function decideTurn(
+  client: pg.PoolClient,
+  { messageId, onPath, turn }: { messageId: string; onPath: boolean; turn: { kind: TurnKind; eventId?: string | undefined } },
+): Promise<Omit<TurnStart, "messageSeq">> {
+  const state = (await client.query<{ current_variant: number | null; max_variant: number }>(sql.selectAnswerState, [messageId])).rows[0]!;
+  if (!onPath) {
+    return { variant: state.max_variant, status: "skipped", skipReason: "the message is no longer on the thread's current path" };
+  }
+  if (turn.kind === "chat") {
+    if (state.current_variant !== null) {
+      return { variant: state.current_variant, status: "skipped", skipReason: "the message already has an answer: regenerate it for a new one" };
+    }
+    return { variant: state.max_variant + 1, status: "running" };
+  }
+  const earlier = turn.eventId
+    ? (await client.query<{ variant: number }>(sql.selectTurnByEvent, [turn.eventId, messageId])).rows[0]
+    : undefined;
+  if (!earlier) return { variant: state.max_variant + 1, status: "running" };
+  const written = (await client.query<{ n: number }>(sql.countVariantRows, [messageId, earlier.variant])).rows[0]!.n;
+  return written > 0
+    ? { variant: earlier.variant, status: "skipped", skipReason: "this regenerate event already produced its answer" }
+    : { variant: earlier.variant, status: "running" };
+}
+
+/** How many user messages (the current one included) the history window spans; null: all. */
+export type HistoryWindow = { userMessages: number | null };
+
+/** The current path before the user message at `beforeSeq`, limited to the window. */
+export async function readHistory(
+  db: pg.Pool,
+  input: { threadId: string; userId: string; beforeSeq: number; window: HistoryWindow },
+): Promise<HistoryRow[]> {
+  const { threadId, userId, beforeSeq, window } = input;
+  const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
+  if (owner.rows[0] && owner.rows[0].user_id !== userId) throw threadNotOwned(threadId);
+  const earlierUserMessages = window.userMessages === null ? null : Math.max(window.userMessages - 1, 0);
+  const { rows } = await db.query<{ id: string; kind: HistoryRow["kind"]; agent_name: string; content: unknown; created_at: Date }>(
+    sql.selectHistoryWindow,
+    [threadId, beforeSeq, earlierUserMessages],
+  );
+  return rows.map((row) => ({
+    id: row.id,
+    kind: row.kind,
+    agentName: row.agent_name,
+    content: row.content,
+    createdAt: row.created_at.toISOString(),
+  }));
+}
+
+/**
+ * Stores a turn's answer as the current variant of its user message and completes the turn.
+ * Result ids are derived by the caller, so storing the same answer twice inserts nothing.
+ */
+export async function storeAnswer(
+  db: pg.Pool,
+  input: {
+    threadId: string;
+    userId: string;
+    runId: string;
+    messageId: string;
+    messageSeq: number;
+    variant: number;
+    /** Regenerating an earlier message takes the turns after it off the current path. */
+    detachLaterTurns: boolean;
+    results: { id: string; agentName: string; content: AgentContent }[];
+  },
+): Promise<{ inserted: number }> {
+  const { threadId, userId, runId, messageId, messageSeq, variant, results } = input;
+  return transaction(db, async (client) => {
+    await lockOwnedThread(client, threadId, userId);
+    const already = (await client.query<{ n: number }>(sql.countVariantRows, [messageId, variant])).rows[0]!.n;
+    let inserted = 0;
+    if (already === 0 && results.length > 0) {
+      await client.query(sql.detachCurrentAnswer, [messageId]);
+      if (input.detachLaterTurns) await client.query(sql.detachLaterTurns, [threadId, messageSeq]);
+      const first = await reserveSeq(client, threadId, results.length);
+      for (const [position, result] of results.entries()) {
+        const row = await client.query(sql.insertAgentResult, [
+          result.id, threadId, first + position, messageSeq, result.agentName, result.content, messageId, variant, position,
+        ]);
+        inserted += row.rowCount ?? 0;
+      }
+    }
+    await client.query(sql.completeTurn, [runId]);
+    return { inserted };
+  });
+}
+
+export async function failTurn(db: pg.Pool, runId: string, error: string): Promise<void> {
+  await db.query(sql.failTurn, [runId, error]);
+}

@@ -1,0 +1,18 @@
+import type { State } from "@inngest/agent-kit";
+
+/**
+ * What the history adapter tells the agents about this run, through AgentKit's run-scoped
+ * `state.kv` (memory for one run, rebuilt identically on every re-entry from memoized steps).
+ */
+const SKIP = "threadline.turn.skip";
+const PRIOR_RESULTS = "threadline.history.prior-results";
+
+type AnyState = State<Record<string, unknown>>;
+
+/** The turn writes nothing (a re-run of an answered message): the agents must not run. */
+export const markTurnSkipped = (state: AnyState, reason: string) => state.kv.set(SKIP, reason);
+export const turnSkipReason = (state: AnyState): string | undefined => state.kv.get(SKIP);
+
+/** How many of state.results came from before this turn (stored or client-sent history). */
+export const setPriorResultCount = (state: AnyState, count: number) => state.kv.set(PRIOR_RESULTS, count);
+export const priorResultCount = (state: AnyState): number => state.kv.get(PRIOR_RESULTS) ?? 0;

@@ -1,0 +1,37 @@
+import { randomUUID } from "node:crypto";
+import type pg from "pg";
+import { chooseModel } from "../../src/agents/model.js";
+import { readEnvironment } from "../../src/config.js";
+import type { ModelServer } from "./model-server.js";
+
+/** The model configuration a deployment pointing at the scripted server would have. */
+export const scriptedModel = (server: ModelServer) =>
+  chooseModel(readEnvironment({ OPENAI_BASE_URL: server.baseUrl, OPENAI_API_KEY: "test-key", MODEL: "scripted-model" }));
+
+export const chatEvent = (data: { content: string; userId?: string; threadId?: string; messageId?: string }) => ({
+  name: "chat/message.sent",
+  data: { messageId: randomUUID(), userId: "user-1", ...data },
+});
+
+export type StoredRow = { id: string; seq: number; kind: string; agent_name: string; content: unknown; answers: string | null; variant: number | null; on_path: boolean };
+
+/** Every stored message of a thread, in insertion order, for assertions. */
+export async function threadRows(db: pg.Pool, threadId: string): Promise<StoredRow[]> {
+  const { rows } = await db.query(
+    "SELECT id, seq::int AS seq, kind, agent_name, content, answers, variant, on_path FROM messages WHERE thread_id = $1 ORDER BY seq",
+    [threadId],
+  );
+  return rows;
+}
+
+export async function countRows(db: pg.Pool): Promise<{ threads: number; messages: number; turns: number }> {
+  const { rows } = await db.query(
+    "SELECT (SELECT count(*)::int FROM threads) AS threads, (SELECT count(*)::int FROM messages) AS messages, (SELECT count(*)::int FROM turns) AS turns",
+  );
+  return rows[0];
+}
+
+export async function turnsOf(db: pg.Pool, messageId: string) {
+  const { rows } = await db.query("SELECT run_id, kind, variant, status, error FROM turns WHERE message_id = $1 ORDER BY started_at", [messageId]);
+  return rows as { run_id: string; kind: string; variant: number; status: string; error: string | null }[];
+}
