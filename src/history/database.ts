@@ -85,7 +85,7 @@ export async function startEmbeddedPostgres(dataDir: string, port: number): Prom
     await server.start();
   } catch (error) {
     throw new Error(
-      `Could not start the embedded PostgreSQL in ${dataDir} on port ${port}: ${(error as Error).message}. ` +
+      `Could not start the embedded PostgreSQL in ${dataDir} on port ${port}${error instanceof Error ? `: ${error.message}` : ""}. ` +
         `Free the port (or set EMBEDDED_POSTGRES_PORT), remove a stale ${dataDir}/postmaster.pid, or set DATABASE_URL to use your own PostgreSQL.`,
       { cause: error },
     );

@@ -203,3 +203,40 @@ export async function storeAnswer(
 export async function failTurn(db: pg.Pool, runId: string, error: string): Promise<void> {
   await db.query(sql.failTurn, [runId, error]);
 }
+
+export type ThreadMessage = {
+  id: string;
+  role: "user" | "assistant" | "system" | "summary";
+  agentName: string;
+  content: unknown;
+  createdAt: string;
+  /** For an agent result: the user message it answers and its variant. */
+  answers?: string;
+  variant?: number;
+  /** For a user message: how many answer variants exist, and its latest turn. */
+  variantCount?: number;
+  turn?: { status: string; runId: string; error: string | null } | null;
+};
+
+/** The thread's current path as a client shows it, or a refusal when it is not the user's. */
+export async function listCurrentPath(db: pg.Pool, threadId: string, userId: string): Promise<ThreadMessage[]> {
+  const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
+  if (owner.rowCount === 0) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+  if (owner.rows[0]!.user_id !== userId) throw threadNotOwned(threadId);
+  const { rows } = await db.query(sql.selectCurrentPath, [threadId]);
+  return rows.map((row) => ({
+    id: row.id,
+    role: row.kind === "agent" ? "assistant" : row.kind,
+    agentName: row.agent_name,
+    content: row.content,
+    createdAt: row.created_at.toISOString(),
+    ...(row.kind === "agent" ? { answers: row.answers, variant: row.variant } : {}),
+    ...(row.kind === "user"
+      ? { variantCount: row.variant_count, turn: row.turn_status ? { status: row.turn_status, runId: row.turn_run_id, error: row.turn_error } : null }
+      : {}),
+  }));
+}
+
+export async function checkDatabase(db: pg.Pool): Promise<void> {
+  await db.query("SELECT 1");
+}
