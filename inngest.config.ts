@@ -26,8 +26,3 @@ export const chatMessageSentData = z.object({
 export type ChatMessageSent = z.infer<typeof chatMessageSentData>;
 
 export const chatMessageSent = eventType("chat/message.sent", { schema: chatMessageSentData });
-
-/** Checks event or request data against a schema; the error names each bad field. */
-export function describeIssues(error: z.ZodError): string {
-  return error.issues.map((issue) => `${issue.path.join(".") || "data"}: ${issue.message}`).join("; ");
-}

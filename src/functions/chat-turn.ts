@@ -1,11 +1,10 @@
 import { createState, type AgentResult } from "@inngest/agent-kit";
 import type pg from "pg";
-import { chatMessageSent, chatMessageSentData, inngest } from "../../inngest.config.js";
+import { chatMessageSent, inngest } from "../../inngest.config.js";
 import { createChatNetwork } from "../agents/network.js";
 import type { ModelChoice } from "../agents/model.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { turnSkipReason } from "../run-state.js";
-import { parseEventData } from "./event-data.js";
 import { recordTurnFailure } from "./turn-failure.js";
 
 export type FunctionDeps = { db: pg.Pool; model: ModelChoice };
@@ -29,8 +28,9 @@ export function createChatTurn({ db, model }: FunctionDeps) {
       retries: TURN_RETRIES,
       onFailure: recordTurnFailure(db),
     },
+    // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, runId }) => {
-      const data = parseEventData(chatMessageSentData, event.data);
+      const data = event.data;
 
       const history = createTurnHistory(db, {
         userId: data.userId,
