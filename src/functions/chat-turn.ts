@@ -6,12 +6,16 @@ import type { ModelChoice } from "../agents/model.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { turnSkipReason } from "../run-state.js";
 import { parseEventData } from "./event-data.js";
+import { threadConcurrency } from "./thread-concurrency.js";
 import { recordTurnFailure } from "./turn-failure.js";
 
 export type FunctionDeps = { db: pg.Pool; model: ModelChoice };
 
 /** Retries per step: enough to ride out a model or database blip, few enough to fail in minutes. */
 export const TURN_RETRIES = 4;
+
+/** The history a turn's model request carries: the last 20 user messages (the current one included). */
+export const TURN_HISTORY_WINDOW = { userMessages: 20 };
 
 /**
  * One chat turn: the user's message is stored first, the thread's history loaded, the agent
@@ -24,8 +28,8 @@ export function createChatTurn({ db, model }: FunctionDeps) {
       id: "chat-turn",
       name: "Chat turn",
       triggers: [chatMessageSent],
-      // One turn per thread at a time; a new thread's id is its first message's id.
-      concurrency: { key: "has(event.data.threadId) ? event.data.threadId : event.data.messageId", limit: 1 },
+      // A new thread's id is its first message's id.
+      concurrency: threadConcurrency("has(event.data.threadId) ? event.data.threadId : event.data.messageId"),
       retries: TURN_RETRIES,
       onFailure: recordTurnFailure(db),
     },
@@ -39,7 +43,7 @@ export function createChatTurn({ db, model }: FunctionDeps) {
         kind: "chat",
         eventId: event.id,
         clientTimestamp: data.clientTimestamp,
-        window: { userMessages: 20 },
+        window: TURN_HISTORY_WINDOW,
       });
       const network = createChatNetwork({ model, history });
       const run = await network.run(

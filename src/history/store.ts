@@ -237,6 +237,65 @@ export async function listCurrentPath(db: pg.Pool, threadId: string, userId: str
   }));
 }
 
+type ThreadMessageRow = { user_id: string; id: string | null; kind: string | null; content: { text?: string } | null; on_path: boolean | null };
+
+/** A user message of the user's thread, or the refusal that says which of those it is not. */
+async function findUserMessage(db: pg.Pool, { threadId, messageId, userId }: { threadId: string; messageId: string; userId: string }) {
+  const row = (await db.query<ThreadMessageRow>(sql.selectThreadMessage, [threadId, messageId])).rows[0];
+  if (!row) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+  if (row.user_id !== userId) throw threadNotOwned(threadId);
+  if (row.id === null) throw new HistoryRefusal("message_not_found", `Message ${messageId} is not a message of thread ${threadId}.`);
+  if (row.kind !== "user") {
+    throw new HistoryRefusal(
+      "not_a_user_message",
+      `Message ${messageId} is an ${row.kind === "agent" ? "assistant answer" : `${row.kind} message`}: regenerate with the id of the user message it answers.`,
+    );
+  }
+  return { text: row.content?.text ?? "", onPath: row.on_path === true };
+}
+
+/**
+ * The text of a user message that may be regenerated: the user's, in the thread, on its current
+ * path (a message that a later regenerate took off the path is no longer part of the conversation).
+ */
+export async function loadUserMessage(db: pg.Pool, input: { threadId: string; messageId: string; userId: string }): Promise<{ text: string }> {
+  const message = await findUserMessage(db, input);
+  if (!message.onPath) {
+    throw new HistoryRefusal(
+      "message_not_on_path",
+      `Message ${input.messageId} is no longer on the thread's current path (an earlier message was regenerated): regenerate a message of the current path.`,
+    );
+  }
+  return { text: message.text };
+}
+
+export type AnswerVariant = {
+  variant: number;
+  /** The answer the thread's current path shows. */
+  current: boolean;
+  createdAt: string;
+  results: { id: string; agentName: string; content: unknown }[];
+};
+
+/** Every answer variant of one of the user's messages, the superseded ones included. */
+export async function listAnswerVariants(db: pg.Pool, input: { threadId: string; messageId: string; userId: string }): Promise<AnswerVariant[]> {
+  await findUserMessage(db, input);
+  const { rows } = await db.query<{ id: string; variant: number; agent_name: string; content: unknown; on_path: boolean; created_at: Date }>(
+    sql.selectAnswerVariants,
+    [input.messageId],
+  );
+  const variants: AnswerVariant[] = [];
+  for (const row of rows) {
+    let variant = variants.at(-1);
+    if (variant?.variant !== row.variant) {
+      variant = { variant: row.variant, current: row.on_path, createdAt: row.created_at.toISOString(), results: [] };
+      variants.push(variant);
+    }
+    variant.results.push({ id: row.id, agentName: row.agent_name, content: row.content });
+  }
+  return variants;
+}
+
 export async function checkDatabase(db: pg.Pool): Promise<void> {
   await db.query("SELECT 1");
 }
