@@ -4,7 +4,8 @@ import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createPool } from "../src/history/database.js";
-import { beginTurn, ensureThread } from "../src/history/store.js";
+import { resultId } from "../src/history/ids.js";
+import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
@@ -66,6 +67,27 @@ describe("many writers appending to one thread at once", () => {
     } finally {
       await Promise.all(pools.map((pool) => pool.end()));
     }
+  });
+
+  it("two runs of a chat turn on one unanswered message share its first variant: one answer is stored, the other run stores nothing", async () => {
+    const threadId = randomUUID();
+    await ensureThread(db.pool, threadId, "user-1");
+    const message = { id: threadId, text: "Hello" };
+    const runs = [`run-${randomUUID()}`, `run-${randomUUID()}`];
+    const starts = await Promise.all(
+      runs.map((runId) => beginTurn(db.pool, { threadId, userId: "user-1", message, turn: { runId, kind: "chat" } })),
+    );
+    expect(starts.map((s) => [s.status, s.variant])).toEqual([["running", 1], ["running", 1]]);
+
+    const stored = [];
+    for (const [i, runId] of runs.entries()) {
+      const results = [{ id: resultId(threadId, 1, 0), agentName: "assistant", content: { output: [{ type: "text" as const, role: "assistant" as const, content: `answer ${i}` }], toolCalls: [] } }];
+      stored.push(await storeAnswer(db.pool, { threadId, userId: "user-1", runId, messageId: threadId, messageSeq: 1, variant: 1, detachLaterTurns: false, results }));
+    }
+
+    expect(stored).toEqual([{ inserted: 1 }, { inserted: 0 }]);
+    const answers = (await threadRows(db.pool, threadId)).filter((r) => r.kind === "agent");
+    expect(answers.map((r) => [r.variant, r.on_path, (r.content as { output: { content: string }[] }).output[0]!.content])).toEqual([[1, true, "answer 0"]]);
   });
 });
 

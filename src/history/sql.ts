@@ -32,16 +32,14 @@ export const insertUserMessage = `
   VALUES ($1, $2, $3, $3, 'user', 'user', $4, $5)`;
 
 /**
- * The answer state of one user message: its current variant and the highest variant taken so far,
- * by a stored answer or by a turn that is running or completed (two regenerates started before
- * either stores its answer must not share a variant). A failed turn stored nothing: its number is reused.
+ * The answer state of one user message: its current variant, the highest stored variant, and the
+ * highest variant taken by a turn that is running or completed (a failed turn stored nothing, so
+ * its number may be used again).
  */
 export const selectAnswerState = `
   SELECT (SELECT max(variant) FROM messages WHERE answers = $1 AND on_path) AS current_variant,
-         greatest(
-           (SELECT coalesce(max(variant), 0) FROM messages WHERE answers = $1),
-           (SELECT coalesce(max(variant), 0) FROM turns WHERE message_id = $1 AND status IN ('running', 'completed'))
-         ) AS max_variant`;
+         (SELECT coalesce(max(variant), 0) FROM messages WHERE answers = $1) AS max_variant,
+         (SELECT coalesce(max(variant), 0) FROM turns WHERE message_id = $1 AND status IN ('running', 'completed')) AS max_turn_variant`;
 
 export const selectTurnByRun = `
   SELECT run_id, variant, status FROM turns WHERE run_id = $1`;

@@ -109,14 +109,19 @@ export async function beginTurn(
 
 /**
  * Which variant a run writes, or why it writes nothing:
- * - a chat turn answers a message once; running its event again (a re-run) is a recorded no-op;
- * - a regenerate writes a new variant; running the same regenerate event again reuses its variant.
+ * - a chat turn answers a message once; running its event again (a re-run) is a recorded no-op,
+ *   and two chat runs on an unanswered message share the first variant (the first to store wins);
+ * - a regenerate writes a new variant, past any variant a running or completed turn holds, so two
+ *   regenerates started together each keep their answer; running the same regenerate event again
+ *   reuses its variant.
  */
 async function decideTurn(
   client: pg.PoolClient,
   { messageId, onPath, turn }: { messageId: string; onPath: boolean; turn: { kind: TurnKind; eventId?: string | undefined } },
 ): Promise<Omit<TurnStart, "messageSeq">> {
-  const state = (await client.query<{ current_variant: number | null; max_variant: number }>(sql.selectAnswerState, [messageId])).rows[0]!;
+  const state = (
+    await client.query<{ current_variant: number | null; max_variant: number; max_turn_variant: number }>(sql.selectAnswerState, [messageId])
+  ).rows[0]!;
   if (!onPath) {
     return { variant: state.max_variant, status: "skipped", skipReason: "the message is no longer on the thread's current path" };
   }
@@ -129,7 +134,7 @@ async function decideTurn(
   const earlier = turn.eventId
     ? (await client.query<{ variant: number }>(sql.selectTurnByEvent, [turn.eventId, messageId])).rows[0]
     : undefined;
-  if (!earlier) return { variant: state.max_variant + 1, status: "running" };
+  if (!earlier) return { variant: Math.max(state.max_variant, state.max_turn_variant) + 1, status: "running" };
   const written = (await client.query<{ n: number }>(sql.countVariantRows, [messageId, earlier.variant])).rows[0]!.n;
   return written > 0
     ? { variant: earlier.variant, status: "skipped", skipReason: "this regenerate event already produced its answer" }
