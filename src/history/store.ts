@@ -248,7 +248,9 @@ type ThreadMessageRow = { user_id: string; id: string | null; kind: string | nul
 async function findUserMessage(db: pg.Pool, { threadId, messageId, userId }: { threadId: string; messageId: string; userId: string }) {
   const row = (await db.query<ThreadMessageRow>(sql.selectThreadMessage, [threadId, messageId])).rows[0];
   if (!row) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
-  if (row.user_id !== userId) throw threadNotOwned(threadId);
+  if (row.user_id !== userId) {
+    throw new HistoryRefusal("thread_not_owned", `Thread ${threadId} belongs to another user: only its owner can regenerate or list its answers.`);
+  }
   if (row.id === null) throw new HistoryRefusal("message_not_found", `Message ${messageId} is not a message of thread ${threadId}.`);
   if (row.kind !== "user") {
     throw new HistoryRefusal(
