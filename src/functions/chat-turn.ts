@@ -1,16 +1,20 @@
-import { createState, type AgentResult } from "@inngest/agent-kit";
+import { createState } from "@inngest/agent-kit";
 import type pg from "pg";
 import { chatMessageSent, inngest } from "../../inngest.config.js";
 import { createChatNetwork } from "../agents/network.js";
 import type { ModelChoice } from "../agents/model.js";
 import { createTurnHistory } from "../history/adapter.js";
-import { turnSkipReason } from "../run-state.js";
+import { threadConcurrency } from "./thread-concurrency.js";
 import { recordTurnFailure } from "./turn-failure.js";
+import { turnOutcome } from "./turn-outcome.js";
 
 export type FunctionDeps = { db: pg.Pool; model: ModelChoice };
 
 /** Retries per step: enough to ride out a model or database blip, few enough to fail in minutes. */
 export const TURN_RETRIES = 4;
+
+/** The history a turn's model request carries: the last 20 user messages (the current one included). */
+export const TURN_HISTORY_WINDOW = { userMessages: 20 };
 
 /**
  * One chat turn: the user's message is stored first, the thread's history loaded, the agent
@@ -23,8 +27,8 @@ export function createChatTurn({ db, model }: FunctionDeps) {
       id: "chat-turn",
       name: "Chat turn",
       triggers: [chatMessageSent],
-      // One turn per thread at a time; a new thread's id is its first message's id.
-      concurrency: { key: "has(event.data.threadId) ? event.data.threadId : event.data.messageId", limit: 1 },
+      // A new thread's id is its first message's id.
+      concurrency: threadConcurrency("has(event.data.threadId) ? event.data.threadId : event.data.messageId"),
       retries: TURN_RETRIES,
       onFailure: recordTurnFailure(db),
     },
@@ -39,29 +43,14 @@ export function createChatTurn({ db, model }: FunctionDeps) {
         kind: "chat",
         eventId: event.id,
         clientTimestamp: data.clientTimestamp,
-        window: { userMessages: 20 },
+        window: TURN_HISTORY_WINDOW,
       });
       const network = createChatNetwork({ model, history });
       const run = await network.run(
         { id: data.messageId, content: data.content, role: "user" },
         { state: createState({}, data.threadId ? { threadId: data.threadId } : {}) },
       );
-
-      const skipped = turnSkipReason(run.state);
-      return {
-        threadId: run.state.threadId,
-        messageId: data.messageId,
-        status: skipped ? ("skipped" as const) : ("completed" as const),
-        ...(skipped ? { reason: skipped } : { answer: answerText(run.state.results.at(-1)) }),
-      };
+      return turnOutcome(run.state, data.messageId);
     },
   );
-}
-
-/** The text of the turn's final answer, for the run's output in the dev server. */
-export function answerText(result: AgentResult | undefined): string {
-  return (result?.output ?? [])
-    .filter((m) => m.type === "text" && m.role === "assistant")
-    .map((m) => (m.type === "text" ? (typeof m.content === "string" ? m.content : m.content.map((c) => c.text).join("")) : ""))
-    .join("\n");
 }
