@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { listCurrentPath } from "../history/store.js";
+import { listCurrentPath, threadDebug } from "../history/store.js";
 import { badRequest, refusal } from "./errors.js";
 import type { ApiDeps } from "./deps.js";
 
@@ -9,16 +9,29 @@ const userQuery = z.object({ userId: z.string({ error: "userId query parameter i
 
 /** Reads of a thread, scoped by the user who asks (userId query parameter). */
 export function threadRoutes({ db }: ApiDeps) {
-  return new Hono().get("/:threadId/messages", async (c) => {
-    const params = threadParams.safeParse(c.req.param());
-    if (!params.success) return badRequest(c, params.error);
-    const query = userQuery.safeParse(c.req.query());
-    if (!query.success) return badRequest(c, query.error);
-    try {
-      const messages = await listCurrentPath(db, params.data.threadId, query.data.userId);
-      return c.json({ threadId: params.data.threadId, messages });
-    } catch (error) {
-      return refusal(c, error);
-    }
-  });
+  return new Hono()
+    .get("/:threadId/messages", async (c) => {
+      const params = threadParams.safeParse(c.req.param());
+      if (!params.success) return badRequest(c, params.error);
+      const query = userQuery.safeParse(c.req.query());
+      if (!query.success) return badRequest(c, query.error);
+      try {
+        const messages = await listCurrentPath(db, params.data.threadId, query.data.userId);
+        return c.json({ threadId: params.data.threadId, messages });
+      } catch (error) {
+        return refusal(c, error);
+      }
+    })
+    // The history policy in force for the latest turn, where each setting came from, and counts.
+    .get("/:threadId/debug", async (c) => {
+      const params = threadParams.safeParse(c.req.param());
+      if (!params.success) return badRequest(c, params.error);
+      const query = userQuery.safeParse(c.req.query());
+      if (!query.success) return badRequest(c, query.error);
+      try {
+        return c.json(await threadDebug(db, params.data.threadId, query.data.userId));
+      } catch (error) {
+        return refusal(c, error);
+      }
+    });
 }

@@ -1,14 +1,20 @@
-import { createState, type AgentResult } from "@inngest/agent-kit";
+import { createState, type AgentResult, type Message } from "@inngest/agent-kit";
 import type pg from "pg";
 import { chatMessageSent, chatMessageSentData, inngest } from "../../inngest.config.js";
 import { createChatNetwork } from "../agents/network.js";
 import type { ModelChoice } from "../agents/model.js";
 import { createTurnHistory } from "../history/adapter.js";
+import { resolveHistoryPolicy, type HistoryEnvironment } from "../history/policy.js";
 import { turnSkipReason } from "../run-state.js";
 import { parseEventData } from "./event-data.js";
 import { recordTurnFailure } from "./turn-failure.js";
 
-export type FunctionDeps = { db: pg.Pool; model: ModelChoice };
+export type FunctionDeps = {
+  db: pg.Pool;
+  model: ModelChoice;
+  /** The operator's history settings (HISTORY_* environment variables): they beat a request's. */
+  historyEnvironment?: HistoryEnvironment;
+};
 
 /** Retries per step: enough to ride out a model or database blip, few enough to fail in minutes. */
 export const TURN_RETRIES = 4;
@@ -18,7 +24,7 @@ export const TURN_RETRIES = 4;
  * network answers, and the answer is stored. AgentKit calls the history adapter at each of those
  * points, and each call is its own durable step.
  */
-export function createChatTurn({ db, model }: FunctionDeps) {
+export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: "chat-turn",
@@ -29,8 +35,9 @@ export function createChatTurn({ db, model }: FunctionDeps) {
       retries: TURN_RETRIES,
       onFailure: recordTurnFailure(db),
     },
-    async ({ event, runId }) => {
+    async ({ event, runId, logger }) => {
       const data = parseEventData(chatMessageSentData, event.data);
+      const policy = resolveHistoryPolicy({ environment: historyEnvironment, request: data.history });
 
       const history = createTurnHistory(db, {
         userId: data.userId,
@@ -39,19 +46,25 @@ export function createChatTurn({ db, model }: FunctionDeps) {
         kind: "chat",
         eventId: event.id,
         clientTimestamp: data.clientTimestamp,
-        window: { userMessages: 20 },
+        policy,
+        clientMessages: data.conversation?.length,
       });
       const network = createChatNetwork({ model, history });
-      const run = await network.run(
-        { id: data.messageId, content: data.content, role: "user" },
-        { state: createState({}, data.threadId ? { threadId: data.threadId } : {}) },
-      );
+      // Client-sent messages make AgentKit skip history.get; they are the turn's earlier history.
+      const state = createState({}, {
+        ...(data.threadId ? { threadId: data.threadId } : {}),
+        ...(data.conversation ? { messages: data.conversation as Message[] } : {}),
+      });
+      const run = await network.run({ id: data.messageId, content: data.content, role: "user" }, { state });
 
       const skipped = turnSkipReason(run.state);
+      const report = { ...policy, ...history.load() };
+      logger.info("chat-turn history", { runId, threadId: run.state.threadId, ...report });
       return {
         threadId: run.state.threadId,
         messageId: data.messageId,
         status: skipped ? ("skipped" as const) : ("completed" as const),
+        history: report,
         ...(skipped ? { reason: skipped } : { answer: answerText(run.state.results.at(-1)) }),
       };
     },
