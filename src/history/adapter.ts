@@ -38,7 +38,17 @@ export type TurnHistory = HistoryConfig<StateData> & {
 type StepRunner = { run: <T>(id: string, fn: () => Promise<T>) => Promise<unknown> };
 
 /**
- * AgentKit's HistoryConfig over PostgreSQL, for one turn. Each hook does its database work inside
+ * AgentKit's HistoryConfig over PostgreSQL, for one turn.
+ *
+ * Thread ids, per AgentKit's table (tested in test/thread-ids.test.ts):
+ * - resume (threadId given): createThread upserts it, checking its owner; get loads the window;
+ * - new conversation (no threadId): createThread names the thread after its first message, so a
+ *   re-run of the event finds the same thread; AgentKit does not call get for it;
+ * - without createThread, AgentKit uses a given threadId as is (fine for an existing thread), and
+ *   for a new conversation makes a random UUID outside any step: a different id on every replay,
+ *   naming no stored thread, so appendUserMessage refuses it. That is why createThread stays.
+ *
+ * Client-authoritative turns (the event carries the conversation) never reach get. Each hook does its database work inside
  * its own step.run with a stable id, so Inngest retries each one alone and memoizes what
  * succeeded; everything outside the steps is deterministic and is replayed on every re-entry.
  */
