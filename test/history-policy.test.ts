@@ -58,6 +58,11 @@ describe("history policies on a thread of 30 turns with system messages and tool
     expect(result.history).toMatchObject({ policy: "all", from: "database", read: 2 + 30 * 2 + 2, sent: 2 + 30 * 2 + 2 });
   });
 
+  it("all keeps every message whatever preserveSystemMessages says, the note before the first turn included", async () => {
+    const { messages } = await turn31(thread, { request: { policy: "all", preserveSystemMessages: false } });
+    expect(messages).toEqual(prompt(thread.entries));
+  });
+
   it("lastN: the last N user messages (the current one counted), system messages older than the window kept", async () => {
     const { messages, result } = await turn31(thread, { request: { policy: "lastN", length: 5 } });
     expect(messages).toEqual(prompt([...systemEntries(thread.entries), ...turnsBetween(thread.entries, 27, 30)]));

@@ -83,7 +83,8 @@ export const insertAgentResult = `
  */
 export const selectHistoryWindow = `
   WITH window_start AS (
-    SELECT coalesce(min(seq), $2) AS turn_seq FROM (
+    -- No limit: the window is the whole thread, including rows before its first user message.
+    SELECT CASE WHEN $3::bigint IS NULL THEN 0 ELSE coalesce(min(seq), $2) END AS turn_seq FROM (
       SELECT seq FROM messages
       WHERE thread_id = $1 AND on_path AND kind = 'user' AND seq < $2
       ORDER BY seq DESC
