@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
+import * as sql from "../src/history/sql.js";
+import { countingPool } from "./helpers/counting-pool.js";
 import { readHistory } from "../src/history/store.js";
 import { applyTokenBudget } from "../src/history/token-budget.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
@@ -94,5 +96,29 @@ describe("token budget", () => {
     const { messages } = await runTurn(thread, huge, { policy: "all", maxTokens: 30 });
     expect(messages.at(-1)).toEqual({ role: "user", content: huge });
     expect(messages.filter((m) => m.content === huge)).toHaveLength(1);
+  });
+
+  it("a retried run reuses the memoized, budgeted history: nothing is read again and the model sees the same cut", async () => {
+    const words = Array.from({ length: 3_000 }, (_, i) => `word${i}`).join(" ");
+    const thread = await seedThread(db.pool, { turns: 1, longQuestion: { turn: 1, text: words } });
+    const counting = countingPool(db.pool);
+    const chatTurn = createChatTurn({ db: counting.pool, model: scriptedModel(model) });
+    const event = chatEvent({ content: "question 2", threadId: thread.threadId });
+    const withBudget = { ...event, data: { ...event.data, history: { policy: "all", maxTokens: 300 } } };
+
+    model.script({ status: 500 });
+    const failed = await execute(chatTurn, withBudget);
+    expect(failed.error).toBeDefined();
+    const reads = counting.queries.filter((q) => q === sql.selectHistoryWindow).length;
+    expect(reads).toBe(1);
+
+    model.script({ text: "ok" });
+    const retried = await execute(chatTurn, withBudget, { memo: failed.memo, runId: failed.runId });
+    expect(retried.error).toBeUndefined();
+    expect(counting.queries.filter((q) => q === sql.selectHistoryWindow).length).toBe(reads);
+    expect(model.requests).toHaveLength(2);
+    expect(model.requests[1]!.messages).toEqual(model.requests[0]!.messages);
+    expect(model.requests[1]!.messages[1]!.content).toMatch(MARKER);
+    expect(retried.result).toMatchObject({ history: { from: "database", budget: { maxTokens: 300, truncated: [{ omittedTokens: expect.any(Number) }] } } });
   });
 });
