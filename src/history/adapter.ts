@@ -48,16 +48,17 @@ type StepRunner = { run: <T>(id: string, fn: () => Promise<T>) => Promise<unknow
  *   for a new conversation makes a random UUID outside any step: a different id on every replay,
  *   naming no stored thread, so appendUserMessage refuses it. That is why createThread stays.
  *
- * Client-authoritative turns (the event carries the conversation) never reach get. Each hook does its database work inside
- * its own step.run with a stable id, so Inngest retries each one alone and memoizes what
- * succeeded; everything outside the steps is deterministic and is replayed on every re-entry.
+ * Client-authoritative turns (the event carries the conversation) never reach get.
+ *
+ * Each hook does its database work inside its own step.run with a stable id, so Inngest retries
+ * each one alone and memoizes what succeeded; everything outside the steps is deterministic and
+ * is replayed on every re-entry.
  */
 export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
   // Set from the memoized append-user-message step, so it is the same on every replay.
   let started: TurnStart | undefined;
   let loaded: HistoryLoad =
     turn.clientMessages === undefined ? { from: "none", read: 0, sent: 0 } : { from: "client", read: 0, sent: turn.clientMessages };
-  const { sources, ...settings } = turn.policy;
 
   return {
     load: () => loaded,
@@ -76,7 +77,8 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           userId: turn.userId,
           message: { id: userMessage.id, text: userMessage.content, clientTimestamp: turn.clientTimestamp },
           turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId },
-          context: { policy: { ...settings, sources }, history: loaded },
+          // The load is known once history.get has run: appendResults records it.
+          context: { policy: turn.policy },
         }),
       )) as TurnStart;
       if (started.status === "skipped") markTurnSkipped(state, started.skipReason ?? "skipped");
