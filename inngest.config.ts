@@ -1,5 +1,7 @@
 import { eventType, Inngest } from "inngest";
 import { z } from "zod";
+import { message } from "./src/history/messages.js";
+import { historyRequest } from "./src/history/policy.js";
 
 /**
  * The Inngest client and every event's contract. Event data is validated against these schemas
@@ -9,6 +11,27 @@ export const inngest = new Inngest({ id: "threadline" });
 
 /** Longest user message accepted, in characters (about 8k tokens of English). */
 export const MAX_CONTENT_LENGTH = 32_000;
+
+/** Most prior messages a client may send as the conversation so far. */
+export const MAX_CONVERSATION_MESSAGES = 200;
+
+/**
+ * The conversation so far, kept by the client (client-authoritative and hybrid modes): AgentKit
+ * messages in order, without the new message. Every tool call must come with its result, or the
+ * model would refuse the request.
+ */
+export const conversation = z
+  .array(message)
+  .max(MAX_CONVERSATION_MESSAGES, `conversation must hold at most ${MAX_CONVERSATION_MESSAGES} messages: send the recent ones`)
+  .superRefine((messages, ctx) => {
+    const results = new Set(messages.flatMap((m) => (m.type === "tool_result" ? [m.tool.id] : [])));
+    for (const [index, m] of messages.entries()) {
+      if (m.type !== "tool_call") continue;
+      for (const tool of m.tools) {
+        if (!results.has(tool.id)) ctx.addIssue({ code: "custom", path: [index], message: `tool call ${tool.id} has no tool_result in the conversation` });
+      }
+    }
+  });
 
 export const chatMessageSentData = z.object({
   /** Client-generated id of the user message: re-sending it never stores it twice. */
@@ -22,6 +45,10 @@ export const chatMessageSentData = z.object({
   /** Absent: a new thread, whose id is the message's id. */
   threadId: z.uuid({ error: "threadId must be a UUID (omit it to start a new thread)" }).optional(),
   clientTimestamp: z.iso.datetime({ offset: true, error: "clientTimestamp must be an ISO 8601 date-time" }).optional(),
+  /** History settings for this turn; the operator's environment settings take precedence. */
+  history: historyRequest.optional(),
+  /** Present: the client sends the history and the database is not read for it. */
+  conversation: conversation.optional(),
 });
 export type ChatMessageSent = z.infer<typeof chatMessageSentData>;
 

@@ -9,7 +9,7 @@ import { chatRoutes } from "./api/chat.js";
 import type { ApiDeps } from "./api/deps.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { threadRoutes } from "./api/threads.js";
-import { readEnvironment } from "./config.js";
+import { historyEnvironment, readEnvironment } from "./config.js";
 import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
@@ -50,7 +50,9 @@ export async function startServer() {
   if (model.configured) console.info(`[threadline] model: ${model.provider} ${model.name}`);
   else console.warn(`[threadline] WARNING: ${model.reason} Until then every chat turn fails (the user's message is still stored).`);
 
-  const functions = createFunctions({ db: database.pool, model });
+  const history = historyEnvironment(env);
+  if (Object.keys(history).length > 0) console.info(`[threadline] history settings fixed by the environment: ${JSON.stringify(history)}`);
+  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history });
   const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), functions });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
   console.info(`[threadline] listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);

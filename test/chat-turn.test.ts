@@ -129,9 +129,9 @@ describe("a chat turn", () => {
 
     // Every memoized step value went through JSON.stringify/parse; the engine replays them on re-entry.
     for (const step of run.memo) expect(JSON.parse(JSON.stringify(step.handler()))).toEqual(step.handler());
-    const getStep = run.memo.map((m) => m.handler()).find((v) => Array.isArray(v) && v.length === 2) as unknown[];
+    const getStep = run.memo.map((m) => m.handler() as { rows?: unknown[] }).find((v) => Array.isArray(v?.rows));
     const { toAgentResults } = await import("../src/history/messages.js");
-    const rebuilt = toAgentResults(getStep as Parameters<typeof toAgentResults>[0]);
+    const rebuilt = toAgentResults(getStep!.rows as Parameters<typeof toAgentResults>[0]);
     expect(rebuilt.every((r) => r instanceof AgentResult)).toBe(true);
     expect(rebuilt[1]!.createdAt).toBeInstanceOf(Date);
     expect(typeof rebuilt[1]!.checksum).toBe("string");

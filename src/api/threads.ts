@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { listAnswerVariants, listCurrentPath } from "../history/store.js";
+import { listAnswerVariants, listCurrentPath, threadDebug } from "../history/store.js";
 import { badRequest, refusal } from "./errors.js";
 import type { ApiDeps } from "./deps.js";
 
@@ -32,6 +32,18 @@ export function threadRoutes({ db }: ApiDeps) {
       try {
         const variants = await listAnswerVariants(db, { ...params.data, userId: query.data.userId });
         return c.json({ threadId: params.data.threadId, messageId: params.data.messageId, variants });
+      } catch (error) {
+        return refusal(c, error);
+      }
+    })
+    // The history policy in force for the latest turn, where each setting came from, and counts.
+    .get("/:threadId/debug", async (c) => {
+      const params = threadParams.safeParse(c.req.param());
+      if (!params.success) return badRequest(c, params.error);
+      const query = userQuery.safeParse(c.req.query());
+      if (!query.success) return badRequest(c, query.error);
+      try {
+        return c.json(await threadDebug(db, params.data.threadId, query.data.userId));
       } catch (error) {
         return refusal(c, error);
       }

@@ -1,27 +1,30 @@
-import { createState } from "@inngest/agent-kit";
+import { createState, type Message } from "@inngest/agent-kit";
 import type pg from "pg";
 import { chatMessageSent, inngest } from "../../inngest.config.js";
 import { createChatNetwork } from "../agents/network.js";
 import type { ModelChoice } from "../agents/model.js";
 import { createTurnHistory } from "../history/adapter.js";
+import { resolveHistoryPolicy, type HistoryEnvironment } from "../history/policy.js";
 import { threadConcurrency } from "./thread-concurrency.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { turnOutcome } from "./turn-outcome.js";
 
-export type FunctionDeps = { db: pg.Pool; model: ModelChoice };
+export type FunctionDeps = {
+  db: pg.Pool;
+  model: ModelChoice;
+  /** The operator's history settings (HISTORY_* environment variables): they beat a request's. */
+  historyEnvironment?: HistoryEnvironment;
+};
 
 /** Retries per step: enough to ride out a model or database blip, few enough to fail in minutes. */
 export const TURN_RETRIES = 4;
-
-/** The history a turn's model request carries: the last 20 user messages (the current one included). */
-export const TURN_HISTORY_WINDOW = { userMessages: 20 };
 
 /**
  * One chat turn: the user's message is stored first, the thread's history loaded, the agent
  * network answers, and the answer is stored. AgentKit calls the history adapter at each of those
  * points, and each call is its own durable step.
  */
-export function createChatTurn({ db, model }: FunctionDeps) {
+export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: "chat-turn",
@@ -33,8 +36,9 @@ export function createChatTurn({ db, model }: FunctionDeps) {
       onFailure: recordTurnFailure(db),
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
-    async ({ event, runId }) => {
+    async ({ event, runId, logger }) => {
       const data = event.data;
+      const policy = resolveHistoryPolicy({ environment: historyEnvironment, request: data.history });
 
       const history = createTurnHistory(db, {
         userId: data.userId,
@@ -43,14 +47,20 @@ export function createChatTurn({ db, model }: FunctionDeps) {
         kind: "chat",
         eventId: event.id,
         clientTimestamp: data.clientTimestamp,
-        window: TURN_HISTORY_WINDOW,
+        policy,
+        clientMessages: data.conversation?.length,
       });
       const network = createChatNetwork({ model, history });
-      const run = await network.run(
-        { id: data.messageId, content: data.content, role: "user" },
-        { state: createState({}, data.threadId ? { threadId: data.threadId } : {}) },
-      );
-      return turnOutcome(run.state, data.messageId);
+      // Client-sent messages make AgentKit skip history.get; they are the turn's earlier history.
+      const state = createState({}, {
+        ...(data.threadId ? { threadId: data.threadId } : {}),
+        ...(data.conversation ? { messages: data.conversation as Message[] } : {}),
+      });
+      const run = await network.run({ id: data.messageId, content: data.content, role: "user" }, { state });
+
+      const report = { ...policy, ...history.load() };
+      logger.info("chat-turn history", { runId, threadId: run.state.threadId, ...report });
+      return { ...turnOutcome(run.state, data.messageId), history: report };
     },
   );
 }

@@ -3,7 +3,8 @@ import { chatMessageRegenerate, inngest } from "../../inngest.config.js";
 import { createChatNetwork } from "../agents/network.js";
 import { createTurnHistory, durably } from "../history/adapter.js";
 import { loadUserMessage } from "../history/store.js";
-import { TURN_HISTORY_WINDOW, TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";
+import { resolveHistoryPolicy } from "../history/policy.js";
+import { TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";
 import { threadConcurrency } from "./thread-concurrency.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { turnOutcome } from "./turn-outcome.js";
@@ -14,7 +15,7 @@ import { turnOutcome } from "./turn-outcome.js";
  * then the message once; the new answer becomes the current variant, the previous one is kept,
  * and the turns after the message leave the current path. A failed turn is completed this way.
  */
-export function createRegenerate({ db, model }: FunctionDeps) {
+export function createRegenerate({ db, model, historyEnvironment }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: "regenerate",
@@ -37,7 +38,8 @@ export function createRegenerate({ db, model }: FunctionDeps) {
         runId,
         kind: "regenerate",
         eventId: event.id,
-        window: TURN_HISTORY_WINDOW,
+        // A regenerate carries no history settings: the operator's, else the agent's defaults.
+        policy: resolveHistoryPolicy({ environment: historyEnvironment }),
       });
       const network = createChatNetwork({ model, history });
       const run = await network.run(

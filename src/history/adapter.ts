@@ -5,7 +5,9 @@ import { markTurnSkipped, setPriorResultCount } from "../run-state.js";
 import { HistoryRefusal } from "./errors.js";
 import { resultId } from "./ids.js";
 import { toAgentContent, toAgentResults } from "./messages.js";
-import { beginTurn, ensureThread, readHistory, storeAnswer, type HistoryWindow, type TurnKind, type TurnStart } from "./store.js";
+import { historyWindow, type ResolvedHistoryPolicy } from "./policy.js";
+import { beginTurn, ensureThread, readHistory, storeAnswer, type TurnKind, type TurnStart } from "./store.js";
+import { applyTokenBudget, type BudgetReport } from "./token-budget.js";
 
 /** The run a history adapter serves: one turn on one user message. */
 export type TurnContext = {
@@ -16,21 +18,51 @@ export type TurnContext = {
   kind: TurnKind;
   eventId?: string | undefined;
   clientTimestamp?: string | undefined;
-  window: HistoryWindow;
+  policy: ResolvedHistoryPolicy;
+  /** How many prior messages the client sent with the event (client-authoritative): none are read. */
+  clientMessages?: number | undefined;
+};
+
+/**
+ * Where the turn's earlier history came from and how much of it reached the model:
+ * "database" (read by history.get), "client" (sent with the event), or "none" (policy none,
+ * a new thread, or a re-run that answers nothing).
+ */
+export type HistoryLoad = { from: "database" | "client" | "none"; read: number; sent: number; budget?: BudgetReport };
+
+export type TurnHistory = HistoryConfig<StateData> & {
+  /** The load of this run (set from memoized steps, so the same on every replay). */
+  load: () => HistoryLoad;
 };
 
 type StepRunner = { run: <T>(id: string, fn: () => Promise<T>) => Promise<unknown> };
 
 /**
- * AgentKit's HistoryConfig over PostgreSQL, for one turn. Each hook does its database work inside
- * its own step.run with a stable id, so Inngest retries each one alone and memoizes what
- * succeeded; everything outside the steps is deterministic and is replayed on every re-entry.
+ * AgentKit's HistoryConfig over PostgreSQL, for one turn.
+ *
+ * Thread ids, per AgentKit's table (tested in test/thread-ids.test.ts):
+ * - resume (threadId given): createThread upserts it, checking its owner; get loads the window;
+ * - new conversation (no threadId): createThread names the thread after its first message, so a
+ *   re-run of the event finds the same thread; AgentKit does not call get for it;
+ * - without createThread, AgentKit uses a given threadId as is (fine for an existing thread), and
+ *   for a new conversation makes a random UUID outside any step: a different id on every replay,
+ *   naming no stored thread, so appendUserMessage refuses it. That is why createThread stays.
+ *
+ * Client-authoritative turns (the event carries the conversation) never reach get.
+ *
+ * Each hook does its database work inside its own step.run with a stable id, so Inngest retries
+ * each one alone and memoizes what succeeded; everything outside the steps is deterministic and
+ * is replayed on every re-entry.
  */
-export function createTurnHistory(db: pg.Pool, turn: TurnContext): HistoryConfig<StateData> {
+export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
   // Set from the memoized append-user-message step, so it is the same on every replay.
   let started: TurnStart | undefined;
+  let loaded: HistoryLoad =
+    turn.clientMessages === undefined ? { from: "none", read: 0, sent: 0 } : { from: "client", read: 0, sent: turn.clientMessages };
 
   return {
+    load: () => loaded,
+
     // A new thread takes its first message's id: a re-run of the same event finds the same thread.
     createThread: async ({ state, step }) => {
       const threadId = state.threadId ?? turn.messageId;
@@ -45,6 +77,8 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): HistoryConfig
           userId: turn.userId,
           message: { id: userMessage.id, text: userMessage.content, clientTimestamp: turn.clientTimestamp },
           turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId },
+          // The load is known once history.get has run: appendResults records it.
+          context: { policy: turn.policy },
         }),
       )) as TurnStart;
       if (started.status === "skipped") markTurnSkipped(state, started.skipReason ?? "skipped");
@@ -52,12 +86,22 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): HistoryConfig
 
     get: async ({ state, step, threadId }) => {
       if (!started) throw new Error("history.get ran before the user message was stored");
-      if (started.status === "skipped") return [];
+      // An empty client conversation is still the client's word: nothing is read.
+      if (started.status === "skipped" || turn.clientMessages !== undefined) return [];
+      const window = historyWindow(turn.policy);
+      // Policy none reads nothing: the model sees the current message alone.
+      if (!window) return [];
       const beforeSeq = started.messageSeq;
-      const rows = await durably(step, "history.get", () =>
-        readHistory(db, { threadId: threadId!, userId: turn.userId, beforeSeq, window: turn.window }),
-      );
-      const results = toAgentResults(rows as Parameters<typeof toAgentResults>[0]);
+      const { maxTokens } = turn.policy;
+      // The budget applies inside the step, so what the step returns (and Inngest stores) is bounded.
+      const read = (await durably(step, "history.get", async () => {
+        const rows = await readHistory(db, { threadId: threadId!, userId: turn.userId, beforeSeq, window });
+        if (maxTokens === null) return { rows, read: rows.length };
+        const budgeted = applyTokenBudget(rows, maxTokens);
+        return { rows: budgeted.rows, read: rows.length, budget: budgeted.report };
+      })) as { rows: Parameters<typeof toAgentResults>[0]; read: number; budget?: BudgetReport };
+      const results = toAgentResults(read.rows);
+      loaded = { from: "database", read: read.read, sent: read.rows.length, ...(read.budget ? { budget: read.budget } : {}) };
       setPriorResultCount(state, results.length);
       return results;
     },
@@ -80,6 +124,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): HistoryConfig
           variant,
           detachLaterTurns: turn.kind === "regenerate",
           results,
+          context: { history: loaded },
         }),
       );
     },

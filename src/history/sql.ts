@@ -49,8 +49,8 @@ export const selectTurnByEvent = `
   ORDER BY started_at LIMIT 1`;
 
 export const insertTurn = `
-  INSERT INTO turns (run_id, thread_id, message_id, kind, event_id, variant, status, finished_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, CASE WHEN $7 = 'running' THEN NULL ELSE now() END)`;
+  INSERT INTO turns (run_id, thread_id, message_id, kind, event_id, variant, status, context, finished_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $7 = 'running' THEN NULL ELSE now() END)`;
 
 export const completeTurn = `
   UPDATE turns SET status = 'completed', error = NULL, finished_at = now()
@@ -81,22 +81,47 @@ export const insertAgentResult = `
 
 /**
  * The history before the current user message on the current path, limited to the last
- * $3 user messages (and everything after each). Reads only the window's rows through
- * messages_path_user_idx and messages_path_idx, however long the thread.
+ * $3 user messages (and everything after each; NULL: no limit), plus, when $4, the system and
+ * summary rows older than that window. Reads only the rows it returns, through
+ * messages_path_user_idx, messages_path_idx and messages_path_system_idx, however long the thread.
  */
 export const selectHistoryWindow = `
   WITH window_start AS (
-    SELECT coalesce(min(seq), $2) AS turn_seq FROM (
+    -- No limit: the window is the whole thread, including rows before its first user message.
+    SELECT CASE WHEN $3::bigint IS NULL THEN 0 ELSE coalesce(min(seq), $2) END AS turn_seq FROM (
       SELECT seq FROM messages
       WHERE thread_id = $1 AND on_path AND kind = 'user' AND seq < $2
       ORDER BY seq DESC
       LIMIT $3
     ) last_users
+  ),
+  window_rows AS (
+    SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
+    FROM messages m, window_start w
+    WHERE m.thread_id = $1 AND m.on_path AND m.turn_seq >= w.turn_seq AND m.turn_seq < $2
+    UNION ALL
+    SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
+    FROM messages m, window_start w
+    WHERE $4 AND m.thread_id = $1 AND m.on_path AND m.kind IN ('system', 'summary') AND m.turn_seq < w.turn_seq
   )
-  SELECT m.id, m.seq, m.kind, m.agent_name, m.content, m.created_at
-  FROM messages m, window_start w
-  WHERE m.thread_id = $1 AND m.on_path AND m.turn_seq >= w.turn_seq AND m.turn_seq < $2
-  ORDER BY m.turn_seq, m.seq`;
+  SELECT id, seq, kind, agent_name, content, created_at FROM window_rows
+  ORDER BY turn_seq, seq`;
+
+/** Records on a turn what its history was made of (merged into what is already recorded). */
+export const mergeTurnContext = `
+  UPDATE turns SET context = coalesce(context, '{}'::jsonb) || $2::jsonb
+  WHERE run_id = $1`;
+
+/** The thread's latest turn that ran (not a skipped re-run), for the debug view. */
+export const selectLatestTurn = `
+  SELECT run_id, message_id, kind, variant, status, error, context, started_at, finished_at
+  FROM turns WHERE thread_id = $1 AND status <> 'skipped'
+  ORDER BY started_at DESC LIMIT 1`;
+
+/** How many messages of each kind the thread holds, on and off its current path. */
+export const countThreadMessages = `
+  SELECT kind, count(*) FILTER (WHERE on_path)::int AS on_path, count(*)::int AS stored
+  FROM messages WHERE thread_id = $1 GROUP BY kind`;
 
 /** The thread's current path, as a client shows it, with each user message's latest turn. */
 export const selectCurrentPath = `

@@ -71,6 +71,8 @@ export async function beginTurn(
     userId: string;
     message: { id: string; text: string; clientTimestamp?: string | undefined };
     turn: { runId: string; kind: TurnKind; eventId?: string | undefined };
+    /** What the turn's history is made of (policy and its sources), for the debug view. */
+    context?: Record<string, unknown> | undefined;
   },
 ): Promise<TurnStart> {
   const { threadId, userId, message, turn } = input;
@@ -102,7 +104,9 @@ export async function beginTurn(
     }
 
     const start = await decideTurn(client, { messageId: message.id, onPath: stored.on_path, turn });
-    await client.query(sql.insertTurn, [turn.runId, threadId, message.id, turn.kind, turn.eventId ?? null, start.variant, start.status]);
+    await client.query(sql.insertTurn, [
+      turn.runId, threadId, message.id, turn.kind, turn.eventId ?? null, start.variant, start.status, input.context ?? null,
+    ]);
     return { messageSeq, ...start };
   });
 }
@@ -141,8 +145,12 @@ async function decideTurn(
     : { variant: earlier.variant, status: "running" };
 }
 
-/** How many user messages (the current one included) the history window spans; null: all. */
-export type HistoryWindow = { userMessages: number | null };
+/**
+ * Which rows a history read returns: the last `userMessages` user messages, the current one
+ * included, and everything after each (null: all); with `preserveSystemMessages`, also the
+ * system and summary rows older than that.
+ */
+export type HistoryWindow = { userMessages: number | null; preserveSystemMessages: boolean };
 
 /** The current path before the user message at `beforeSeq`, limited to the window. */
 export async function readHistory(
@@ -155,7 +163,7 @@ export async function readHistory(
   const earlierUserMessages = window.userMessages === null ? null : Math.max(window.userMessages - 1, 0);
   const { rows } = await db.query<{ id: string; kind: HistoryRow["kind"]; agent_name: string; content: unknown; created_at: Date }>(
     sql.selectHistoryWindow,
-    [threadId, beforeSeq, earlierUserMessages],
+    [threadId, beforeSeq, earlierUserMessages, window.preserveSystemMessages],
   );
   return rows.map((row) => ({
     id: row.id,
@@ -182,6 +190,8 @@ export async function storeAnswer(
     /** Regenerating an earlier message takes the turns after it off the current path. */
     detachLaterTurns: boolean;
     results: { id: string; agentName: string; content: AgentContent }[];
+    /** Merged into what the turn recorded of its history when it started (e.g. message counts). */
+    context?: Record<string, unknown> | undefined;
   },
 ): Promise<{ inserted: number }> {
   const { threadId, userId, runId, messageId, messageSeq, variant, results } = input;
@@ -201,6 +211,7 @@ export async function storeAnswer(
       }
     }
     await client.query(sql.completeTurn, [runId]);
+    if (input.context) await client.query(sql.mergeTurnContext, [runId, input.context]);
     return { inserted };
   });
 }
@@ -301,6 +312,53 @@ export async function listAnswerVariants(db: pg.Pool, input: { threadId: string;
     variant.results.push({ id: row.id, agentName: row.agent_name, content: row.content });
   }
   return variants;
+}
+
+export type ThreadDebug = {
+  threadId: string;
+  /** The latest turn that ran, with what its history was made of (policy, sources, counts). */
+  latestTurn: {
+    runId: string;
+    messageId: string;
+    kind: string;
+    variant: number;
+    status: string;
+    error: string | null;
+    context: unknown;
+    startedAt: string;
+    finishedAt: string | null;
+  } | null;
+  /** Messages of each kind: on the current path, and stored in all (old variants included). */
+  messages: Record<string, { onPath: number; stored: number }>;
+};
+
+/** What a developer needs to see why the model saw what it saw, scoped by the thread's owner. */
+export async function threadDebug(db: pg.Pool, threadId: string, userId: string): Promise<ThreadDebug> {
+  const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
+  if (owner.rowCount === 0) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+  if (owner.rows[0]!.user_id !== userId) throw threadNotOwned(threadId);
+  const [turn, counts] = await Promise.all([
+    db.query(sql.selectLatestTurn, [threadId]),
+    db.query<{ kind: string; on_path: number; stored: number }>(sql.countThreadMessages, [threadId]),
+  ]);
+  const latest = turn.rows[0];
+  return {
+    threadId,
+    latestTurn: latest
+      ? {
+          runId: latest.run_id,
+          messageId: latest.message_id,
+          kind: latest.kind,
+          variant: latest.variant,
+          status: latest.status,
+          error: latest.error,
+          context: latest.context,
+          startedAt: latest.started_at.toISOString(),
+          finishedAt: latest.finished_at ? latest.finished_at.toISOString() : null,
+        }
+      : null,
+    messages: Object.fromEntries(counts.rows.map((row) => [row.kind, { onPath: row.on_path, stored: row.stored }])),
+  };
 }
 
 export async function checkDatabase(db: pg.Pool): Promise<void> {

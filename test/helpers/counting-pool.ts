@@ -1,0 +1,28 @@
+import type pg from "pg";
+
+/**
+ * The real pool, with every query text it runs recorded (on the pool and on clients checked out
+ * of it), so a test can assert which queries a run issued.
+ */
+export function countingPool(pool: pg.Pool): { pool: pg.Pool; queries: string[] } {
+  const queries: string[] = [];
+  const recording = <T extends object>(target: T): T =>
+    new Proxy(target, {
+      get(object, property) {
+        const value = Reflect.get(object, property) as unknown;
+        if (typeof value !== "function") return value;
+        if (property === "query") {
+          return (...args: unknown[]) => {
+            const text = args[0];
+            queries.push(typeof text === "string" ? text : (text as { text: string }).text);
+            return (value as (...a: unknown[]) => unknown).apply(object, args);
+          };
+        }
+        if (property === "connect") {
+          return async () => recording(await (value as () => Promise<pg.PoolClient>).apply(object));
+        }
+        return (value as (...a: unknown[]) => unknown).bind(object);
+      },
+    });
+  return { pool: recording(pool), queries };
+}
