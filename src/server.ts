@@ -6,6 +6,7 @@ import { serve as serveInngest } from "inngest/hono";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "./agents/model.js";
 import { chatRoutes } from "./api/chat.js";
+import { answerError, EventNotSent } from "./api/errors.js";
 import type { ApiDeps } from "./api/deps.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { threadRoutes } from "./api/threads.js";
@@ -16,9 +17,12 @@ import { migrate } from "./history/migrate.js";
 import { checkDatabase } from "./history/store.js";
 
 /** The HTTP surface: Inngest's serve endpoint, the REST API and a health check. */
-export function createApp(deps: ApiDeps & { functions: InngestFunction.Any[] }) {
+export function createApp({ functions, ...api }: ApiDeps & { functions: InngestFunction.Any[] }) {
+  // An event that cannot reach Inngest means the request was not accepted: answered 503.
+  const deps: ApiDeps = { ...api, sendEvent: (event) => api.sendEvent(event).catch((error: unknown) => Promise.reject(new EventNotSent(error))) };
   const app = new Hono();
-  app.on(["GET", "PUT", "POST"], "/api/inngest", serveInngest({ client: inngest, functions: deps.functions }));
+  app.onError(answerError);
+  app.on(["GET", "PUT", "POST"], "/api/inngest", serveInngest({ client: inngest, functions }));
   app.route("/api/chat", chatRoutes(deps));
   app.route("/api/threads", threadRoutes(deps));
   app.route("/api/threads", regenerateRoutes(deps));

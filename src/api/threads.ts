@@ -1,8 +1,8 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { listAnswerVariants, listCurrentPath, threadDebug } from "../history/store.js";
-import { badRequest, refusal } from "./errors.js";
 import type { ApiDeps } from "./deps.js";
+import { validate } from "./validate.js";
 
 const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UUID" }) });
 const messageParams = threadParams.extend({ messageId: z.uuid({ error: "messageId must be a UUID" }) });
@@ -11,41 +11,18 @@ const userQuery = z.object({ userId: z.string({ error: "userId query parameter i
 /** Reads of a thread, scoped by the user who asks (userId query parameter). */
 export function threadRoutes({ db }: ApiDeps) {
   return new Hono()
-    .get("/:threadId/messages", async (c) => {
-      const params = threadParams.safeParse(c.req.param());
-      if (!params.success) return badRequest(c, params.error);
-      const query = userQuery.safeParse(c.req.query());
-      if (!query.success) return badRequest(c, query.error);
-      try {
-        const messages = await listCurrentPath(db, params.data.threadId, query.data.userId);
-        return c.json({ threadId: params.data.threadId, messages });
-      } catch (error) {
-        return refusal(c, error);
-      }
+    .get("/:threadId/messages", validate("param", threadParams), validate("query", userQuery), async (c) => {
+      const { threadId } = c.req.valid("param");
+      return c.json({ threadId, messages: await listCurrentPath(db, threadId, c.req.valid("query").userId) });
     })
     // A user message's answers: the current one and every superseded variant.
-    .get("/:threadId/messages/:messageId/variants", async (c) => {
-      const params = messageParams.safeParse(c.req.param());
-      if (!params.success) return badRequest(c, params.error);
-      const query = userQuery.safeParse(c.req.query());
-      if (!query.success) return badRequest(c, query.error);
-      try {
-        const variants = await listAnswerVariants(db, { ...params.data, userId: query.data.userId });
-        return c.json({ threadId: params.data.threadId, messageId: params.data.messageId, variants });
-      } catch (error) {
-        return refusal(c, error);
-      }
+    .get("/:threadId/messages/:messageId/variants", validate("param", messageParams), validate("query", userQuery), async (c) => {
+      const { threadId, messageId } = c.req.valid("param");
+      const variants = await listAnswerVariants(db, { threadId, messageId, userId: c.req.valid("query").userId });
+      return c.json({ threadId, messageId, variants });
     })
     // The history policy in force for the latest turn, where each setting came from, and counts.
-    .get("/:threadId/debug", async (c) => {
-      const params = threadParams.safeParse(c.req.param());
-      if (!params.success) return badRequest(c, params.error);
-      const query = userQuery.safeParse(c.req.query());
-      if (!query.success) return badRequest(c, query.error);
-      try {
-        return c.json(await threadDebug(db, params.data.threadId, query.data.userId));
-      } catch (error) {
-        return refusal(c, error);
-      }
-    });
+    .get("/:threadId/debug", validate("param", threadParams), validate("query", userQuery), async (c) =>
+      c.json(await threadDebug(db, c.req.valid("param").threadId, c.req.valid("query").userId)),
+    );
 }
