@@ -1,10 +1,11 @@
 import { createState, type AgentResult } from "@inngest/agent-kit";
 import type pg from "pg";
-import { chatMessageSent, chatMessageSentData, inngest } from "../../inngest.config.js";
+import { chatMessageSent, chatMessageSentData, inngest, threadSummarizeRequested } from "../../inngest.config.js";
 import { createChatNetwork } from "../agents/network.js";
 import type { ModelChoice } from "../agents/model.js";
 import { createTurnHistory } from "../history/adapter.js";
-import { turnSkipReason } from "../run-state.js";
+import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
+import { summaryLag, turnSkipReason } from "../run-state.js";
 import { parseEventData } from "./event-data.js";
 import { recordTurnFailure } from "./turn-failure.js";
 
@@ -29,7 +30,7 @@ export function createChatTurn({ db, model }: FunctionDeps) {
       retries: TURN_RETRIES,
       onFailure: recordTurnFailure(db),
     },
-    async ({ event, runId }) => {
+    async ({ event, runId, step }) => {
       const data = parseEventData(chatMessageSentData, event.data);
 
       const history = createTurnHistory(db, {
@@ -48,11 +49,20 @@ export function createChatTurn({ db, model }: FunctionDeps) {
       );
 
       const skipped = turnSkipReason(run.state);
+      // Only a request: the summary is built by its own function, so its failures never reach this turn.
+      const lag = summaryLag(run.state);
+      const summaryRequested = !skipped && lag !== undefined && lag.unsummarized > SUMMARIZE_AFTER_MESSAGES;
+      if (summaryRequested) {
+        await step.sendEvent(
+          "history.request-summary",
+          threadSummarizeRequested.create({ threadId: run.state.threadId!, userId: data.userId, beforeSeq: lag.windowStart }),
+        );
+      }
       return {
         threadId: run.state.threadId,
         messageId: data.messageId,
         status: skipped ? ("skipped" as const) : ("completed" as const),
-        ...(skipped ? { reason: skipped } : { answer: answerText(run.state.results.at(-1)) }),
+        ...(skipped ? { reason: skipped } : { answer: answerText(run.state.results.at(-1)), summaryRequested }),
       };
     },
   );

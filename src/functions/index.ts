@@ -1,4 +1,5 @@
 import { createChatTurn, type FunctionDeps } from "./chat-turn.js";
+import { createSummarizeThread } from "./summarize-thread.js";
 
 /** Every Inngest function Threadline serves. */
-export const createFunctions = (deps: FunctionDeps) => [createChatTurn(deps)];
+export const createFunctions = (deps: FunctionDeps) => [createChatTurn(deps), createSummarizeThread(deps)];

@@ -1,11 +1,12 @@
 import type { HistoryConfig, StateData } from "@inngest/agent-kit";
 import { NonRetriableError } from "inngest";
 import type pg from "pg";
-import { markTurnSkipped, setPriorResultCount } from "../run-state.js";
+import { markTurnSkipped, setPriorResultCount, setSummaryLag } from "../run-state.js";
 import { HistoryRefusal } from "./errors.js";
 import { resultId } from "./ids.js";
 import { toAgentContent, toAgentResults } from "./messages.js";
-import { beginTurn, ensureThread, readHistory, storeAnswer, type HistoryWindow, type TurnKind, type TurnStart } from "./store.js";
+import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES, type HistoryRead } from "./summaries.js";
+import { beginTurn, ensureThread, storeAnswer, type HistoryWindow, type TurnKind, type TurnStart } from "./store.js";
 
 /** The run a history adapter serves: one turn on one user message. */
 export type TurnContext = {
@@ -54,10 +55,18 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): HistoryConfig
       if (!started) throw new Error("history.get ran before the user message was stored");
       if (started.status === "skipped") return [];
       const beforeSeq = started.messageSeq;
-      const rows = await durably(step, "history.get", () =>
-        readHistory(db, { threadId: threadId!, userId: turn.userId, beforeSeq, window: turn.window }),
-      );
-      const results = toAgentResults(rows as Parameters<typeof toAgentResults>[0]);
+      // The summary check rides on this read (one more indexed query) rather than costing a step of its own.
+      const { rows, summaryLag } = (await durably(step, "history.get", () =>
+        readHistoryWithSummary(db, {
+          threadId: threadId!,
+          userId: turn.userId,
+          beforeSeq,
+          window: turn.window,
+          countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1,
+        }),
+      )) as HistoryRead;
+      setSummaryLag(state, summaryLag);
+      const results = toAgentResults(rows);
       setPriorResultCount(state, results.length);
       return results;
     },

@@ -107,3 +107,53 @@ export const selectCurrentPath = `
   ) t ON true
   WHERE m.thread_id = $1 AND m.on_path
   ORDER BY m.turn_seq, m.seq`;
+
+/**
+ * The thread's summary and how many current-path messages lie after what it covers and before
+ * $2, where the history window starts ($3: the oldest row the window returned, if any). Counting
+ * stops at $4, so the check costs the same however far behind the summary is.
+ */
+export const selectSummaryState = `
+  WITH window_start AS (
+    SELECT coalesce((SELECT turn_seq FROM messages WHERE id = $3 AND thread_id = $1), $2) AS turn_seq
+  ), summary AS (
+    SELECT covers_through_turn_seq, text, updated_at FROM thread_summaries WHERE thread_id = $1
+  )
+  SELECT w.turn_seq AS window_start, s.covers_through_turn_seq, s.text, s.updated_at,
+    (SELECT count(*)::int FROM (
+       SELECT 1 FROM messages m
+       WHERE m.thread_id = $1 AND m.on_path
+         AND m.turn_seq > coalesce(s.covers_through_turn_seq, 0) AND m.turn_seq < w.turn_seq
+       LIMIT $4
+     ) unsummarized) AS unsummarized
+  FROM window_start w LEFT JOIN summary s ON true`;
+
+/** What the summarizer extends: the current summary, or nothing yet. */
+export const selectSummary = `
+  SELECT covers_through_turn_seq, text FROM thread_summaries WHERE thread_id = $1`;
+
+/**
+ * The oldest $4 current-path messages after what the summary covers ($2) and before the window
+ * ($3), whole turns only: a turn is summarized with its answer or not at all.
+ */
+export const selectMessagesToSummarize = `
+  WITH batch AS (
+    SELECT turn_seq, seq, kind, agent_name, content FROM messages
+    WHERE thread_id = $1 AND on_path AND turn_seq > $2 AND turn_seq < $3
+    ORDER BY turn_seq, seq
+    LIMIT $4
+  )
+  SELECT turn_seq, kind, agent_name, content FROM batch
+  WHERE turn_seq < (SELECT CASE WHEN count(*) < $4 THEN $3 ELSE max(turn_seq) END FROM batch)
+     OR turn_seq = (SELECT min(turn_seq) FROM batch)
+  ORDER BY turn_seq, seq`;
+
+/** Extends the summary, unless another summarizer already moved it past $4 (what this one read). */
+export const updateSummary = `
+  UPDATE thread_summaries SET covers_through_turn_seq = $2, text = $3, updated_at = now()
+  WHERE thread_id = $1 AND covers_through_turn_seq = $4`;
+
+/** The thread's first summary; a concurrent first summary wins and this one is dropped. */
+export const insertSummary = `
+  INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text) VALUES ($1, $2, $3)
+  ON CONFLICT (thread_id) DO NOTHING`;
