@@ -79,19 +79,22 @@ export const insertAgentResult = `
  * The history before the current user message on the current path, limited to the last
  * $3 user messages (and everything after each). Reads only the window's rows through
  * messages_path_user_idx and messages_path_idx, however long the thread.
+ * The window start is a scalar subquery, not a joined CTE: the planner then estimates the
+ * turn_seq range as narrow and keeps the index scan; as a join it guessed a third of the thread
+ * and, on long threads, chose a sequential scan of every message (40x slower at 100,000).
  */
 export const selectHistoryWindow = `
-  WITH window_start AS (
-    SELECT coalesce(min(seq), $2) AS turn_seq FROM (
-      SELECT seq FROM messages
-      WHERE thread_id = $1 AND on_path AND kind = 'user' AND seq < $2
-      ORDER BY seq DESC
-      LIMIT $3
-    ) last_users
-  )
   SELECT m.id, m.seq, m.kind, m.agent_name, m.content, m.created_at
-  FROM messages m, window_start w
-  WHERE m.thread_id = $1 AND m.on_path AND m.turn_seq >= w.turn_seq AND m.turn_seq < $2
+  FROM messages m
+  WHERE m.thread_id = $1 AND m.on_path AND m.turn_seq < $2
+    AND m.turn_seq >= (
+      SELECT coalesce(min(seq), $2) FROM (
+        SELECT seq FROM messages
+        WHERE thread_id = $1 AND on_path AND kind = 'user' AND seq < $2
+        ORDER BY seq DESC
+        LIMIT $3
+      ) last_users
+    )
   ORDER BY m.turn_seq, m.seq`;
 
 /** The thread's current path, as a client shows it, with each user message's latest turn. */
