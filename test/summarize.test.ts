@@ -196,3 +196,34 @@ describe("progressive summarization", () => {
     expect(await storedSummary(threadId)).toBeUndefined();
   });
 });
+
+describe("a summary and a changed path", () => {
+  it("drops the summary when an answer it covers is regenerated, so the model never sees the superseded answer", async () => {
+    const threadId = randomUUID();
+    await seedTurns(threadId, 1, 30);
+    const { run: turn31 } = await chat(threadId, "message 31");
+    model.script({ text: "SUMMARY mentioning answer 5" });
+    expect((await execute(summarize, summarizeEvent(turn31.sentEvents[0]!.data))).error).toBeUndefined();
+    expect(await storedSummary(threadId)).toBeDefined();
+
+    // Regenerate the answer to message 5, which the summary covers: the turns after it leave the path.
+    const message5 = (await db.pool.query("SELECT id FROM messages WHERE thread_id = $1 AND content->>'text' = 'message 5'", [threadId])).rows[0].id;
+    const runId = `regenerate-${randomUUID()}`;
+    const start = await beginTurn(db.pool, { threadId, userId: USER, message: { id: message5, text: "message 5" }, turn: { runId, kind: "regenerate" } });
+    await storeAnswer(db.pool, {
+      threadId, userId: USER, runId, messageId: message5, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: true,
+      results: [{ id: resultId(message5, start.variant, 0), agentName: "assistant", content: { output: [{ type: "text", role: "assistant", content: "answer 5, second try" }], toolCalls: [] } }],
+    });
+    expect(await storedSummary(threadId)).toBeUndefined();
+
+    model.reset();
+    const { request } = await chat(threadId, "message 6 again");
+    expect(textsOf(request)).toEqual([
+      `system: ${ASSISTANT_SYSTEM_PROMPT}`,
+      ...turnsAsSent(1, 4),
+      "user: message 5",
+      "assistant: answer 5, second try",
+      "user: message 6 again",
+    ]);
+  });
+});

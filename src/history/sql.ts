@@ -160,3 +160,10 @@ export const updateSummary = `
 export const insertSummary = `
   INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text) VALUES ($1, $2, $3)
   ON CONFLICT (thread_id) DO NOTHING`;
+
+/**
+ * A new answer to a message the summary covers (a regenerate, or a failed turn completed late)
+ * changes what the summary stands for: drop it, and the next summarization starts over.
+ */
+export const deleteSummaryCovering = `
+  DELETE FROM thread_summaries WHERE thread_id = $1 AND covers_through_turn_seq >= $2`;
