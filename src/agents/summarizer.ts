@@ -1,5 +1,4 @@
 import { createAgent } from "@inngest/agent-kit";
-import type { SummarySourceMessage } from "../history/summaries.js";
 import { agentContent, textContent } from "../history/messages.js";
 import type { ModelChoice } from "./model.js";
 
@@ -15,20 +14,23 @@ export const SUMMARIZER_SYSTEM_PROMPT =
 export const MAX_CHARS_PER_MESSAGE = 2_000;
 export const TRUNCATION_MARKER = "… [truncated]";
 
+/** A stored message as the summarizer reads it (kind and content as in the messages table). */
+export type TranscriptMessage = { kind: "user" | "agent" | "system" | "summary"; agentName: string; content: unknown };
+
 /** The summarizer agent: no tools, no history, one inference per request. */
 export function createSummarizer(choice: Extract<ModelChoice, { configured: true }>) {
   return createAgent({ name: SUMMARIZER_NAME, description: "Summarizes the older turns of a thread", system: SUMMARIZER_SYSTEM_PROMPT, model: choice.model });
 }
 
 /** The request to the summarizer: the previous summary (if any) and only the turns after it. */
-export function summarizeRequest(previous: string | null, messages: readonly SummarySourceMessage[]): string {
+export function summarizeRequest(previous: string | null, messages: readonly TranscriptMessage[]): string {
   const transcript = messages.map(renderMessage).join("\n");
   return previous === null
     ? `Summarize this conversation:\n\n${transcript}`
     : `Previous summary:\n${previous}\n\nNew turns since that summary:\n\n${transcript}\n\nWrite the updated summary.`;
 }
 
-function renderMessage(message: SummarySourceMessage): string {
+function renderMessage(message: TranscriptMessage): string {
   if (message.kind !== "agent") {
     const { text } = textContent.parse(message.content);
     const speaker = message.kind === "user" ? "User" : message.kind === "summary" ? "Earlier summary" : "System";
