@@ -27,10 +27,17 @@ export type ChatMessageSent = z.infer<typeof chatMessageSentData>;
 
 export const chatMessageSent = eventType("chat/message.sent", { schema: chatMessageSentData });
 
-/** Checks event or request data against a schema; the error names each bad field. */
-export function describeIssues(error: z.ZodError): string {
-  return error.issues.map((issue) => `${issue.path.join(".") || "data"}: ${issue.message}`).join("; ");
-}
+export const chatMessageRegenerateData = z.object({
+  threadId: z.uuid({ error: "threadId must be the UUID of the thread the message belongs to" }),
+  /** The user message whose answer is generated again (never an assistant message's id). */
+  messageId: z.uuid({ error: "messageId must be the UUID of a user message in the thread" }),
+  userId: z.string({ error: "userId is required" }).min(1, "userId must not be empty").max(200),
+  /** Why the user asked again (a UI label such as "retry" or "try again"); kept in the run's event. */
+  reason: z.string().max(500, "reason must be at most 500 characters").optional(),
+});
+export type ChatMessageRegenerate = z.infer<typeof chatMessageRegenerateData>;
+
+export const chatMessageRegenerate = eventType("chat/message.regenerate", { schema: chatMessageRegenerateData });
 
 export const threadSummarizeRequestedData = z.object({
   threadId: z.uuid({ error: "threadId must be the UUID of the thread to summarize" }),

@@ -7,6 +7,7 @@ import { inngest } from "../inngest.config.js";
 import { chooseModel } from "./agents/model.js";
 import { chatRoutes } from "./api/chat.js";
 import type { ApiDeps } from "./api/deps.js";
+import { regenerateRoutes } from "./api/regenerate.js";
 import { threadRoutes } from "./api/threads.js";
 import { readEnvironment } from "./config.js";
 import { createFunctions } from "./functions/index.js";
@@ -20,6 +21,7 @@ export function createApp(deps: ApiDeps & { functions: InngestFunction.Any[] }) 
   app.on(["GET", "PUT", "POST"], "/api/inngest", serveInngest({ client: inngest, functions: deps.functions }));
   app.route("/api/chat", chatRoutes(deps));
   app.route("/api/threads", threadRoutes(deps));
+  app.route("/api/threads", regenerateRoutes(deps));
   app.get("/health", async (c) => {
     try {
       await checkDatabase(deps.db);

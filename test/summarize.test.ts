@@ -3,6 +3,7 @@ import { randomUUID } from "node:crypto";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { SUMMARIZER_SYSTEM_PROMPT } from "../src/agents/summarizer.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createRegenerate } from "../src/functions/regenerate.js";
 import { createSummarizeThread } from "../src/functions/summarize-thread.js";
 import { resultId } from "../src/history/ids.js";
 import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
@@ -208,12 +209,13 @@ describe("a summary and a changed path", () => {
 
     // Regenerate the answer to message 5, which the summary covers: the turns after it leave the path.
     const message5 = (await db.pool.query("SELECT id FROM messages WHERE thread_id = $1 AND content->>'text' = 'message 5'", [threadId])).rows[0].id;
-    const runId = `regenerate-${randomUUID()}`;
-    const start = await beginTurn(db.pool, { threadId, userId: USER, message: { id: message5, text: "message 5" }, turn: { runId, kind: "regenerate" } });
-    await storeAnswer(db.pool, {
-      threadId, userId: USER, runId, messageId: message5, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: true,
-      results: [{ id: resultId(message5, start.variant, 0), agentName: "assistant", content: { output: [{ type: "text", role: "assistant", content: "answer 5, second try" }], toolCalls: [] } }],
+    model.reset();
+    model.script({ text: "answer 5, second try" });
+    const regenerated = await execute(createRegenerate({ db: db.pool, model: scriptedModel(model) }), {
+      name: "chat/message.regenerate",
+      data: { threadId, messageId: message5, userId: USER },
     });
+    expect(regenerated.error).toBeUndefined();
     expect(await storedSummary(threadId)).toBeUndefined();
 
     model.reset();

@@ -1,5 +1,4 @@
 import { createAgent, type AgentResult, type Message } from "@inngest/agent-kit";
-import { NonRetriableError } from "inngest";
 import { priorResultCount, turnSkipReason } from "../run-state.js";
 import type { ModelChoice } from "./model.js";
 import { currentTimeTool } from "./tools.js";
@@ -23,7 +22,6 @@ export function createAssistant(choice: ModelChoice) {
     ...(choice.configured ? { model: choice.model } : {}),
     lifecycle: {
       onStart: ({ prompt, network }) => {
-        if (!choice.configured) throw new NonRetriableError(choice.reason);
         if (!network) return { prompt, history: [], stop: false };
         const state = network.state;
         if (turnSkipReason(state)) return { prompt, history: [], stop: true };

@@ -15,6 +15,7 @@ const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
   message_not_found: 404,
   message_conflict: 409,
   not_a_user_message: 422,
+  message_not_on_path: 409,
 };
 
 /** Maps storage refusals to their HTTP status; anything else is a server fault (500). */

@@ -1,10 +1,10 @@
 import { NonRetriableError } from "inngest";
-import { inngest, threadSummarizeRequested, threadSummarizeRequestedData } from "../../inngest.config.js";
+import { inngest, threadSummarizeRequested } from "../../inngest.config.js";
 import { createSummarizer, summarizeRequest } from "../agents/summarizer.js";
 import { HistoryRefusal } from "../history/errors.js";
 import { readSummarySource, storeSummary } from "../history/summaries.js";
-import { answerText, type FunctionDeps } from "./chat-turn.js";
-import { parseEventData } from "./event-data.js";
+import type { FunctionDeps } from "./chat-turn.js";
+import { answerText } from "./turn-outcome.js";
 
 /** Messages one summarization reads at most: bounds the step's output and the model's input. */
 export const SUMMARY_BATCH_MESSAGES = 200;
@@ -27,8 +27,9 @@ export function createSummarizeThread({ db, model }: FunctionDeps) {
       concurrency: { key: "event.data.threadId", limit: 1 },
       retries: 3,
     },
+    // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, step }) => {
-      const data = parseEventData(threadSummarizeRequestedData, event.data);
+      const data = event.data;
       if (!model.configured) throw new NonRetriableError(model.reason);
 
       // The request is rendered inside the step, so what the step stores is bounded text, not raw rows.

@@ -96,7 +96,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): HistoryConfig
 }
 
 /** Runs storage work as a step; a refusal becomes non-retriable, anything else is retried. */
-async function durably<R>(step: unknown, id: string, work: () => Promise<R>): Promise<R> {
+export async function durably<R>(step: unknown, id: string, work: () => Promise<R>): Promise<R> {
   const guarded = () =>
     work().catch((error: unknown) => {
       if (error instanceof HistoryRefusal) throw new NonRetriableError(error.message, { cause: error });

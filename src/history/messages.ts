@@ -10,7 +10,8 @@ const toolMessage = z.object({
   type: z.literal("tool"),
   id: z.string().min(1),
   name: z.string().min(1),
-  input: z.record(z.string(), z.unknown()),
+  // AgentKit leaves a tool result's input out when the model sent no arguments.
+  input: z.record(z.string(), z.unknown()).optional(),
 });
 
 const textMessage = z.object({

@@ -31,11 +31,15 @@ export const insertUserMessage = `
   INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp)
   VALUES ($1, $2, $3, $3, 'user', 'user', $4, $5)`;
 
-/** The answer state of one user message: its current variant and the highest variant so far. */
+/**
+ * The answer state of one user message: its current variant, the highest stored variant, and the
+ * highest variant taken by a turn that is running or completed (a failed turn stored nothing, so
+ * its number may be used again).
+ */
 export const selectAnswerState = `
-  SELECT max(variant) FILTER (WHERE on_path) AS current_variant,
-         coalesce(max(variant), 0)           AS max_variant
-  FROM messages WHERE answers = $1`;
+  SELECT (SELECT max(variant) FROM messages WHERE answers = $1 AND on_path) AS current_variant,
+         (SELECT coalesce(max(variant), 0) FROM messages WHERE answers = $1) AS max_variant,
+         (SELECT coalesce(max(variant), 0) FROM turns WHERE message_id = $1 AND status IN ('running', 'completed')) AS max_turn_variant`;
 
 export const selectTurnByRun = `
   SELECT run_id, variant, status FROM turns WHERE run_id = $1`;
@@ -110,6 +114,19 @@ export const selectCurrentPath = `
   ) t ON true
   WHERE m.thread_id = $1 AND m.on_path
   ORDER BY m.turn_seq, m.seq`;
+
+/** A message of a thread, with the thread's owner: what a regenerate request is checked against. */
+export const selectThreadMessage = `
+  SELECT t.user_id, m.id, m.kind, m.content, m.on_path
+  FROM threads t
+  LEFT JOIN messages m ON m.id = $2 AND m.thread_id = t.id
+  WHERE t.id = $1`;
+
+/** Every answer variant of a user message, oldest variant first, each in its stored order. */
+export const selectAnswerVariants = `
+  SELECT id, variant, position, agent_name, content, on_path, created_at
+  FROM messages WHERE answers = $1
+  ORDER BY variant, position`;
 
 /**
  * The thread's summary and how many current-path messages lie after what it covers and before

@@ -109,14 +109,19 @@ export async function beginTurn(
 
 /**
  * Which variant a run writes, or why it writes nothing:
- * - a chat turn answers a message once; running its event again (a re-run) is a recorded no-op;
- * - a regenerate writes a new variant; running the same regenerate event again reuses its variant.
+ * - a chat turn answers a message once; running its event again (a re-run) is a recorded no-op,
+ *   and two chat runs on an unanswered message share the first variant (the first to store wins);
+ * - a regenerate writes a new variant, past any variant a running or completed turn holds, so two
+ *   regenerates started together each keep their answer; running the same regenerate event again
+ *   reuses its variant.
  */
 async function decideTurn(
   client: pg.PoolClient,
   { messageId, onPath, turn }: { messageId: string; onPath: boolean; turn: { kind: TurnKind; eventId?: string | undefined } },
 ): Promise<Omit<TurnStart, "messageSeq">> {
-  const state = (await client.query<{ current_variant: number | null; max_variant: number }>(sql.selectAnswerState, [messageId])).rows[0]!;
+  const state = (
+    await client.query<{ current_variant: number | null; max_variant: number; max_turn_variant: number }>(sql.selectAnswerState, [messageId])
+  ).rows[0]!;
   if (!onPath) {
     return { variant: state.max_variant, status: "skipped", skipReason: "the message is no longer on the thread's current path" };
   }
@@ -129,7 +134,7 @@ async function decideTurn(
   const earlier = turn.eventId
     ? (await client.query<{ variant: number }>(sql.selectTurnByEvent, [turn.eventId, messageId])).rows[0]
     : undefined;
-  if (!earlier) return { variant: state.max_variant + 1, status: "running" };
+  if (!earlier) return { variant: Math.max(state.max_variant, state.max_turn_variant) + 1, status: "running" };
   const written = (await client.query<{ n: number }>(sql.countVariantRows, [messageId, earlier.variant])).rows[0]!.n;
   return written > 0
     ? { variant: earlier.variant, status: "skipped", skipReason: "this regenerate event already produced its answer" }
@@ -236,6 +241,67 @@ export async function listCurrentPath(db: pg.Pool, threadId: string, userId: str
       ? { variantCount: row.variant_count, turn: row.turn_status ? { status: row.turn_status, runId: row.turn_run_id, error: row.turn_error } : null }
       : {}),
   }));
+}
+
+type ThreadMessageRow = { user_id: string; id: string | null; kind: string | null; content: { text?: string } | null; on_path: boolean | null };
+
+/** A user message of the user's thread, or the refusal that says which of those it is not. */
+async function findUserMessage(db: pg.Pool, { threadId, messageId, userId }: { threadId: string; messageId: string; userId: string }) {
+  const row = (await db.query<ThreadMessageRow>(sql.selectThreadMessage, [threadId, messageId])).rows[0];
+  if (!row) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+  if (row.user_id !== userId) {
+    throw new HistoryRefusal("thread_not_owned", `Thread ${threadId} belongs to another user: only its owner can regenerate or list its answers.`);
+  }
+  if (row.id === null) throw new HistoryRefusal("message_not_found", `Message ${messageId} is not a message of thread ${threadId}.`);
+  if (row.kind !== "user") {
+    throw new HistoryRefusal(
+      "not_a_user_message",
+      `Message ${messageId} is an ${row.kind === "agent" ? "assistant answer" : `${row.kind} message`}: regenerate with the id of the user message it answers.`,
+    );
+  }
+  return { text: row.content?.text ?? "", onPath: row.on_path === true };
+}
+
+/**
+ * The text of a user message that may be regenerated: the user's, in the thread, on its current
+ * path (a message that a later regenerate took off the path is no longer part of the conversation).
+ */
+export async function loadUserMessage(db: pg.Pool, input: { threadId: string; messageId: string; userId: string }): Promise<{ text: string }> {
+  const message = await findUserMessage(db, input);
+  if (!message.onPath) {
+    throw new HistoryRefusal(
+      "message_not_on_path",
+      `Message ${input.messageId} is no longer on the thread's current path (an earlier message was regenerated): regenerate a message of the current path.`,
+    );
+  }
+  return { text: message.text };
+}
+
+export type AnswerVariant = {
+  variant: number;
+  /** The answer the thread's current path shows. */
+  current: boolean;
+  createdAt: string;
+  results: { id: string; agentName: string; content: unknown }[];
+};
+
+/** Every answer variant of one of the user's messages, the superseded ones included. */
+export async function listAnswerVariants(db: pg.Pool, input: { threadId: string; messageId: string; userId: string }): Promise<AnswerVariant[]> {
+  await findUserMessage(db, input);
+  const { rows } = await db.query<{ id: string; variant: number; agent_name: string; content: unknown; on_path: boolean; created_at: Date }>(
+    sql.selectAnswerVariants,
+    [input.messageId],
+  );
+  const variants: AnswerVariant[] = [];
+  for (const row of rows) {
+    let variant = variants.at(-1);
+    if (variant?.variant !== row.variant) {
+      variant = { variant: row.variant, current: row.on_path, createdAt: row.created_at.toISOString(), results: [] };
+      variants.push(variant);
+    }
+    variant.results.push({ id: row.id, agentName: row.agent_name, content: row.content });
+  }
+  return variants;
 }
 
 export async function checkDatabase(db: pg.Pool): Promise<void> {

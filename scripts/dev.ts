@@ -1,0 +1,27 @@
+import { spawn } from "node:child_process";
+import { readEnvironment } from "../src/config.js";
+import { startServer } from "../src/server.js";
+
+/**
+ * npm run dev — starts Threadline (embedded PostgreSQL unless DATABASE_URL is set) and the
+ * Inngest dev server through npx, which fetches it at run time. Where it cannot be fetched the
+ * app keeps running and says how to start the dev server elsewhere.
+ */
+process.env.INNGEST_DEV ??= "1";
+const { PORT } = readEnvironment();
+await startServer();
+
+const appUrl = `http://127.0.0.1:${PORT}/api/inngest`;
+const devServer = spawn("npx", ["--yes", "inngest-cli@latest", "dev", "-u", appUrl, "--no-discovery"], { stdio: "inherit" });
+devServer.on("error", (error) => explain(error.message));
+devServer.on("exit", (code) => {
+  if (code !== 0 && code !== null) explain(`exited with code ${code}`);
+});
+
+function explain(reason: string) {
+  console.warn(
+    `[threadline] The Inngest dev server could not start here (${reason}): this machine probably cannot download it. ` +
+      `Threadline is still serving on port ${PORT}. Run "npx inngest-cli@latest dev -u ${appUrl}" on a machine that can, ` +
+      `or use docker compose (docker-compose.yml), then open http://localhost:8288.`,
+  );
+}

@@ -1,0 +1,13 @@
+import { readEnvironment } from "../src/config.js";
+import { openDatabase } from "../src/history/database.js";
+import { migrate } from "../src/history/migrate.js";
+
+/** npm run db:migrate — applies pending migrations to DATABASE_URL, or to the embedded database. */
+const env = readEnvironment();
+const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, embeddedPort: env.EMBEDDED_POSTGRES_PORT });
+try {
+  const applied = await migrate(database.url);
+  console.info(applied.length > 0 ? `Applied: ${applied.join(", ")}` : "Schema is up to date.");
+} finally {
+  await database.close();
+}

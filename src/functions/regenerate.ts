@@ -1,0 +1,50 @@
+import { createState } from "@inngest/agent-kit";
+import { chatMessageRegenerate, inngest } from "../../inngest.config.js";
+import { createChatNetwork } from "../agents/network.js";
+import { createTurnHistory, durably } from "../history/adapter.js";
+import { loadUserMessage } from "../history/store.js";
+import { TURN_HISTORY_WINDOW, TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";
+import { threadConcurrency } from "./thread-concurrency.js";
+import { recordTurnFailure } from "./turn-failure.js";
+import { turnOutcome } from "./turn-outcome.js";
+
+/**
+ * Regenerates the answer to a stored user message: the same durable turn as a chat turn, on a
+ * message that is already stored. The model sees the thread as it stood before that message,
+ * then the message once; the new answer becomes the current variant, the previous one is kept,
+ * and the turns after the message leave the current path. A failed turn is completed this way.
+ */
+export function createRegenerate({ db, model }: FunctionDeps) {
+  return inngest.createFunction(
+    {
+      id: "regenerate",
+      name: "Regenerate an answer",
+      triggers: [chatMessageRegenerate],
+      concurrency: threadConcurrency("event.data.threadId"),
+      retries: TURN_RETRIES,
+      onFailure: recordTurnFailure(db),
+    },
+    // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
+    async ({ event, runId, step }) => {
+      const data = event.data;
+
+      // The event carries only ids: the words the model answers are the stored ones.
+      const message = await durably(step, "history.load-message", () => loadUserMessage(db, data));
+
+      const history = createTurnHistory(db, {
+        userId: data.userId,
+        messageId: data.messageId,
+        runId,
+        kind: "regenerate",
+        eventId: event.id,
+        window: TURN_HISTORY_WINDOW,
+      });
+      const network = createChatNetwork({ model, history });
+      const run = await network.run(
+        { id: data.messageId, content: message.text, role: "user" },
+        { state: createState({}, { threadId: data.threadId }) },
+      );
+      return turnOutcome(run.state, data.messageId);
+    },
+  );
+}

@@ -1,0 +1,145 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createRegenerate } from "../src/functions/regenerate.js";
+import { createApp } from "../src/server.js";
+import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
+import { execute } from "./helpers/engine.js";
+import { chatEvent, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
+import { startModelServer, type ModelServer } from "./helpers/model-server.js";
+
+let db: TestDatabase;
+let model: ModelServer;
+let chatTurn: ReturnType<typeof createChatTurn>;
+let regenerate: ReturnType<typeof createRegenerate>;
+let app: ReturnType<typeof createApp>;
+const sent: { name: string; data: Record<string, unknown> }[] = [];
+
+beforeAll(async () => {
+  [db, model] = await Promise.all([createTestDatabase(), startModelServer()]);
+  chatTurn = createChatTurn({ db: db.pool, model: scriptedModel(model) });
+  regenerate = createRegenerate({ db: db.pool, model: scriptedModel(model) });
+  app = createApp({
+    db: db.pool,
+    functions: [],
+    sendEvent: async (event) => {
+      sent.push(event);
+      return { ids: [`event-${sent.length}`] };
+    },
+  });
+});
+afterAll(async () => {
+  await model.close();
+  await db.drop();
+});
+beforeEach(() => {
+  model.reset();
+  sent.length = 0;
+});
+
+/** A thread of the given turns, answered by the chat turn function. */
+async function conversation(turns: [question: string, answer: string][]) {
+  const threadId = randomUUID();
+  const messageIds: string[] = [];
+  for (const [question, answer] of turns) {
+    model.script({ text: answer });
+    const event = chatEvent({ content: question, messageId: messageIds.length === 0 ? threadId : randomUUID(), ...(messageIds.length ? { threadId } : {}) });
+    expect((await execute(chatTurn, event)).error).toBeUndefined();
+    messageIds.push(event.data.messageId);
+  }
+  return { threadId, messageIds };
+}
+
+const postRegenerate = (threadId: string, messageId: string, body: unknown) =>
+  app.request(`/api/threads/${threadId}/messages/${messageId}/regenerate`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify(body),
+  });
+
+type ShownMessage = { role: string; content: { output?: { content: string }[] }; variantCount?: number };
+
+const answerTexts = (messages: ShownMessage[]) => messages.filter((m) => m.role === "assistant").map((m) => m.content.output![0]!.content);
+
+describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
+  it("sends chat/message.regenerate and answers 202; the executed event makes the new answer the only one the messages API shows", async () => {
+    const { threadId, messageIds } = await conversation([["Say hi", "Hi"]]);
+    const before = await countRows(db.pool);
+
+    const response = await postRegenerate(threadId, messageIds[0]!, { userId: "user-1", reason: "try again" });
+
+    expect(response.status).toBe(202);
+    expect(await response.json()).toEqual({ threadId, messageId: messageIds[0], eventId: "event-1" });
+    expect(sent).toEqual([{ name: "chat/message.regenerate", data: { threadId, messageId: messageIds[0], userId: "user-1", reason: "try again" } }]);
+    expect(await countRows(db.pool)).toEqual(before);
+
+    model.script({ text: "Hello there" });
+    expect((await execute(regenerate, sent[0]!)).result).toMatchObject({ status: "completed" });
+
+    const messages = await app.request(`/api/threads/${threadId}/messages?userId=user-1`);
+    const body = (await messages.json()) as { messages: ShownMessage[] };
+    expect(answerTexts(body.messages)).toEqual(["Hello there"]);
+    expect(body.messages[0]).toMatchObject({ role: "user", variantCount: 2, turn: { status: "completed" } });
+
+    const variants = await app.request(`/api/threads/${threadId}/messages/${messageIds[0]}/variants?userId=user-1`);
+    expect(variants.status).toBe(200);
+    const listed = (await variants.json()) as { variants: { variant: number; current: boolean; results: { content: { output: { content: string }[] } }[] }[] };
+    expect(listed.variants.map((v) => [v.variant, v.current, v.results[0]!.content.output[0]!.content])).toEqual([
+      [1, false, "Hi"],
+      [2, true, "Hello there"],
+    ]);
+  });
+
+  it("refuses an unknown message, an assistant message, another user's thread, an unknown thread and a message off the path with a 4xx, sending and writing nothing", async () => {
+    const { threadId, messageIds } = await conversation([
+      ["First", "One"],
+      ["Second", "Two"],
+    ]);
+    const answerId = (await threadRows(db.pool, threadId)).find((r) => r.kind === "agent")!.id;
+    model.script({ text: "Uno" });
+    await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: messageIds[0]!, userId: "user-1" } });
+    const before = await countRows(db.pool);
+    const rowsBefore = await threadRows(db.pool, threadId);
+
+    const cases: [string, string, unknown, number, string][] = [
+      [threadId, randomUUID(), { userId: "user-1" }, 404, "message_not_found"],
+      [threadId, answerId, { userId: "user-1" }, 422, "not_a_user_message"],
+      [threadId, messageIds[0]!, { userId: "someone-else" }, 403, "thread_not_owned"],
+      [randomUUID(), messageIds[0]!, { userId: "user-1" }, 404, "thread_not_found"],
+      [threadId, messageIds[1]!, { userId: "user-1" }, 409, "message_not_on_path"],
+    ];
+    for (const [thread, message, body, status, code] of cases) {
+      const response = await postRegenerate(thread, message, body);
+      expect(response.status, code).toBe(status);
+      expect(await response.json()).toMatchObject({ code, error: expect.any(String) });
+    }
+
+    const invalid = await postRegenerate(threadId, "not-a-uuid", {});
+    expect(invalid.status).toBe(400);
+    expect(((await invalid.json()) as { error: string }).error).toContain("messageId");
+    const noUser = await postRegenerate(threadId, messageIds[0]!, {});
+    expect(noUser.status).toBe(400);
+    expect(((await noUser.json()) as { error: string }).error).toContain("userId");
+
+    expect(sent).toEqual([]);
+    expect(await countRows(db.pool)).toEqual(before);
+    expect(await threadRows(db.pool, threadId)).toEqual(rowsBefore);
+  });
+});
+
+describe("GET /api/threads/:threadId/messages/:messageId/variants", () => {
+  it("lists no variants for a message without an answer and refuses another user", async () => {
+    const threadId = randomUUID();
+    const failed = await execute(chatTurn, chatEvent({ content: "Unanswered", messageId: threadId }));
+    expect(failed.result).toBeUndefined();
+
+    const own = await app.request(`/api/threads/${threadId}/messages/${threadId}/variants?userId=user-1`);
+    expect(own.status).toBe(200);
+    expect(await own.json()).toEqual({ threadId, messageId: threadId, variants: [] });
+
+    const other = await app.request(`/api/threads/${threadId}/messages/${threadId}/variants?userId=someone-else`);
+    expect(other.status).toBe(403);
+    const missingUser = await app.request(`/api/threads/${threadId}/messages/${threadId}/variants`);
+    expect(missingUser.status).toBe(400);
+  });
+});
