@@ -66,3 +66,15 @@ export type ChatMessageRegenerate = z.infer<typeof chatMessageRegenerateData>;
 
 export const chatMessageRegenerate = eventType("chat/message.regenerate", { schema: chatMessageRegenerateData });
 
+export const threadSummarizeRequestedData = z.object({
+  threadId: z.uuid({ error: "threadId must be the UUID of the thread to summarize" }),
+  userId: z.string({ error: "userId is required" }).min(1, "userId must not be empty").max(200),
+  /**
+   * Where the requesting turn's history window began (the sequence number of its oldest user
+   * message): only turns before it are summarized, so the summary never overlaps the window.
+   */
+  beforeSeq: z.number({ error: "beforeSeq must be a message sequence number" }).int().positive(),
+});
+export type ThreadSummarizeRequested = z.infer<typeof threadSummarizeRequestedData>;
+
+export const threadSummarizeRequested = eventType("thread/summarize.requested", { schema: threadSummarizeRequestedData });

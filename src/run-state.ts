@@ -1,4 +1,5 @@
 import type { State } from "@inngest/agent-kit";
+import type { SummaryLag } from "./history/summaries.js";
 
 /**
  * What the history adapter tells the agents about this run, through AgentKit's run-scoped
@@ -6,6 +7,7 @@ import type { State } from "@inngest/agent-kit";
  */
 const SKIP = "threadline.turn.skip";
 const PRIOR_RESULTS = "threadline.history.prior-results";
+const SUMMARY_LAG = "threadline.history.summary-lag";
 
 type AnyState = State<Record<string, unknown>>;
 
@@ -16,3 +18,7 @@ export const turnSkipReason = (state: AnyState): string | undefined => state.kv.
 /** How many of state.results came from before this turn (stored or client-sent history). */
 export const setPriorResultCount = (state: AnyState, count: number) => state.kv.set(PRIOR_RESULTS, count);
 export const priorResultCount = (state: AnyState): number => state.kv.get(PRIOR_RESULTS) ?? 0;
+
+/** How far the thread's summary lags behind the history window, as the history read found it. */
+export const setSummaryLag = (state: AnyState, lag: SummaryLag) => state.kv.set(SUMMARY_LAG, lag);
+export const summaryLag = (state: AnyState): SummaryLag | undefined => state.kv.get(SUMMARY_LAG);

@@ -1,10 +1,12 @@
 import { createState, type Message } from "@inngest/agent-kit";
 import type pg from "pg";
-import { chatMessageSent, inngest } from "../../inngest.config.js";
+import { chatMessageSent, inngest, threadSummarizeRequested } from "../../inngest.config.js";
 import { createChatNetwork } from "../agents/network.js";
 import type { ModelChoice } from "../agents/model.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { resolveHistoryPolicy, type HistoryEnvironment } from "../history/policy.js";
+import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
+import { summaryLag, turnSkipReason } from "../run-state.js";
 import { threadConcurrency } from "./thread-concurrency.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { turnOutcome } from "./turn-outcome.js";
@@ -36,7 +38,7 @@ export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) 
       onFailure: recordTurnFailure(db),
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
-    async ({ event, runId, logger }) => {
+    async ({ event, runId, step, logger }) => {
       const data = event.data;
       const policy = resolveHistoryPolicy({ environment: historyEnvironment, request: data.history });
 
@@ -58,9 +60,19 @@ export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) 
       });
       const run = await network.run({ id: data.messageId, content: data.content, role: "user" }, { state });
 
+      // Only a request: the summary is built by its own function, so its failures never reach this turn.
+      const lag = summaryLag(run.state);
+      const summaryRequested = !turnSkipReason(run.state) && lag !== undefined && lag.unsummarized > SUMMARIZE_AFTER_MESSAGES;
+      if (summaryRequested) {
+        await step.sendEvent(
+          "history.request-summary",
+          threadSummarizeRequested.create({ threadId: run.state.threadId!, userId: data.userId, beforeSeq: lag.windowStart }),
+        );
+      }
+
       const report = { ...policy, ...history.load() };
       logger.info("chat-turn history", { runId, threadId: run.state.threadId, ...report });
-      return { ...turnOutcome(run.state, data.messageId), history: report };
+      return { ...turnOutcome(run.state, data.messageId), history: report, summaryRequested };
     },
   );
 }

@@ -12,8 +12,8 @@ export function turnOutcome(state: State<StateData>, messageId: string) {
   };
 }
 
-/** The text of the turn's final answer. */
-function answerText(result: AgentResult | undefined): string {
+/** The text of an agent result's answer (a turn's final answer, a summary). */
+export function answerText(result: AgentResult | undefined): string {
   return (result?.output ?? [])
     .filter((m) => m.type === "text" && m.role === "assistant")
     .map((m) => (m.type === "text" ? (typeof m.content === "string" ? m.content : m.content.map((c) => c.text).join("")) : ""))

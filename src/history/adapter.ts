@@ -1,12 +1,13 @@
 import type { HistoryConfig, StateData } from "@inngest/agent-kit";
 import { NonRetriableError } from "inngest";
 import type pg from "pg";
-import { markTurnSkipped, setPriorResultCount } from "../run-state.js";
+import { markTurnSkipped, setPriorResultCount, setSummaryLag } from "../run-state.js";
 import { HistoryRefusal } from "./errors.js";
 import { resultId } from "./ids.js";
 import { toAgentContent, toAgentResults } from "./messages.js";
 import { historyWindow, type ResolvedHistoryPolicy } from "./policy.js";
-import { beginTurn, ensureThread, readHistory, storeAnswer, type TurnKind, type TurnStart } from "./store.js";
+import { beginTurn, ensureThread, storeAnswer, type TurnKind, type TurnStart } from "./store.js";
+import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES, type HistoryRead } from "./summaries.js";
 import { applyTokenBudget, type BudgetReport } from "./token-budget.js";
 
 /** The run a history adapter serves: one turn on one user message. */
@@ -94,12 +95,20 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
       const beforeSeq = started.messageSeq;
       const { maxTokens } = turn.policy;
       // The budget applies inside the step, so what the step returns (and Inngest stores) is bounded.
+      // The summary check rides on this read (one more indexed query) rather than costing a step of its own.
       const read = (await durably(step, "history.get", async () => {
-        const rows = await readHistory(db, { threadId: threadId!, userId: turn.userId, beforeSeq, window });
-        if (maxTokens === null) return { rows, read: rows.length };
+        const { rows, summaryLag } = await readHistoryWithSummary(db, {
+          threadId: threadId!,
+          userId: turn.userId,
+          beforeSeq,
+          window,
+          countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1,
+        });
+        if (maxTokens === null) return { rows, summaryLag, read: rows.length };
         const budgeted = applyTokenBudget(rows, maxTokens);
-        return { rows: budgeted.rows, read: rows.length, budget: budgeted.report };
-      })) as { rows: Parameters<typeof toAgentResults>[0]; read: number; budget?: BudgetReport };
+        return { rows: budgeted.rows, summaryLag, read: rows.length, budget: budgeted.report };
+      })) as HistoryRead & { read: number; budget?: BudgetReport };
+      setSummaryLag(state, read.summaryLag);
       const results = toAgentResults(read.rows);
       loaded = { from: "database", read: read.read, sent: read.rows.length, ...(read.budget ? { budget: read.budget } : {}) };
       setPriorResultCount(state, results.length);

@@ -6,3 +6,7 @@ const NAMESPACE = "5b0c2a3e-7f1d-4c8e-9a56-1d2f0e7b9c41";
 /** An agent result's id: the user message it answers, the answer variant, its position in it. */
 export const resultId = (messageId: string, variant: number, position: number) =>
   uuidv5(`result:${messageId}:${variant}:${position}`, NAMESPACE);
+
+/** A summary's id as history returns it: one per extent of the thread it covers. */
+export const summaryId = (threadId: string, coversThroughTurnSeq: number) =>
+  uuidv5(`summary:${threadId}:${coversThroughTurnSeq}`, NAMESPACE);

@@ -84,6 +84,9 @@ export const insertAgentResult = `
  * $3 user messages (and everything after each; NULL: no limit), plus, when $4, the system and
  * summary rows older than that window. Reads only the rows it returns, through
  * messages_path_user_idx, messages_path_idx and messages_path_system_idx, however long the thread.
+ * The window start is used as a scalar subquery, not joined: the planner then estimates the
+ * turn_seq range as narrow and keeps the index scan; joined, it guessed a third of the thread
+ * and, on long threads, chose a sequential scan of every message (40x slower at 100,000).
  */
 export const selectHistoryWindow = `
   WITH window_start AS (
@@ -94,17 +97,16 @@ export const selectHistoryWindow = `
       ORDER BY seq DESC
       LIMIT $3
     ) last_users
-  ),
-  window_rows AS (
+  )
+  SELECT id, seq, kind, agent_name, content, created_at FROM (
     SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
-    FROM messages m, window_start w
-    WHERE m.thread_id = $1 AND m.on_path AND m.turn_seq >= w.turn_seq AND m.turn_seq < $2
+    FROM messages m
+    WHERE m.thread_id = $1 AND m.on_path AND m.turn_seq < $2 AND m.turn_seq >= (SELECT turn_seq FROM window_start)
     UNION ALL
     SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
-    FROM messages m, window_start w
-    WHERE $4 AND m.thread_id = $1 AND m.on_path AND m.kind IN ('system', 'summary') AND m.turn_seq < w.turn_seq
-  )
-  SELECT id, seq, kind, agent_name, content, created_at FROM window_rows
+    FROM messages m
+    WHERE $4 AND m.thread_id = $1 AND m.on_path AND m.kind IN ('system', 'summary') AND m.turn_seq < (SELECT turn_seq FROM window_start)
+  ) window_rows
   ORDER BY turn_seq, seq`;
 
 /** Records on a turn what its history was made of (merged into what is already recorded). */
@@ -149,3 +151,60 @@ export const selectAnswerVariants = `
   SELECT id, variant, position, agent_name, content, on_path, created_at
   FROM messages WHERE answers = $1
   ORDER BY variant, position`;
+
+/**
+ * The thread's summary and how many current-path messages lie after what it covers and before
+ * $2, where the history window starts ($3: the oldest row the window returned, if any). Counting
+ * stops at $4, so the check costs the same however far behind the summary is.
+ */
+export const selectSummaryState = `
+  WITH window_start AS (
+    SELECT coalesce((SELECT turn_seq FROM messages WHERE id = $3 AND thread_id = $1), $2) AS turn_seq
+  ), summary AS (
+    SELECT covers_through_turn_seq, text, updated_at FROM thread_summaries WHERE thread_id = $1
+  )
+  SELECT w.turn_seq AS window_start, s.covers_through_turn_seq, s.text, s.updated_at,
+    (SELECT count(*)::int FROM (
+       SELECT 1 FROM messages m
+       WHERE m.thread_id = $1 AND m.on_path
+         AND m.turn_seq > coalesce(s.covers_through_turn_seq, 0) AND m.turn_seq < w.turn_seq
+       LIMIT $4
+     ) unsummarized) AS unsummarized
+  FROM window_start w LEFT JOIN summary s ON true`;
+
+/** What the summarizer extends: the current summary, or nothing yet. */
+export const selectSummary = `
+  SELECT covers_through_turn_seq, text FROM thread_summaries WHERE thread_id = $1`;
+
+/**
+ * The oldest $4 current-path messages after what the summary covers ($2) and before the window
+ * ($3), whole turns only: a turn is summarized with its answer or not at all.
+ */
+export const selectMessagesToSummarize = `
+  WITH batch AS (
+    SELECT turn_seq, seq, kind, agent_name, content FROM messages
+    WHERE thread_id = $1 AND on_path AND turn_seq > $2 AND turn_seq < $3
+    ORDER BY turn_seq, seq
+    LIMIT $4
+  )
+  SELECT turn_seq, kind, agent_name, content FROM batch
+  WHERE turn_seq < (SELECT CASE WHEN count(*) < $4 THEN $3 ELSE max(turn_seq) END FROM batch)
+     OR turn_seq = (SELECT min(turn_seq) FROM batch)
+  ORDER BY turn_seq, seq`;
+
+/** Extends the summary, unless another summarizer already moved it past $4 (what this one read). */
+export const updateSummary = `
+  UPDATE thread_summaries SET covers_through_turn_seq = $2, text = $3, updated_at = now()
+  WHERE thread_id = $1 AND covers_through_turn_seq = $4`;
+
+/** The thread's first summary; a concurrent first summary wins and this one is dropped. */
+export const insertSummary = `
+  INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text) VALUES ($1, $2, $3)
+  ON CONFLICT (thread_id) DO NOTHING`;
+
+/**
+ * A new answer to a message the summary covers (a regenerate, or a failed turn completed late)
+ * changes what the summary stands for: drop it, and the next summarization starts over.
+ */
+export const deleteSummaryCovering = `
+  DELETE FROM thread_summaries WHERE thread_id = $1 AND covers_through_turn_seq >= $2`;

@@ -202,6 +202,7 @@ export async function storeAnswer(
     if (already === 0 && results.length > 0) {
       await client.query(sql.detachCurrentAnswer, [messageId]);
       if (input.detachLaterTurns) await client.query(sql.detachLaterTurns, [threadId, messageSeq]);
+      await client.query(sql.deleteSummaryCovering, [threadId, messageSeq]);
       const first = await reserveSeq(client, threadId, results.length);
       for (const [position, result] of results.entries()) {
         const row = await client.query(sql.insertAgentResult, [

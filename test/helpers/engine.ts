@@ -37,6 +37,25 @@ export function inferOverHttp(runId: string) {
   };
 }
 
+/**
+ * The Inngest server delivers what step.sendEvent sends; under the test engine there is no
+ * server to send to. This turns each sendEvent into a step.run under the same id that records
+ * the events, so tests see what a run sent, once, however often it is retried.
+ */
+export function recordSentEvents(sent: SentEvent[]) {
+  return (ctx: TestContext): TestContext => {
+    const sendEvent = (id: string, payload: SentEvent | SentEvent[]) =>
+      ctx.step.run(id, async () => {
+        const events = Array.isArray(payload) ? payload : [payload];
+        sent.push(...events.map((event) => JSON.parse(JSON.stringify(event)) as SentEvent));
+        return { ids: events.map(() => `sent-${randomUUID()}`) };
+      });
+    return { ...ctx, step: { ...ctx.step, sendEvent } } as TestContext;
+  };
+}
+
+export type SentEvent = { name: string; data: Record<string, unknown> };
+
 export type Memo = InngestTestEngine.MockedStep[];
 
 export type Execution = {
@@ -45,6 +64,8 @@ export type Execution = {
   /** Every step that succeeded, JSON round-tripped as the real engine hands them back. */
   memo: Memo;
   runId: string;
+  /** Events the run sent with step.sendEvent in this execution. */
+  sentEvents: SentEvent[];
 };
 
 /**
@@ -57,10 +78,11 @@ export async function execute(
   options: { memo?: Memo; runId?: string } = {},
 ): Promise<Execution> {
   const runId = options.runId ?? `run-${randomUUID()}`;
+  const sentEvents: SentEvent[] = [];
   const engine = new InngestTestEngine({
     function: fn,
     events: [{ id: event.id ?? `event-${randomUUID()}`, ...event }],
-    transformCtx: inferOverHttp(runId),
+    transformCtx: (ctx) => recordSentEvents(sentEvents)(inferOverHttp(runId)(ctx)),
   });
   const output = (await engine.execute({ steps: options.memo ?? [] })) as unknown as {
     result?: unknown;
@@ -78,7 +100,7 @@ export async function execute(
       memo.push({ id: hashedId, idIsHashed: true, handler: () => json });
     }
   }
-  return { result: output.result, error: output.error, memo, runId };
+  return { result: output.result, error: output.error, memo, runId, sentEvents };
 }
 
 /** Runs an onFailure handler the way Inngest does once a run has failed for good. */

@@ -1,0 +1,52 @@
+import { createAgent } from "@inngest/agent-kit";
+import { agentContent, textContent } from "../history/messages.js";
+import type { ModelChoice } from "./model.js";
+
+export const SUMMARIZER_NAME = "summarizer";
+
+export const SUMMARIZER_SYSTEM_PROMPT =
+  "You maintain the running summary of a conversation between a user and an assistant. " +
+  "Write one updated summary that keeps everything from the previous summary that still matters and adds the new turns: " +
+  "facts about the user, decisions, open questions, commitments, and results of tool calls. " +
+  "Be concise and factual; write in the third person; answer with the summary only.";
+
+/** Longest rendering of one message in a summarize request: a huge paste must not crowd out the rest. */
+export const MAX_CHARS_PER_MESSAGE = 2_000;
+export const TRUNCATION_MARKER = "… [truncated]";
+
+/** A stored message as the summarizer reads it (kind and content as in the messages table). */
+export type TranscriptMessage = { kind: "user" | "agent" | "system" | "summary"; agentName: string; content: unknown };
+
+/** The summarizer agent: no tools, no history, one inference per request. */
+export function createSummarizer(choice: Extract<ModelChoice, { configured: true }>) {
+  return createAgent({ name: SUMMARIZER_NAME, description: "Summarizes the older turns of a thread", system: SUMMARIZER_SYSTEM_PROMPT, model: choice.model });
+}
+
+/** The request to the summarizer: the previous summary (if any) and only the turns after it. */
+export function summarizeRequest(previous: string | null, messages: readonly TranscriptMessage[]): string {
+  const transcript = messages.map(renderMessage).join("\n");
+  return previous === null
+    ? `Summarize this conversation:\n\n${transcript}`
+    : `Previous summary:\n${previous}\n\nNew turns since that summary:\n\n${transcript}\n\nWrite the updated summary.`;
+}
+
+function renderMessage(message: TranscriptMessage): string {
+  if (message.kind !== "agent") {
+    const { text } = textContent.parse(message.content);
+    const speaker = message.kind === "user" ? "User" : message.kind === "summary" ? "Earlier summary" : "System";
+    return `${speaker}: ${clip(text)}`;
+  }
+  const { output, toolCalls } = agentContent.parse(message.content);
+  const lines = output.flatMap((part) => {
+    if (part.type === "text") {
+      const text = typeof part.content === "string" ? part.content : part.content.map((c) => c.text).join("");
+      return [`Assistant (${message.agentName}): ${clip(text)}`];
+    }
+    if (part.type === "tool_call") return part.tools.map((tool) => `Assistant called ${tool.name}(${clip(JSON.stringify(tool.input))})`);
+    return [];
+  });
+  const results = toolCalls.map((call) => `Tool ${call.tool.name} returned: ${clip(JSON.stringify(call.content))}`);
+  return [...lines, ...results].join("\n");
+}
+
+const clip = (text: string) => (text.length <= MAX_CHARS_PER_MESSAGE ? text : text.slice(0, MAX_CHARS_PER_MESSAGE) + TRUNCATION_MARKER);
