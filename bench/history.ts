@@ -160,7 +160,7 @@ function printTable(results: { size: number; lastN: Measure; step: Measure; full
 
 /** Confirms the window is read through the partial indexes, not by scanning the thread. */
 async function explain(pool: pg.Pool, threadId: string) {
-  const plan = await pool.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql.selectHistoryWindow}`, [threadId, 100_001, LAST_N - 1]);
+  const plan = await pool.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql.selectHistoryWindow}`, [threadId, 100_001, LAST_N - 1, WINDOW.preserveSystemMessages]);
   console.log(`\nEXPLAIN (ANALYZE, BUFFERS) selectHistoryWindow on the 100,000-message thread:`);
   for (const line of plan.rows) console.log("  " + line["QUERY PLAN"]);
   const [oldest] = await readHistory(pool, { threadId, userId: USER_ID, beforeSeq: 100_001, window: WINDOW });
