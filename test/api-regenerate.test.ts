@@ -1,26 +1,24 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createApp } from "../src/server.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { execute } from "./helpers/engine.js";
-import { chatEvent, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
-import { startModelServer, type ModelServer } from "./helpers/model-server.js";
+import { chatEvent, conversation, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
+import { useTestBed } from "./helpers/test-bed.js";
 
-let db: TestDatabase;
-let model: ModelServer;
+const bed = useTestBed();
+
 let chatTurn: ReturnType<typeof createChatTurn>;
 let regenerate: ReturnType<typeof createRegenerate>;
 let app: ReturnType<typeof createApp>;
 const sent: { name: string; data: Record<string, unknown> }[] = [];
 
 beforeAll(async () => {
-  [db, model] = await Promise.all([createTestDatabase(), startModelServer()]);
-  chatTurn = createChatTurn({ db: db.pool, model: scriptedModel(model) });
-  regenerate = createRegenerate({ db: db.pool, model: scriptedModel(model) });
+  chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+  regenerate = createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model) });
   app = createApp({
-    db: db.pool,
+    db: bed.db.pool,
     functions: [],
     sendEvent: async (event) => {
       sent.push(event);
@@ -28,27 +26,9 @@ beforeAll(async () => {
     },
   });
 });
-afterAll(async () => {
-  await model.close();
-  await db.drop();
-});
 beforeEach(() => {
-  model.reset();
   sent.length = 0;
 });
-
-/** A thread of the given turns, answered by the chat turn function. */
-async function conversation(turns: [question: string, answer: string][]) {
-  const threadId = randomUUID();
-  const messageIds: string[] = [];
-  for (const [question, answer] of turns) {
-    model.script({ text: answer });
-    const event = chatEvent({ content: question, messageId: messageIds.length === 0 ? threadId : randomUUID(), ...(messageIds.length ? { threadId } : {}) });
-    expect((await execute(chatTurn, event)).error).toBeUndefined();
-    messageIds.push(event.data.messageId);
-  }
-  return { threadId, messageIds };
-}
 
 const postRegenerate = (threadId: string, messageId: string, body: unknown) =>
   app.request(`/api/threads/${threadId}/messages/${messageId}/regenerate`, {
@@ -63,17 +43,17 @@ const answerTexts = (messages: ShownMessage[]) => messages.filter((m) => m.role 
 
 describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
   it("sends chat/message.regenerate and answers 202; the executed event makes the new answer the only one the messages API shows", async () => {
-    const { threadId, messageIds } = await conversation([["Say hi", "Hi"]]);
-    const before = await countRows(db.pool);
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [["Say hi", "Hi"]]);
+    const before = await countRows(bed.db.pool);
 
     const response = await postRegenerate(threadId, messageIds[0]!, { userId: "user-1", reason: "try again" });
 
     expect(response.status).toBe(202);
     expect(await response.json()).toEqual({ threadId, messageId: messageIds[0], eventId: "event-1" });
     expect(sent).toEqual([{ name: "chat/message.regenerate", data: { threadId, messageId: messageIds[0], userId: "user-1", reason: "try again" } }]);
-    expect(await countRows(db.pool)).toEqual(before);
+    expect(await countRows(bed.db.pool)).toEqual(before);
 
-    model.script({ text: "Hello there" });
+    bed.model.script({ text: "Hello there" });
     expect((await execute(regenerate, sent[0]!)).result).toMatchObject({ status: "completed" });
 
     const messages = await app.request(`/api/threads/${threadId}/messages?userId=user-1`);
@@ -91,15 +71,15 @@ describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
   });
 
   it("refuses an unknown message, an assistant message, another user's thread, an unknown thread and a message off the path with a 4xx, sending and writing nothing", async () => {
-    const { threadId, messageIds } = await conversation([
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [
       ["First", "One"],
       ["Second", "Two"],
     ]);
-    const answerId = (await threadRows(db.pool, threadId)).find((r) => r.kind === "agent")!.id;
-    model.script({ text: "Uno" });
+    const answerId = (await threadRows(bed.db.pool, threadId)).find((r) => r.kind === "agent")!.id;
+    bed.model.script({ text: "Uno" });
     await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: messageIds[0]!, userId: "user-1" } });
-    const before = await countRows(db.pool);
-    const rowsBefore = await threadRows(db.pool, threadId);
+    const before = await countRows(bed.db.pool);
+    const rowsBefore = await threadRows(bed.db.pool, threadId);
 
     const cases: [string, string, unknown, number, string][] = [
       [threadId, randomUUID(), { userId: "user-1" }, 404, "message_not_found"],
@@ -122,8 +102,8 @@ describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
     expect(((await noUser.json()) as { error: string }).error).toContain("userId");
 
     expect(sent).toEqual([]);
-    expect(await countRows(db.pool)).toEqual(before);
-    expect(await threadRows(db.pool, threadId)).toEqual(rowsBefore);
+    expect(await countRows(bed.db.pool)).toEqual(before);
+    expect(await threadRows(bed.db.pool, threadId)).toEqual(rowsBefore);
   });
 });
 

@@ -1,21 +1,19 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createApp } from "../src/server.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel } from "./helpers/fixtures.js";
-import { startModelServer, type ModelServer } from "./helpers/model-server.js";
+import { useTestBed } from "./helpers/test-bed.js";
 
-let db: TestDatabase;
-let model: ModelServer;
+const bed = useTestBed();
+
 let sent: { name: string; data: Record<string, unknown> }[];
 let app: ReturnType<typeof createApp>;
 
 beforeAll(async () => {
-  [db, model] = await Promise.all([createTestDatabase(), startModelServer()]);
   app = createApp({
-    db: db.pool,
+    db: bed.db.pool,
     functions: [],
     sendEvent: async (event) => {
       sent.push(event);
@@ -23,13 +21,9 @@ beforeAll(async () => {
     },
   });
 });
-afterAll(async () => {
-  await model.close();
-  await db.drop();
-});
 beforeEach(() => {
   sent = [];
-  model.reset();
+  bed.model.reset();
 });
 
 const post = (body: unknown) =>
@@ -45,7 +39,7 @@ describe("POST /api/chat", () => {
   });
 
   it("refuses invalid bodies with 400 naming the field, sending nothing and writing nothing", async () => {
-    const before = await countRows(db.pool);
+    const before = await countRows(bed.db.pool);
     const cases: [unknown, string][] = [
       ["not json", "body"],
       [{ userId: "u1", content: "no id" }, "messageId"],
@@ -61,11 +55,11 @@ describe("POST /api/chat", () => {
       expect(answer.error).toContain(field);
     }
     expect(sent).toEqual([]);
-    expect(await countRows(db.pool)).toEqual(before);
+    expect(await countRows(bed.db.pool)).toEqual(before);
   });
 
   it("answers 503 with what to do when the event cannot reach Inngest", async () => {
-    const offline = createApp({ db: db.pool, functions: [], sendEvent: () => Promise.reject(new Error("fetch failed")) });
+    const offline = createApp({ db: bed.db.pool, functions: [], sendEvent: () => Promise.reject(new Error("fetch failed")) });
     const response = await offline.request("/api/chat", {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -78,9 +72,9 @@ describe("POST /api/chat", () => {
 
 describe("GET /api/threads/:threadId/messages", () => {
   it("shows the stored conversation with each turn's status, only to its owner", async () => {
-    const chatTurn = createChatTurn({ db: db.pool, model: scriptedModel(model) });
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     const event = chatEvent({ content: "Hi", userId: "owner" });
-    model.script({ text: "Hello!" });
+    bed.model.script({ text: "Hello!" });
     const run = await execute(chatTurn, event);
 
     const response = await app.request(`/api/threads/${event.data.messageId}/messages?userId=owner`);

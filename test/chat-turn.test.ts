@@ -1,81 +1,74 @@
 import { AgentResult } from "@inngest/agent-kit";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { chooseModel } from "../src/agents/model.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { execute, executeFailureHandler } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
-import { startModelServer, type ModelServer } from "./helpers/model-server.js";
+import { useTestBed } from "./helpers/test-bed.js";
 
-let db: TestDatabase;
-let model: ModelServer;
+const bed = useTestBed();
+
 let chatTurn: ReturnType<typeof createChatTurn>;
 
 beforeAll(async () => {
-  [db, model] = await Promise.all([createTestDatabase(), startModelServer()]);
-  chatTurn = createChatTurn({ db: db.pool, model: scriptedModel(model) });
+  chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
 });
-afterAll(async () => {
-  await model.close();
-  await db.drop();
-});
-beforeEach(() => model.reset());
 
 describe("a chat turn", () => {
   it("stores the user message, then asks the model with only the system prompt and that message, then stores the answer", async () => {
-    model.script({ text: "Hello! How can I help?" });
+    bed.model.script({ text: "Hello! How can I help?" });
     const event = chatEvent({ content: "Hi there" });
 
     const run = await execute(chatTurn, event);
 
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ threadId: event.data.messageId, status: "completed", answer: "Hello! How can I help?" });
-    expect(model.requests).toHaveLength(1);
-    expect(model.requests[0]!.messages).toEqual([
+    expect(bed.model.requests).toHaveLength(1);
+    expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
       { role: "user", content: "Hi there" },
     ]);
-    const rows = await threadRows(db.pool, event.data.messageId);
+    const rows = await threadRows(bed.db.pool, event.data.messageId);
     expect(rows.map((r) => [r.seq, r.kind, r.agent_name])).toEqual([
       [1, "user", "user"],
       [2, "agent", "assistant"],
     ]);
     expect(rows[1]!.answers).toBe(event.data.messageId);
-    expect(await turnsOf(db.pool, event.data.messageId)).toMatchObject([{ status: "completed", kind: "chat", variant: 1 }]);
+    expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "completed", kind: "chat", variant: 1 }]);
   });
 
   it("stores the user message before the model is called", async () => {
     const event = chatEvent({ content: "Is my message safe?" });
     let storedWhenModelCalled: string[] = [];
-    model.script({ text: "Yes.", delayMs: 0 });
-    const original = model.requests.push.bind(model.requests);
-    model.requests.push = (...items) => {
-      void threadRows(db.pool, event.data.messageId).then((rows) => (storedWhenModelCalled = rows.map((r) => r.kind)));
+    bed.model.script({ text: "Yes.", delayMs: 0 });
+    const original = bed.model.requests.push.bind(bed.model.requests);
+    bed.model.requests.push = (...items) => {
+      void threadRows(bed.db.pool, event.data.messageId).then((rows) => (storedWhenModelCalled = rows.map((r) => r.kind)));
       return original(...items);
     };
     const run = await execute(chatTurn, event);
-    model.requests.push = original;
+    bed.model.requests.push = original;
     expect(run.error).toBeUndefined();
     expect(storedWhenModelCalled).toEqual(["user"]);
   });
 
   it("sends a second message after the first turn, in order, and the new message once", async () => {
     const first = chatEvent({ content: "My name is Ada." });
-    model.script({ text: "Nice to meet you, Ada." }, { text: "Your name is Ada." });
+    bed.model.script({ text: "Nice to meet you, Ada." }, { text: "Your name is Ada." });
     await execute(chatTurn, first);
     const second = chatEvent({ content: "What is my name?", threadId: first.data.messageId });
 
     const run = await execute(chatTurn, second);
 
     expect(run.result).toMatchObject({ status: "completed", answer: "Your name is Ada." });
-    expect(model.requests[1]!.messages).toEqual([
+    expect(bed.model.requests[1]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
       { role: "user", content: "My name is Ada." },
       { role: "assistant", content: "Nice to meet you, Ada." },
       { role: "user", content: "What is my name?" },
     ]);
-    const rows = await threadRows(db.pool, first.data.messageId);
+    const rows = await threadRows(bed.db.pool, first.data.messageId);
     expect(rows.map((r) => [r.seq, r.kind])).toEqual([
       [1, "user"],
       [2, "agent"],
@@ -86,42 +79,42 @@ describe("a chat turn", () => {
 
   it("fails at the inference step when the model answers 500, and executing again with the memoized steps completes the turn once", async () => {
     const event = chatEvent({ content: "Flaky model, please answer." });
-    model.script({ status: 500 }, { text: "Here is the answer." });
+    bed.model.script({ status: 500 }, { text: "Here is the answer." });
 
     const failed = await execute(chatTurn, event);
     expect(String((failed.error as Error | undefined)?.message)).toMatch(/HTTP 500/);
-    expect((await threadRows(db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user"]);
+    expect((await threadRows(bed.db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user"]);
 
     const retried = await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId });
 
     expect(retried.error).toBeUndefined();
     expect(retried.result).toMatchObject({ status: "completed", answer: "Here is the answer." });
-    const rows = await threadRows(db.pool, event.data.messageId);
+    const rows = await threadRows(bed.db.pool, event.data.messageId);
     expect(rows.map((r) => r.kind)).toEqual(["user", "agent"]);
-    expect(model.requests).toHaveLength(2);
-    expect(model.requests[1]!.messages).toEqual(model.requests[0]!.messages);
-    expect(await turnsOf(db.pool, event.data.messageId)).toMatchObject([{ status: "completed" }]);
+    expect(bed.model.requests).toHaveLength(2);
+    expect(bed.model.requests[1]!.messages).toEqual(bed.model.requests[0]!.messages);
+    expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "completed" }]);
   });
 
   it("writes nothing new when the same event runs again as a fresh run after success", async () => {
     const event = chatEvent({ content: "Say this once." });
-    model.script({ text: "Once." });
+    bed.model.script({ text: "Once." });
     await execute(chatTurn, event);
-    const before = await countRows(db.pool);
-    const requestsBefore = model.requests.length;
+    const before = await countRows(bed.db.pool);
+    const requestsBefore = bed.model.requests.length;
 
     const rerun = await execute(chatTurn, { ...event });
 
     expect(rerun.result).toMatchObject({ status: "skipped" });
-    const after = await countRows(db.pool);
+    const after = await countRows(bed.db.pool);
     expect({ threads: after.threads, messages: after.messages }).toEqual({ threads: before.threads, messages: before.messages });
-    expect(model.requests.length).toBe(requestsBefore);
-    expect((await turnsOf(db.pool, event.data.messageId)).map((t) => t.status)).toEqual(["completed", "skipped"]);
+    expect(bed.model.requests.length).toBe(requestsBefore);
+    expect((await turnsOf(bed.db.pool, event.data.messageId)).map((t) => t.status)).toEqual(["completed", "skipped"]);
   });
 
   it("returns history steps as JSON that rebuilds into working AgentResults", async () => {
     const first = chatEvent({ content: "Remember 42." });
-    model.script({ text: "Remembered." }, { text: "It was 42." });
+    bed.model.script({ text: "Remembered." }, { text: "It was 42." });
     await execute(chatTurn, first);
     const second = chatEvent({ content: "What number?", threadId: first.data.messageId });
 
@@ -147,19 +140,19 @@ describe("a chat turn", () => {
 
   it("stores a tool call and its result, and sends them paired to the model on the next turn", async () => {
     const first = chatEvent({ content: "What time is it?" });
-    model.script({ toolCalls: [{ name: "current_time", id: "call_time_1" }] }, { text: "It is noon." }, { text: "You asked for the time." });
+    bed.model.script({ toolCalls: [{ name: "current_time", id: "call_time_1" }] }, { text: "It is noon." }, { text: "You asked for the time." });
 
     const run = await execute(chatTurn, first);
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ status: "completed", answer: "It is noon." });
     // The second inference of the turn sees the call and its result after the user's message.
-    const secondCall = model.requests[1]!.messages;
+    const secondCall = bed.model.requests[1]!.messages;
     expect(secondCall.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool"]);
     expect(secondCall[2]!.tool_calls).toEqual([{ id: "call_time_1", type: "function", function: { name: "current_time", arguments: "{}" } }]);
     expect(secondCall[3]).toMatchObject({ tool_call_id: "call_time_1" });
     expect(JSON.parse(String(secondCall[3]!.content))).toMatchObject({ data: { now: expect.any(String) } });
 
-    const rows = await threadRows(db.pool, first.data.messageId);
+    const rows = await threadRows(bed.db.pool, first.data.messageId);
     expect(rows.map((r) => [r.kind, r.variant])).toEqual([
       ["user", null],
       ["agent", 1],
@@ -167,7 +160,7 @@ describe("a chat turn", () => {
     ]);
 
     await execute(chatTurn, chatEvent({ content: "What did I ask?", threadId: first.data.messageId }));
-    const next = model.requests[2]!.messages;
+    const next = bed.model.requests[2]!.messages;
     expect(next.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool", "assistant", "user"]);
     expect(next[2]!.tool_calls?.[0]?.id).toBe("call_time_1");
     expect(next[3]!.tool_call_id).toBe("call_time_1");
@@ -177,21 +170,21 @@ describe("a chat turn", () => {
 
   it("refuses a message for another user's thread and changes nothing", async () => {
     const owned = chatEvent({ content: "Private thread.", userId: "alice" });
-    model.script({ text: "Noted." });
+    bed.model.script({ text: "Noted." });
     await execute(chatTurn, owned);
-    const before = await countRows(db.pool);
-    const requestsBefore = model.requests.length;
+    const before = await countRows(bed.db.pool);
+    const requestsBefore = bed.model.requests.length;
 
     const intruder = await execute(chatTurn, chatEvent({ content: "Let me in.", userId: "mallory", threadId: owned.data.messageId }));
 
     expect(intruder.error).toMatchObject({ name: "NonRetriableError" });
     expect(String((intruder.error as Error).message)).toMatch(/belongs to another user/);
-    expect(await countRows(db.pool)).toEqual(before);
-    expect(model.requests.length).toBe(requestsBefore);
+    expect(await countRows(bed.db.pool)).toEqual(before);
+    expect(bed.model.requests.length).toBe(requestsBefore);
   });
 
   it("refuses invalid event data before writing anything, naming the bad field", async () => {
-    const before = await countRows(db.pool);
+    const before = await countRows(bed.db.pool);
     const cases: [Record<string, unknown>, RegExp][] = [
       [{ userId: "u", content: "no id" }, /messageId/],
       [{ messageId: "not-a-uuid", userId: "u", content: "x" }, /messageId/],
@@ -207,21 +200,21 @@ describe("a chat turn", () => {
       expect(run.error, JSON.stringify(data).slice(0, 80)).toMatchObject({ name: "EventValidationError" });
       expect(String((run.error as Error).message)).toMatch(field);
     }
-    expect(await countRows(db.pool)).toEqual(before);
+    expect(await countRows(bed.db.pool)).toEqual(before);
   });
 
   it("fails without a model with a clear non-retriable error, keeps the user message, and records the failed turn", async () => {
-    const unconfigured = createChatTurn({ db: db.pool, model: chooseModel({ PORT: 3000, DATA_DIR: ".data", EMBEDDED_POSTGRES_PORT: 1 }) });
+    const unconfigured = createChatTurn({ db: bed.db.pool, model: chooseModel({ PORT: 3000, DATA_DIR: ".data", EMBEDDED_POSTGRES_PORT: 1 }) });
     const event = chatEvent({ content: "Anyone there?" });
 
     const run = await execute(unconfigured, event);
 
     expect(run.error).toMatchObject({ name: "NonRetriableError" });
     expect(String((run.error as Error).message)).toMatch(/No model is configured: set OPENAI_API_KEY/);
-    expect((await threadRows(db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user"]);
+    expect((await threadRows(bed.db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user"]);
 
     await executeFailureHandler(unconfigured, { runId: run.runId, event, error: { name: "NonRetriableError", message: (run.error as Error).message } });
-    expect(await turnsOf(db.pool, event.data.messageId)).toMatchObject([
+    expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([
       { run_id: run.runId, status: "failed", error: expect.stringMatching(/No model is configured/) },
     ]);
   });

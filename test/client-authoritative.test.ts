@@ -1,26 +1,17 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import * as sql from "../src/history/sql.js";
 import { createApp } from "../src/server.js";
 import { countingPool } from "./helpers/counting-pool.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
-import { startModelServer, type ModelServer } from "./helpers/model-server.js";
 import { expectedMessages, seedThread } from "./helpers/seed.js";
+import { useTestBed } from "./helpers/test-bed.js";
 
-let db: TestDatabase;
-let model: ModelServer;
+const bed = useTestBed();
 
-beforeAll(async () => {
-  [db, model] = await Promise.all([createTestDatabase(), startModelServer()]);
-});
-afterAll(async () => {
-  await model.close();
-  await db.drop();
-});
-beforeEach(() => model.reset());
+
 
 /** What a client keeps of a conversation: a question answered after a tool call. */
 const clientConversation = [
@@ -41,16 +32,16 @@ const readsHistory = (queries: string[]) => queries.filter((q) => q === sql.sele
 
 describe("client-authoritative and hybrid modes", () => {
   it("hybrid: with the client's conversation no history query is issued, the model sees the client's messages, and the new rows are stored", async () => {
-    const thread = await seedThread(db.pool, { turns: 3 });
-    const counting = countingPool(db.pool);
-    const chatTurn = createChatTurn({ db: counting.pool, model: scriptedModel(model) });
+    const thread = await seedThread(bed.db.pool, { turns: 3 });
+    const counting = countingPool(bed.db.pool);
+    const chatTurn = createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) });
 
     // The session's first request is server-authoritative: history comes from the database.
-    model.script({ text: "answer 4" });
+    bed.model.script({ text: "answer 4" });
     const first = await execute(chatTurn, chatEvent({ content: "question 4", threadId: thread.threadId }));
     expect(first.error).toBeUndefined();
     expect(readsHistory(counting.queries)).toBe(1);
-    expect(model.requests[0]!.messages).toEqual([
+    expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
       ...expectedMessages(thread.entries),
       { role: "user", content: "question 4" },
@@ -58,21 +49,21 @@ describe("client-authoritative and hybrid modes", () => {
 
     // Later requests carry the conversation the client holds.
     counting.queries.length = 0;
-    model.reset();
-    model.script({ text: "Still noon." });
+    bed.model.reset();
+    bed.model.script({ text: "Still noon." });
     const event = chatEvent({ content: "And now?", threadId: thread.threadId });
     const run = await execute(chatTurn, { ...event, data: { ...event.data, conversation: clientConversation } });
 
     expect(run.error).toBeUndefined();
     expect(readsHistory(counting.queries)).toBe(0);
     expect(counting.queries.length).toBeGreaterThan(0);
-    expect(model.requests[0]!.messages).toEqual([
+    expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
       ...clientConversationAsSent,
       { role: "user", content: "And now?" },
     ]);
     expect(run.result).toMatchObject({ status: "completed", history: { from: "client", read: 0, sent: 4 } });
-    const rows = await threadRows(db.pool, thread.threadId);
+    const rows = await threadRows(bed.db.pool, thread.threadId);
     expect(rows.slice(-2).map((r) => [r.id, r.kind, r.content])).toEqual([
       [event.data.messageId, "user", { text: "And now?" }],
       [expect.any(String), "agent", { output: [{ type: "text", role: "assistant", content: "Still noon.", stop_reason: "stop" }], toolCalls: [] }],
@@ -81,42 +72,42 @@ describe("client-authoritative and hybrid modes", () => {
   });
 
   it("client-authoritative from the first message: a new thread is created and stored, nothing is read", async () => {
-    const counting = countingPool(db.pool);
-    model.script({ text: "Noted." });
+    const counting = countingPool(bed.db.pool);
+    bed.model.script({ text: "Noted." });
     const event = chatEvent({ content: "Remember that." });
-    const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(model) }), {
+    const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), {
       ...event,
       data: { ...event.data, conversation: clientConversation },
     });
     expect(run.error).toBeUndefined();
     expect(readsHistory(counting.queries)).toBe(0);
-    expect(model.requests[0]!.messages.slice(1, -1)).toEqual(clientConversationAsSent);
-    expect((await threadRows(db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user", "agent"]);
+    expect(bed.model.requests[0]!.messages.slice(1, -1)).toEqual(clientConversationAsSent);
+    expect((await threadRows(bed.db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user", "agent"]);
   });
 
   it("an empty conversation is the client's word too: the stored history is not read", async () => {
-    const thread = await seedThread(db.pool, { turns: 2 });
-    const counting = countingPool(db.pool);
-    model.script({ text: "Fresh start." });
+    const thread = await seedThread(bed.db.pool, { turns: 2 });
+    const counting = countingPool(bed.db.pool);
+    bed.model.script({ text: "Fresh start." });
     const event = chatEvent({ content: "Forget the rest.", threadId: thread.threadId });
-    const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(model) }), { ...event, data: { ...event.data, conversation: [] } });
+    const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), { ...event, data: { ...event.data, conversation: [] } });
     expect(run.error).toBeUndefined();
     expect(readsHistory(counting.queries)).toBe(0);
-    expect(model.requests[0]!.messages).toEqual([
+    expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
       { role: "user", content: "Forget the rest." },
     ]);
   });
 
   it("a conversation with a tool call but no result is refused before anything is stored", async () => {
-    const before = await countRows(db.pool);
+    const before = await countRows(bed.db.pool);
     const broken = clientConversation.filter((m) => m.type !== "tool_result");
     const event = chatEvent({ content: "And now?" });
-    const run = await execute(createChatTurn({ db: db.pool, model: scriptedModel(model) }), { ...event, data: { ...event.data, conversation: broken } });
+    const run = await execute(createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) }), { ...event, data: { ...event.data, conversation: broken } });
     expect(String((run.error as Error).message)).toMatch(/conversation\.1: tool call call_client_1 has no tool_result/);
 
     const sent: unknown[] = [];
-    const app = createApp({ db: db.pool, sendEvent: async (e) => (sent.push(e), { ids: ["event-1"] }), functions: [] });
+    const app = createApp({ db: bed.db.pool, sendEvent: async (e) => (sent.push(e), { ids: ["event-1"] }), functions: [] });
     const response = await app.request("/api/chat", {
       method: "POST",
       headers: { "content-type": "application/json" },
@@ -125,13 +116,13 @@ describe("client-authoritative and hybrid modes", () => {
     expect(response.status).toBe(400);
     expect(((await response.json()) as { error: string }).error).toMatch(/conversation\.0/);
     expect(sent).toHaveLength(0);
-    expect(await countRows(db.pool)).toEqual(before);
-    expect(model.requests).toHaveLength(0);
+    expect(await countRows(bed.db.pool)).toEqual(before);
+    expect(bed.model.requests).toHaveLength(0);
   });
 
   it("POST /api/chat passes the conversation and history settings on in the event", async () => {
     const sent: { data: Record<string, unknown> }[] = [];
-    const app = createApp({ db: db.pool, sendEvent: async (e) => (sent.push(e as never), { ids: ["event-1"] }), functions: [] });
+    const app = createApp({ db: bed.db.pool, sendEvent: async (e) => (sent.push(e as never), { ids: ["event-1"] }), functions: [] });
     const body = { ...chatEvent({ content: "hi" }).data, conversation: clientConversation, history: { policy: "lastN", length: 3, maxTokens: 2000 } };
     const response = await app.request("/api/chat", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
     expect(response.status).toBe(202);

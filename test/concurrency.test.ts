@@ -1,33 +1,24 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createPool } from "../src/history/database.js";
 import { resultId } from "../src/history/ids.js";
 import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
-import { startModelServer, type ModelServer } from "./helpers/model-server.js";
+import { useTestBed } from "./helpers/test-bed.js";
 
-let db: TestDatabase;
-let model: ModelServer;
+const bed = useTestBed();
 
-beforeAll(async () => {
-  [db, model] = await Promise.all([createTestDatabase(), startModelServer()]);
-});
-afterAll(async () => {
-  await model.close();
-  await db.drop();
-});
-beforeEach(() => model.reset());
+
 
 describe("many writers appending to one thread at once", () => {
   it("20 appends from 20 connections get the sequence 1..20 with no gap and no duplicate", async () => {
     const threadId = randomUUID();
-    await ensureThread(db.pool, threadId, "user-1");
-    const pools = Array.from({ length: 20 }, () => createPool(db.url));
+    await ensureThread(bed.db.pool, threadId, "user-1");
+    const pools = Array.from({ length: 20 }, () => createPool(bed.db.url));
     try {
       // Each pool opens its own connection first, so the 20 transactions really overlap.
       await Promise.all(pools.map((pool) => pool.query("SELECT 1")));
@@ -43,7 +34,7 @@ describe("many writers appending to one thread at once", () => {
       );
       const expected = Array.from({ length: 20 }, (_, i) => i + 1);
       expect(starts.map((s) => s.messageSeq).sort((a, b) => a - b)).toEqual(expected);
-      expect((await threadRows(db.pool, threadId)).map((r) => r.seq)).toEqual(expected);
+      expect((await threadRows(bed.db.pool, threadId)).map((r) => r.seq)).toEqual(expected);
       expect(starts.every((s) => s.status === "running" && s.variant === 1)).toBe(true);
     } finally {
       await Promise.all(pools.map((pool) => pool.end()));
@@ -52,11 +43,11 @@ describe("many writers appending to one thread at once", () => {
 
   it("two regenerates of one message started before either stores its answer get different variants", async () => {
     const threadId = randomUUID();
-    await ensureThread(db.pool, threadId, "user-1");
+    await ensureThread(bed.db.pool, threadId, "user-1");
     const message = { id: threadId, text: "Hello" };
-    await beginTurn(db.pool, { threadId, userId: "user-1", message, turn: { runId: `run-${randomUUID()}`, kind: "chat" } });
+    await beginTurn(bed.db.pool, { threadId, userId: "user-1", message, turn: { runId: `run-${randomUUID()}`, kind: "chat" } });
 
-    const pools = [createPool(db.url), createPool(db.url)];
+    const pools = [createPool(bed.db.url), createPool(bed.db.url)];
     try {
       const starts = await Promise.all(
         pools.map((pool) =>
@@ -71,29 +62,29 @@ describe("many writers appending to one thread at once", () => {
 
   it("two runs of a chat turn on one unanswered message share its first variant: one answer is stored, the other run stores nothing", async () => {
     const threadId = randomUUID();
-    await ensureThread(db.pool, threadId, "user-1");
+    await ensureThread(bed.db.pool, threadId, "user-1");
     const message = { id: threadId, text: "Hello" };
     const runs = [`run-${randomUUID()}`, `run-${randomUUID()}`];
     const starts = await Promise.all(
-      runs.map((runId) => beginTurn(db.pool, { threadId, userId: "user-1", message, turn: { runId, kind: "chat" } })),
+      runs.map((runId) => beginTurn(bed.db.pool, { threadId, userId: "user-1", message, turn: { runId, kind: "chat" } })),
     );
     expect(starts.map((s) => [s.status, s.variant])).toEqual([["running", 1], ["running", 1]]);
 
     const stored = [];
     for (const [i, runId] of runs.entries()) {
       const results = [{ id: resultId(threadId, 1, 0), agentName: "assistant", content: { output: [{ type: "text" as const, role: "assistant" as const, content: `answer ${i}` }], toolCalls: [] } }];
-      stored.push(await storeAnswer(db.pool, { threadId, userId: "user-1", runId, messageId: threadId, messageSeq: 1, variant: 1, detachLaterTurns: false, results }));
+      stored.push(await storeAnswer(bed.db.pool, { threadId, userId: "user-1", runId, messageId: threadId, messageSeq: 1, variant: 1, detachLaterTurns: false, results }));
     }
 
     expect(stored).toEqual([{ inserted: 1 }, { inserted: 0 }]);
-    const answers = (await threadRows(db.pool, threadId)).filter((r) => r.kind === "agent");
+    const answers = (await threadRows(bed.db.pool, threadId)).filter((r) => r.kind === "agent");
     expect(answers.map((r) => [r.variant, r.on_path, (r.content as { output: { content: string }[] }).output[0]!.content])).toEqual([[1, true, "answer 0"]]);
   });
 });
 
 describe("two chat turns on one thread", () => {
   it("run one at a time per thread: both turn functions share one concurrency key, the thread id", () => {
-    const deps = { db: db.pool, model: scriptedModel(model) };
+    const deps = { db: bed.db.pool, model: scriptedModel(bed.model) };
     const threadKey = (fn: { opts: { concurrency?: unknown } }) => fn.opts.concurrency;
     expect(threadKey(createChatTurn(deps))).toEqual({
       scope: "env",
@@ -104,15 +95,15 @@ describe("two chat turns on one thread", () => {
   });
 
   it("executed one after the other, the second's model request contains the first's answer", async () => {
-    const chatTurn = createChatTurn({ db: db.pool, model: scriptedModel(model) });
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     const first = chatEvent({ content: "My name is Ada." });
     const second = chatEvent({ threadId: first.data.messageId, content: "What is my name?" });
-    model.script({ text: "Nice to meet you, Ada." }, { text: "Your name is Ada." });
+    bed.model.script({ text: "Nice to meet you, Ada." }, { text: "Your name is Ada." });
 
     expect((await execute(chatTurn, first)).error).toBeUndefined();
     expect((await execute(chatTurn, second)).error).toBeUndefined();
 
-    expect(model.requests[1]!.messages).toEqual([
+    expect(bed.model.requests[1]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
       { role: "user", content: "My name is Ada." },
       { role: "assistant", content: "Nice to meet you, Ada." },

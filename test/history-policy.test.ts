@@ -1,38 +1,29 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createApp } from "../src/server.js";
 import { historyEnvironment, readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import type { HistoryEnvironment, HistoryRequest } from "../src/history/policy.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
-import { startModelServer, type ModelServer } from "./helpers/model-server.js";
 import { expectedMessages, seedThread, systemEntries, turnsBetween, type SeededEntry, type SeededThread } from "./helpers/seed.js";
+import { useTestBed } from "./helpers/test-bed.js";
 
-let db: TestDatabase;
-let model: ModelServer;
+const bed = useTestBed();
 
-beforeAll(async () => {
-  [db, model] = await Promise.all([createTestDatabase(), startModelServer()]);
-});
-afterAll(async () => {
-  await model.close();
-  await db.drop();
-});
-beforeEach(() => model.reset());
 
-const seed = () => seedThread(db.pool, { turns: 30, toolTurns: [3, 29], systemBefore: [1, 16] });
+
+const seed = () => seedThread(bed.db.pool, { turns: 30, toolTurns: [3, 29], systemBefore: [1, 16] });
 
 /** Runs turn 31 on the thread and returns what the model received and the run's report. */
 async function turn31(thread: SeededThread, options: { request?: HistoryRequest; environment?: HistoryEnvironment } = {}) {
-  model.script({ text: "answer 31" });
-  const chatTurn = createChatTurn({ db: db.pool, model: scriptedModel(model), ...(options.environment ? { historyEnvironment: options.environment } : {}) });
+  bed.model.script({ text: "answer 31" });
+  const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), ...(options.environment ? { historyEnvironment: options.environment } : {}) });
   const event = chatEvent({ content: "question 31", threadId: thread.threadId });
   const run = await execute(chatTurn, { ...event, data: { ...event.data, ...(options.request ? { history: options.request } : {}) } });
   expect(run.error).toBeUndefined();
-  expect(model.requests).toHaveLength(1);
-  const messages = model.requests[0]!.messages;
+  expect(bed.model.requests).toHaveLength(1);
+  const messages = bed.model.requests[0]!.messages;
   // The current message reaches the model exactly once, last.
   expect(messages.filter((m) => m.content === "question 31")).toHaveLength(1);
   expect(messages.at(-1)).toEqual({ role: "user", content: "question 31" });
@@ -114,7 +105,7 @@ describe("history policies on a thread of 30 turns with system messages and tool
 describe("precedence: environment over request over the agent's default", () => {
   let thread: SeededThread;
   beforeEach(async () => {
-    thread = await seedThread(db.pool, { turns: 6, systemBefore: [1] });
+    thread = await seedThread(bed.db.pool, { turns: 6, systemBefore: [1] });
   });
 
   it("a request setting beats the default, and says so", async () => {
@@ -150,18 +141,18 @@ describe("precedence: environment over request over the agent's default", () => 
 
   it("a bad request setting fails the turn non-retriably, naming the field", async () => {
     const event = chatEvent({ content: "question 31", threadId: thread.threadId });
-    const run = await execute(createChatTurn({ db: db.pool, model: scriptedModel(model) }), {
+    const run = await execute(createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) }), {
       ...event,
       data: { ...event.data, history: { policy: "lastFew" } },
     });
     expect(String((run.error as Error).message)).toMatch(/history\.policy/);
-    expect(model.requests).toHaveLength(0);
+    expect(bed.model.requests).toHaveLength(0);
   });
 
   it("the debug view shows the latest turn's policy, sources and message counts", async () => {
     const environment = historyEnvironment(readEnvironment({ HISTORY_LENGTH: "4" }));
     await turn31(thread, { environment, request: { policy: "lastN", maxTokens: 5000 } });
-    const app = createApp({ db: db.pool, sendEvent: async () => ({ ids: [] }), functions: [] });
+    const app = createApp({ db: bed.db.pool, sendEvent: async () => ({ ids: [] }), functions: [] });
     const response = await app.request(`/api/threads/${thread.threadId}/debug?userId=${thread.userId}`);
     expect(response.status).toBe(200);
     const debug = (await response.json()) as { latestTurn: { status: string; context: unknown }; messages: unknown };

@@ -1,29 +1,22 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { listAnswerVariants, listCurrentPath } from "../src/history/store.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { execute, executeFailureHandler } from "./helpers/engine.js";
-import { chatEvent, countRows, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
-import { startModelServer, type ModelServer } from "./helpers/model-server.js";
+import { chatEvent, conversation, countRows, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
+import { useTestBed } from "./helpers/test-bed.js";
 
-let db: TestDatabase;
-let model: ModelServer;
+const bed = useTestBed();
+
 let chatTurn: ReturnType<typeof createChatTurn>;
 let regenerate: ReturnType<typeof createRegenerate>;
 
 beforeAll(async () => {
-  [db, model] = await Promise.all([createTestDatabase(), startModelServer()]);
-  chatTurn = createChatTurn({ db: db.pool, model: scriptedModel(model) });
-  regenerate = createRegenerate({ db: db.pool, model: scriptedModel(model) });
+  chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+  regenerate = createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model) });
 });
-afterAll(async () => {
-  await model.close();
-  await db.drop();
-});
-beforeEach(() => model.reset());
 
 const system = { role: "system", content: ASSISTANT_SYSTEM_PROMPT };
 const user = (content: string) => ({ role: "user", content });
@@ -34,24 +27,9 @@ const regenerateEvent = (data: { threadId: string; messageId: string; userId?: s
   data: { userId: "user-1", ...data },
 });
 
-/** Sends the turns one after the other in a new thread; returns the thread id and message ids. */
-async function conversation(turns: [question: string, answer: string][]) {
-  const threadId = randomUUID();
-  const messageIds: string[] = [];
-  for (const [question, answer] of turns) {
-    model.script({ text: answer });
-    const event = chatEvent({ content: question, messageId: messageIds.length === 0 ? threadId : randomUUID(), ...(messageIds.length ? { threadId } : {}) });
-    const run = await execute(chatTurn, event);
-    expect(run.error).toBeUndefined();
-    messageIds.push(event.data.messageId);
-  }
-  model.reset();
-  return { threadId, messageIds };
-}
-
 /** The current path as the messages API shows it, as [role, text] pairs. */
 async function shownPath(threadId: string) {
-  const messages = await listCurrentPath(db.pool, threadId, "user-1");
+  const messages = await listCurrentPath(bed.db.pool, threadId, "user-1");
   return messages.map((m) => [m.role, textOf(m.content)]);
 }
 
@@ -62,21 +40,21 @@ function textOf(content: unknown): string {
 
 describe("regenerating the latest answer", () => {
   it("asks the model with the earlier turns and the message once, stores a second variant as the only current answer", async () => {
-    const { threadId, messageIds } = await conversation([
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [
       ["What is 2+2?", "4"],
       ["And 3+3?", "6, I think"],
     ]);
     const [first, second] = messageIds as [string, string];
 
-    model.script({ text: "Six." });
+    bed.model.script({ text: "Six." });
     const run = await execute(regenerate, regenerateEvent({ threadId, messageId: second }));
 
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ status: "completed", answer: "Six." });
-    expect(model.requests).toHaveLength(1);
-    expect(model.requests[0]!.messages).toEqual([system, user("What is 2+2?"), assistant("4"), user("And 3+3?")]);
+    expect(bed.model.requests).toHaveLength(1);
+    expect(bed.model.requests[0]!.messages).toEqual([system, user("What is 2+2?"), assistant("4"), user("And 3+3?")]);
 
-    const variants = await listAnswerVariants(db.pool, { threadId, messageId: second, userId: "user-1" });
+    const variants = await listAnswerVariants(bed.db.pool, { threadId, messageId: second, userId: "user-1" });
     expect(variants.map((v) => [v.variant, v.current, textOf(v.results[0]!.content)])).toEqual([
       [1, false, "6, I think"],
       [2, true, "Six."],
@@ -87,17 +65,17 @@ describe("regenerating the latest answer", () => {
       ["user", "And 3+3?"],
       ["assistant", "Six."],
     ]);
-    expect(await turnsOf(db.pool, second)).toMatchObject([
+    expect(await turnsOf(bed.db.pool, second)).toMatchObject([
       { kind: "chat", variant: 1, status: "completed" },
       { kind: "regenerate", variant: 2, status: "completed" },
     ]);
-    expect(await turnsOf(db.pool, first)).toMatchObject([{ kind: "chat", status: "completed" }]);
+    expect(await turnsOf(bed.db.pool, first)).toMatchObject([{ kind: "chat", status: "completed" }]);
 
     // The next turn's history (the get step) holds only the current answer.
-    model.script({ text: "12" });
+    bed.model.script({ text: "12" });
     const next = await execute(chatTurn, chatEvent({ threadId, content: "Double it?" }));
     expect(next.error).toBeUndefined();
-    expect(model.requests[1]!.messages).toEqual([
+    expect(bed.model.requests[1]!.messages).toEqual([
       system, user("What is 2+2?"), assistant("4"), user("And 3+3?"), assistant("Six."), user("Double it?"),
     ]);
   });
@@ -105,34 +83,34 @@ describe("regenerating the latest answer", () => {
 
 describe("regenerating an earlier message", () => {
   it("takes the later turns off the current path, keeps them listable, and the next turn sees only the current path", async () => {
-    const { threadId, messageIds } = await conversation([
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [
       ["Name a fruit", "Apple"],
       ["Its colour?", "Red"],
       ["Its taste?", "Sweet"],
     ]);
     const [first, second, third] = messageIds as [string, string, string];
 
-    model.script({ text: "Banana" });
+    bed.model.script({ text: "Banana" });
     const run = await execute(regenerate, regenerateEvent({ threadId, messageId: first }));
 
     expect(run.error).toBeUndefined();
-    expect(model.requests[0]!.messages).toEqual([system, user("Name a fruit")]);
+    expect(bed.model.requests[0]!.messages).toEqual([system, user("Name a fruit")]);
     expect(await shownPath(threadId)).toEqual([
       ["user", "Name a fruit"],
       ["assistant", "Banana"],
     ]);
     // The turns after it are kept: their messages are stored off the path and their answers listable.
-    const offPath = (await threadRows(db.pool, threadId)).filter((r) => !r.on_path).map((r) => textOf(r.content));
+    const offPath = (await threadRows(bed.db.pool, threadId)).filter((r) => !r.on_path).map((r) => textOf(r.content));
     expect(offPath).toEqual(["Apple", "Its colour?", "Red", "Its taste?", "Sweet"]);
     for (const [messageId, answer] of [[second, "Red"], [third, "Sweet"]] as const) {
-      const variants = await listAnswerVariants(db.pool, { threadId, messageId, userId: "user-1" });
+      const variants = await listAnswerVariants(bed.db.pool, { threadId, messageId, userId: "user-1" });
       expect(variants.map((v) => [v.variant, v.current, textOf(v.results[0]!.content)])).toEqual([[1, false, answer]]);
     }
 
-    model.script({ text: "Yellow" });
+    bed.model.script({ text: "Yellow" });
     const next = await execute(chatTurn, chatEvent({ threadId, content: "Its colour?" }));
     expect(next.error).toBeUndefined();
-    expect(model.requests[1]!.messages).toEqual([system, user("Name a fruit"), assistant("Banana"), user("Its colour?")]);
+    expect(bed.model.requests[1]!.messages).toEqual([system, user("Name a fruit"), assistant("Banana"), user("Its colour?")]);
     expect(await shownPath(threadId)).toEqual([
       ["user", "Name a fruit"],
       ["assistant", "Banana"],
@@ -148,29 +126,29 @@ describe("regenerating a failed turn", () => {
     const event = chatEvent({ content: "Are you there?" });
     let attempt = await execute(chatTurn, event);
     for (let retry = 0; retry < 4; retry++) attempt = await execute(chatTurn, event, { memo: attempt.memo, runId: attempt.runId });
-    expect(model.requests.length).toBeGreaterThanOrEqual(5);
+    expect(bed.model.requests.length).toBeGreaterThanOrEqual(5);
     await executeFailureHandler(chatTurn, {
       runId: attempt.runId,
       event,
       error: { name: "Error", message: "Model answered HTTP 500: script exhausted" },
     });
     const threadId = event.data.messageId;
-    expect(await turnsOf(db.pool, threadId)).toMatchObject([{ kind: "chat", status: "failed", error: "Model answered HTTP 500: script exhausted" }]);
+    expect(await turnsOf(bed.db.pool, threadId)).toMatchObject([{ kind: "chat", status: "failed", error: "Model answered HTTP 500: script exhausted" }]);
     expect(await shownPath(threadId)).toEqual([["user", "Are you there?"]]);
 
-    model.reset();
-    model.script({ text: "Yes, I am here." });
+    bed.model.reset();
+    bed.model.script({ text: "Yes, I am here." });
     const run = await execute(regenerate, regenerateEvent({ threadId, messageId: threadId }));
 
     expect(run.error).toBeUndefined();
-    expect(model.requests.map((r) => r.messages)).toEqual([[system, user("Are you there?")]]);
+    expect(bed.model.requests.map((r) => r.messages)).toEqual([[system, user("Are you there?")]]);
     expect(await shownPath(threadId)).toEqual([
       ["user", "Are you there?"],
       ["assistant", "Yes, I am here."],
     ]);
-    const [shown] = await listCurrentPath(db.pool, threadId, "user-1");
+    const [shown] = await listCurrentPath(bed.db.pool, threadId, "user-1");
     expect(shown!.turn).toMatchObject({ status: "completed", runId: run.runId });
-    expect(await turnsOf(db.pool, threadId)).toMatchObject([
+    expect(await turnsOf(bed.db.pool, threadId)).toMatchObject([
       { kind: "chat", status: "failed" },
       { kind: "regenerate", variant: 1, status: "completed" },
     ]);
@@ -179,27 +157,27 @@ describe("regenerating a failed turn", () => {
 
 describe("a regenerate whose inference fails once", () => {
   it("stores one new variant when it is executed again with its memoized steps", async () => {
-    const { threadId, messageIds } = await conversation([["Tell me a joke", "Why did the chicken..."]]);
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [["Tell me a joke", "Why did the chicken..."]]);
     const messageId = messageIds[0]!;
 
-    model.script({ status: 503 }, { text: "A pun walks into a bar." });
+    bed.model.script({ status: 503 }, { text: "A pun walks into a bar." });
     const event = { ...regenerateEvent({ threadId, messageId }), id: `event-${randomUUID()}` };
     const failed = await execute(regenerate, event);
     expect(failed.result).toBeUndefined();
-    expect(await listAnswerVariants(db.pool, { threadId, messageId, userId: "user-1" })).toHaveLength(1);
+    expect(await listAnswerVariants(bed.db.pool, { threadId, messageId, userId: "user-1" })).toHaveLength(1);
 
     const retried = await execute(regenerate, event, { memo: failed.memo, runId: failed.runId });
 
     expect(retried.error).toBeUndefined();
     expect(retried.result).toMatchObject({ status: "completed", answer: "A pun walks into a bar." });
-    expect(model.requests).toHaveLength(2);
-    expect(model.requests[1]!.messages).toEqual(model.requests[0]!.messages);
-    const variants = await listAnswerVariants(db.pool, { threadId, messageId, userId: "user-1" });
+    expect(bed.model.requests).toHaveLength(2);
+    expect(bed.model.requests[1]!.messages).toEqual(bed.model.requests[0]!.messages);
+    const variants = await listAnswerVariants(bed.db.pool, { threadId, messageId, userId: "user-1" });
     expect(variants.map((v) => [v.variant, v.current, v.results.length])).toEqual([
       [1, false, 1],
       [2, true, 1],
     ]);
-    expect(await turnsOf(db.pool, messageId)).toMatchObject([
+    expect(await turnsOf(bed.db.pool, messageId)).toMatchObject([
       { kind: "chat", status: "completed" },
       { kind: "regenerate", variant: 2, status: "completed" },
     ]);
@@ -208,26 +186,26 @@ describe("a regenerate whose inference fails once", () => {
 
 describe("re-running an event (what the dev server's re-run does)", () => {
   it("a re-run of an answered chat/message.sent is a recorded no-op: no message rows, turn skipped, model not called", async () => {
-    model.script({ text: "Paris" });
+    bed.model.script({ text: "Paris" });
     const event = { ...chatEvent({ content: "Capital of France?" }), id: `event-${randomUUID()}` };
     const first = await execute(chatTurn, event);
     expect(first.error).toBeUndefined();
-    const before = await countRows(db.pool);
-    const rowsBefore = await threadRows(db.pool, event.data.messageId);
+    const before = await countRows(bed.db.pool);
+    const rowsBefore = await threadRows(bed.db.pool, event.data.messageId);
 
     const rerun = await execute(chatTurn, event);
 
     expect(rerun.error).toBeUndefined();
     expect(rerun.result).toMatchObject({ status: "skipped", reason: "the message already has an answer: regenerate it for a new one" });
-    expect(model.requests).toHaveLength(1);
-    expect(await threadRows(db.pool, event.data.messageId)).toEqual(rowsBefore);
-    expect(await countRows(db.pool)).toEqual({ ...before, turns: before.turns + 1 });
-    expect(await turnsOf(db.pool, event.data.messageId)).toMatchObject([
+    expect(bed.model.requests).toHaveLength(1);
+    expect(await threadRows(bed.db.pool, event.data.messageId)).toEqual(rowsBefore);
+    expect(await countRows(bed.db.pool)).toEqual({ ...before, turns: before.turns + 1 });
+    expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([
       { run_id: first.runId, kind: "chat", variant: 1, status: "completed" },
       { run_id: rerun.runId, kind: "chat", variant: 1, status: "skipped" },
     ]);
     // The skipped re-run does not hide the run that answered.
-    const [shown] = await listCurrentPath(db.pool, event.data.messageId, "user-1");
+    const [shown] = await listCurrentPath(bed.db.pool, event.data.messageId, "user-1");
     expect(shown!.turn).toMatchObject({ status: "completed", runId: first.runId });
   });
 
@@ -237,7 +215,7 @@ describe("re-running an event (what the dev server's re-run does)", () => {
     expect(failed.result).toBeUndefined();
     await executeFailureHandler(chatTurn, { runId: failed.runId, event, error: { name: "Error", message: "Model answered HTTP 500" } });
 
-    model.script({ text: "Yes." });
+    bed.model.script({ text: "Yes." });
     const rerun = await execute(chatTurn, event);
 
     expect(rerun.result).toMatchObject({ status: "completed", answer: "Yes." });
@@ -245,31 +223,31 @@ describe("re-running an event (what the dev server's re-run does)", () => {
       ["user", "Still there?"],
       ["assistant", "Yes."],
     ]);
-    expect(await turnsOf(db.pool, event.data.messageId)).toMatchObject([
+    expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([
       { status: "failed" },
       { kind: "chat", variant: 1, status: "completed" },
     ]);
   });
 
   it("a re-run of a completed regenerate event adds no variant; a new regenerate event does", async () => {
-    const { threadId, messageIds } = await conversation([["Pick a number", "7"]]);
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [["Pick a number", "7"]]);
     const messageId = messageIds[0]!;
     const event = { ...regenerateEvent({ threadId, messageId }), id: `event-${randomUUID()}` };
-    model.script({ text: "42" });
+    bed.model.script({ text: "42" });
     expect((await execute(regenerate, event)).result).toMatchObject({ status: "completed" });
 
     const rerun = await execute(regenerate, event);
 
     expect(rerun.result).toMatchObject({ status: "skipped", reason: "this regenerate event already produced its answer" });
-    expect(model.requests).toHaveLength(1);
-    expect((await listAnswerVariants(db.pool, { threadId, messageId, userId: "user-1" })).map((v) => [v.variant, v.current])).toEqual([
+    expect(bed.model.requests).toHaveLength(1);
+    expect((await listAnswerVariants(bed.db.pool, { threadId, messageId, userId: "user-1" })).map((v) => [v.variant, v.current])).toEqual([
       [1, false],
       [2, true],
     ]);
 
-    model.script({ text: "3" });
+    bed.model.script({ text: "3" });
     await execute(regenerate, regenerateEvent({ threadId, messageId }));
-    expect((await listAnswerVariants(db.pool, { threadId, messageId, userId: "user-1" })).map((v) => [v.variant, v.current])).toEqual([
+    expect((await listAnswerVariants(bed.db.pool, { threadId, messageId, userId: "user-1" })).map((v) => [v.variant, v.current])).toEqual([
       [1, false],
       [2, false],
       [3, true],
@@ -279,9 +257,9 @@ describe("re-running an event (what the dev server's re-run does)", () => {
 
 describe("regenerate refusals in the function", () => {
   it("fails non-retriably and writes nothing for an unknown message, an assistant message or another user's thread", async () => {
-    const { threadId } = await conversation([["Hello", "Hi"]]);
-    const answerId = (await threadRows(db.pool, threadId)).find((r) => r.kind === "agent")!.id;
-    const before = await countRows(db.pool);
+    const { threadId } = await conversation(chatTurn, bed.model, [["Hello", "Hi"]]);
+    const answerId = (await threadRows(bed.db.pool, threadId)).find((r) => r.kind === "agent")!.id;
+    const before = await countRows(bed.db.pool);
 
     const cases = [
       [regenerateEvent({ threadId, messageId: randomUUID() }), "is not a message of thread"],
@@ -293,7 +271,7 @@ describe("regenerate refusals in the function", () => {
       expect(run.error).toMatchObject({ name: "NonRetriableError", message: expect.stringContaining(message) });
     }
 
-    expect(model.requests).toHaveLength(0);
-    expect(await countRows(db.pool)).toEqual(before);
+    expect(bed.model.requests).toHaveLength(0);
+    expect(await countRows(bed.db.pool)).toEqual(before);
   });
 });

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { randomUUID } from "node:crypto";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { SUMMARIZER_SYSTEM_PROMPT } from "../src/agents/summarizer.js";
@@ -7,38 +7,31 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { createSummarizeThread } from "../src/functions/summarize-thread.js";
 import { resultId } from "../src/history/ids.js";
 import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
-import { startModelServer, type ModelServer } from "./helpers/model-server.js";
+import { useTestBed } from "./helpers/test-bed.js";
 
-let db: TestDatabase;
-let model: ModelServer;
+const bed = useTestBed();
+
 let chatTurn: ReturnType<typeof createChatTurn>;
 let summarize: ReturnType<typeof createSummarizeThread>;
 
 beforeAll(async () => {
-  [db, model] = await Promise.all([createTestDatabase(), startModelServer()]);
-  const deps = { db: db.pool, model: scriptedModel(model) };
+  const deps = { db: bed.db.pool, model: scriptedModel(bed.model) };
   chatTurn = createChatTurn(deps);
   summarize = createSummarizeThread(deps);
 });
-afterAll(async () => {
-  await model.close();
-  await db.drop();
-});
-beforeEach(() => model.reset());
 
 const USER = "user-1";
 
 /** Stores turns `from`..`to` ("message i" answered by "answer i") through the same storage calls a chat turn makes. */
 async function seedTurns(threadId: string, from: number, to: number) {
-  await ensureThread(db.pool, threadId, USER);
+  await ensureThread(bed.db.pool, threadId, USER);
   for (let i = from; i <= to; i++) {
     const messageId = randomUUID();
     const runId = `seed-${messageId}`;
-    const start = await beginTurn(db.pool, { threadId, userId: USER, message: { id: messageId, text: `message ${i}` }, turn: { runId, kind: "chat" } });
-    await storeAnswer(db.pool, {
+    const start = await beginTurn(bed.db.pool, { threadId, userId: USER, message: { id: messageId, text: `message ${i}` }, turn: { runId, kind: "chat" } });
+    await storeAnswer(bed.db.pool, {
       threadId, userId: USER, runId, messageId, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: false,
       results: [{ id: resultId(messageId, start.variant, 0), agentName: "assistant", content: { output: [{ type: "text", role: "assistant", content: `answer ${i}` }], toolCalls: [] } }],
     });
@@ -46,17 +39,17 @@ async function seedTurns(threadId: string, from: number, to: number) {
 }
 
 async function chat(threadId: string, content: string) {
-  model.script({ text: `reply to ${content}` });
+  bed.model.script({ text: `reply to ${content}` });
   const run = await execute(chatTurn, chatEvent({ threadId, content, userId: USER }));
   expect(run.error).toBeUndefined();
-  return { run, request: model.requests.at(-1)! };
+  return { run, request: bed.model.requests.at(-1)! };
 }
 
 const userSeq = async (threadId: string, text: string) =>
-  Number((await db.pool.query("SELECT seq FROM messages WHERE thread_id = $1 AND kind = 'user' AND content->>'text' = $2", [threadId, text])).rows[0].seq);
+  Number((await bed.db.pool.query("SELECT seq FROM messages WHERE thread_id = $1 AND kind = 'user' AND content->>'text' = $2", [threadId, text])).rows[0].seq);
 
 const storedSummary = async (threadId: string) =>
-  (await db.pool.query("SELECT covers_through_turn_seq::int AS covers, text FROM thread_summaries WHERE thread_id = $1", [threadId])).rows[0];
+  (await bed.db.pool.query("SELECT covers_through_turn_seq::int AS covers, text FROM thread_summaries WHERE thread_id = $1", [threadId])).rows[0];
 
 const textsOf = (request: { messages: { role: string; content?: unknown }[] }) => request.messages.map((m) => `${m.role}: ${String(m.content)}`);
 
@@ -77,13 +70,13 @@ describe("progressive summarization", () => {
     const windowStart = await userSeq(threadId, "message 12");
     expect(turn31.sentEvents).toEqual([{ name: "thread/summarize.requested", data: { threadId, userId: USER, beforeSeq: windowStart } }]);
 
-    model.reset();
-    model.script({ text: "SUMMARY-1: the user sent messages 1 to 11." });
+    bed.model.reset();
+    bed.model.script({ text: "SUMMARY-1: the user sent messages 1 to 11." });
     const first = await execute(summarize, summarizeEvent(turn31.sentEvents[0]!.data));
     expect(first.error).toBeUndefined();
     expect(first.result).toMatchObject({ status: "stored", messagesSummarized: 22 });
-    expect(model.requests).toHaveLength(1);
-    const [system, request] = model.requests[0]!.messages;
+    expect(bed.model.requests).toHaveLength(1);
+    const [system, request] = bed.model.requests[0]!.messages;
     expect(system).toEqual({ role: "system", content: SUMMARIZER_SYSTEM_PROMPT });
     expect(request!.content).toBe(
       `Summarize this conversation:\n\n${Array.from({ length: 11 }, (_, k) => `User: message ${k + 1}\nAssistant (assistant): answer ${k + 1}`).join("\n")}`,
@@ -91,7 +84,7 @@ describe("progressive summarization", () => {
     expect(await storedSummary(threadId)).toEqual({ covers: await userSeq(threadId, "message 11"), text: "SUMMARY-1: the user sent messages 1 to 11." });
 
     // Turn 32: the summary, then the window (turns 13..31), then the new message; nothing older.
-    model.reset();
+    bed.model.reset();
     const { run: turn32, request: asked } = await chat(threadId, "message 32");
     expect(textsOf(asked)).toEqual([
       `system: ${ASSISTANT_SYSTEM_PROMPT}`,
@@ -110,7 +103,7 @@ describe("progressive summarization", () => {
     const threadId = randomUUID();
     await seedTurns(threadId, 1, 30);
     const { run: turn31 } = await chat(threadId, "message 31");
-    model.script({ text: "SUMMARY-1" });
+    bed.model.script({ text: "SUMMARY-1" });
     expect((await execute(summarize, summarizeEvent(turn31.sentEvents[0]!.data))).error).toBeUndefined();
 
     await seedTurns(threadId, 32, 45);
@@ -120,19 +113,19 @@ describe("progressive summarization", () => {
       { name: "thread/summarize.requested", data: { threadId, userId: USER, beforeSeq: await userSeq(threadId, "message 27") } },
     ]);
 
-    model.reset();
-    model.script({ text: "SUMMARY-2: messages 1 to 26." });
+    bed.model.reset();
+    bed.model.script({ text: "SUMMARY-2: messages 1 to 26." });
     const second = await execute(summarize, summarizeEvent(turn46.sentEvents[0]!.data));
     expect(second.error).toBeUndefined();
     expect(second.result).toMatchObject({ status: "stored", messagesSummarized: 30 });
-    const request = String(model.requests[0]!.messages[1]!.content);
+    const request = String(bed.model.requests[0]!.messages[1]!.content);
     expect(request).toBe(
       `Previous summary:\nSUMMARY-1\n\nNew turns since that summary:\n\n${Array.from({ length: 15 }, (_, k) => `User: message ${k + 12}\nAssistant (assistant): answer ${k + 12}`).join("\n")}\n\nWrite the updated summary.`,
     );
     expect(await storedSummary(threadId)).toEqual({ covers: await userSeq(threadId, "message 26"), text: "SUMMARY-2: messages 1 to 26." });
-    expect((await db.pool.query("SELECT count(*)::int AS n FROM thread_summaries WHERE thread_id = $1", [threadId])).rows[0].n).toBe(1);
+    expect((await bed.db.pool.query("SELECT count(*)::int AS n FROM thread_summaries WHERE thread_id = $1", [threadId])).rows[0].n).toBe(1);
 
-    model.reset();
+    bed.model.reset();
     const { request: asked } = await chat(threadId, "message 47");
     expect(textsOf(asked).slice(0, 4)).toEqual([
       `system: ${ASSISTANT_SYSTEM_PROMPT}`,
@@ -148,13 +141,13 @@ describe("progressive summarization", () => {
     await seedTurns(threadId, 1, 30);
     const { run: turn31 } = await chat(threadId, "message 31");
 
-    model.reset();
-    model.script({ status: 500 });
+    bed.model.reset();
+    bed.model.script({ status: 500 });
     const failed = await execute(summarize, summarizeEvent(turn31.sentEvents[0]!.data));
     expect(String((failed.error as { message?: string })?.message)).toContain("500");
     expect(await storedSummary(threadId)).toBeUndefined();
 
-    model.reset();
+    bed.model.reset();
     const { run: turn32, request: asked } = await chat(threadId, "message 32");
     expect(turn32.result).toMatchObject({ status: "completed", answer: "reply to message 32", summaryRequested: true });
     expect(textsOf(asked)).toEqual([
@@ -170,12 +163,12 @@ describe("progressive summarization", () => {
     ]);
 
     // Inngest retries the failed run: the load step is memoized, only the model call runs again.
-    model.reset();
-    model.script({ text: "SUMMARY after retry" });
+    bed.model.reset();
+    bed.model.script({ text: "SUMMARY after retry" });
     const retried = await execute(summarize, summarizeEvent(turn31.sentEvents[0]!.data), { memo: failed.memo, runId: failed.runId });
     expect(retried.error).toBeUndefined();
-    expect(model.requests).toHaveLength(1);
-    expect(String(model.requests[0]!.messages[1]!.content)).toContain("User: message 11\nAssistant (assistant): answer 11");
+    expect(bed.model.requests).toHaveLength(1);
+    expect(String(bed.model.requests[0]!.messages[1]!.content)).toContain("User: message 11\nAssistant (assistant): answer 11");
     expect(await storedSummary(threadId)).toEqual({ covers: await userSeq(threadId, "message 11"), text: "SUMMARY after retry" });
   });
 
@@ -193,7 +186,7 @@ describe("progressive summarization", () => {
     await seedTurns(threadId, 1, 3);
     const run = await execute(summarize, summarizeEvent({ threadId, userId: "someone-else", beforeSeq: 5 }));
     expect(String((run.error as { message?: string })?.message)).toContain("belongs to another user");
-    expect(model.requests).toHaveLength(0);
+    expect(bed.model.requests).toHaveLength(0);
     expect(await storedSummary(threadId)).toBeUndefined();
   });
 });
@@ -203,22 +196,22 @@ describe("a summary and a changed path", () => {
     const threadId = randomUUID();
     await seedTurns(threadId, 1, 30);
     const { run: turn31 } = await chat(threadId, "message 31");
-    model.script({ text: "SUMMARY mentioning answer 5" });
+    bed.model.script({ text: "SUMMARY mentioning answer 5" });
     expect((await execute(summarize, summarizeEvent(turn31.sentEvents[0]!.data))).error).toBeUndefined();
     expect(await storedSummary(threadId)).toBeDefined();
 
     // Regenerate the answer to message 5, which the summary covers: the turns after it leave the path.
-    const message5 = (await db.pool.query("SELECT id FROM messages WHERE thread_id = $1 AND content->>'text' = 'message 5'", [threadId])).rows[0].id;
-    model.reset();
-    model.script({ text: "answer 5, second try" });
-    const regenerated = await execute(createRegenerate({ db: db.pool, model: scriptedModel(model) }), {
+    const message5 = (await bed.db.pool.query("SELECT id FROM messages WHERE thread_id = $1 AND content->>'text' = 'message 5'", [threadId])).rows[0].id;
+    bed.model.reset();
+    bed.model.script({ text: "answer 5, second try" });
+    const regenerated = await execute(createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model) }), {
       name: "chat/message.regenerate",
       data: { threadId, messageId: message5, userId: USER },
     });
     expect(regenerated.error).toBeUndefined();
     expect(await storedSummary(threadId)).toBeUndefined();
 
-    model.reset();
+    bed.model.reset();
     const { request } = await chat(threadId, "message 6 again");
     expect(textsOf(request)).toEqual([
       `system: ${ASSISTANT_SYSTEM_PROMPT}`,

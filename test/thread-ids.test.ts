@@ -1,6 +1,6 @@
 import { createState } from "@inngest/agent-kit";
 import type pg from "pg";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { chatMessageSent, inngest } from "../inngest.config.js";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import type { ModelChoice } from "../src/agents/model.js";
@@ -10,28 +10,19 @@ import { createTurnHistory } from "../src/history/adapter.js";
 import { AGENT_HISTORY_DEFAULTS, resolveHistoryPolicy } from "../src/history/policy.js";
 import * as sql from "../src/history/sql.js";
 import { countingPool } from "./helpers/counting-pool.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
-import { startModelServer, type ModelServer } from "./helpers/model-server.js";
 import { expectedMessages, seedThread } from "./helpers/seed.js";
+import { useTestBed } from "./helpers/test-bed.js";
+
+const bed = useTestBed();
 
 /**
  * The four rows of AgentKit's thread-id table (reference/agentkit-history-adapter.txt), against
  * Threadline's adapter (which has createThread) and against the same adapter with createThread
  * removed, so AgentKit's own initializeThread fallbacks decide.
  */
-let db: TestDatabase;
-let model: ModelServer;
 
-beforeAll(async () => {
-  [db, model] = await Promise.all([createTestDatabase(), startModelServer()]);
-});
-afterAll(async () => {
-  await model.close();
-  await db.drop();
-});
-beforeEach(() => model.reset());
 
 /** A chat turn whose adapter has no createThread (otherwise Threadline's own). */
 function chatTurnWithoutCreateThread(pool: pg.Pool, choice: ModelChoice) {
@@ -58,16 +49,16 @@ const historyReads = (queries: string[]) => queries.filter((q) => q === sql.sele
 
 describe("thread ids, as AgentKit's table says", () => {
   it("resume with createThread: createThread upserts the given thread, then history is loaded", async () => {
-    const thread = await seedThread(db.pool, { turns: 2 });
-    const counting = countingPool(db.pool);
-    model.script({ text: "answer 3" });
+    const thread = await seedThread(bed.db.pool, { turns: 2 });
+    const counting = countingPool(bed.db.pool);
+    bed.model.script({ text: "answer 3" });
     const event = chatEvent({ content: "question 3", threadId: thread.threadId });
-    const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(model) }), event);
+    const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), event);
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ threadId: thread.threadId });
     expect(upserts(counting.queries)).toBe(1);
     expect(historyReads(counting.queries)).toBe(1);
-    expect(model.requests[0]!.messages).toEqual([
+    expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
       ...expectedMessages(thread.entries),
       { role: "user", content: "question 3" },
@@ -75,45 +66,45 @@ describe("thread ids, as AgentKit's table says", () => {
   });
 
   it("resume without createThread: the given thread id is used directly (no upsert), history is loaded", async () => {
-    const thread = await seedThread(db.pool, { turns: 2 });
-    const counting = countingPool(db.pool);
-    model.script({ text: "answer 3" });
+    const thread = await seedThread(bed.db.pool, { turns: 2 });
+    const counting = countingPool(bed.db.pool);
+    bed.model.script({ text: "answer 3" });
     const event = chatEvent({ content: "question 3", threadId: thread.threadId });
-    const run = await execute(chatTurnWithoutCreateThread(counting.pool, scriptedModel(model)), event);
+    const run = await execute(chatTurnWithoutCreateThread(counting.pool, scriptedModel(bed.model)), event);
     expect(run.error).toBeUndefined();
     expect(run.result).toEqual({ threadId: thread.threadId });
     expect(upserts(counting.queries)).toBe(0);
     expect(historyReads(counting.queries)).toBe(1);
-    expect(model.requests[0]!.messages.slice(1, -1)).toEqual(expectedMessages(thread.entries));
-    expect((await threadRows(db.pool, thread.threadId)).slice(-2).map((r) => r.kind)).toEqual(["user", "agent"]);
+    expect(bed.model.requests[0]!.messages.slice(1, -1)).toEqual(expectedMessages(thread.entries));
+    expect((await threadRows(bed.db.pool, thread.threadId)).slice(-2).map((r) => r.kind)).toEqual(["user", "agent"]);
   });
 
   it("new conversation with createThread: createThread makes the thread (named after the first message), nothing is read", async () => {
-    const counting = countingPool(db.pool);
-    model.script({ text: "Hello!" });
+    const counting = countingPool(bed.db.pool);
+    bed.model.script({ text: "Hello!" });
     const event = chatEvent({ content: "Hi" });
-    const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(model) }), event);
+    const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), event);
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ threadId: event.data.messageId });
     expect(upserts(counting.queries)).toBe(1);
     expect(historyReads(counting.queries)).toBe(0);
-    expect(model.requests[0]!.messages).toEqual([
+    expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
       { role: "user", content: "Hi" },
     ]);
   });
 
   it("new conversation without createThread: AgentKit's random UUID names no stored thread, so the turn is refused and nothing is stored", async () => {
-    const before = await countRows(db.pool);
-    const counting = countingPool(db.pool);
+    const before = await countRows(bed.db.pool);
+    const counting = countingPool(bed.db.pool);
     const event = chatEvent({ content: "Hi" });
-    const run = await execute(chatTurnWithoutCreateThread(counting.pool, scriptedModel(model)), event);
+    const run = await execute(chatTurnWithoutCreateThread(counting.pool, scriptedModel(bed.model)), event);
     // AgentKit generated a thread id (outside any step, so a replay would generate another) and
     // skipped history.get for it; storing the user message under it is refused for good.
     expect(String((run.error as Error).message)).toMatch(/^Thread [0-9a-f-]{36} does not exist/);
     expect((run.error as Error).message).not.toContain(event.data.messageId);
     expect(historyReads(counting.queries)).toBe(0);
-    expect(model.requests).toHaveLength(0);
-    expect(await countRows(db.pool)).toEqual(before);
+    expect(bed.model.requests).toHaveLength(0);
+    expect(await countRows(bed.db.pool)).toEqual(before);
   });
 });

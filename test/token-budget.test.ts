@@ -1,41 +1,32 @@
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import * as sql from "../src/history/sql.js";
 import { countingPool } from "./helpers/counting-pool.js";
 import { readHistory } from "../src/history/store.js";
 import { applyTokenBudget } from "../src/history/token-budget.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
-import { startModelServer, type ModelServer } from "./helpers/model-server.js";
 import { expectedMessages, seedThread, turnsBetween, type SeededThread } from "./helpers/seed.js";
+import { useTestBed } from "./helpers/test-bed.js";
 
-let db: TestDatabase;
-let model: ModelServer;
+const bed = useTestBed();
 
-beforeAll(async () => {
-  [db, model] = await Promise.all([createTestDatabase(), startModelServer()]);
-});
-afterAll(async () => {
-  await model.close();
-  await db.drop();
-});
-beforeEach(() => model.reset());
+
 
 const MARKER = /\n\[… truncated by Threadline: (\d+) tokens omitted\]$/;
 
 async function runTurn(thread: SeededThread, content: string, history: Record<string, unknown>) {
-  model.script({ text: "ok" });
+  bed.model.script({ text: "ok" });
   const event = chatEvent({ content, threadId: thread.threadId });
-  const run = await execute(createChatTurn({ db: db.pool, model: scriptedModel(model) }), { ...event, data: { ...event.data, history } });
+  const run = await execute(createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) }), { ...event, data: { ...event.data, history } });
   expect(run.error).toBeUndefined();
-  return { messages: model.requests[0]!.messages, result: run.result as { history: { budget: { tokens: number; droppedRows: number; truncated: unknown[] } } } };
+  return { messages: bed.model.requests[0]!.messages, result: run.result as { history: { budget: { tokens: number; droppedRows: number; truncated: unknown[] } } } };
 }
 
 describe("token budget", () => {
   it("with a small budget the oldest turns go first: the model sees the most recent turns that fit, whole", async () => {
-    const thread = await seedThread(db.pool, { turns: 12, toolTurns: [11] });
+    const thread = await seedThread(bed.db.pool, { turns: 12, toolTurns: [11] });
     const { messages, result } = await runTurn(thread, "question 13", { policy: "all", maxTokens: 120 });
     const { budget } = result.history;
     expect(budget.droppedRows).toBeGreaterThan(0);
@@ -51,9 +42,9 @@ describe("token budget", () => {
   });
 
   it("never separates a tool call from its result, whatever the budget", async () => {
-    const thread = await seedThread(db.pool, { turns: 8, toolTurns: [3, 6, 7], systemBefore: [1, 5] });
+    const thread = await seedThread(bed.db.pool, { turns: 8, toolTurns: [3, 6, 7], systemBefore: [1, 5] });
     const event = { threadId: thread.threadId, userId: thread.userId, beforeSeq: Number.MAX_SAFE_INTEGER, window: { userMessages: null, preserveSystemMessages: true } };
-    const rows = await readHistory(db.pool, event);
+    const rows = await readHistory(bed.db.pool, event);
     const userRows = rows.filter((r) => r.kind === "user").map((r) => r.id);
     let previousKept = -1;
     for (let budget = 1; budget <= 400; budget += 1) {
@@ -75,7 +66,7 @@ describe("token budget", () => {
 
   it("a huge single message is cut to fit, with the marker, instead of being sent whole or dropped", async () => {
     const words = Array.from({ length: 5_000 }, (_, i) => `word${i}`).join(" ");
-    const thread = await seedThread(db.pool, { turns: 1, longQuestion: { turn: 1, text: words } });
+    const thread = await seedThread(bed.db.pool, { turns: 1, longQuestion: { turn: 1, text: words } });
     const { messages, result } = await runTurn(thread, "question 2", { policy: "all", maxTokens: 500 });
     expect(messages).toHaveLength(4);
     const cut = messages[1]!.content as string;
@@ -91,7 +82,7 @@ describe("token budget", () => {
   });
 
   it("the current message is never dropped or cut, even when it alone is over the budget", async () => {
-    const thread = await seedThread(db.pool, { turns: 3 });
+    const thread = await seedThread(bed.db.pool, { turns: 3 });
     const huge = Array.from({ length: 2_000 }, (_, i) => `token${i}`).join(" ");
     const { messages } = await runTurn(thread, huge, { policy: "all", maxTokens: 30 });
     expect(messages.at(-1)).toEqual({ role: "user", content: huge });
@@ -100,25 +91,25 @@ describe("token budget", () => {
 
   it("a retried run reuses the memoized, budgeted history: nothing is read again and the model sees the same cut", async () => {
     const words = Array.from({ length: 3_000 }, (_, i) => `word${i}`).join(" ");
-    const thread = await seedThread(db.pool, { turns: 1, longQuestion: { turn: 1, text: words } });
-    const counting = countingPool(db.pool);
-    const chatTurn = createChatTurn({ db: counting.pool, model: scriptedModel(model) });
+    const thread = await seedThread(bed.db.pool, { turns: 1, longQuestion: { turn: 1, text: words } });
+    const counting = countingPool(bed.db.pool);
+    const chatTurn = createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) });
     const event = chatEvent({ content: "question 2", threadId: thread.threadId });
     const withBudget = { ...event, data: { ...event.data, history: { policy: "all", maxTokens: 300 } } };
 
-    model.script({ status: 500 });
+    bed.model.script({ status: 500 });
     const failed = await execute(chatTurn, withBudget);
     expect(failed.error).toBeDefined();
     const reads = counting.queries.filter((q) => q === sql.selectHistoryWindow).length;
     expect(reads).toBe(1);
 
-    model.script({ text: "ok" });
+    bed.model.script({ text: "ok" });
     const retried = await execute(chatTurn, withBudget, { memo: failed.memo, runId: failed.runId });
     expect(retried.error).toBeUndefined();
     expect(counting.queries.filter((q) => q === sql.selectHistoryWindow).length).toBe(reads);
-    expect(model.requests).toHaveLength(2);
-    expect(model.requests[1]!.messages).toEqual(model.requests[0]!.messages);
-    expect(model.requests[1]!.messages[1]!.content).toMatch(MARKER);
+    expect(bed.model.requests).toHaveLength(2);
+    expect(bed.model.requests[1]!.messages).toEqual(bed.model.requests[0]!.messages);
+    expect(bed.model.requests[1]!.messages[1]!.content).toMatch(MARKER);
     expect(retried.result).toMatchObject({ history: { from: "database", budget: { maxTokens: 300, truncated: [{ omittedTokens: expect.any(Number) }] } } });
   });
 });

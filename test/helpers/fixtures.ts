@@ -2,6 +2,9 @@ import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { chooseModel } from "../../src/agents/model.js";
 import { readEnvironment } from "../../src/config.js";
+import { expect } from "vitest";
+import type { InngestFunction } from "inngest";
+import { execute } from "./engine.js";
 import type { ModelServer } from "./model-server.js";
 
 /** The model configuration a deployment pointing at the scripted server would have. */
@@ -34,4 +37,21 @@ export async function countRows(db: pg.Pool): Promise<{ threads: number; message
 export async function turnsOf(db: pg.Pool, messageId: string) {
   const { rows } = await db.query("SELECT run_id, kind, variant, status, error FROM turns WHERE message_id = $1 ORDER BY started_at", [messageId]);
   return rows as { run_id: string; kind: string; variant: number; status: string; error: string | null }[];
+}
+
+/**
+ * A new thread of answered turns, sent one after the other through the chat turn function. The
+ * model's recorded requests are cleared afterwards, so a test sees only what follows.
+ */
+export async function conversation(chatTurn: InngestFunction.Like, model: ModelServer, turns: [question: string, answer: string][]) {
+  const threadId = randomUUID();
+  const messageIds: string[] = [];
+  for (const [question, answer] of turns) {
+    model.script({ text: answer });
+    const event = chatEvent({ content: question, messageId: messageIds.length === 0 ? threadId : randomUUID(), ...(messageIds.length ? { threadId } : {}) });
+    expect((await execute(chatTurn, event)).error).toBeUndefined();
+    messageIds.push(event.data.messageId);
+  }
+  model.reset();
+  return { threadId, messageIds };
 }
