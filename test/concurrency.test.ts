@@ -110,4 +110,34 @@ describe("two chat turns on one thread", () => {
       { role: "user", content: "What is my name?" },
     ]);
   });
+
+  it("overlapping (the first waiting on its inference), the second waits for the first's answer instead of reading past it", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    const first = chatEvent({ content: "My name is Grace." });
+    bed.model.script({ text: "Hello, Grace." });
+    expect((await execute(chatTurn, first)).error).toBeUndefined();
+    const thread = first.data.messageId;
+    const slow = chatEvent({ threadId: thread, content: "I like compilers." });
+    const next = chatEvent({ threadId: thread, content: "What do I like?" });
+    bed.model.reset();
+    bed.model.script({ text: "Compilers are great.", delayMs: 400 }, { text: "You like compilers." });
+
+    // Inngest's concurrency limit counts executing steps: while the first turn waits on the model,
+    // the second turn's steps may run.
+    const firstRun = execute(chatTurn, slow);
+    while (bed.model.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    const waiting = await execute(chatTurn, next);
+
+    expect(waiting.error).toMatchObject({ name: "RetryAfterError", message: expect.stringMatching(/Waiting for the answer to the earlier message/) });
+    expect(bed.model.requests).toHaveLength(1);
+    expect((await firstRun).error).toBeUndefined();
+
+    const retried = await execute(chatTurn, next, { memo: waiting.memo, runId: waiting.runId });
+    expect(retried.error).toBeUndefined();
+    expect(bed.model.requests[1]!.messages.slice(-3)).toEqual([
+      { role: "user", content: "I like compilers." },
+      { role: "assistant", content: "Compilers are great." },
+      { role: "user", content: "What do I like?" },
+    ]);
+  });
 });

@@ -29,6 +29,8 @@ describe("thread storage", () => {
       });
     }
     await db.pool.query("UPDATE messages SET created_at = '2026-01-01T00:00:00.000Z' WHERE thread_id = $1", [threadId]);
+    // Their turns ended without answers (a running one would make the read wait for it).
+    await db.pool.query("UPDATE turns SET status = 'failed' WHERE thread_id = $1", [threadId]);
     const last = await beginTurn(db.pool, { threadId, userId: "u1", message: { id: randomUUID(), text: "current" }, turn: turn() });
 
     const history = await readHistory(db.pool, { threadId, userId: "u1", beforeSeq: last.messageSeq, window: { userMessages: null, preserveSystemMessages: true } });

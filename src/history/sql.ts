@@ -125,6 +125,17 @@ export const countThreadMessages = `
   SELECT kind, count(*) FILTER (WHERE on_path)::int AS on_path, count(*)::int AS stored
   FROM messages WHERE thread_id = $1 GROUP BY kind`;
 
+/**
+ * A turn still running on an earlier message of the current path. Turns older than the longest a
+ * turn can take with its retries are taken as abandoned (a cancelled run records no failure).
+ */
+export const selectEarlierRunningTurn = `
+  SELECT t.message_id FROM turns t
+  JOIN messages m ON m.id = t.message_id
+  WHERE t.thread_id = $1 AND t.status = 'running' AND t.started_at > now() - interval '15 minutes'
+    AND m.on_path AND m.seq < $2
+  LIMIT 1`;
+
 /** The thread's current path, as a client shows it, with each user message's latest turn. */
 export const selectCurrentPath = `
   SELECT m.id, m.seq, m.kind, m.agent_name, m.content, m.answers, m.variant, m.created_at,
