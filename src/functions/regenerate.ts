@@ -1,7 +1,8 @@
 import { createState } from "@inngest/agent-kit";
 import { chatMessageRegenerate, inngest } from "../../inngest.config.js";
 import { createChatNetwork } from "../agents/network.js";
-import { createTurnHistory, durably } from "../history/adapter.js";
+import { createTurnHistory } from "../history/adapter.js";
+import { durably } from "../history/durable.js";
 import { loadUserMessage } from "../history/store.js";
 import { resolveHistoryPolicy } from "../history/policy.js";
 import { TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";

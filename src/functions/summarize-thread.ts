@@ -1,7 +1,7 @@
 import { NonRetriableError } from "inngest";
 import { inngest, threadSummarizeRequested } from "../../inngest.config.js";
 import { createSummarizer, summarizeRequest } from "../agents/summarizer.js";
-import { HistoryRefusal } from "../history/errors.js";
+import { durably } from "../history/durable.js";
 import { readSummarySource, storeSummary } from "../history/summaries.js";
 import type { FunctionDeps } from "./chat-turn.js";
 import { answerText } from "./turn-outcome.js";
@@ -33,18 +33,16 @@ export function createSummarizeThread({ db, model }: FunctionDeps) {
       if (!model.configured) throw new NonRetriableError(model.reason);
 
       // The request is rendered inside the step, so what the step stores is bounded text, not raw rows.
-      const source = await step.run("summary.load", () =>
-        refusalsFinal(async () => {
-          const { previous, messages } = await readSummarySource(db, { ...data, maxMessages: SUMMARY_BATCH_MESSAGES });
-          if (messages.length === 0) return null;
-          return {
-            extends: previous?.coversThrough ?? null,
-            coversThrough: messages.at(-1)!.turnSeq,
-            messageCount: messages.length,
-            request: summarizeRequest(previous?.text ?? null, messages),
-          };
-        }),
-      );
+      const source = await durably(step, "summary.load", async () => {
+        const { previous, messages } = await readSummarySource(db, { ...data, maxMessages: SUMMARY_BATCH_MESSAGES });
+        if (messages.length === 0) return null;
+        return {
+          extends: previous?.coversThrough ?? null,
+          coversThrough: messages.at(-1)!.turnSeq,
+          messageCount: messages.length,
+          request: summarizeRequest(previous?.text ?? null, messages),
+        };
+      });
       if (!source) return { threadId: data.threadId, status: "up-to-date" as const };
 
       const result = await createSummarizer(model).run(source.request);
@@ -63,10 +61,3 @@ export function createSummarizeThread({ db, model }: FunctionDeps) {
     },
   );
 }
-
-/** A refusal (not the user's thread, no such thread) cannot be fixed by retrying. */
-const refusalsFinal = <T>(work: () => Promise<T>): Promise<T> =>
-  work().catch((error: unknown) => {
-    if (error instanceof HistoryRefusal) throw new NonRetriableError(error.message, { cause: error });
-    throw error;
-  });

@@ -1,8 +1,7 @@
 import type { HistoryConfig, StateData } from "@inngest/agent-kit";
-import { NonRetriableError, RetryAfterError } from "inngest";
 import type pg from "pg";
 import { markTurnSkipped, setPriorResultCount, setSummaryLag } from "../run-state.js";
-import { EarlierTurnRunning, HistoryRefusal } from "./errors.js";
+import { durably } from "./durable.js";
 import { resultId } from "./ids.js";
 import { toAgentContent, toAgentResults } from "./messages.js";
 import { historyWindow, type ResolvedHistoryPolicy } from "./policy.js";
@@ -35,8 +34,6 @@ export type TurnHistory = HistoryConfig<StateData> & {
   /** The load of this run (set from memoized steps, so the same on every replay). */
   load: () => HistoryLoad;
 };
-
-type StepRunner = { run: <T>(id: string, fn: () => Promise<T>) => Promise<unknown> };
 
 /**
  * AgentKit's HistoryConfig over PostgreSQL, for one turn.
@@ -138,22 +135,4 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
       );
     },
   };
-}
-
-/** How long a history read waits before looking again for an earlier turn's answer. */
-export const EARLIER_TURN_RETRY_AFTER = "15s";
-
-/**
- * Runs storage work as a step: a refusal becomes non-retriable, a wait for an earlier turn is
- * retried after a pause, anything else is retried with Inngest's backoff.
- */
-export async function durably<R>(step: unknown, id: string, work: () => Promise<R>): Promise<R> {
-  const guarded = () =>
-    work().catch((error: unknown) => {
-      if (error instanceof HistoryRefusal) throw new NonRetriableError(error.message, { cause: error });
-      if (error instanceof EarlierTurnRunning) throw new RetryAfterError(error.message, EARLIER_TURN_RETRY_AFTER, { cause: error });
-      throw error;
-    });
-  if (!step) return guarded();
-  return (await (step as StepRunner).run(id, guarded)) as R;
 }
