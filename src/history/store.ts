@@ -45,6 +45,13 @@ export async function ensureThread(db: pg.Pool, threadId: string, userId: string
   return { created: false };
 }
 
+/** Refuses a thread that does not exist or is another user's (a read, no lock). */
+export async function checkOwnedThread(db: pg.Pool, threadId: string, userId: string): Promise<void> {
+  const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
+  if (owner.rowCount === 0) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+  if (owner.rows[0]!.user_id !== userId) throw threadNotOwned(threadId);
+}
+
 async function lockOwnedThread(client: pg.PoolClient, threadId: string, userId: string) {
   const thread = await client.query<{ user_id: string }>(sql.lockThread, [threadId]);
   if (thread.rowCount === 0) {
@@ -245,9 +252,7 @@ export type ThreadMessage = {
 
 /** The thread's current path as a client shows it, or a refusal when it is not the user's. */
 export async function listCurrentPath(db: pg.Pool, threadId: string, userId: string): Promise<ThreadMessage[]> {
-  const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
-  if (owner.rowCount === 0) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
-  if (owner.rows[0]!.user_id !== userId) throw threadNotOwned(threadId);
+  await checkOwnedThread(db, threadId, userId);
   const { rows } = await db.query(sql.selectCurrentPath, [threadId]);
   return rows.map((row) => ({
     id: row.id,
@@ -343,9 +348,7 @@ export type ThreadDebug = {
 
 /** What a developer needs to see why the model saw what it saw, scoped by the thread's owner. */
 export async function threadDebug(db: pg.Pool, threadId: string, userId: string): Promise<ThreadDebug> {
-  const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
-  if (owner.rowCount === 0) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
-  if (owner.rows[0]!.user_id !== userId) throw threadNotOwned(threadId);
+  await checkOwnedThread(db, threadId, userId);
   const [turn, counts] = await Promise.all([
     db.query(sql.selectLatestTurn, [threadId]),
     db.query<{ kind: string; on_path: number; stored: number }>(sql.countThreadMessages, [threadId]),

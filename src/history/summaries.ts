@@ -1,9 +1,8 @@
 import type pg from "pg";
-import { HistoryRefusal, threadNotOwned } from "./errors.js";
 import { summaryId } from "./ids.js";
 import { SUMMARY_AGENT_NAME, type HistoryRow } from "./messages.js";
 import * as sql from "./sql.js";
-import { readHistory } from "./store.js";
+import { checkOwnedThread, readHistory } from "./store.js";
 
 /**
  * Progressive summaries: history reads send a thread's summary in place of the turns it covers,
@@ -67,9 +66,7 @@ export async function readSummarySource(
   input: { threadId: string; userId: string; beforeSeq: number; maxMessages: number },
 ): Promise<SummarySource> {
   const { threadId, userId, beforeSeq, maxMessages } = input;
-  const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
-  if (owner.rowCount === 0) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
-  if (owner.rows[0]!.user_id !== userId) throw threadNotOwned(threadId);
+  await checkOwnedThread(db, threadId, userId);
   const current = (await db.query<{ covers_through_turn_seq: string; text: string }>(sql.selectSummary, [threadId])).rows[0];
   const previous = current ? { text: current.text, coversThrough: Number(current.covers_through_turn_seq) } : null;
   const { rows } = await db.query<{ turn_seq: string; kind: HistoryRow["kind"]; agent_name: string; content: unknown }>(
