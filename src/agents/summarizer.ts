@@ -1,5 +1,5 @@
 import { createAgent } from "@inngest/agent-kit";
-import { agentContent, textContent } from "../history/messages.js";
+import { agentContent, textContent, textOf } from "../history/messages.js";
 import type { ModelChoice } from "./model.js";
 
 export const SUMMARIZER_NAME = "summarizer";
@@ -39,8 +39,7 @@ function renderMessage(message: TranscriptMessage): string {
   const { output, toolCalls } = agentContent.parse(message.content);
   const lines = output.flatMap((part) => {
     if (part.type === "text") {
-      const text = typeof part.content === "string" ? part.content : part.content.map((c) => c.text).join("");
-      return [`Assistant (${message.agentName}): ${clip(text)}`];
+      return [`Assistant (${message.agentName}): ${clip(textOf(part.content))}`];
     }
     if (part.type === "tool_call") return part.tools.map((tool) => `Assistant called ${tool.name}(${clip(JSON.stringify(tool.input))})`);
     return [];

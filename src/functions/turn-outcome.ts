@@ -1,4 +1,5 @@
 import type { AgentResult, State, StateData } from "@inngest/agent-kit";
+import { textOf } from "../history/messages.js";
 import { turnSkipReason } from "../run-state.js";
 
 /** What a turn function's run returns: shown in the dev server's run output. */
@@ -16,6 +17,6 @@ export function turnOutcome(state: State<StateData>, messageId: string) {
 export function answerText(result: AgentResult | undefined): string {
   return (result?.output ?? [])
     .filter((m) => m.type === "text" && m.role === "assistant")
-    .map((m) => (m.type === "text" ? (typeof m.content === "string" ? m.content : m.content.map((c) => c.text).join("")) : ""))
+    .map((m) => (m.type === "text" ? textOf(m.content) : ""))
     .join("\n");
 }

@@ -48,6 +48,10 @@ export type AgentContent = z.infer<typeof agentContent>;
 /** User, system and summary rows store plain text. */
 export const textContent = z.object({ text: z.string() });
 
+/** The text of a text message's content, which AgentKit allows as a string or as text parts. */
+export const textOf = (content: string | readonly { text: string }[]): string =>
+  typeof content === "string" ? content : content.map((part) => part.text).join("");
+
 /** A history row as the get step returns it (JSON: dates are strings). */
 export const historyRow = z.object({
   id: z.string(),

@@ -1,6 +1,6 @@
 import { Tiktoken } from "js-tiktoken/lite";
 import o200kBase from "js-tiktoken/ranks/o200k_base";
-import { agentContent, textContent, type AgentContent, type HistoryRow } from "./messages.js";
+import { agentContent, textContent, textOf, type AgentContent, type HistoryRow } from "./messages.js";
 
 /**
  * The token budget of a turn's earlier history (the rows the policy's window returned; the
@@ -100,7 +100,7 @@ function rowTokens(row: HistoryRow): number {
 function messageText(message: AgentContent["output"][number]): string {
   switch (message.type) {
     case "text":
-      return typeof message.content === "string" ? message.content : message.content.map((part) => part.text).join("");
+      return textOf(message.content);
     case "tool_call":
       return message.tools.map((tool) => tool.name + JSON.stringify(tool.input)).join("");
     case "tool_result":
