@@ -2,12 +2,14 @@ import { eventType, Inngest } from "inngest";
 import { z } from "zod";
 import { message } from "./src/history/messages.js";
 import { historyRequest } from "./src/history/policy.js";
+import { logger } from "./src/logger.js";
 
 /**
  * The Inngest client and every event's contract. Event data is validated against these schemas
  * at the edge (the HTTP API before sending, each function before it writes anything).
  */
-export const inngest = new Inngest({ id: "threadline" });
+// The SDK logs through the app's logger too, so tests can silence its expected step errors.
+export const inngest = new Inngest({ id: "threadline", logger, internalLogger: logger });
 
 /** Longest user message accepted, in characters (about 8k tokens of English). */
 export const MAX_CONTENT_LENGTH = 32_000;
