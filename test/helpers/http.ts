@@ -4,6 +4,7 @@ import type { InngestFunction } from "inngest";
 import type { SendEvent } from "../../src/api/deps.js";
 import type { AuthSettings } from "../../src/auth/settings.js";
 import { createApp } from "../../src/server.js";
+import type { SentEvent } from "./engine.js";
 
 /** The shared secret, issuer and audience the test app verifies JWTs with (HS256). */
 export const TEST_JWT = { secret: "threadline-test-secret-of-at-least-32-characters", issuer: "https://issuer.test", audience: "threadline-test" };
@@ -34,7 +35,7 @@ export async function headersFor(userId: string): Promise<Record<string, string>
   return { authorization: `Bearer ${await tokenFor(userId)}`, "content-type": "application/json" };
 }
 
-export type SentEvent = { name: string; data: Record<string, unknown> };
+export type { SentEvent };
 
 /**
  * The app as production builds it (JWT auth, signed Inngest unless told otherwise: here the dev
