@@ -50,12 +50,14 @@ export function authenticate(settings: AuthSettings, db: pg.Pool): MiddlewareHan
   ].join(" or ");
 
   return async (c, next) => {
-    const identity = await identify(c).catch((error: unknown) => {
+    let identity: Identity | Refusal;
+    try {
+      identity = await identify(c);
+    } catch (error) {
       if (!(error instanceof KeysUnavailable)) throw error;
       logger.error({ err: error.cause }, "the JWT signing keys (AUTH_JWKS_URL) could not be fetched");
-      return undefined;
-    });
-    if (identity === undefined) return c.json({ error: "The token could not be checked now: the identity provider's signing keys are unreachable. Send it again shortly.", code: "auth_unavailable" }, 503);
+      return c.json({ error: "The token could not be checked now: the identity provider's signing keys are unreachable. Send it again shortly.", code: "auth_unavailable" }, 503);
+    }
     if ("userId" in identity) {
       c.set("identity", identity);
       return next();
