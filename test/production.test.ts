@@ -4,9 +4,9 @@ import { readEnvironment } from "../src/config.js";
 import { createFunctions } from "../src/functions/index.js";
 import type { InngestServing } from "../src/inngest-serve.js";
 import { startupRefusals } from "../src/production.js";
-import { createApp, startServer } from "../src/server.js";
+import { startServer } from "../src/server.js";
 import { countRows, scriptedModel } from "./helpers/fixtures.js";
-import { testAuth } from "./helpers/http.js";
+import { createTestApp } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -101,7 +101,7 @@ describe("POST /api/inngest", () => {
    */
   async function driveUnsigned(serving: InngestServing, headers: Record<string, string> = {}) {
     const functions = createFunctions({ db: bed.db.pool, model: scriptedModel(bed.model) });
-    const app = createApp({ db: bed.db.pool, functions, sendEvent: async () => ({ ids: [] }), auth: testAuth, serving });
+    const { app } = createTestApp(bed.db.pool, { functions, serving });
     const event = { name: "chat/message.sent", data: { messageId: randomUUID(), userId: "victim", content: "written by a stranger" }, id: randomUUID(), ts: Date.now() };
     const runId = randomUUID();
     const steps: Record<string, unknown> = {};

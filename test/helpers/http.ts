@@ -3,6 +3,7 @@ import { SignJWT } from "jose";
 import type { InngestFunction } from "inngest";
 import type { SendEvent } from "../../src/api/deps.js";
 import type { AuthSettings } from "../../src/auth/settings.js";
+import type { InngestServing } from "../../src/inngest-serve.js";
 import { createApp } from "../../src/server.js";
 import type { SentEvent } from "./engine.js";
 
@@ -38,10 +39,14 @@ export async function headersFor(userId: string): Promise<Record<string, string>
 export type { SentEvent };
 
 /**
- * The app as production builds it (JWT auth, signed Inngest unless told otherwise: here the dev
- * server, no functions), with a sendEvent that records each event in `sent` and answers evt-<n>.
+ * The app as a deployment builds it, with JWT auth (testAuth) and, unless told otherwise, no
+ * functions served to the dev server and a sendEvent that records each event in `sent` and
+ * answers evt-<n>.
  */
-export function createTestApp(db: pg.Pool, overrides: { sendEvent?: SendEvent; functions?: InngestFunction.Any[]; auth?: AuthSettings } = {}) {
+export function createTestApp(
+  db: pg.Pool,
+  overrides: { sendEvent?: SendEvent; functions?: InngestFunction.Any[]; auth?: AuthSettings; serving?: InngestServing } = {},
+) {
   const sent: SentEvent[] = [];
   const recordEvent: SendEvent = async (event) => {
     sent.push(event);
@@ -52,7 +57,7 @@ export function createTestApp(db: pg.Pool, overrides: { sendEvent?: SendEvent; f
     functions: overrides.functions ?? [],
     sendEvent: overrides.sendEvent ?? recordEvent,
     auth: overrides.auth ?? testAuth,
-    serving: { mode: "dev" },
+    serving: overrides.serving ?? { mode: "dev" },
   });
   return { app, sent };
 }
