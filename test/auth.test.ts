@@ -161,7 +161,7 @@ describe("bearer JWTs (shared secret)", () => {
         .sign(new TextEncoder().encode(TEST_JWT.secret));
     expect((await call(byClaim.app, route(), bearer(await sign({ uid: "dave" })))).status).toBe(202);
     expect(byClaim.sent[0]!.data.userId).toBe("dave");
-    for (const claims of [{}, { uid: 42 }, { uid: "" }, { uid: "nul\u0000" }, { uid: "x".repeat(201) }]) {
+    for (const claims of [{}, { uid: 42 }, { uid: "" }, { uid: "nul\u0000" }, { uid: "lone \uD800 surrogate" }, { uid: "x".repeat(201) }]) {
       const response = await call(byClaim.app, route(), bearer(await sign(claims)));
       expect(response.status, JSON.stringify(claims)).toBe(401);
       expect(((await response.json()) as { error: string }).error).toMatch(/uid claim/);
