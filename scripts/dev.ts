@@ -7,7 +7,10 @@ import { startServer } from "../src/server.js";
  * Inngest dev server through npx, which fetches it at run time. Where it cannot be fetched the
  * app keeps running and says how to start the dev server elsewhere.
  */
+// Local development on purpose: the Inngest dev server (unsigned requests) and AUTH=dev (the user
+// named by the X-Threadline-User header). Production mode refuses both.
 process.env.INNGEST_DEV ??= "1";
+process.env.AUTH ??= "dev";
 const { PORT } = readEnvironment();
 await startServer();
 

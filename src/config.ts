@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { AuthSettings } from "./auth/settings.js";
 import { historyLength, historyMaxTokens, historyPolicyName, type HistoryEnvironment } from "./history/policy.js";
 
 const optionalText = z.string().trim().min(1).optional().catch(undefined);
@@ -6,8 +7,32 @@ const optionalText = z.string().trim().min(1).optional().catch(undefined);
 const optionalSetting = <T extends z.ZodType>(schema: T) =>
   z.preprocess((value) => (typeof value === "string" && value.trim() === "" ? undefined : value), schema.optional());
 
+const flag = z.enum(["1", "true", "0", "false"], { error: "must be 1, true, 0 or false" }).transform((value) => value === "1" || value === "true");
+
+/** Production mode, Inngest's mode and authentication: what src/production.ts checks at start-up. */
+const deploymentEnvironment = z.object({
+  /** "production" switches on the start-up refusals of production mode. */
+  NODE_ENV: optionalText,
+  /** Explicit choice of the Inngest dev server (1, or its URL); never set in production. */
+  INNGEST_DEV: optionalText,
+  INNGEST_SIGNING_KEY: optionalText,
+  INNGEST_SIGNING_KEY_FALLBACK: optionalText,
+  INNGEST_EVENT_KEY: optionalText,
+  /** "dev": take the user from the X-Threadline-User header (local development only). */
+  AUTH: optionalSetting(z.enum(["dev"], { error: 'AUTH accepts only "dev" (local development); unset it to require JWTs or API keys' })),
+  AUTH_JWKS_URL: optionalSetting(z.url({ error: "AUTH_JWKS_URL must be the URL of your identity provider's JWKS (…/.well-known/jwks.json)" })),
+  AUTH_JWT_SECRET: optionalSetting(z.string().min(32, "AUTH_JWT_SECRET must be at least 32 characters (HS256 shared secret)")),
+  AUTH_JWT_ISSUER: optionalText,
+  AUTH_JWT_AUDIENCE: optionalText,
+  AUTH_JWT_CLOCK_SKEW: optionalSetting(z.coerce.number().int().min(0).max(300, "AUTH_JWT_CLOCK_SKEW is in seconds, at most 300")),
+  AUTH_JWT_USER_CLAIM: optionalText,
+  /** Production without JWTs: callers are servers holding API keys, and that is intended. */
+  AUTH_API_KEYS_ONLY: optionalSetting(flag),
+});
+
 /** The environment Threadline reads, validated once at the edge. Empty values count as unset. */
 export const environment = z.object({
+  ...deploymentEnvironment.shape,
   DATABASE_URL: optionalText,
   PORT: z.coerce.number().int().positive().default(3000),
   DATA_DIR: z.string().default(".data"),
@@ -39,5 +64,16 @@ export function historyEnvironment(env: Environment): HistoryEnvironment {
     ...(env.HISTORY_POLICY !== undefined ? { policy: env.HISTORY_POLICY } : {}),
     ...(env.HISTORY_LENGTH !== undefined ? { length: env.HISTORY_LENGTH } : {}),
     ...(env.HISTORY_MAX_TOKENS !== undefined ? { maxTokens: env.HISTORY_MAX_TOKENS } : {}),
+  };
+}
+
+/** The ways a request may prove its user, as the environment configures them. */
+export function authSettings(env: Environment): AuthSettings {
+  const key = env.AUTH_JWKS_URL !== undefined ? { jwksUrl: env.AUTH_JWKS_URL } : env.AUTH_JWT_SECRET !== undefined ? { secret: env.AUTH_JWT_SECRET } : undefined;
+  return {
+    dev: env.AUTH === "dev",
+    ...(key && {
+      jwt: { key, issuer: env.AUTH_JWT_ISSUER, audience: env.AUTH_JWT_AUDIENCE, clockSkewSeconds: env.AUTH_JWT_CLOCK_SKEW ?? 30, userClaim: env.AUTH_JWT_USER_CLAIM ?? "sub" },
+    }),
   };
 }

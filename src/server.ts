@@ -2,7 +2,6 @@ import { pathToFileURL } from "node:url";
 import { serve as serveHttp } from "@hono/node-server";
 import { Hono } from "hono";
 import type { InngestFunction } from "inngest";
-import { serve as serveInngest } from "inngest/hono";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "./agents/model.js";
 import { chatRoutes } from "./api/chat.js";
@@ -10,22 +9,36 @@ import { answerError, EventNotSent } from "./api/errors.js";
 import type { ApiDeps } from "./api/deps.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { threadRoutes } from "./api/threads.js";
-import { historyEnvironment, readEnvironment } from "./config.js";
+import type { AuthEnv } from "./auth/identity.js";
+import { authenticate } from "./auth/middleware.js";
+import type { AuthSettings } from "./auth/settings.js";
+import { authSettings, historyEnvironment, readEnvironment } from "./config.js";
 import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
 import { checkDatabase } from "./history/store.js";
+import { inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
+import { startupRefusals } from "./production.js";
 
-/** The HTTP surface: Inngest's serve endpoint, the REST API and a health check. */
-export function createApp({ functions, ...api }: ApiDeps & { functions: InngestFunction.Any[] }) {
+/** What the app is built from: the API's dependencies, the functions it serves and how it checks callers. */
+export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSettings; serving: InngestServing };
+
+/**
+ * The HTTP surface: Inngest's serve endpoint (signed requests unless serving the dev server), the
+ * REST API (a verified caller on every route) and a health check.
+ */
+export function createApp({ functions, auth, serving, ...api }: AppDeps) {
   // An event that cannot reach Inngest means the request was not accepted: answered 503.
   const deps: ApiDeps = { ...api, sendEvent: (event) => api.sendEvent(event).catch((error: unknown) => Promise.reject(new EventNotSent(error))) };
   const app = new Hono();
   app.onError(answerError);
-  app.on(["GET", "PUT", "POST"], "/api/inngest", serveInngest({ client: inngest, functions }));
-  app.route("/api/chat", chatRoutes(deps));
-  app.route("/api/threads", threadRoutes(deps));
-  app.route("/api/threads", regenerateRoutes(deps));
+  app.on(["GET", "PUT", "POST"], "/api/inngest", inngestHandler(functions, serving));
+  const routes = new Hono<AuthEnv>()
+    .use(authenticate(auth, deps.db))
+    .route("/chat", chatRoutes(deps))
+    .route("/threads", threadRoutes(deps))
+    .route("/threads", regenerateRoutes(deps));
+  app.route("/api", routes);
   app.get("/health", async (c) => {
     try {
       await checkDatabase(deps.db);
@@ -40,11 +53,8 @@ export function createApp({ functions, ...api }: ApiDeps & { functions: InngestF
 /** Process start-up: configuration, database (migrated), model, functions, HTTP server. */
 export async function startServer() {
   const env = readEnvironment();
-  if (!process.env.INNGEST_SIGNING_KEY && !process.env.INNGEST_DEV) {
-    // Without a signing key only the dev server can talk to us: say so, and serve it.
-    process.env.INNGEST_DEV = "1";
-    console.warn("[threadline] INNGEST_SIGNING_KEY is not set: serving the Inngest dev server (set INNGEST_SIGNING_KEY and INNGEST_EVENT_KEY for Inngest Cloud).");
-  }
+  const refusals = startupRefusals(env);
+  if (refusals.length > 0) throw new Error(`refusing to start:\n  ${refusals.join("\n  ")}`);
   const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, embeddedPort: env.EMBEDDED_POSTGRES_PORT });
   console.info(`[threadline] database: ${database.source === "embedded" ? `embedded PostgreSQL (${env.DATA_DIR}/postgres)` : "DATABASE_URL"}`);
   const applied = await migrate(database.url);
@@ -57,7 +67,7 @@ export async function startServer() {
   const history = historyEnvironment(env);
   if (Object.keys(history).length > 0) console.info(`[threadline] history settings fixed by the environment: ${JSON.stringify(history)}`);
   const functions = createFunctions({ db: database.pool, model, historyEnvironment: history });
-  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), functions });
+  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), functions, auth: authSettings(env), serving: inngestServing(env) });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
   console.info(`[threadline] listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);
 

@@ -2,40 +2,29 @@ import { randomUUID } from "node:crypto";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import { createApp } from "../src/server.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, conversation, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
+import { asUser, createTestApp, type SentEvent } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
 
 let chatTurn: ReturnType<typeof createChatTurn>;
 let regenerate: ReturnType<typeof createRegenerate>;
-let app: ReturnType<typeof createApp>;
-const sent: { name: string; data: Record<string, unknown> }[] = [];
+let app: ReturnType<typeof createTestApp>["app"];
+let sent: SentEvent[];
 
 beforeAll(async () => {
   chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
   regenerate = createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model) });
-  app = createApp({
-    db: bed.db.pool,
-    functions: [],
-    sendEvent: async (event) => {
-      sent.push(event);
-      return { ids: [`event-${sent.length}`] };
-    },
-  });
+  ({ app, sent } = createTestApp(bed.db.pool));
 });
 beforeEach(() => {
   sent.length = 0;
 });
 
-const postRegenerate = (threadId: string, messageId: string, body: unknown) =>
-  app.request(`/api/threads/${threadId}/messages/${messageId}/regenerate`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
+const postRegenerate = (threadId: string, messageId: string, body: unknown, userId = "user-1") =>
+  asUser(app, userId).post(`/api/threads/${threadId}/messages/${messageId}/regenerate`, body);
 
 type ShownMessage = { role: string; content: { output?: { content: string }[] }; variantCount?: number };
 
@@ -46,22 +35,22 @@ describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
     const { threadId, messageIds } = await conversation(chatTurn, bed.model, [["Say hi", "Hi"]]);
     const before = await countRows(bed.db.pool);
 
-    const response = await postRegenerate(threadId, messageIds[0]!, { userId: "user-1", reason: "try again" });
+    const response = await postRegenerate(threadId, messageIds[0]!, { reason: "try again" });
 
     expect(response.status).toBe(202);
-    expect(await response.json()).toEqual({ threadId, messageId: messageIds[0], eventId: "event-1" });
+    expect(await response.json()).toEqual({ threadId, messageId: messageIds[0], eventId: "evt-1" });
     expect(sent).toEqual([{ name: "chat/message.regenerate", data: { threadId, messageId: messageIds[0], userId: "user-1", reason: "try again" } }]);
     expect(await countRows(bed.db.pool)).toEqual(before);
 
     bed.model.script({ text: "Hello there" });
     expect((await execute(regenerate, sent[0]!)).result).toMatchObject({ status: "completed" });
 
-    const messages = await app.request(`/api/threads/${threadId}/messages?userId=user-1`);
+    const messages = await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`);
     const body = (await messages.json()) as { messages: ShownMessage[] };
     expect(answerTexts(body.messages)).toEqual(["Hello there"]);
     expect(body.messages[0]).toMatchObject({ role: "user", variantCount: 2, turn: { status: "completed" } });
 
-    const variants = await app.request(`/api/threads/${threadId}/messages/${messageIds[0]}/variants?userId=user-1`);
+    const variants = await asUser(app, "user-1").get(`/api/threads/${threadId}/messages/${messageIds[0]}/variants`);
     expect(variants.status).toBe(200);
     const listed = (await variants.json()) as { variants: { variant: number; current: boolean; results: { content: { output: { content: string }[] } }[] }[] };
     expect(listed.variants.map((v) => [v.variant, v.current, v.results[0]!.content.output[0]!.content])).toEqual([
@@ -70,7 +59,7 @@ describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
     ]);
   });
 
-  it("refuses an unknown message, an assistant message, another user's thread, an unknown thread and a message off the path with a 4xx, sending and writing nothing", async () => {
+  it("refuses an unknown message, an assistant message, another user's thread (as not found), an unknown thread and a message off the path with a 4xx, sending and writing nothing", async () => {
     const { threadId, messageIds } = await conversation(chatTurn, bed.model, [
       ["First", "One"],
       ["Second", "Two"],
@@ -81,15 +70,15 @@ describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
     const before = await countRows(bed.db.pool);
     const rowsBefore = await threadRows(bed.db.pool, threadId);
 
-    const cases: [string, string, unknown, number, string][] = [
-      [threadId, randomUUID(), { userId: "user-1" }, 404, "message_not_found"],
-      [threadId, answerId, { userId: "user-1" }, 422, "not_a_user_message"],
-      [threadId, messageIds[0]!, { userId: "someone-else" }, 403, "thread_not_owned"],
-      [randomUUID(), messageIds[0]!, { userId: "user-1" }, 404, "thread_not_found"],
-      [threadId, messageIds[1]!, { userId: "user-1" }, 409, "message_not_on_path"],
+    const cases: [string, string, string, number, string][] = [
+      [threadId, randomUUID(), "user-1", 404, "message_not_found"],
+      [threadId, answerId, "user-1", 422, "not_a_user_message"],
+      [threadId, messageIds[0]!, "someone-else", 404, "thread_not_found"],
+      [randomUUID(), messageIds[0]!, "user-1", 404, "thread_not_found"],
+      [threadId, messageIds[1]!, "user-1", 409, "message_not_on_path"],
     ];
-    for (const [thread, message, body, status, code] of cases) {
-      const response = await postRegenerate(thread, message, body);
+    for (const [thread, message, user, status, code] of cases) {
+      const response = await postRegenerate(thread, message, {}, user);
       expect(response.status, code).toBe(status);
       expect(await response.json()).toMatchObject({ code, error: expect.any(String) });
     }
@@ -97,9 +86,11 @@ describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
     const invalid = await postRegenerate(threadId, "not-a-uuid", {});
     expect(invalid.status).toBe(400);
     expect(((await invalid.json()) as { error: string }).error).toContain("messageId");
-    const noUser = await postRegenerate(threadId, messageIds[0]!, {});
-    expect(noUser.status).toBe(400);
-    expect(((await noUser.json()) as { error: string }).error).toContain("userId");
+    const otherUser = await postRegenerate(threadId, messageIds[0]!, { userId: "someone-else" });
+    expect(otherUser.status).toBe(400);
+    expect(((await otherUser.json()) as { error: string }).error).toContain("userId");
+    const noCredentials = await app.request(`/api/threads/${threadId}/messages/${messageIds[0]}/regenerate`, { method: "POST", body: "{}" });
+    expect(noCredentials.status).toBe(401);
 
     expect(sent).toEqual([]);
     expect(await countRows(bed.db.pool)).toEqual(before);
@@ -108,18 +99,18 @@ describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
 });
 
 describe("GET /api/threads/:threadId/messages/:messageId/variants", () => {
-  it("lists no variants for a message without an answer and refuses another user", async () => {
+  it("lists no variants for a message without an answer and answers another user not found", async () => {
     const threadId = randomUUID();
     const failed = await execute(chatTurn, chatEvent({ content: "Unanswered", messageId: threadId }));
     expect(failed.result).toBeUndefined();
 
-    const own = await app.request(`/api/threads/${threadId}/messages/${threadId}/variants?userId=user-1`);
+    const own = await asUser(app, "user-1").get(`/api/threads/${threadId}/messages/${threadId}/variants`);
     expect(own.status).toBe(200);
     expect(await own.json()).toEqual({ threadId, messageId: threadId, variants: [] });
 
-    const other = await app.request(`/api/threads/${threadId}/messages/${threadId}/variants?userId=someone-else`);
-    expect(other.status).toBe(403);
-    const missingUser = await app.request(`/api/threads/${threadId}/messages/${threadId}/variants`);
-    expect(missingUser.status).toBe(400);
+    const other = await asUser(app, "someone-else").get(`/api/threads/${threadId}/messages/${threadId}/variants`);
+    expect(other.status).toBe(404);
+    const noCredentials = await app.request(`/api/threads/${threadId}/messages/${threadId}/variants`);
+    expect(noCredentials.status).toBe(401);
   });
 });

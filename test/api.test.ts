@@ -1,38 +1,30 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { createApp } from "../src/server.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel } from "./helpers/fixtures.js";
+import { asUser, createTestApp, type SentEvent } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
 
-let sent: { name: string; data: Record<string, unknown> }[];
-let app: ReturnType<typeof createApp>;
+let sent: SentEvent[];
+let app: ReturnType<typeof createTestApp>["app"];
 
 beforeAll(async () => {
-  app = createApp({
-    db: bed.db.pool,
-    functions: [],
-    sendEvent: async (event) => {
-      sent.push(event);
-      return { ids: [`evt-${sent.length}`] };
-    },
-  });
+  ({ app, sent } = createTestApp(bed.db.pool));
 });
 beforeEach(() => {
-  sent = [];
+  sent.length = 0;
   bed.model.reset();
 });
 
-const post = (body: unknown) =>
-  app.request("/api/chat", { method: "POST", headers: { "content-type": "application/json" }, body: typeof body === "string" ? body : JSON.stringify(body) });
+const post = (body: unknown) => asUser(app, "u1").post("/api/chat", body);
 
 describe("POST /api/chat", () => {
-  it("accepts a valid message with 202, the new thread's id, the message id and the event id, and sends the event", async () => {
+  it("accepts a valid message with 202, the new thread's id, the message id and the event id, and sends the event for the signed-in user", async () => {
     const messageId = randomUUID();
-    const response = await post({ messageId, userId: "u1", content: "Hello" });
+    const response = await post({ messageId, content: "Hello" });
     expect(response.status).toBe(202);
     expect(await response.json()).toEqual({ threadId: messageId, messageId, eventId: "evt-1" });
     expect(sent).toEqual([{ name: "chat/message.sent", data: { messageId, userId: "u1", content: "Hello" } }]);
@@ -42,10 +34,11 @@ describe("POST /api/chat", () => {
     const before = await countRows(bed.db.pool);
     const cases: [unknown, string][] = [
       ["not json", "body"],
-      [{ userId: "u1", content: "no id" }, "messageId"],
-      [{ messageId: randomUUID(), content: "no user" }, "userId"],
-      [{ messageId: randomUUID(), userId: "u1", content: "" }, "content"],
-      [{ messageId: randomUUID(), userId: "u1", content: "x", threadId: 42 }, "threadId"],
+      [{ content: "no id" }, "messageId"],
+      // The user comes from the credentials: a userId in the body is refused by name.
+      [{ messageId: randomUUID(), userId: "u2", content: "acting as someone else" }, "userId"],
+      [{ messageId: randomUUID(), content: "" }, "content"],
+      [{ messageId: randomUUID(), content: "x", threadId: 42 }, "threadId"],
     ];
     for (const [body, field] of cases) {
       const response = await post(body);
@@ -59,25 +52,21 @@ describe("POST /api/chat", () => {
   });
 
   it("answers 503 with what to do when the event cannot reach Inngest", async () => {
-    const offline = createApp({ db: bed.db.pool, functions: [], sendEvent: () => Promise.reject(new Error("fetch failed")) });
-    const response = await offline.request("/api/chat", {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ messageId: randomUUID(), userId: "u1", content: "hi" }),
-    });
+    const offline = createTestApp(bed.db.pool, { sendEvent: () => Promise.reject(new Error("fetch failed")) }).app;
+    const response = await asUser(offline, "u1").post("/api/chat", { messageId: randomUUID(), content: "hi" });
     expect(response.status).toBe(503);
     expect(((await response.json()) as { error: string }).error).toMatch(/inngest-cli@latest dev/);
   });
 });
 
 describe("GET /api/threads/:threadId/messages", () => {
-  it("shows the stored conversation with each turn's status, only to its owner", async () => {
+  it("shows the stored conversation with each turn's status, only to its owner (anyone else: not found)", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     const event = chatEvent({ content: "Hi", userId: "owner" });
     bed.model.script({ text: "Hello!" });
     const run = await execute(chatTurn, event);
 
-    const response = await app.request(`/api/threads/${event.data.messageId}/messages?userId=owner`);
+    const response = await asUser(app, "owner").get(`/api/threads/${event.data.messageId}/messages`);
     expect(response.status).toBe(200);
     const body = (await response.json()) as { messages: Record<string, unknown>[] };
     expect(body.messages).toMatchObject([
@@ -85,10 +74,10 @@ describe("GET /api/threads/:threadId/messages", () => {
       { role: "assistant", agentName: "assistant", answers: event.data.messageId, variant: 1 },
     ]);
 
-    expect((await app.request(`/api/threads/${event.data.messageId}/messages?userId=someone-else`)).status).toBe(403);
-    expect((await app.request(`/api/threads/${randomUUID()}/messages?userId=owner`)).status).toBe(404);
-    expect((await app.request(`/api/threads/not-a-uuid/messages?userId=owner`)).status).toBe(400);
-    expect((await app.request(`/api/threads/${event.data.messageId}/messages`)).status).toBe(400);
+    expect((await asUser(app, "someone-else").get(`/api/threads/${event.data.messageId}/messages`)).status).toBe(404);
+    expect((await asUser(app, "owner").get(`/api/threads/${randomUUID()}/messages`)).status).toBe(404);
+    expect((await asUser(app, "owner").get(`/api/threads/not-a-uuid/messages`)).status).toBe(400);
+    expect((await app.request(`/api/threads/${event.data.messageId}/messages`)).status).toBe(401);
   });
 
   it("reports health with the database reachable", async () => {

@@ -2,9 +2,9 @@ import { describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import * as sql from "../src/history/sql.js";
-import { createApp } from "../src/server.js";
 import { countingPool } from "./helpers/counting-pool.js";
 import { execute } from "./helpers/engine.js";
+import { asUser, createTestApp } from "./helpers/http.js";
 import { chatEvent, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
 import { expectedMessages, seedThread } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -106,13 +106,9 @@ describe("client-authoritative and hybrid modes", () => {
     const run = await execute(createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) }), { ...event, data: { ...event.data, conversation: broken } });
     expect(String((run.error as Error).message)).toMatch(/conversation\.1: tool call call_client_1 has no tool_result/);
 
-    const sent: unknown[] = [];
-    const app = createApp({ db: bed.db.pool, sendEvent: async (e) => (sent.push(e), { ids: ["event-1"] }), functions: [] });
-    const response = await app.request("/api/chat", {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ ...event.data, conversation: [{ type: "text", role: "wizard", content: "hi" }] }),
-    });
+    const { app, sent } = createTestApp(bed.db.pool);
+    const { userId: _user, ...body } = event.data;
+    const response = await asUser(app, event.data.userId).post("/api/chat", { ...body, conversation: [{ type: "text", role: "wizard", content: "hi" }] });
     expect(response.status).toBe(400);
     expect(((await response.json()) as { error: string }).error).toMatch(/conversation\.0/);
     expect(sent).toHaveLength(0);
@@ -121,10 +117,10 @@ describe("client-authoritative and hybrid modes", () => {
   });
 
   it("POST /api/chat passes the conversation and history settings on in the event", async () => {
-    const sent: { data: Record<string, unknown> }[] = [];
-    const app = createApp({ db: bed.db.pool, sendEvent: async (e) => (sent.push(e as never), { ids: ["event-1"] }), functions: [] });
-    const body = { ...chatEvent({ content: "hi" }).data, conversation: clientConversation, history: { policy: "lastN", length: 3, maxTokens: 2000 } };
-    const response = await app.request("/api/chat", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+    const { app, sent } = createTestApp(bed.db.pool);
+    const { userId, ...message } = chatEvent({ content: "hi" }).data;
+    const body = { ...message, conversation: clientConversation, history: { policy: "lastN", length: 3, maxTokens: 2000 } };
+    const response = await asUser(app, userId).post("/api/chat", body);
     expect(response.status).toBe(202);
     expect(sent[0]!.data).toMatchObject({ conversation: clientConversation, history: { policy: "lastN", length: 3, maxTokens: 2000 } });
   });

@@ -1,10 +1,10 @@
 import { beforeEach, describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
-import { createApp } from "../src/server.js";
 import { historyEnvironment, readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import type { HistoryEnvironment, HistoryRequest } from "../src/history/policy.js";
 import { execute } from "./helpers/engine.js";
+import { asUser, createTestApp } from "./helpers/http.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
 import { expectedMessages, seedThread, systemEntries, turnsBetween, type SeededEntry, type SeededThread } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -152,8 +152,8 @@ describe("precedence: environment over request over the agent's default", () => 
   it("the debug view shows the latest turn's policy, sources and message counts", async () => {
     const environment = historyEnvironment(readEnvironment({ HISTORY_LENGTH: "4" }));
     await turn31(thread, { environment, request: { policy: "lastN", maxTokens: 5000 } });
-    const app = createApp({ db: bed.db.pool, sendEvent: async () => ({ ids: [] }), functions: [] });
-    const response = await app.request(`/api/threads/${thread.threadId}/debug?userId=${thread.userId}`);
+    const { app } = createTestApp(bed.db.pool);
+    const response = await asUser(app, thread.userId).get(`/api/threads/${thread.threadId}/debug`);
     expect(response.status).toBe(200);
     const debug = (await response.json()) as { latestTurn: { status: string; context: unknown }; messages: unknown };
     expect(debug.latestTurn.status).toBe("completed");
@@ -168,7 +168,7 @@ describe("precedence: environment over request over the agent's default", () => 
       history: { from: "database", read: 1 + 3 * 2, sent: 1 + 3 * 2 },
     });
     expect(debug.messages).toMatchObject({ system: { onPath: 1 }, user: { onPath: 6 + 1 } });
-    const other = await app.request(`/api/threads/${thread.threadId}/debug?userId=someone-else`);
-    expect(other.status).toBe(403);
+    const other = await asUser(app, "someone-else").get(`/api/threads/${thread.threadId}/debug`);
+    expect(other.status).toBe(404);
   });
 });

@@ -25,7 +25,7 @@ export class EventNotSent extends Error {
 }
 
 const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
-  thread_not_owned: 403,
+  thread_not_owned: 404,
   thread_not_found: 404,
   message_not_found: 404,
   message_conflict: 409,
@@ -34,10 +34,18 @@ const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
 };
 
 /**
+ * Another user's thread is answered exactly like one that does not exist (same status, same
+ * body), so a caller cannot learn which thread ids exist.
+ */
+const threadNotFound = { error: "Thread not found: no thread with this id belongs to you.", code: "thread_not_found" } as const;
+const hidesOwnership = (code: HistoryRefusal["code"]) => code === "thread_not_owned" || code === "thread_not_found";
+
+/**
  * The app's error handler: storage refusals become their 4xx, a body that is not JSON a 400, an
  * unsent event a 503; anything else is a server fault (500) and is logged.
  */
 export function answerError(error: Error, c: Context) {
+  if (error instanceof HistoryRefusal && hidesOwnership(error.code)) return c.json(threadNotFound, 404);
   if (error instanceof HistoryRefusal) return c.json({ error: error.message, code: error.code }, refusalStatus[error.code]);
   if (error instanceof EventNotSent) return c.json({ error: error.message }, 503);
   if (error instanceof HTTPException && error.status === 400) return invalid(c, [{ field: "body", message: error.message }]);

@@ -1,20 +1,21 @@
 import { Hono } from "hono";
 import { chatMessageRegenerateData, type ChatMessageRegenerate } from "../../inngest.config.js";
+import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { loadUserMessage } from "../history/store.js";
 import type { ApiDeps } from "./deps.js";
 import { validate } from "./validate.js";
 
 const messageParams = chatMessageRegenerateData.pick({ threadId: true, messageId: true });
-const regenerateBody = chatMessageRegenerateData.pick({ userId: true, reason: true });
+const regenerateBody = chatMessageRegenerateData.pick({ reason: true }).extend({ userId: userIdNotAccepted });
 
 /**
  * POST /api/threads/:threadId/messages/:messageId/regenerate: checks that the message is a user
- * message of the user's thread (refusing with a 4xx and writing nothing otherwise), then sends
+ * message of the caller's thread (refusing with a 4xx and writing nothing otherwise), then sends
  * `chat/message.regenerate`; the new answer is generated in Inngest. Answers 202 with the ids.
  */
 export function regenerateRoutes({ db, sendEvent }: ApiDeps) {
-  return new Hono().post("/:threadId/messages/:messageId/regenerate", validate("param", messageParams), validate("json", regenerateBody), async (c) => {
-    const data: ChatMessageRegenerate = { ...c.req.valid("param"), ...c.req.valid("json") };
+  return new Hono<AuthEnv>().post("/:threadId/messages/:messageId/regenerate", validate("param", messageParams), validate("json", regenerateBody), async (c) => {
+    const data: ChatMessageRegenerate = { ...c.req.valid("param"), ...c.req.valid("json"), userId: callerId(c) };
     await loadUserMessage(db, data);
     const { ids } = await sendEvent({ name: "chat/message.regenerate", data });
     return c.json({ threadId: data.threadId, messageId: data.messageId, eventId: ids[0] }, 202);

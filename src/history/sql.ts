@@ -219,3 +219,23 @@ export const insertSummary = `
  */
 export const deleteSummaryCovering = `
   DELETE FROM thread_summaries WHERE thread_id = $1 AND covers_through_turn_seq >= $2`;
+
+// ---- API keys (authentication) ----
+
+export const insertApiKey = `
+  INSERT INTO api_keys (id, user_id, name, secret_hash) VALUES ($1, $2, $3, $4)
+  RETURNING id, user_id, name, created_at, revoked_at`;
+
+/** A key that may still be used: revoked keys are never returned. */
+export const selectActiveApiKey = `
+  SELECT user_id, secret_hash FROM api_keys WHERE id = $1 AND revoked_at IS NULL`;
+
+export const selectApiKeys = `
+  SELECT id, user_id, name, created_at, revoked_at FROM api_keys
+  WHERE $1::text IS NULL OR user_id = $1
+  ORDER BY created_at, id`;
+
+/** Revoking twice keeps the first revocation time. */
+export const revokeApiKey = `
+  UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1
+  RETURNING id, user_id, name, created_at, revoked_at`;

@@ -1,0 +1,19 @@
+/** How a JWT is checked: its signing key (a JWKS URL or a shared HS256 secret) and its claims. */
+export type JwtSettings = {
+  key: { jwksUrl: string } | { secret: string };
+  issuer?: string;
+  audience?: string;
+  /** Seconds of clock difference tolerated on exp, nbf and iat. */
+  clockSkewSeconds: number;
+  /** The claim that holds the user id ("sub" unless configured). */
+  userClaim: string;
+};
+
+/**
+ * The ways a caller may prove who they are. API keys are always accepted (an operator creates
+ * them); JWTs when configured; the dev header only when switched on explicitly.
+ */
+export type AuthSettings = { jwt?: JwtSettings; dev: boolean };
+
+/** The header AUTH=dev takes the user id from. */
+export const DEV_USER_HEADER = "X-Threadline-User";

@@ -1,0 +1,37 @@
+import { Inngest, type InngestFunction } from "inngest";
+import { serve } from "inngest/hono";
+import { inngest } from "../inngest.config.js";
+import type { Environment } from "./config.js";
+import { logger } from "./logger.js";
+
+/**
+ * How /api/inngest is served: to the local dev server (no signatures, chosen with INNGEST_DEV) or
+ * to Inngest Cloud / self-hosted Inngest, where every request must carry a valid signature.
+ */
+export type InngestServing = { mode: "dev" } | { mode: "cloud"; signingKey: string; signingKeyFallback?: string };
+
+/** INNGEST_DEV=1 (or the dev server's URL) chooses the dev server; 0, false or unset do not. */
+export const choosesDevServer = (env: Environment) => env.INNGEST_DEV !== undefined && !["0", "false"].includes(env.INNGEST_DEV);
+
+/** The serving mode the environment chose; src/production.ts refuses to start without a choice. */
+export function inngestServing(env: Environment): InngestServing {
+  if (choosesDevServer(env)) return { mode: "dev" };
+  if (env.INNGEST_SIGNING_KEY === undefined) throw new Error("INNGEST_SIGNING_KEY is not set and INNGEST_DEV does not choose the dev server.");
+  return { mode: "cloud", signingKey: env.INNGEST_SIGNING_KEY, ...(env.INNGEST_SIGNING_KEY_FALLBACK && { signingKeyFallback: env.INNGEST_SIGNING_KEY_FALLBACK }) };
+}
+
+/**
+ * The serve handler. The SDK decides dev or cloud mode (and so whether it checks signatures) from
+ * its client's options before the process environment, so the choice is passed explicitly to a
+ * client used only for serving: nothing depends on INNGEST_DEV being set or unset at request time.
+ */
+export function inngestHandler(functions: InngestFunction.Any[], serving: InngestServing) {
+  const client = new Inngest({
+    id: inngest.id,
+    logger,
+    internalLogger: logger,
+    isDev: serving.mode === "dev",
+    ...(serving.mode === "cloud" && { signingKey: serving.signingKey, signingKeyFallback: serving.signingKeyFallback }),
+  });
+  return serve({ client, functions });
+}

@@ -1,0 +1,37 @@
+import { authSettings, type Environment } from "./config.js";
+import { choosesDevServer } from "./inngest-serve.js";
+
+/** NODE_ENV=production: the deployment faces users, and start-up refuses anything unsafe. */
+export const isProduction = (env: Environment) => env.NODE_ENV === "production";
+
+/**
+ * What stops this process from starting, one line per setting, each saying what to set; empty
+ * when it may start. In production: a signed Inngest endpoint, a real database and real auth. In
+ * any mode: the Inngest dev server only when chosen on purpose.
+ */
+export function startupRefusals(env: Environment): string[] {
+  const auth = authSettings(env);
+  const refusals: string[] = [];
+  if (env.AUTH_JWKS_URL !== undefined && env.AUTH_JWT_SECRET !== undefined) {
+    refusals.push("AUTH_JWKS_URL and AUTH_JWT_SECRET are both set: keep one (AUTH_JWKS_URL for an identity provider, AUTH_JWT_SECRET for HS256 tokens you sign).");
+  }
+  if (!isProduction(env)) {
+    if (env.INNGEST_SIGNING_KEY === undefined && !choosesDevServer(env)) {
+      refusals.push("INNGEST_SIGNING_KEY is not set: set it to serve Inngest Cloud or self-hosted Inngest, or set INNGEST_DEV=1 to serve the local Inngest dev server (npm run dev does).");
+    }
+    return refusals;
+  }
+  if (env.INNGEST_SIGNING_KEY === undefined) {
+    refusals.push("INNGEST_SIGNING_KEY is not set: production only runs requests signed by Inngest (Inngest Cloud: Manage > Signing Key; self-hosted: the server's signing key).");
+  }
+  if (env.INNGEST_EVENT_KEY === undefined) refusals.push("INNGEST_EVENT_KEY is not set: production needs it to send events to Inngest (Inngest Cloud: Manage > Event Keys).");
+  if (choosesDevServer(env)) refusals.push("INNGEST_DEV is set: production never serves the Inngest dev server; unset it.");
+  if (env.DATABASE_URL === undefined) refusals.push("DATABASE_URL is not set: production does not start an embedded database; set it to your PostgreSQL's URL.");
+  if (auth.dev) refusals.push("AUTH=dev is set: it lets any caller act as any user; unset it and configure JWTs (AUTH_JWKS_URL) or API keys.");
+  if (!auth.jwt && env.AUTH_API_KEYS_ONLY !== true) {
+    refusals.push("No JWT verification is configured: set AUTH_JWKS_URL (or AUTH_JWT_SECRET), or set AUTH_API_KEYS_ONLY=1 if only servers holding API keys call this API.");
+  }
+  if (auth.jwt && env.AUTH_JWT_ISSUER === undefined) refusals.push("AUTH_JWT_ISSUER is not set: production accepts only tokens from your identity provider's issuer (its iss claim).");
+  if (auth.jwt && env.AUTH_JWT_AUDIENCE === undefined) refusals.push("AUTH_JWT_AUDIENCE is not set: production accepts only tokens issued for this API (their aud claim).");
+  return refusals;
+}

@@ -1,0 +1,75 @@
+import type pg from "pg";
+import { SignJWT } from "jose";
+import type { InngestFunction } from "inngest";
+import type { SendEvent } from "../../src/api/deps.js";
+import type { AuthSettings } from "../../src/auth/settings.js";
+import type { InngestServing } from "../../src/inngest-serve.js";
+import { createApp } from "../../src/server.js";
+import type { SentEvent } from "./engine.js";
+
+/** The shared secret, issuer and audience the test app verifies JWTs with (HS256). */
+export const TEST_JWT = { secret: "threadline-test-secret-of-at-least-32-characters", issuer: "https://issuer.test", audience: "threadline-test" };
+
+/** Authentication as a deployment with a shared-secret JWT set-up has it (API keys included). */
+export const testAuth: AuthSettings = {
+  dev: false,
+  jwt: { key: { secret: TEST_JWT.secret }, issuer: TEST_JWT.issuer, audience: TEST_JWT.audience, clockSkewSeconds: 0, userClaim: "sub" },
+};
+
+export type TokenOptions = { expiresAt?: number; issuedAt?: number; audience?: string; issuer?: string; secret?: string };
+
+/** A signed HS256 JWT for a user (valid for an hour unless told otherwise). */
+export async function tokenFor(userId: string, options: TokenOptions = {}): Promise<string> {
+  const now = Math.floor(Date.now() / 1000);
+  return new SignJWT({})
+    .setProtectedHeader({ alg: "HS256" })
+    .setSubject(userId)
+    .setIssuer(options.issuer ?? TEST_JWT.issuer)
+    .setAudience(options.audience ?? TEST_JWT.audience)
+    .setIssuedAt(options.issuedAt ?? now)
+    .setExpirationTime(options.expiresAt ?? now + 3600)
+    .sign(new TextEncoder().encode(options.secret ?? TEST_JWT.secret));
+}
+
+/** Request headers of a JSON request by a user: a bearer JWT and the JSON content type. */
+export async function headersFor(userId: string): Promise<Record<string, string>> {
+  return { authorization: `Bearer ${await tokenFor(userId)}`, "content-type": "application/json" };
+}
+
+export type { SentEvent };
+
+/**
+ * The app as a deployment builds it, with JWT auth (testAuth) and, unless told otherwise, no
+ * functions served to the dev server and a sendEvent that records each event in `sent` and
+ * answers evt-<n>.
+ */
+export function createTestApp(
+  db: pg.Pool,
+  overrides: { sendEvent?: SendEvent; functions?: InngestFunction.Any[]; auth?: AuthSettings; serving?: InngestServing } = {},
+) {
+  const sent: SentEvent[] = [];
+  const recordEvent: SendEvent = async (event) => {
+    sent.push(event);
+    return { ids: [`evt-${sent.length}`] };
+  };
+  const app = createApp({
+    db,
+    functions: overrides.functions ?? [],
+    sendEvent: overrides.sendEvent ?? recordEvent,
+    auth: overrides.auth ?? testAuth,
+    serving: overrides.serving ?? { mode: "dev" },
+  });
+  return { app, sent };
+}
+
+type App = Pick<ReturnType<typeof createApp>, "request">;
+
+/** Requests made by one signed-in user: `get(path)`, `post(path, body)` (an object is sent as JSON, a string as is). */
+export function asUser(app: App, userId: string) {
+  const headers = headersFor(userId);
+  return {
+    get: async (path: string) => app.request(path, { headers: await headers }),
+    post: async (path: string, body: unknown) =>
+      app.request(path, { method: "POST", headers: await headers, body: typeof body === "string" ? body : JSON.stringify(body) }),
+  };
+}
