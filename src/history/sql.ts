@@ -219,3 +219,45 @@ export const insertSummary = `
  */
 export const deleteSummaryCovering = `
   DELETE FROM thread_summaries WHERE thread_id = $1 AND covers_through_turn_seq >= $2`;
+
+/* ---- Message pages: GET /api/threads/:threadId/messages, keyset-paged on the thread order ---- */
+
+/**
+ * The user messages' extras a client shows, for one page: each user message's latest turn and its
+ * number of answer variants. Read per row through turns_message_idx and messages_answers_idx, so a
+ * page costs the same however long the thread is.
+ */
+const pageExtras = `
+  SELECT p.id, p.turn_seq, p.seq, p.kind, p.agent_name, p.content, p.answers, p.variant, p.created_at,
+         t.status AS turn_status, t.run_id AS turn_run_id, t.error AS turn_error,
+         CASE WHEN p.kind = 'user'
+           THEN (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = p.id) END AS variant_count
+  FROM page p
+  LEFT JOIN LATERAL (
+    SELECT status, run_id, error FROM turns
+    WHERE turns.message_id = p.id AND p.kind = 'user' AND status <> 'skipped'
+    ORDER BY started_at DESC LIMIT 1
+  ) t ON true`;
+
+/**
+ * Up to $4 current-path messages before position ($2, $3) in thread order, the nearest first
+ * (a backward range scan of messages_path_idx that stops after $4 rows).
+ */
+export const selectPageBefore = `
+  WITH page AS (
+    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, created_at FROM messages
+    WHERE thread_id = $1 AND on_path AND (turn_seq, seq) < ($2::bigint, $3::bigint)
+    ORDER BY turn_seq DESC, seq DESC
+    LIMIT $4
+  )${pageExtras}
+  ORDER BY p.turn_seq DESC, p.seq DESC`;
+
+/** Up to $4 current-path messages after position ($2, $3) in thread order, the nearest first. */
+export const selectPageAfter = `
+  WITH page AS (
+    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, created_at FROM messages
+    WHERE thread_id = $1 AND on_path AND (turn_seq, seq) > ($2::bigint, $3::bigint)
+    ORDER BY turn_seq, seq
+    LIMIT $4
+  )${pageExtras}
+  ORDER BY p.turn_seq, p.seq`;
