@@ -136,20 +136,6 @@ export const selectEarlierRunningTurn = `
     AND m.on_path AND m.seq < $2
   LIMIT 1`;
 
-/** The thread's current path, as a client shows it, with each user message's latest turn. */
-export const selectCurrentPath = `
-  SELECT m.id, m.seq, m.kind, m.agent_name, m.content, m.answers, m.variant, m.created_at,
-         t.status AS turn_status, t.run_id AS turn_run_id, t.error AS turn_error,
-         (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = m.id) AS variant_count
-  FROM messages m
-  LEFT JOIN LATERAL (
-    SELECT status, run_id, error FROM turns
-    WHERE turns.message_id = m.id AND m.kind = 'user' AND status <> 'skipped'
-    ORDER BY started_at DESC LIMIT 1
-  ) t ON true
-  WHERE m.thread_id = $1 AND m.on_path
-  ORDER BY m.turn_seq, m.seq`;
-
 /** A message of a thread, with the thread's owner: what a regenerate request is checked against. */
 export const selectThreadMessage = `
   SELECT t.user_id, m.id, m.kind, m.content, m.on_path
