@@ -1,12 +1,14 @@
 import { pathToFileURL } from "node:url";
 import { serve as serveHttp } from "@hono/node-server";
 import { Hono } from "hono";
+import { requestId } from "hono/request-id";
 import type { InngestFunction } from "inngest";
 import { serve as serveInngest } from "inngest/hono";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "./agents/model.js";
 import { chatRoutes } from "./api/chat.js";
-import { answerError, EventNotSent } from "./api/errors.js";
+import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
+import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
 import type { ApiDeps } from "./api/deps.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { threadRoutes } from "./api/threads.js";
@@ -15,23 +17,38 @@ import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
 import { checkDatabase } from "./history/store.js";
+import { logger } from "./logger.js";
 
-/** The HTTP surface: Inngest's serve endpoint, the REST API and a health check. */
+/**
+ * The HTTP surface: Inngest's serve endpoint, the REST API and a health check. Every request gets
+ * an id (X-Request-Id); API bodies are JSON and bounded by Inngest's event size limit.
+ */
 export function createApp({ functions, ...api }: ApiDeps & { functions: InngestFunction.Any[] }) {
-  // An event that cannot reach Inngest means the request was not accepted: answered 503.
-  const deps: ApiDeps = { ...api, sendEvent: (event) => api.sendEvent(event).catch((error: unknown) => Promise.reject(new EventNotSent(error))) };
-  const app = new Hono();
+  // An event Inngest would refuse for its size is refused here (413); one that cannot reach Inngest
+  // means the request was not accepted (503).
+  const sendEvent: ApiDeps["sendEvent"] = async (event) => {
+    checkEventSize(event);
+    return api.sendEvent(event).catch((error: unknown) => Promise.reject(new EventNotSent(error)));
+  };
+  const deps: ApiDeps = { ...api, sendEvent };
+  const app = new Hono<AppEnv>();
   app.onError(answerError);
+  app.use(requestId());
   app.on(["GET", "PUT", "POST"], "/api/inngest", serveInngest({ client: inngest, functions }));
+  app.use("/api/chat", requireJsonBody(), limitBody());
+  app.use("/api/threads/*", requireJsonBody(), limitBody());
   app.route("/api/chat", chatRoutes(deps));
   app.route("/api/threads", threadRoutes(deps));
   app.route("/api/threads", regenerateRoutes(deps));
+  // Answers whether the database is reachable, never why not: the reason is logged with the request id.
   app.get("/health", async (c) => {
     try {
       await checkDatabase(deps.db);
       return c.json({ status: "ok", database: "ok" });
     } catch (error) {
-      return c.json({ status: "unavailable", database: (error as Error).message }, 503);
+      const id = c.get("requestId");
+      logger.error({ requestId: id, err: error }, "health check: database unreachable");
+      return c.json({ status: "unavailable", database: "unreachable", requestId: id }, 503);
     }
   });
   return app;
