@@ -33,6 +33,7 @@ export function createApp({ functions, ...api }: ApiDeps & { functions: InngestF
   const deps: ApiDeps = { ...api, sendEvent };
   const app = new Hono<AppEnv>();
   app.onError(answerError);
+  app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see the HTTP API in the README.` }, 404));
   app.use(requestId());
   app.on(["GET", "PUT", "POST"], "/api/inngest", serveInngest({ client: inngest, functions }));
   app.use("/api/chat", requireJsonBody(), limitBody());
