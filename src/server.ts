@@ -36,6 +36,7 @@ export function createApp({ functions, ...api }: ApiDeps & { functions: InngestF
   app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see the HTTP API in the README.` }, 404));
   app.use(requestId());
   app.on(["GET", "PUT", "POST"], "/api/inngest", serveInngest({ client: inngest, functions }));
+  // Only the API's bodies are bounded: Inngest's own calls carry a run's state (up to 32 MB).
   app.use("/api/chat", requireJsonBody(), limitBody());
   app.use("/api/threads/*", requireJsonBody(), limitBody());
   app.route("/api/chat", chatRoutes(deps));
