@@ -4,7 +4,8 @@ import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import pg from "pg";
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
-import { MAX_BODY_BYTES } from "../src/api/bounded-input.js";
+import { checkEventSize, MAX_BODY_BYTES, MAX_EVENT_BYTES } from "../src/api/bounded-input.js";
+import { EventTooLarge } from "../src/api/errors.js";
 import { logger } from "../src/logger.js";
 import { createApp } from "../src/server.js";
 import { countRows } from "./helpers/fixtures.js";
@@ -106,14 +107,24 @@ describe("body size", () => {
     }
   });
 
-  it("refuses an event Inngest would refuse for its size with 413 before sending it, never a 503 inviting a resend", async () => {
-    // Within the body limit, but with the event's own fields over Inngest's 256 KiB event limit.
+  it("refuses a body within the limit whose event Inngest would refuse for its size: 413 or 400 naming the size, before sending, never a 503 inviting a resend", async () => {
+    // Within the body limit, but over Inngest's event limit once made an event. The event schemas
+    // may refuse the conversation's size first (400); otherwise the measured event is (413).
     const body = JSON.stringify({ messageId: randomUUID(), userId: "u1", content: "Hello", conversation: [{ type: "text", role: "user", content: "x".repeat(MAX_BODY_BYTES - 200) }] });
     expect(Buffer.byteLength(body)).toBeLessThanOrEqual(MAX_BODY_BYTES);
     const response = await app.request("/api/chat", { method: "POST", headers: { "content-type": "application/json" }, body });
-    expect(response.status).toBe(413);
-    expect(await errorOf(response)).toMatch(/event of \d+ bytes, over the \d+ bytes Inngest accepts/);
+    expect([400, 413]).toContain(response.status);
+    expect(await errorOf(response)).toMatch(/\d+ bytes/);
     expect(sent).toEqual([]);
+  });
+
+  it("measures an event as sent: one over Inngest's event size limit is refused, naming its size and the limit", () => {
+    const event = (bytes: number) => ({ name: "chat/message.sent", data: { content: "x".repeat(bytes) } });
+    expect(() => checkEventSize(event(MAX_EVENT_BYTES - 2_000))).not.toThrow();
+    expect(() => checkEventSize(event(MAX_EVENT_BYTES))).toThrow(EventTooLarge);
+    expect(() => checkEventSize(event(MAX_EVENT_BYTES))).toThrow(/event of \d+ bytes, over the \d+ bytes Inngest accepts/);
+    // Measured in UTF-8 bytes, not characters: 100,000 three-byte characters are 300,000 bytes.
+    expect(() => checkEventSize({ name: "x", data: { content: "€".repeat(100_000) } })).toThrow(EventTooLarge);
   });
 });
 
