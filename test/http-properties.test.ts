@@ -20,9 +20,10 @@ const RUNS = { numRuns: 60 };
 const OWNER = "owner-1";
 /**
  * How a request says who makes it: today a userId in the query or the JSON body. The one place to
- * change when requests carry a verified identity instead (a bearer token or API key header).
+ * change when requests carry a verified identity instead (a bearer token or API key header; async,
+ * as signing a token is).
  */
-const identify = (user: string) => ({ query: { userId: user }, body: { userId: user }, headers: {} as Record<string, string> });
+const identify = async (user: string) => ({ query: { userId: user }, body: { userId: user }, headers: {} as Record<string, string> });
 
 let app: ReturnType<typeof createApp>;
 let sent: { name: string; data: Record<string, unknown> }[];
@@ -135,7 +136,7 @@ const resolve = (value: unknown): unknown =>
   value === "thread" ? thread.threadId : value === "user-message" ? thread.userMessageId : value === "answer" ? thread.answerId : value;
 
 async function send({ path, query = {}, body, contentType, user, method }: Sent) {
-  const identity = identify(user);
+  const identity = await identify(user);
   const search = new URLSearchParams({ ...query, ...identity.query }).toString();
   const headers: Record<string, string> = { ...identity.headers, ...(contentType !== undefined ? { "content-type": contentType } : {}) };
   const init: RequestInit = { method, headers };
