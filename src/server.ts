@@ -1,11 +1,13 @@
 import { pathToFileURL } from "node:url";
 import { serve as serveHttp } from "@hono/node-server";
 import { Hono } from "hono";
+import { requestId } from "hono/request-id";
 import type { InngestFunction } from "inngest";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "./agents/model.js";
 import { chatRoutes } from "./api/chat.js";
-import { answerError, EventNotSent } from "./api/errors.js";
+import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
+import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
 import type { ApiDeps } from "./api/deps.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { threadRoutes } from "./api/threads.js";
@@ -18,6 +20,7 @@ import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
 import { checkDatabase } from "./history/store.js";
 import { inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
+import { logger } from "./logger.js";
 import { startupRefusals } from "./production.js";
 
 /** What the app is built from: the API's dependencies, the functions it serves and how it checks callers. */
@@ -25,26 +28,40 @@ export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSe
 
 /**
  * The HTTP surface: Inngest's serve endpoint (signed requests unless serving the dev server), the
- * REST API (a verified caller on every route) and a health check.
+ * REST API (a verified caller on every route; JSON bodies bounded by Inngest's event size limit)
+ * and a health check. Every request gets an id (X-Request-Id).
  */
 export function createApp({ functions, auth, serving, ...api }: AppDeps) {
-  // An event that cannot reach Inngest means the request was not accepted: answered 503.
-  const deps: ApiDeps = { ...api, sendEvent: (event) => api.sendEvent(event).catch((error: unknown) => Promise.reject(new EventNotSent(error))) };
-  const app = new Hono();
+  // An event Inngest would refuse for its size is refused here (413); one that cannot reach Inngest
+  // means the request was not accepted (503).
+  const sendEvent: ApiDeps["sendEvent"] = async (event) => {
+    checkEventSize(event);
+    return api.sendEvent(event).catch((error: unknown) => Promise.reject(new EventNotSent(error)));
+  };
+  const deps: ApiDeps = { ...api, sendEvent };
+  const app = new Hono<AppEnv>();
   app.onError(answerError);
+  app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see the HTTP API in the README.` }, 404));
+  app.use(requestId());
   app.on(["GET", "PUT", "POST"], "/api/inngest", inngestHandler(functions, serving));
+  // The caller is checked before the body is looked at; only the API's bodies are bounded
+  // (Inngest's own calls carry a run's state, up to 32 MB).
   const routes = new Hono<AuthEnv>()
     .use(authenticate(auth, deps.db))
+    .use(requireJsonBody(), limitBody())
     .route("/chat", chatRoutes(deps))
     .route("/threads", threadRoutes(deps))
     .route("/threads", regenerateRoutes(deps));
   app.route("/api", routes);
+  // Answers whether the database is reachable, never why not: the reason is logged with the request id.
   app.get("/health", async (c) => {
     try {
       await checkDatabase(deps.db);
       return c.json({ status: "ok", database: "ok" });
     } catch (error) {
-      return c.json({ status: "unavailable", database: (error as Error).message }, 503);
+      const id = c.get("requestId");
+      logger.error({ requestId: id, err: error }, "health check: database unreachable");
+      return c.json({ status: "unavailable", database: "unreachable", requestId: id }, 503);
     }
   });
   return app;

@@ -3,7 +3,8 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import { listAnswerVariants, listCurrentPath } from "../src/history/store.js";
+import { MAX_PAGE_SIZE, readMessagePage } from "../src/history/message-pages.js";
+import { listAnswerVariants } from "../src/history/store.js";
 import { execute, executeFailureHandler } from "./helpers/engine.js";
 import { chatEvent, conversation, countRows, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -29,7 +30,7 @@ const regenerateEvent = (data: { threadId: string; messageId: string; userId?: s
 
 /** The current path as the messages API shows it, as [role, text] pairs. */
 async function shownPath(threadId: string) {
-  const messages = await listCurrentPath(bed.db.pool, threadId, "user-1");
+  const messages = (await readMessagePage(bed.db.pool, { threadId, userId: "user-1", limit: MAX_PAGE_SIZE })).messages;
   return messages.map((m) => [m.role, textOf(m.content)]);
 }
 
@@ -146,7 +147,7 @@ describe("regenerating a failed turn", () => {
       ["user", "Are you there?"],
       ["assistant", "Yes, I am here."],
     ]);
-    const [shown] = await listCurrentPath(bed.db.pool, threadId, "user-1");
+    const [shown] = (await readMessagePage(bed.db.pool, { threadId, userId: "user-1", limit: MAX_PAGE_SIZE })).messages;
     expect(shown!.turn).toMatchObject({ status: "completed", runId: run.runId });
     expect(await turnsOf(bed.db.pool, threadId)).toMatchObject([
       { kind: "chat", status: "failed" },
@@ -205,7 +206,7 @@ describe("re-running an event (what the dev server's re-run does)", () => {
       { run_id: rerun.runId, kind: "chat", variant: 1, status: "skipped" },
     ]);
     // The skipped re-run does not hide the run that answered.
-    const [shown] = await listCurrentPath(bed.db.pool, event.data.messageId, "user-1");
+    const [shown] = (await readMessagePage(bed.db.pool, { threadId: event.data.messageId, userId: "user-1", limit: MAX_PAGE_SIZE })).messages;
     expect(shown!.turn).toMatchObject({ status: "completed", runId: first.runId });
   });
 

@@ -1,8 +1,13 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
+import type { RequestIdVariables } from "hono/request-id";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import type { z } from "zod";
 import { HistoryRefusal } from "../history/errors.js";
+import { logger } from "../logger.js";
+
+/** The app's context: every request carries an id (hono/request-id), logged with any fault. */
+export type AppEnv = { Variables: RequestIdVariables };
 
 type Issue = { field: string; message: string };
 
@@ -16,11 +21,22 @@ export const badRequest = (c: Context, error: Pick<z.ZodError, "issues">) =>
 /** The event could not reach Inngest: nothing was accepted, the client may send it again. */
 export class EventNotSent extends Error {
   constructor(cause: unknown) {
+    super("The event could not be sent to Inngest", { cause });
+    this.name = "EventNotSent";
+  }
+}
+
+/** The event would exceed Inngest's event size limit: sending it again can never succeed. */
+export class EventTooLarge extends Error {
+  constructor(
+    readonly bytes: number,
+    readonly limit: number,
+  ) {
     super(
-      `The request was not accepted because its event could not be sent to Inngest (${cause instanceof Error ? cause.message : String(cause)}). ` +
-        "Check that the Inngest dev server is running (npx inngest-cli@latest dev) or that INNGEST_EVENT_KEY is set, then send it again.",
-      { cause },
+      `Request too large: it makes an event of ${bytes} bytes, over the ${limit} bytes Inngest accepts. ` +
+        "Send a shorter message or fewer conversation messages.",
     );
+    this.name = "EventTooLarge";
   }
 }
 
@@ -42,14 +58,34 @@ const hidesOwnership = (code: HistoryRefusal["code"]) => code === "thread_not_ow
 
 /**
  * The app's error handler: storage refusals become their 4xx, a body that is not JSON a 400, an
- * unsent event a 503; anything else is a server fault (500) and is logged.
+ * event over Inngest's size limit a 413, an unsent event a 503; anything else is a server fault
+ * (500). A 5xx body never carries the fault's own text (database or Inngest internals): that is
+ * logged with the request id, and the body says what to do and gives the id.
  */
-export function answerError(error: Error, c: Context) {
+export function answerError(error: Error, c: Context<AppEnv>) {
+  const requestId = c.get("requestId");
   if (error instanceof HistoryRefusal && hidesOwnership(error.code)) return c.json(threadNotFound, 404);
   if (error instanceof HistoryRefusal) return c.json({ error: error.message, code: error.code }, refusalStatus[error.code]);
-  if (error instanceof EventNotSent) return c.json({ error: error.message }, 503);
+  if (error instanceof EventTooLarge) return c.json({ error: error.message }, 413);
+  if (error instanceof EventNotSent) {
+    logger.error({ requestId, err: error.cause }, "event not sent to Inngest");
+    c.header("Retry-After", "5");
+    return c.json(
+      {
+        error:
+          "The request was not accepted: Threadline could not hand it to Inngest, its event service. Nothing was stored: " +
+          "send the same request again in a few seconds. If it keeps failing, the operator should check that Inngest is reachable " +
+          `(INNGEST_EVENT_KEY set for Inngest Cloud, or the dev server running: npx inngest-cli@latest dev); request id ${requestId}.`,
+        requestId,
+      },
+      503,
+    );
+  }
   if (error instanceof HTTPException && error.status === 400) return invalid(c, [{ field: "body", message: error.message }]);
-  if (error instanceof HTTPException) return error.getResponse();
-  console.error("[threadline] request failed", error);
-  return c.json({ error: "Internal server error" }, 500);
+  if (error instanceof HTTPException && error.status < 500) return error.getResponse();
+  logger.error({ requestId, err: error }, "request failed");
+  return c.json(
+    { error: `Internal server error: the request may be sent again later; if it keeps failing, give the operator request id ${requestId}.`, requestId },
+    500,
+  );
 }

@@ -136,20 +136,6 @@ export const selectEarlierRunningTurn = `
     AND m.on_path AND m.seq < $2
   LIMIT 1`;
 
-/** The thread's current path, as a client shows it, with each user message's latest turn. */
-export const selectCurrentPath = `
-  SELECT m.id, m.seq, m.kind, m.agent_name, m.content, m.answers, m.variant, m.created_at,
-         t.status AS turn_status, t.run_id AS turn_run_id, t.error AS turn_error,
-         (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = m.id) AS variant_count
-  FROM messages m
-  LEFT JOIN LATERAL (
-    SELECT status, run_id, error FROM turns
-    WHERE turns.message_id = m.id AND m.kind = 'user' AND status <> 'skipped'
-    ORDER BY started_at DESC LIMIT 1
-  ) t ON true
-  WHERE m.thread_id = $1 AND m.on_path
-  ORDER BY m.turn_seq, m.seq`;
-
 /** A message of a thread, with the thread's owner: what a regenerate request is checked against. */
 export const selectThreadMessage = `
   SELECT t.user_id, m.id, m.kind, m.content, m.on_path
@@ -239,3 +225,45 @@ export const selectApiKeys = `
 export const revokeApiKey = `
   UPDATE api_keys SET revoked_at = coalesce(revoked_at, now()) WHERE id = $1
   RETURNING id, user_id, name, created_at, revoked_at`;
+
+/* ---- Message pages: GET /api/threads/:threadId/messages, keyset-paged on the thread order ---- */
+
+/**
+ * The user messages' extras a client shows, for one page: each user message's latest turn and its
+ * number of answer variants. Read per row through turns_message_idx and messages_answers_idx, so a
+ * page costs the same however long the thread is.
+ */
+const pageExtras = `
+  SELECT p.id, p.turn_seq, p.seq, p.kind, p.agent_name, p.content, p.answers, p.variant, p.created_at,
+         t.status AS turn_status, t.run_id AS turn_run_id, t.error AS turn_error,
+         CASE WHEN p.kind = 'user'
+           THEN (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = p.id) END AS variant_count
+  FROM page p
+  LEFT JOIN LATERAL (
+    SELECT status, run_id, error FROM turns
+    WHERE turns.message_id = p.id AND p.kind = 'user' AND status <> 'skipped'
+    ORDER BY started_at DESC LIMIT 1
+  ) t ON true`;
+
+/**
+ * Up to $4 current-path messages before position ($2, $3) in thread order, the nearest first
+ * (a backward range scan of messages_path_idx that stops after $4 rows).
+ */
+export const selectPageBefore = `
+  WITH page AS (
+    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, created_at FROM messages
+    WHERE thread_id = $1 AND on_path AND (turn_seq, seq) < ($2::bigint, $3::bigint)
+    ORDER BY turn_seq DESC, seq DESC
+    LIMIT $4
+  )${pageExtras}
+  ORDER BY p.turn_seq DESC, p.seq DESC`;
+
+/** Up to $4 current-path messages after position ($2, $3) in thread order, the nearest first. */
+export const selectPageAfter = `
+  WITH page AS (
+    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, created_at FROM messages
+    WHERE thread_id = $1 AND on_path AND (turn_seq, seq) > ($2::bigint, $3::bigint)
+    ORDER BY turn_seq, seq
+    LIMIT $4
+  )${pageExtras}
+  ORDER BY p.turn_seq, p.seq`;

@@ -236,37 +236,6 @@ export async function failTurn(db: pg.Pool, runId: string, error: string): Promi
   await db.query(sql.failTurn, [runId, error]);
 }
 
-export type ThreadMessage = {
-  id: string;
-  role: "user" | "assistant" | "system" | "summary";
-  agentName: string;
-  content: unknown;
-  createdAt: string;
-  /** For an agent result: the user message it answers and its variant. */
-  answers?: string;
-  variant?: number;
-  /** For a user message: how many answer variants exist, and its latest turn. */
-  variantCount?: number;
-  turn?: { status: string; runId: string; error: string | null } | null;
-};
-
-/** The thread's current path as a client shows it, or a refusal when it is not the user's. */
-export async function listCurrentPath(db: pg.Pool, threadId: string, userId: string): Promise<ThreadMessage[]> {
-  await checkOwnedThread(db, threadId, userId);
-  const { rows } = await db.query(sql.selectCurrentPath, [threadId]);
-  return rows.map((row) => ({
-    id: row.id,
-    role: row.kind === "agent" ? "assistant" : row.kind,
-    agentName: row.agent_name,
-    content: row.content,
-    createdAt: row.created_at.toISOString(),
-    ...(row.kind === "agent" ? { answers: row.answers, variant: row.variant } : {}),
-    ...(row.kind === "user"
-      ? { variantCount: row.variant_count, turn: row.turn_status ? { status: row.turn_status, runId: row.turn_run_id, error: row.turn_error } : null }
-      : {}),
-  }));
-}
-
 type ThreadMessageRow = { user_id: string; id: string | null; kind: string | null; content: { text?: string } | null; on_path: boolean | null };
 
 /** A user message of the user's thread, or the refusal that says which of those it is not. */
