@@ -10,7 +10,7 @@ import { validate } from "./validate.js";
 export function chatRoutes({ sendEvent }: ApiDeps) {
   return new Hono().post("/", validate("json", chatMessageSentData), async (c) => {
     const data = c.req.valid("json");
-    const { ids } = await sendEvent({ name: "chat/message.sent", data });
+    const { ids } = await sendEvent({ id: `chat-message-${data.messageId}`, name: "chat/message.sent", data });
     return c.json({ threadId: data.threadId ?? data.messageId, messageId: data.messageId, eventId: ids[0] }, 202);
   });
 }

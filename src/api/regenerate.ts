@@ -5,7 +5,7 @@ import type { ApiDeps } from "./deps.js";
 import { validate } from "./validate.js";
 
 const messageParams = chatMessageRegenerateData.pick({ threadId: true, messageId: true });
-const regenerateBody = chatMessageRegenerateData.pick({ userId: true, reason: true });
+const regenerateBody = chatMessageRegenerateData.pick({ userId: true, reason: true, requestId: true });
 
 /**
  * POST /api/threads/:threadId/messages/:messageId/regenerate: checks that the message is a user
