@@ -7,6 +7,7 @@ import { createTurnHistory } from "../history/adapter.js";
 import { resolveHistoryPolicy, type HistoryEnvironment } from "../history/policy.js";
 import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
 import { summaryLag, turnSkipReason } from "../run-state.js";
+import { ModelErrorMiddleware } from "./model-errors.js";
 import { threadConcurrency } from "./thread-concurrency.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { announceTurnFinished } from "./turn-finished.js";
@@ -41,6 +42,7 @@ export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) 
       concurrency: threadConcurrency("has(event.data.threadId) ? event.data.threadId : event.data.messageId"),
       retries: TURN_RETRIES,
       onFailure: recordTurnFailure(db),
+      middleware: [ModelErrorMiddleware],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, runId, step, logger }) => {

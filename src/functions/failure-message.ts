@@ -1,3 +1,5 @@
+import { NO_ANSWER_PREFIX } from "./model-errors.js";
+
 /** Longest error text recorded on a failed turn: enough for the provider's sentence, not its stack. */
 export const MAX_FAILURE_MESSAGE = 500;
 
@@ -10,8 +12,8 @@ const HTTP_STATUS = /\b(?:HTTP|status(?: code)?:?)\s*([1-5]\d\d)\b/i;
  * characters, and with anything that looks like a credential redacted.
  *
  * Model failures reach here as the step error of the inference: under Inngest's server the body
- * the provider answered (see model-errors.ts), in tests the scripted model's "HTTP <status>:
- * <body>". Providers put their reason in `{error: {message}}` (OpenAI, Gemini, OpenAI-compatible
+ * the provider answered (put back by model-errors.ts; the server keeps no status), in tests the
+ * scripted model's "HTTP <status>: <body>". Providers put their reason in `{error: {message}}` (OpenAI, Gemini, OpenAI-compatible
  * servers), `{type: "error", error: {message}}` (Anthropic) or `{error: "text"}`.
  */
 export function describeFailure(error: { name?: string; message?: string } | undefined): string {
@@ -20,6 +22,7 @@ export function describeFailure(error: { name?: string; message?: string } | und
   const reason = providerReason(message);
   let text: string;
   if (reason !== undefined) text = `The model provider answered${status ? ` HTTP ${status}` : " with an error"}: ${reason}`;
+  else if (message.startsWith(NO_ANSWER_PREFIX)) text = message;
   else if (TIMEOUT.test(message) || error?.name === "TimeoutError") text = `The model or a step did not answer in time: ${message || error?.name}`;
   else text = message || error?.name || "The run failed without an error message.";
   return truncate(redactSecrets(text));

@@ -6,6 +6,7 @@ import { durably } from "../history/durable.js";
 import { loadUserMessage } from "../history/store.js";
 import { resolveHistoryPolicy } from "../history/policy.js";
 import { TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";
+import { ModelErrorMiddleware } from "./model-errors.js";
 import { threadConcurrency } from "./thread-concurrency.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { announceTurnFinished } from "./turn-finished.js";
@@ -30,6 +31,7 @@ export function createRegenerate({ db, model, historyEnvironment }: FunctionDeps
       concurrency: threadConcurrency("event.data.threadId"),
       retries: TURN_RETRIES,
       onFailure: recordTurnFailure(db),
+      middleware: [ModelErrorMiddleware],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, runId, step }) => {

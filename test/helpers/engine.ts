@@ -12,6 +12,9 @@ type AiModelLike = {
   onCall?: (model: AiModelLike, body: Record<string, unknown>) => void;
 };
 
+/** How long an inference waits for the scripted model before failing as a timeout. */
+export const MODEL_TIMEOUT_MS = 2_000;
+
 /**
  * The Inngest server executes step.ai.infer; InngestTestEngine cannot. This turns each
  * inference into a step.run under the same id that calls the model URL over HTTP (as AgentKit's
@@ -29,7 +32,8 @@ export function inferOverHttp(runId: string) {
         const headers: Record<string, string> = { "content-type": "application/json" };
         if (call.format === "openai-chat") headers.authorization = `Bearer ${call.authKey}`;
         if (call.format === "anthropic") Object.assign(headers, { "x-api-key": call.authKey ?? "", "anthropic-version": "2023-06-01" });
-        const response = await fetch(call.url ?? "", { method: "POST", headers, body: JSON.stringify(body) });
+        // The server gives up on a provider that does not answer; so does this, sooner.
+        const response = await fetch(call.url ?? "", { method: "POST", headers, body: JSON.stringify(body), signal: AbortSignal.timeout(MODEL_TIMEOUT_MS) });
         if (!response.ok) throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 200)}`);
         return response.json();
       });
@@ -125,7 +129,7 @@ export function resolveWaits(resolve: WaitResolver) {
 }
 
 /**
- * Records the id of every step.run the function reaches (memoized or not), in order, and calls
+ * Records the id of every step.run the function reaches (memoized or not), once, in order, and calls
  * `beforeStep` before a step's work runs (not when its result comes from the memo): tests stop the
  * database or count steps there.
  */
@@ -133,7 +137,8 @@ export function observeSteps(stepIds: string[], beforeStep?: (id: string) => Pro
   return (ctx: TestContext): TestContext => {
     const run = ctx.step.run;
     const observed = ((id: string, fn: () => unknown) => {
-      stepIds.push(id);
+      // The engine replays the function once per step: each id is recorded where it was first reached.
+      if (!stepIds.includes(id)) stepIds.push(id);
       return run(id, async () => {
         await beforeStep?.(id);
         return fn();
