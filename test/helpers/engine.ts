@@ -34,7 +34,7 @@ export function inferOverHttp(runId: string) {
         if (call.format === "anthropic") Object.assign(headers, { "x-api-key": call.authKey ?? "", "anthropic-version": "2023-06-01" });
         // The server gives up on a provider that does not answer; so does this, sooner.
         const response = await fetch(call.url ?? "", { method: "POST", headers, body: JSON.stringify(body), signal: AbortSignal.timeout(MODEL_TIMEOUT_MS) });
-        if (!response.ok) throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 200)}`);
+        if (!response.ok) throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 4_000)}`);
         return response.json();
       });
     return { ...ctx, runId, step: { ...ctx.step, ai: { ...ctx.step.ai, infer } } } as TestContext;
