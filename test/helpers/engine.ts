@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { InngestTestEngine, mockCtx } from "@inngest/test";
+import { InngestExecutionEngine } from "inngest/internals";
 import type { InngestFunction } from "inngest";
 
 // @inngest/test resolves inngest's CommonJS types, the app its ESM ones: take the context type from the test package.
@@ -206,6 +207,17 @@ export async function execute(
     }
   }
   return { result: output.result, error: output.error, memo, runId, sentEvents, stepIds };
+}
+
+/**
+ * The memo of a run killed right after step `stepId` did its work but before Inngest stored its
+ * result: every step reached before it, and neither it nor anything after it.
+ */
+export function memoBefore(run: Execution, stepId: string): Memo {
+  const at = run.stepIds.indexOf(stepId);
+  if (at < 0) throw new Error(`the run never reached step ${stepId}`);
+  const earlier = new Set(run.stepIds.slice(0, at).map((id) => InngestExecutionEngine._internals.hashId(id)));
+  return run.memo.filter((step) => earlier.has(step.id));
 }
 
 /** Runs an onFailure handler the way Inngest does once a run has failed for good. */
