@@ -5,6 +5,7 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
 import { beginTurn } from "../src/history/store.js";
 import { ABANDONED_TURN_ERROR, PATIENCE_ROUNDS, WAIT_ROUND } from "../src/history/turn-waits.js";
+import { createApp } from "../src/server.js";
 import { execute, type Execution, type SentEvent, type Wait } from "./helpers/engine.js";
 import { chatEvent, conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -162,6 +163,18 @@ describe("a turn waits for the earlier turn of its thread", () => {
 });
 
 describe("idempotency", () => {
+  it("POST /api/chat sends the same message with the same event id, which Inngest keeps once", async () => {
+    const sent: { id?: string }[] = [];
+    const app = createApp({ db: bed.db.pool, functions: [], sendEvent: async (event) => (sent.push(event), { ids: [event.id ?? ""] }) });
+    const body = JSON.stringify({ messageId: randomUUID(), userId: "user-1", content: "Sent twice by a retrying client." });
+    for (let i = 0; i < 2; i++) {
+      expect((await app.request("/api/chat", { method: "POST", headers: { "content-type": "application/json" }, body })).status).toBe(202);
+    }
+    expect(sent).toHaveLength(2);
+    expect(sent[0]!.id).toMatch(/^chat-message-/);
+    expect(sent[1]!.id).toBe(sent[0]!.id);
+  });
+
   it("a chat turn is keyed by its message id, a regenerate by its request id (each event its own request without one)", () => {
     const options = (fn: unknown) => (fn as { opts: { idempotency?: string } }).opts.idempotency;
     expect(options(createChatTurn(deps()))).toBe("event.data.messageId");
