@@ -111,6 +111,28 @@ describe("a turn waits for the earlier turn of its thread", () => {
     expect(run.result).toMatchObject({ status: "completed", answer: "Still here." });
   });
 
+  it("a regenerate of a message whose chat turn is still running waits for it, then makes the next variant current", async () => {
+    const chatTurn = createChatTurn(deps());
+    const regenerate = createRegenerate(deps());
+    const { threadId, earlier, attempt } = await threadWithRunningTurn(chatTurn);
+
+    const waits: Wait[] = [];
+    const run = await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: earlier.data.messageId, userId: "user-1" } }, {
+      waits: async (wait) => {
+        waits.push(wait);
+        bed.model.script({ text: "Compilers are great." }, { text: "Compilers are wonderful." });
+        const retried = await execute(chatTurn, earlier, { memo: attempt.memo, runId: attempt.runId, waits: neverWaits });
+        return finishedEvent(retried) ?? null;
+      },
+    });
+
+    expect(run.error).toBeUndefined();
+    expect(waits.map((w) => w.match?.value)).toEqual([attempt.runId]);
+    expect(run.result).toMatchObject({ status: "completed", answer: "Compilers are wonderful." });
+    const answers = (await threadRows(bed.db.pool, threadId)).filter((r) => r.answers === earlier.data.messageId);
+    expect(answers.map((r) => [r.variant, r.on_path])).toEqual([[1, false], [2, true]]);
+  });
+
   it("a cancelled run is recorded as cancelled and releases its thread at once: the next message is answered without waiting", async () => {
     const chatTurn = createChatTurn(deps());
     const cancellation = createTurnCancellation(deps());
