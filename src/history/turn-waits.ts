@@ -1,6 +1,7 @@
 import { NonRetriableError } from "inngest";
 import type pg from "pg";
 import { turnFinished } from "../../inngest.config.js";
+import { logger } from "../logger.js";
 import { durably } from "./durable.js";
 import * as sql from "./sql.js";
 
@@ -35,11 +36,12 @@ export type EarlierTurn = {
 
 /** One round of the wait, in one statement (see sql.selectEarlierUnfinishedTurn). */
 export async function findEarlierTurn(db: pg.Pool, input: { runId: string; abandon?: string | null }): Promise<EarlierTurn> {
-  const { rows } = await db.query<{ earlier_run_id: string | null; earlier_message_id: string | null; skipped: boolean }>(
+  const { rows } = await db.query<{ earlier_run_id: string | null; earlier_message_id: string | null; skipped: boolean; abandoned: number }>(
     sql.selectEarlierUnfinishedTurn,
     [input.runId, input.abandon ?? null, ABANDONED_TURN_ERROR],
   );
   const row = rows[0]!;
+  if (row.abandoned > 0) logger.warn({ runId: input.abandon, waitingRunId: input.runId }, "turn presumed lost: recorded as failed so later turns can go on");
   return {
     earlier: row.earlier_run_id ? { runId: row.earlier_run_id, messageId: row.earlier_message_id! } : null,
     skipped: row.skipped,
