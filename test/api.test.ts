@@ -27,7 +27,7 @@ describe("POST /api/chat", () => {
     const response = await post({ messageId, content: "Hello" });
     expect(response.status).toBe(202);
     expect(await response.json()).toEqual({ threadId: messageId, messageId, eventId: "evt-1" });
-    expect(sent).toEqual([{ name: "chat/message.sent", data: { messageId, userId: "u1", content: "Hello" } }]);
+    expect(sent).toEqual([{ id: `chat-message-${messageId}`, name: "chat/message.sent", data: { messageId, userId: "u1", content: "Hello" } }]);
   });
 
   it("refuses invalid bodies with 400 naming the field, sending nothing and writing nothing", async () => {

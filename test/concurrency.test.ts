@@ -111,7 +111,7 @@ describe("two chat turns on one thread", () => {
     ]);
   });
 
-  it("overlapping (the first waiting on its inference), the second waits for the first's answer instead of reading past it", async () => {
+  it("overlapping (the first waiting on its inference), the second waits for the first's answer instead of reading past it, spending no retry", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     const first = chatEvent({ content: "My name is Grace." });
     bed.model.script({ text: "Hello, Grace." });
@@ -128,12 +128,14 @@ describe("two chat turns on one thread", () => {
     while (bed.model.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
     const waiting = await execute(chatTurn, next);
 
-    expect(waiting.error).toMatchObject({ name: "RetryAfterError", message: expect.stringMatching(/Waiting for the answer to the earlier message/) });
-    expect(bed.model.requests).toHaveLength(1);
-    expect((await firstRun).error).toBeUndefined();
+    // One execution, no error: the wait is a step.waitForEvent, released by the first turn's finish.
+    expect(waiting.error).toBeUndefined();
+    expect(waiting.stepIds).toContain("history.wait-for-turn");
+    const firstDone = await firstRun;
+    expect(firstDone.error).toBeUndefined();
+    expect(firstDone.sentEvents).toContainEqual(expect.objectContaining({ name: "threadline/turn.finished", data: expect.objectContaining({ runId: firstDone.runId }) }));
 
-    const retried = await execute(chatTurn, next, { memo: waiting.memo, runId: waiting.runId });
-    expect(retried.error).toBeUndefined();
+    expect(bed.model.requests).toHaveLength(2);
     expect(bed.model.requests[1]!.messages.slice(-3)).toEqual([
       { role: "user", content: "I like compilers." },
       { role: "assistant", content: "Compilers are great." },

@@ -7,7 +7,7 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { createSummarizeThread } from "../src/functions/summarize-thread.js";
 import { resultId } from "../src/history/ids.js";
 import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
-import { execute } from "./helpers/engine.js";
+import { execute, type Execution } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -23,6 +23,9 @@ beforeAll(async () => {
 });
 
 const USER = "user-1";
+
+/** The summary requests a chat turn sent (it also announces its own finish: threadline/turn.finished). */
+const summaryRequests = (run: Execution) => run.sentEvents.filter((e) => e.name === "thread/summarize.requested");
 
 /** Stores turns `from`..`to` ("message i" answered by "answer i") through the same storage calls a chat turn makes. */
 async function seedTurns(threadId: string, from: number, to: number) {
@@ -68,11 +71,11 @@ describe("progressive summarization", () => {
     const { run: turn31 } = await chat(threadId, "message 31");
     expect(turn31.result).toMatchObject({ status: "completed", summaryRequested: true });
     const windowStart = await userSeq(threadId, "message 12");
-    expect(turn31.sentEvents).toEqual([{ name: "thread/summarize.requested", data: { threadId, userId: USER, beforeSeq: windowStart } }]);
+    expect(summaryRequests(turn31)).toEqual([{ name: "thread/summarize.requested", data: { threadId, userId: USER, beforeSeq: windowStart } }]);
 
     bed.model.reset();
     bed.model.script({ text: "SUMMARY-1: the user sent messages 1 to 11." });
-    const first = await execute(summarize, summarizeEvent(turn31.sentEvents[0]!.data));
+    const first = await execute(summarize, summarizeEvent(summaryRequests(turn31)[0]!.data));
     expect(first.error).toBeUndefined();
     expect(first.result).toMatchObject({ status: "stored", messagesSummarized: 22 });
     expect(bed.model.requests).toHaveLength(1);
@@ -96,7 +99,7 @@ describe("progressive summarization", () => {
     ]);
     // Only turn 12 (2 messages) lies between the summary and the window: no new request.
     expect(turn32.result).toMatchObject({ summaryRequested: false });
-    expect(turn32.sentEvents).toEqual([]);
+    expect(summaryRequests(turn32)).toEqual([]);
   });
 
   it("extends the previous summary with only the turns after it when summarizing again", async () => {
@@ -104,18 +107,18 @@ describe("progressive summarization", () => {
     await seedTurns(threadId, 1, 30);
     const { run: turn31 } = await chat(threadId, "message 31");
     bed.model.script({ text: "SUMMARY-1" });
-    expect((await execute(summarize, summarizeEvent(turn31.sentEvents[0]!.data))).error).toBeUndefined();
+    expect((await execute(summarize, summarizeEvent(summaryRequests(turn31)[0]!.data))).error).toBeUndefined();
 
     await seedTurns(threadId, 32, 45);
     // Turn 46: the window is turns 27..46; turns 12..26 (30 messages) are outside and not in the summary.
     const { run: turn46 } = await chat(threadId, "message 46");
-    expect(turn46.sentEvents).toEqual([
+    expect(summaryRequests(turn46)).toEqual([
       { name: "thread/summarize.requested", data: { threadId, userId: USER, beforeSeq: await userSeq(threadId, "message 27") } },
     ]);
 
     bed.model.reset();
     bed.model.script({ text: "SUMMARY-2: messages 1 to 26." });
-    const second = await execute(summarize, summarizeEvent(turn46.sentEvents[0]!.data));
+    const second = await execute(summarize, summarizeEvent(summaryRequests(turn46)[0]!.data));
     expect(second.error).toBeUndefined();
     expect(second.result).toMatchObject({ status: "stored", messagesSummarized: 30 });
     const request = String(bed.model.requests[0]!.messages[1]!.content);
@@ -143,7 +146,7 @@ describe("progressive summarization", () => {
 
     bed.model.reset();
     bed.model.script({ status: 500 });
-    const failed = await execute(summarize, summarizeEvent(turn31.sentEvents[0]!.data));
+    const failed = await execute(summarize, summarizeEvent(summaryRequests(turn31)[0]!.data));
     expect(String((failed.error as { message?: string })?.message)).toContain("500");
     expect(await storedSummary(threadId)).toBeUndefined();
 
@@ -158,14 +161,14 @@ describe("progressive summarization", () => {
       "user: message 32",
     ]);
     // The failed attempt stored nothing, so the next request starts from the beginning of the thread.
-    expect(turn32.sentEvents).toEqual([
+    expect(summaryRequests(turn32)).toEqual([
       { name: "thread/summarize.requested", data: { threadId, userId: USER, beforeSeq: await userSeq(threadId, "message 13") } },
     ]);
 
     // Inngest retries the failed run: the load step is memoized, only the model call runs again.
     bed.model.reset();
     bed.model.script({ text: "SUMMARY after retry" });
-    const retried = await execute(summarize, summarizeEvent(turn31.sentEvents[0]!.data), { memo: failed.memo, runId: failed.runId });
+    const retried = await execute(summarize, summarizeEvent(summaryRequests(turn31)[0]!.data), { memo: failed.memo, runId: failed.runId });
     expect(retried.error).toBeUndefined();
     expect(bed.model.requests).toHaveLength(1);
     expect(String(bed.model.requests[0]!.messages[1]!.content)).toContain("User: message 11\nAssistant (assistant): answer 11");
@@ -178,7 +181,7 @@ describe("progressive summarization", () => {
     // Turn 30: turns 1..10 (20 messages) are outside the window: at the threshold, not past it.
     const { run } = await chat(threadId, "message 30");
     expect(run.result).toMatchObject({ status: "completed", summaryRequested: false });
-    expect(run.sentEvents).toEqual([]);
+    expect(summaryRequests(run)).toEqual([]);
   });
 
   it("refuses to summarize another user's thread", async () => {
@@ -197,7 +200,7 @@ describe("a summary and a changed path", () => {
     await seedTurns(threadId, 1, 30);
     const { run: turn31 } = await chat(threadId, "message 31");
     bed.model.script({ text: "SUMMARY mentioning answer 5" });
-    expect((await execute(summarize, summarizeEvent(turn31.sentEvents[0]!.data))).error).toBeUndefined();
+    expect((await execute(summarize, summarizeEvent(summaryRequests(turn31)[0]!.data))).error).toBeUndefined();
     expect(await storedSummary(threadId)).toBeDefined();
 
     // Regenerate the answer to message 5, which the summary covers: the turns after it leave the path.

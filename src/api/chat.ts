@@ -15,7 +15,7 @@ const chatBody = chatMessageSentData.omit({ userId: true }).extend({ userId: use
 export function chatRoutes({ sendEvent }: ApiDeps) {
   return new Hono<AuthEnv>().post("/", validate("json", chatBody), async (c) => {
     const data = { ...c.req.valid("json"), userId: callerId(c) };
-    const { ids } = await sendEvent({ name: "chat/message.sent", data });
+    const { ids } = await sendEvent({ id: `chat-message-${data.messageId}`, name: "chat/message.sent", data });
     return c.json({ threadId: data.threadId ?? data.messageId, messageId: data.messageId, eventId: ids[0] }, 202);
   });
 }

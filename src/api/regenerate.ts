@@ -6,7 +6,7 @@ import type { ApiDeps } from "./deps.js";
 import { validate } from "./validate.js";
 
 const messageParams = chatMessageRegenerateData.pick({ threadId: true, messageId: true });
-const regenerateBody = chatMessageRegenerateData.pick({ reason: true }).extend({ userId: userIdNotAccepted });
+const regenerateBody = chatMessageRegenerateData.pick({ reason: true, requestId: true }).extend({ userId: userIdNotAccepted });
 
 /**
  * POST /api/threads/:threadId/messages/:messageId/regenerate: checks that the message is a user

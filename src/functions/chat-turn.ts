@@ -7,8 +7,10 @@ import { createTurnHistory } from "../history/adapter.js";
 import { resolveHistoryPolicy, type HistoryEnvironment } from "../history/policy.js";
 import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
 import { summaryLag, turnSkipReason } from "../run-state.js";
+import { ModelErrorMiddleware } from "./model-errors.js";
 import { threadConcurrency } from "./thread-concurrency.js";
 import { recordTurnFailure } from "./turn-failure.js";
+import { announceTurnFinished } from "./turn-finished.js";
 import { turnOutcome } from "./turn-outcome.js";
 
 export type FunctionDeps = {
@@ -17,6 +19,8 @@ export type FunctionDeps = {
   /** The operator's history settings (HISTORY_* environment variables): they beat a request's. */
   historyEnvironment?: HistoryEnvironment;
 };
+
+export const CHAT_TURN_ID = "chat-turn";
 
 /** Retries per step: enough to ride out a model or database blip, few enough to fail in minutes. */
 export const TURN_RETRIES = 4;
@@ -29,13 +33,16 @@ export const TURN_RETRIES = 4;
 export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) {
   return inngest.createFunction(
     {
-      id: "chat-turn",
+      id: CHAT_TURN_ID,
       name: "Chat turn",
       triggers: [chatMessageSent],
+      // A message is answered by one run: a duplicate event within 24 hours starts none.
+      idempotency: "event.data.messageId",
       // A new thread's id is its first message's id.
       concurrency: threadConcurrency("has(event.data.threadId) ? event.data.threadId : event.data.messageId"),
       retries: TURN_RETRIES,
       onFailure: recordTurnFailure(db),
+      middleware: [ModelErrorMiddleware],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, runId, step, logger }) => {
@@ -59,6 +66,8 @@ export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) 
         ...(data.conversation ? { messages: data.conversation as Message[] } : {}),
       });
       const run = await network.run({ id: data.messageId, content: data.content, role: "user" }, { state });
+      const outcome = turnOutcome(run.state, data.messageId);
+      await announceTurnFinished(step, { threadId: run.state.threadId!, runId, messageId: data.messageId, status: outcome.status });
 
       // Only a request: the summary is built by its own function, so its failures never reach this turn.
       const lag = summaryLag(run.state);
@@ -72,7 +81,7 @@ export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) 
 
       const report = { ...policy, ...history.load() };
       logger.info("chat-turn history", { runId, threadId: run.state.threadId, ...report });
-      return { ...turnOutcome(run.state, data.messageId), history: report, summaryRequested };
+      return { ...outcome, history: report, summaryRequested };
     },
   );
 }

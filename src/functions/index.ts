@@ -1,6 +1,12 @@
 import { createChatTurn, type FunctionDeps } from "./chat-turn.js";
 import { createRegenerate } from "./regenerate.js";
 import { createSummarizeThread } from "./summarize-thread.js";
+import { createTurnCancellation } from "./turn-cancellation.js";
 
 /** Every Inngest function Threadline serves. */
-export const createFunctions = (deps: FunctionDeps) => [createChatTurn(deps), createRegenerate(deps), createSummarizeThread(deps)];
+export const createFunctions = (deps: FunctionDeps) => [
+  createChatTurn(deps),
+  createRegenerate(deps),
+  createSummarizeThread(deps),
+  createTurnCancellation(deps),
+];

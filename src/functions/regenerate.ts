@@ -6,9 +6,13 @@ import { durably } from "../history/durable.js";
 import { loadUserMessage } from "../history/store.js";
 import { resolveHistoryPolicy } from "../history/policy.js";
 import { TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";
+import { ModelErrorMiddleware } from "./model-errors.js";
 import { threadConcurrency } from "./thread-concurrency.js";
 import { recordTurnFailure } from "./turn-failure.js";
+import { announceTurnFinished } from "./turn-finished.js";
 import { turnOutcome } from "./turn-outcome.js";
+
+export const REGENERATE_ID = "regenerate";
 
 /**
  * Regenerates the answer to a stored user message: the same durable turn as a chat turn, on a
@@ -19,12 +23,15 @@ import { turnOutcome } from "./turn-outcome.js";
 export function createRegenerate({ db, model, historyEnvironment }: FunctionDeps) {
   return inngest.createFunction(
     {
-      id: "regenerate",
+      id: REGENERATE_ID,
       name: "Regenerate an answer",
       triggers: [chatMessageRegenerate],
+      // A retried request (same requestId) starts no second run; without a requestId each event is its own request.
+      idempotency: "has(event.data.requestId) ? event.data.requestId : event.id",
       concurrency: threadConcurrency("event.data.threadId"),
       retries: TURN_RETRIES,
       onFailure: recordTurnFailure(db),
+      middleware: [ModelErrorMiddleware],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, runId, step }) => {
@@ -47,7 +54,9 @@ export function createRegenerate({ db, model, historyEnvironment }: FunctionDeps
         { id: data.messageId, content: message.text, role: "user" },
         { state: createState({}, { threadId: data.threadId }) },
       );
-      return turnOutcome(run.state, data.messageId);
+      const outcome = turnOutcome(run.state, data.messageId);
+      await announceTurnFinished(step, { threadId: data.threadId, runId, messageId: data.messageId, status: outcome.status });
+      return outcome;
     },
   );
 }

@@ -4,6 +4,7 @@ import { createSummarizer, summarizeRequest } from "../agents/summarizer.js";
 import { durably } from "../history/durable.js";
 import { readSummarySource, storeSummary } from "../history/summaries.js";
 import type { FunctionDeps } from "./chat-turn.js";
+import { ModelErrorMiddleware } from "./model-errors.js";
 import { answerText } from "./turn-outcome.js";
 
 /** Messages one summarization reads at most: bounds the step's output and the model's input. */
@@ -26,6 +27,7 @@ export function createSummarizeThread({ db, model }: FunctionDeps) {
       // Two summarizers of one thread would both extend the same previous summary.
       concurrency: { key: "event.data.threadId", limit: 1 },
       retries: 3,
+      middleware: [ModelErrorMiddleware],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, step }) => {

@@ -8,6 +8,7 @@ import { historyWindow, type ResolvedHistoryPolicy } from "./policy.js";
 import { beginTurn, ensureThread, storeAnswer, type TurnKind, type TurnStart } from "./store.js";
 import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES, type HistoryRead } from "./summaries.js";
 import { applyTokenBudget, type BudgetReport } from "./token-budget.js";
+import { waitForEarlierTurns } from "./turn-waits.js";
 
 /** The run a history adapter serves: one turn on one user message. */
 export type TurnContext = {
@@ -86,6 +87,13 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
       if (!started) throw new Error("history.get ran before the user message was stored");
       // An empty client conversation is still the client's word: nothing is read.
       if (started.status === "skipped" || turn.clientMessages !== undefined) return [];
+      // The earlier turns of the thread finish first, so their answers are part of what is read.
+      const { skipReason } = await waitForEarlierTurns(step, db, turn.runId);
+      if (skipReason) {
+        started = { ...started, status: "skipped", skipReason };
+        markTurnSkipped(state, skipReason);
+        return [];
+      }
       const window = historyWindow(turn.policy);
       // Policy none reads nothing: the model sees the current message alone.
       if (!window) return [];

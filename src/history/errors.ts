@@ -17,11 +17,3 @@ export const threadNotOwned = (threadId: string) =>
     "thread_not_owned",
     `Thread ${threadId} belongs to another user: send the message with that thread's owner as userId, or omit threadId to start a new thread.`,
   );
-
-/** Not a refusal: an earlier turn of the thread is still being answered; read again shortly. */
-export class EarlierTurnRunning extends Error {
-  constructor(readonly messageId: string) {
-    super(`Waiting for the answer to the earlier message ${messageId}, which is still being generated.`);
-    this.name = "EarlierTurnRunning";
-  }
-}

@@ -125,16 +125,6 @@ export const countThreadMessages = `
   SELECT kind, count(*) FILTER (WHERE on_path)::int AS on_path, count(*)::int AS stored
   FROM messages WHERE thread_id = $1 GROUP BY kind`;
 
-/**
- * A turn still running on an earlier message of the current path. Turns older than the longest a
- * turn can take with its retries are taken as abandoned (a cancelled run records no failure).
- */
-export const selectEarlierRunningTurn = `
-  SELECT t.message_id FROM turns t
-  JOIN messages m ON m.id = t.message_id
-  WHERE t.thread_id = $1 AND t.status = 'running' AND t.started_at > now() - interval '15 minutes'
-    AND m.on_path AND m.seq < $2
-  LIMIT 1`;
 
 /** A message of a thread, with the thread's owner: what a regenerate request is checked against. */
 export const selectThreadMessage = `
@@ -267,3 +257,53 @@ export const selectPageAfter = `
     LIMIT $4
   )${pageExtras}
   ORDER BY p.turn_seq, p.seq`;
+
+// ---------------------------------------------------------------------------------------------
+// Turn waits (src/history/turn-waits.ts): a turn waits for the earlier unfinished turn of its thread.
+// ---------------------------------------------------------------------------------------------
+
+/**
+ * One round of a turn's wait, in one statement, for the turn of run $1:
+ * - first records run $2 (when given: the turn waited for past its deadline) as failed with $3;
+ * - then finds the oldest other unfinished turn ahead of it on the thread's current path: a turn
+ *   on an earlier message, or an earlier run on the same message (a duplicate delivery). Order is
+ *   (message seq, started_at, run_id), a total order, so two runs never wait for each other;
+ * - with none left, a chat turn whose message meanwhile got its answer (from the run it waited
+ *   for) is recorded as skipped instead of answering the message twice.
+ * The statement's snapshot predates its own update, so the abandoned run is excluded by id.
+ */
+export const selectEarlierUnfinishedTurn = `
+  WITH me AS (
+    SELECT t.run_id, t.thread_id, t.kind, t.message_id, t.started_at, m.seq
+    FROM turns t JOIN messages m ON m.id = t.message_id
+    WHERE t.run_id = $1
+  ), abandoned AS (
+    UPDATE turns SET status = 'failed', error = $3, finished_at = now()
+    WHERE run_id = $2 AND status = 'running'
+    RETURNING run_id
+  ), earlier AS (
+    SELECT t.run_id, t.message_id FROM me
+    JOIN turns t ON t.thread_id = me.thread_id AND t.status = 'running' AND t.run_id <> me.run_id
+    JOIN messages m ON m.id = t.message_id AND m.on_path
+    WHERE t.run_id IS DISTINCT FROM $2
+      AND (m.seq < me.seq OR (m.seq = me.seq AND (t.started_at, t.run_id) < (me.started_at, me.run_id)))
+    ORDER BY m.seq, t.started_at, t.run_id
+    LIMIT 1
+  ), skipped AS (
+    UPDATE turns SET status = 'skipped', finished_at = now()
+    FROM me
+    WHERE turns.run_id = me.run_id AND turns.status = 'running' AND me.kind = 'chat'
+      AND NOT EXISTS (SELECT 1 FROM earlier)
+      AND EXISTS (SELECT 1 FROM messages a WHERE a.answers = me.message_id AND a.on_path)
+    RETURNING turns.run_id
+  )
+  SELECT (SELECT run_id FROM earlier) AS earlier_run_id,
+         (SELECT message_id FROM earlier) AS earlier_message_id,
+         EXISTS (SELECT 1 FROM skipped) AS skipped,
+         (SELECT count(*)::int FROM abandoned) AS abandoned`;
+
+/** Records a cancelled run's turn (only while it is running); returns what the finished event names. */
+export const cancelTurn = `
+  UPDATE turns SET status = 'cancelled', error = $2, finished_at = now()
+  WHERE run_id = $1 AND status = 'running'
+  RETURNING thread_id, message_id`;

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { EarlierTurnRunning, HistoryRefusal, threadNotOwned } from "./errors.js";
+import { HistoryRefusal, threadNotOwned } from "./errors.js";
 import type { AgentContent, HistoryRow } from "./messages.js";
 import * as sql from "./sql.js";
 
@@ -160,11 +160,8 @@ async function decideTurn(
 export type HistoryWindow = { userMessages: number | null; preserveSystemMessages: boolean };
 
 /**
- * The current path before the user message at `beforeSeq`, limited to the window. While an
- * earlier message of the path still has a running turn, its answer is not stored yet: the read
- * refuses for now (EarlierTurnRunning), so the caller retries and the model never sees a thread
- * with an unanswered gap. Inngest's concurrency limit counts executing steps, not runs, so two
- * turns of a thread can overlap while the first one waits for its inference.
+ * The current path before the user message at `beforeSeq`, limited to the window. The caller has
+ * waited for the earlier turns of the thread first (turn-waits.ts), so their answers are stored.
  */
 export async function readHistory(
   db: pg.Pool,
@@ -173,8 +170,6 @@ export async function readHistory(
   const { threadId, userId, beforeSeq, window } = input;
   const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
   if (owner.rows[0] && owner.rows[0].user_id !== userId) throw threadNotOwned(threadId);
-  const running = (await db.query<{ message_id: string }>(sql.selectEarlierRunningTurn, [threadId, beforeSeq])).rows[0];
-  if (running) throw new EarlierTurnRunning(running.message_id);
   const earlierUserMessages = window.userMessages === null ? null : Math.max(window.userMessages - 1, 0);
   const { rows } = await db.query<{ id: string; kind: HistoryRow["kind"]; agent_name: string; content: unknown; created_at: Date }>(
     sql.selectHistoryWindow,

@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { InngestTestEngine, mockCtx } from "@inngest/test";
+import { InngestExecutionEngine } from "inngest/internals";
 import type { InngestFunction } from "inngest";
 
 // @inngest/test resolves inngest's CommonJS types, the app its ESM ones: take the context type from the test package.
@@ -11,6 +12,9 @@ type AiModelLike = {
   format: string;
   onCall?: (model: AiModelLike, body: Record<string, unknown>) => void;
 };
+
+/** How long an inference waits for the scripted model before failing as a timeout. */
+export const MODEL_TIMEOUT_MS = 2_000;
 
 /**
  * The Inngest server executes step.ai.infer; InngestTestEngine cannot. This turns each
@@ -29,8 +33,9 @@ export function inferOverHttp(runId: string) {
         const headers: Record<string, string> = { "content-type": "application/json" };
         if (call.format === "openai-chat") headers.authorization = `Bearer ${call.authKey}`;
         if (call.format === "anthropic") Object.assign(headers, { "x-api-key": call.authKey ?? "", "anthropic-version": "2023-06-01" });
-        const response = await fetch(call.url ?? "", { method: "POST", headers, body: JSON.stringify(body) });
-        if (!response.ok) throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 200)}`);
+        // The server gives up on a provider that does not answer; so does this, sooner.
+        const response = await fetch(call.url ?? "", { method: "POST", headers, body: JSON.stringify(body), signal: AbortSignal.timeout(MODEL_TIMEOUT_MS) });
+        if (!response.ok) throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 4_000)}`);
         return response.json();
       });
     return { ...ctx, runId, step: { ...ctx.step, ai: { ...ctx.step.ai, infer } } } as TestContext;
@@ -40,21 +45,109 @@ export function inferOverHttp(runId: string) {
 /**
  * The Inngest server delivers what step.sendEvent sends; under the test engine there is no
  * server to send to. This turns each sendEvent into a step.run under the same id that records
- * the events, so tests see what a run sent, once, however often it is retried.
+ * the events, so tests see what a run sent, once, however often it is retried. Sent events are
+ * also published to every run of the test file that waits for them (see waitForEventOnBus).
  */
 export function recordSentEvents(sent: SentEvent[]) {
   return (ctx: TestContext): TestContext => {
     const sendEvent = (id: string, payload: SentEvent | SentEvent[]) =>
       ctx.step.run(id, async () => {
-        const events = Array.isArray(payload) ? payload : [payload];
-        sent.push(...events.map((event) => JSON.parse(JSON.stringify(event)) as SentEvent));
+        const events = (Array.isArray(payload) ? payload : [payload]).map((event) => JSON.parse(JSON.stringify(event)) as SentEvent);
+        sent.push(...events);
+        publish(events);
         return { ids: events.map(() => `sent-${randomUUID()}`) };
       });
     return { ...ctx, step: { ...ctx.step, sendEvent } } as TestContext;
   };
 }
 
-export type SentEvent = { name: string; data: Record<string, unknown> };
+export type SentEvent = { name: string; data: Record<string, unknown>; id?: string };
+
+/** What a run's step.waitForEvent asked for: the event name, its timeout and the run id it matches. */
+export type Wait = { id: string; event: string; timeout: string; match: { field: string; value: string } | undefined };
+
+/**
+ * Decides how a step.waitForEvent ends: with the event it waited for, or null (timed out). It
+ * runs as the step, so its answer is memoized like the server's.
+ */
+export type WaitResolver = (wait: Wait) => Promise<SentEvent | null>;
+
+/** Every event the test file's runs sent, in order, with the listeners of waiting runs. */
+const bus = { events: [] as SentEvent[], listeners: new Set<() => void>() };
+
+function publish(events: SentEvent[]) {
+  bus.events.push(...events);
+  for (const listener of bus.listeners) listener();
+}
+
+/** Virtual time: one minute of a waitForEvent timeout lasts this many real milliseconds. */
+export const VIRTUAL_MINUTE_MS = 40;
+
+const minutesOf = (timeout: string) => {
+  const [, amount, unit] = /^(\d+)([smh])$/.exec(timeout) ?? [];
+  if (!amount) throw new Error(`unsupported waitForEvent timeout in tests: ${timeout}`);
+  return Number(amount) * { s: 1 / 60, m: 1, h: 60 }[unit as "s" | "m" | "h"];
+};
+
+/**
+ * Like the Inngest server: the wait matches only events sent after it started, and ends with null
+ * when its timeout (in virtual time) passes first.
+ */
+export const waitForEventOnBus: WaitResolver = (wait) => {
+  const from = bus.events.length;
+  return new Promise((resolve) => {
+    const check = () => {
+      const match = bus.events.slice(from).find((e) => e.name === wait.event && (!wait.match || e.data[wait.match.field] === wait.match.value));
+      if (!match) return;
+      finish(match);
+    };
+    const timer = setTimeout(() => finish(null), minutesOf(wait.timeout) * VIRTUAL_MINUTE_MS);
+    const finish = (event: SentEvent | null) => {
+      clearTimeout(timer);
+      bus.listeners.delete(check);
+      resolve(event);
+    };
+    bus.listeners.add(check);
+  });
+};
+
+/**
+ * InngestTestEngine cannot end a step.waitForEvent (an unmocked one makes it look for the step
+ * forever). This runs each wait as a step.run under the same id whose result is what `resolve`
+ * decides: the event, or null for a timeout, memoized as the server would. Only the
+ * `async.data.<field> == "<value>"` expressions Threadline uses are understood.
+ */
+export function resolveWaits(resolve: WaitResolver) {
+  return (ctx: TestContext): TestContext => {
+    const waitForEvent = (id: string, opts: { event: string | { name: string }; timeout: string; if?: string }) => {
+      const [, field, value] = /^async\.data\.(\w+) == (".*")$/.exec(opts.if ?? "") ?? [];
+      if (opts.if && !field) throw new Error(`unsupported waitForEvent expression in tests: ${opts.if}`);
+      const event = typeof opts.event === "string" ? opts.event : opts.event.name;
+      return ctx.step.run(id, () => resolve({ id, event, timeout: opts.timeout, match: field ? { field, value: JSON.parse(value!) as string } : undefined }));
+    };
+    return { ...ctx, step: { ...ctx.step, waitForEvent } } as TestContext;
+  };
+}
+
+/**
+ * Records the id of every step.run the function reaches (memoized or not), once, in order, and calls
+ * `beforeStep` before a step's work runs (not when its result comes from the memo): tests stop the
+ * database or count steps there.
+ */
+export function observeSteps(stepIds: string[], beforeStep?: (id: string) => Promise<void>) {
+  return (ctx: TestContext): TestContext => {
+    const run = ctx.step.run;
+    const observed = ((id: string, fn: () => unknown) => {
+      // The engine replays the function once per step: each id is recorded where it was first reached.
+      if (!stepIds.includes(id)) stepIds.push(id);
+      return run(id, async () => {
+        await beforeStep?.(id);
+        return fn();
+      });
+    }) as typeof run;
+    return { ...ctx, step: { ...ctx.step, run: observed } } as TestContext;
+  };
+}
 
 export type Memo = InngestTestEngine.MockedStep[];
 
@@ -66,6 +159,17 @@ export type Execution = {
   runId: string;
   /** Events the run sent with step.sendEvent in this execution. */
   sentEvents: SentEvent[];
+  /** The id of every step the run reached, in order (step.run, and the inference, sendEvent and waitForEvent steps). */
+  stepIds: string[];
+};
+
+export type ExecuteOptions = {
+  memo?: Memo;
+  runId?: string;
+  /** How each step.waitForEvent ends (default: waitForEventOnBus, in virtual time). */
+  waits?: WaitResolver;
+  /** Called before a step's work runs (not for memoized steps). */
+  beforeStep?: (id: string) => Promise<void>;
 };
 
 /**
@@ -75,14 +179,16 @@ export type Execution = {
 export async function execute(
   fn: InngestFunction.Like,
   event: { name: string; data: Record<string, unknown>; id?: string },
-  options: { memo?: Memo; runId?: string } = {},
+  options: ExecuteOptions = {},
 ): Promise<Execution> {
   const runId = options.runId ?? `run-${randomUUID()}`;
   const sentEvents: SentEvent[] = [];
+  const stepIds: string[] = [];
   const engine = new InngestTestEngine({
     function: fn,
     events: [{ id: event.id ?? `event-${randomUUID()}`, ...event }],
-    transformCtx: (ctx) => recordSentEvents(sentEvents)(inferOverHttp(runId)(ctx)),
+    transformCtx: (ctx) =>
+      resolveWaits(options.waits ?? waitForEventOnBus)(recordSentEvents(sentEvents)(inferOverHttp(runId)(observeSteps(stepIds, options.beforeStep)(ctx)))),
   });
   const output = (await engine.execute({ steps: options.memo ?? [] })) as unknown as {
     result?: unknown;
@@ -100,7 +206,18 @@ export async function execute(
       memo.push({ id: hashedId, idIsHashed: true, handler: () => json });
     }
   }
-  return { result: output.result, error: output.error, memo, runId, sentEvents };
+  return { result: output.result, error: output.error, memo, runId, sentEvents, stepIds };
+}
+
+/**
+ * The memo of a run killed right after step `stepId` did its work but before Inngest stored its
+ * result: every step reached before it, and neither it nor anything after it.
+ */
+export function memoBefore(run: Execution, stepId: string): Memo {
+  const at = run.stepIds.indexOf(stepId);
+  if (at < 0) throw new Error(`the run never reached step ${stepId}`);
+  const earlier = new Set(run.stepIds.slice(0, at).map((id) => InngestExecutionEngine._internals.hashId(id)));
+  return run.memo.filter((step) => earlier.has(step.id));
 }
 
 /** Runs an onFailure handler the way Inngest does once a run has failed for good. */
@@ -111,9 +228,11 @@ export async function executeFailureHandler(
   const asFailure = Object.create(fn) as { createExecution: (opts: { partialOptions: Record<string, unknown> }) => unknown };
   asFailure.createExecution = (opts) =>
     (fn as unknown as typeof asFailure).createExecution({ ...opts, partialOptions: { ...opts.partialOptions, handlerKind: "failure" } });
+  const sentEvents: SentEvent[] = [];
   const engine = new InngestTestEngine({
     function: asFailure as unknown as InngestFunction.Like,
     events: [{ name: "inngest/function.failed", data: { function_id: "threadline-chat-turn", run_id: failed.runId, error: failed.error, event: failed.event } }],
+    transformCtx: (ctx) => recordSentEvents(sentEvents)(mockCtx(ctx)),
   });
-  return engine.execute();
+  return { ...(await engine.execute()), sentEvents };
 }

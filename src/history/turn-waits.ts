@@ -1,0 +1,107 @@
+import { NonRetriableError } from "inngest";
+import type pg from "pg";
+import { turnFinished } from "../../inngest.config.js";
+import { logger } from "../logger.js";
+import { durably } from "./durable.js";
+import * as sql from "./sql.js";
+
+/**
+ * One turn per thread at a time. Inngest's concurrency limit counts executing steps, not runs, so
+ * while a turn waits on its model the next turn of the thread may start; it must not read the
+ * history before the earlier turn's answer is stored. It waits durably instead: a wait is a
+ * step.waitForEvent on the earlier run's `threadline/turn.finished` event, which costs no retry
+ * and holds no worker. The turn functions send that event when a turn completes or is skipped,
+ * their onFailure handler when it fails, the cancellation handler when it is cancelled.
+ *
+ * Deadline: WAIT_ROUND per round; a turn waited for is presumed lost once it has shown no finish
+ * for PATIENCE_ROUNDS rounds (30 minutes; the clock restarts whenever the turn waited for changes,
+ * i.e. the queue moved). It is then recorded as failed (the client sees why, and a regenerate
+ * answers it) and the wait goes on with the next turn ahead. Completed, failed and cancelled runs
+ * all release the thread through their event; this deadline only covers a run whose finish was
+ * never reported (e.g. a dev server restarted with the run in memory, an onFailure that could not
+ * write). MAX_WAIT_ROUNDS bounds the whole wait (4 hours of a thread busy ahead of this turn).
+ */
+export const WAIT_ROUND = "1m";
+export const PATIENCE_ROUNDS = 30;
+export const MAX_WAIT_ROUNDS = 240;
+
+export const ABANDONED_TURN_ERROR = `No finish was reported for this turn within ${PATIENCE_ROUNDS} minutes of a later turn waiting for it: its run is presumed lost. Regenerate the message to answer it.`;
+
+export type EarlierTurn = {
+  /** The oldest unfinished turn ahead of this one, or null when the thread is clear. */
+  earlier: { runId: string; messageId: string } | null;
+  /** This chat turn found its message answered by the run it waited for: recorded as skipped. */
+  skipped: boolean;
+};
+
+/** One round of the wait, in one statement (see sql.selectEarlierUnfinishedTurn). */
+export async function findEarlierTurn(db: pg.Pool, input: { runId: string; abandon?: string | null }): Promise<EarlierTurn> {
+  const { rows } = await db.query<{ earlier_run_id: string | null; earlier_message_id: string | null; skipped: boolean; abandoned: number }>(
+    sql.selectEarlierUnfinishedTurn,
+    [input.runId, input.abandon ?? null, ABANDONED_TURN_ERROR],
+  );
+  const row = rows[0]!;
+  if (row.abandoned > 0) logger.warn({ runId: input.abandon, waitingRunId: input.runId }, "turn presumed lost: recorded as failed so later turns can go on");
+  return {
+    earlier: row.earlier_run_id ? { runId: row.earlier_run_id, messageId: row.earlier_message_id! } : null,
+    skipped: row.skipped,
+  };
+}
+
+/** Records a cancelled run's turn as cancelled; null when it had no running turn (nothing to release). */
+export async function cancelTurn(db: pg.Pool, runId: string): Promise<{ threadId: string; messageId: string } | null> {
+  const { rows } = await db.query<{ thread_id: string; message_id: string }>(sql.cancelTurn, [runId, "The run was cancelled."]);
+  return rows[0] ? { threadId: rows[0].thread_id, messageId: rows[0].message_id } : null;
+}
+
+type WaitStep = {
+  waitForEvent: (id: string, opts: { event: typeof turnFinished; timeout: string; if: string }) => Promise<unknown>;
+};
+
+/** Step ids of round n: the first round's ids carry no number. */
+const roundId = (base: string, round: number) => (round === 1 ? base : `${base}.${round}`);
+
+/**
+ * Waits until no unfinished turn is ahead of this run's turn on its thread. Returns the reason to
+ * skip when this chat turn's message was answered meanwhile (a duplicate run of the message).
+ *
+ * Each round: a step looks in the database for the oldest unfinished turn ahead; none → done;
+ * otherwise wait for that run's finished event, at most WAIT_ROUND, and look again.
+ * step.waitForEvent only matches events that arrive after the wait has started: an earlier turn
+ * that finishes between the lookup and the start of the wait sends its event to nobody. The
+ * round's timeout and the lookup that follows every wait are what catch that finish (at most
+ * WAIT_ROUND late); the event only makes the common case immediate.
+ *
+ * Every decision is made from memoized step results, so replays take the same path.
+ */
+export async function waitForEarlierTurns(step: unknown, db: pg.Pool, runId: string): Promise<{ skipReason?: string }> {
+  // Outside an Inngest run (AgentKit called directly) there is nothing to wait with.
+  if (!step) return {};
+  let waitingFor: string | null = null;
+  let patience = 0;
+  let abandon: string | null = null;
+  for (let round = 1; round <= MAX_WAIT_ROUNDS; round += 1) {
+    const found = await durably(step, roundId("history.find-earlier-turn", round), () => findEarlierTurn(db, { runId, abandon }));
+    if (found.skipped) return { skipReason: "the message was answered by another run while this one waited" };
+    if (!found.earlier) return {};
+    if (found.earlier.runId !== waitingFor) {
+      waitingFor = found.earlier.runId;
+      patience = 0;
+    }
+    patience += 1;
+    abandon = null;
+    if (patience > PATIENCE_ROUNDS) {
+      // The next lookup records it as failed and moves on to the turn after it.
+      abandon = waitingFor;
+      continue;
+    }
+    await (step as WaitStep).waitForEvent(roundId("history.wait-for-turn", round), {
+      event: turnFinished,
+      timeout: WAIT_ROUND,
+      if: `async.data.runId == ${JSON.stringify(waitingFor)}`,
+    });
+  }
+  throw new NonRetriableError(
+    `The thread stayed busy with earlier turns through ${MAX_WAIT_ROUNDS} waits (up to ${MAX_WAIT_ROUNDS / 60} hours), so this message was not answered: regenerate it once the earlier answers are in.`,
+  );
+}

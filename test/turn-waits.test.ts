@@ -1,0 +1,205 @@
+import { randomUUID } from "node:crypto";
+import { describe, expect, it } from "vitest";
+import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createRegenerate } from "../src/functions/regenerate.js";
+import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
+import { beginTurn } from "../src/history/store.js";
+import { ABANDONED_TURN_ERROR, PATIENCE_ROUNDS, WAIT_ROUND } from "../src/history/turn-waits.js";
+import { execute, type Execution, type SentEvent, type Wait } from "./helpers/engine.js";
+import { chatEvent, conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
+import { createTestApp, headersFor } from "./helpers/http.js";
+import { useTestBed } from "./helpers/test-bed.js";
+
+const bed = useTestBed();
+const deps = () => ({ db: bed.db.pool, model: scriptedModel(bed.model) });
+
+const finishedEvent = (run: Execution) => run.sentEvents.find((e) => e.name === "threadline/turn.finished" && e.data.runId === run.runId);
+const waitSteps = (run: Execution) => run.stepIds.filter((id) => id.startsWith("history.wait-for-turn"));
+const neverWaits = async (wait: Wait): Promise<SentEvent | null> => {
+  throw new Error(`the turn was not expected to wait, but waited for ${wait.match?.value}`);
+};
+
+/** A thread with one answered turn, and a second message whose turn is running: its inference failed once and awaits a retry. */
+async function threadWithRunningTurn(chatTurn: ReturnType<typeof createChatTurn>) {
+  const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
+  const earlier = chatEvent({ threadId, content: "I like compilers." });
+  bed.model.script({ status: 503, body: { error: { message: "The engine is currently overloaded" } } });
+  const attempt = await execute(chatTurn, earlier);
+  expect(attempt.error).toBeDefined();
+  expect(await turnsOf(bed.db.pool, earlier.data.messageId)).toMatchObject([{ status: "running" }]);
+  bed.model.reset();
+  return { threadId, earlier, attempt };
+}
+
+describe("a turn waits for the earlier turn of its thread", () => {
+  it("whose inference takes 5 minutes: it answers after it, seeing its answer, in one execution (no retry spent)", async () => {
+    const chatTurn = createChatTurn(deps());
+    const { threadId, earlier, attempt } = await threadWithRunningTurn(chatTurn);
+    const later = chatEvent({ threadId, content: "What do I like?" });
+
+    // Virtual time: each wait is one WAIT_ROUND (a minute); the first four time out while the
+    // earlier turn's retry backs off, and in the fifth minute that retry answers.
+    const waits: Wait[] = [];
+    let earlierRetry: Execution | undefined;
+    const run = await execute(chatTurn, later, {
+      waits: async (wait) => {
+        waits.push(wait);
+        if (waits.length < 5) return null;
+        bed.model.script({ text: "Compilers are great." }, { text: "You like compilers." });
+        earlierRetry = await execute(chatTurn, earlier, { memo: attempt.memo, runId: attempt.runId, waits: neverWaits });
+        return finishedEvent(earlierRetry) ?? null;
+      },
+    });
+
+    expect(run.error).toBeUndefined();
+    expect(run.result).toMatchObject({ status: "completed", answer: "You like compilers." });
+    expect(earlierRetry?.error).toBeUndefined();
+    expect(waits).toHaveLength(5);
+    expect(waits.every((w) => w.timeout === WAIT_ROUND && w.event === "threadline/turn.finished" && w.match?.value === attempt.runId)).toBe(true);
+    expect(waitSteps(run)).toEqual(["history.wait-for-turn", "history.wait-for-turn.2", "history.wait-for-turn.3", "history.wait-for-turn.4", "history.wait-for-turn.5"]);
+    expect(bed.model.requests.at(-1)!.messages.slice(-5)).toEqual([
+      { role: "user", content: "My name is Ada." },
+      { role: "assistant", content: "Hello, Ada." },
+      { role: "user", content: "I like compilers." },
+      { role: "assistant", content: "Compilers are great." },
+      { role: "user", content: "What do I like?" },
+    ]);
+    expect(await turnsOf(bed.db.pool, later.data.messageId)).toMatchObject([{ run_id: run.runId, status: "completed" }]);
+  });
+
+  it("that finishes between the lookup and the start of the wait: the round's timeout and the next lookup catch it", async () => {
+    const chatTurn = createChatTurn(deps());
+    const { threadId, earlier, attempt } = await threadWithRunningTurn(chatTurn);
+    const later = chatEvent({ threadId, content: "What do I like?" });
+
+    const waits: Wait[] = [];
+    const run = await execute(chatTurn, later, {
+      waits: async (wait) => {
+        waits.push(wait);
+        // The earlier turn's event goes out before this wait exists: Inngest would not deliver it.
+        bed.model.script({ text: "Compilers are great." }, { text: "You like compilers." });
+        expect((await execute(chatTurn, earlier, { memo: attempt.memo, runId: attempt.runId, waits: neverWaits })).error).toBeUndefined();
+        return null;
+      },
+    });
+
+    expect(run.error).toBeUndefined();
+    expect(waits).toHaveLength(1);
+    expect(run.stepIds.filter((id) => id.startsWith("history.find-earlier-turn"))).toEqual(["history.find-earlier-turn", "history.find-earlier-turn.2"]);
+    expect(bed.model.requests.at(-1)!.messages.slice(-3)).toEqual([
+      { role: "user", content: "I like compilers." },
+      { role: "assistant", content: "Compilers are great." },
+      { role: "user", content: "What do I like?" },
+    ]);
+  });
+
+  it("whose run was lost (never finishes): after PATIENCE_ROUNDS rounds it is recorded as failed with a reason, and the later turn answers", async () => {
+    const chatTurn = createChatTurn(deps());
+    const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
+    const lost = { id: randomUUID(), runId: `lost-${randomUUID()}` };
+    await beginTurn(bed.db.pool, { threadId, userId: "user-1", message: { id: lost.id, text: "Lost in transit." }, turn: { runId: lost.runId, kind: "chat" } });
+
+    const waits: Wait[] = [];
+    bed.model.script({ text: "Still here." });
+    const run = await execute(chatTurn, chatEvent({ threadId, content: "Anyone there?" }), {
+      waits: async (wait) => (waits.push(wait), null),
+    });
+
+    expect(run.error).toBeUndefined();
+    expect(waits).toHaveLength(PATIENCE_ROUNDS);
+    expect(await turnsOf(bed.db.pool, lost.id)).toMatchObject([{ run_id: lost.runId, status: "failed", error: ABANDONED_TURN_ERROR }]);
+    expect(run.result).toMatchObject({ status: "completed", answer: "Still here." });
+  });
+
+  it("a regenerate of a message whose chat turn is still running waits for it, then makes the next variant current", async () => {
+    const chatTurn = createChatTurn(deps());
+    const regenerate = createRegenerate(deps());
+    const { threadId, earlier, attempt } = await threadWithRunningTurn(chatTurn);
+
+    const waits: Wait[] = [];
+    const run = await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: earlier.data.messageId, userId: "user-1" } }, {
+      waits: async (wait) => {
+        waits.push(wait);
+        bed.model.script({ text: "Compilers are great." }, { text: "Compilers are wonderful." });
+        const retried = await execute(chatTurn, earlier, { memo: attempt.memo, runId: attempt.runId, waits: neverWaits });
+        return finishedEvent(retried) ?? null;
+      },
+    });
+
+    expect(run.error).toBeUndefined();
+    expect(waits.map((w) => w.match?.value)).toEqual([attempt.runId]);
+    expect(run.result).toMatchObject({ status: "completed", answer: "Compilers are wonderful." });
+    const answers = (await threadRows(bed.db.pool, threadId)).filter((r) => r.answers === earlier.data.messageId);
+    expect(answers.map((r) => [r.variant, r.on_path])).toEqual([[1, false], [2, true]]);
+  });
+
+  it("a cancelled run is recorded as cancelled and releases its thread at once: the next message is answered without waiting", async () => {
+    const chatTurn = createChatTurn(deps());
+    const cancellation = createTurnCancellation(deps());
+    const { threadId, earlier, attempt } = await threadWithRunningTurn(chatTurn);
+
+    const cancelled = await execute(cancellation, { name: "inngest/function.cancelled", data: { function_id: "threadline-chat-turn", run_id: attempt.runId } });
+    expect(cancelled.error).toBeUndefined();
+    expect(cancelled.sentEvents).toEqual([
+      expect.objectContaining({ name: "threadline/turn.finished", data: { threadId, runId: attempt.runId, messageId: earlier.data.messageId, status: "cancelled" } }),
+    ]);
+    expect(await turnsOf(bed.db.pool, earlier.data.messageId)).toMatchObject([{ status: "cancelled", error: "The run was cancelled." }]);
+
+    bed.model.script({ text: "You told me your name: Ada." });
+    const next = await execute(chatTurn, chatEvent({ threadId, content: "What do you know?" }), { waits: neverWaits });
+    expect(next.error).toBeUndefined();
+    expect(waitSteps(next)).toEqual([]);
+    expect(next.result).toMatchObject({ status: "completed" });
+    // A cancellation after the turn finished changes nothing.
+    const late = await execute(cancellation, { name: "inngest/function.cancelled", data: { function_id: "threadline-chat-turn", run_id: next.runId } });
+    expect(late.result).toMatchObject({ status: "no running turn" });
+    expect(late.sentEvents).toEqual([]);
+  });
+
+  it("the cancellation handler listens for the chat-turn and regenerate functions only", () => {
+    const { triggers } = (createTurnCancellation(deps()) as unknown as { opts: { triggers: { event: string; if: string }[] } }).opts;
+    expect(triggers).toEqual([
+      { event: "inngest/function.cancelled", if: 'event.data.function_id == "threadline-chat-turn" || event.data.function_id == "threadline-regenerate"' },
+    ]);
+  });
+
+  it("a duplicate run of the same message waits for the first, then finds the message answered and skips: one model call", async () => {
+    const chatTurn = createChatTurn(deps());
+    const { threadId } = await conversation(chatTurn, bed.model, [["Hello.", "Hi."]]);
+    const event = chatEvent({ threadId, content: "Tell me a fact." });
+    bed.model.script({ text: "Octopuses have three hearts.", delayMs: 300 });
+
+    const first = execute(chatTurn, event);
+    while (bed.model.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    const duplicate = await execute(chatTurn, event);
+
+    expect(duplicate.error).toBeUndefined();
+    expect(duplicate.result).toMatchObject({ status: "skipped" });
+    expect(waitSteps(duplicate).length).toBeGreaterThan(0);
+    expect((await first).result).toMatchObject({ status: "completed", answer: "Octopuses have three hearts." });
+    expect(bed.model.requests).toHaveLength(1);
+    expect((await threadRows(bed.db.pool, threadId)).filter((r) => r.kind === "agent" && r.on_path)).toHaveLength(2);
+    expect((await turnsOf(bed.db.pool, event.data.messageId)).map((t) => t.status).sort()).toEqual(["completed", "skipped"]);
+    expect(finishedEvent(duplicate)?.data).toMatchObject({ status: "skipped" });
+  });
+});
+
+describe("idempotency", () => {
+  it("POST /api/chat sends the same message with the same event id, which Inngest keeps once", async () => {
+    const sent: { id?: string }[] = [];
+    const { app } = createTestApp(bed.db.pool, { sendEvent: async (event) => (sent.push(event), { ids: [event.id ?? ""] }) });
+    const body = JSON.stringify({ messageId: randomUUID(), content: "Sent twice by a retrying client." });
+    for (let i = 0; i < 2; i++) {
+      expect((await app.request("/api/chat", { method: "POST", headers: await headersFor("user-1"), body })).status).toBe(202);
+    }
+    expect(sent).toHaveLength(2);
+    expect(sent[0]!.id).toMatch(/^chat-message-/);
+    expect(sent[1]!.id).toBe(sent[0]!.id);
+  });
+
+  it("a chat turn is keyed by its message id, a regenerate by its request id (each event its own request without one)", () => {
+    const options = (fn: unknown) => (fn as { opts: { idempotency?: string } }).opts.idempotency;
+    expect(options(createChatTurn(deps()))).toBe("event.data.messageId");
+    expect(options(createRegenerate(deps()))).toBe("has(event.data.requestId) ? event.data.requestId : event.id");
+  });
+});
