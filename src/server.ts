@@ -1,3 +1,4 @@
+import type { Server } from "node:http";
 import { pathToFileURL } from "node:url";
 import { serve as serveHttp } from "@hono/node-server";
 import { Hono } from "hono";
@@ -15,6 +16,8 @@ import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
 import { checkDatabase } from "./history/store.js";
+import { drainable } from "./graceful-shutdown.js";
+import { logger } from "./logger.js";
 
 /** The HTTP surface: Inngest's serve endpoint, the REST API and a health check. */
 export function createApp({ functions, ...api }: ApiDeps & { functions: InngestFunction.Any[] }) {
@@ -61,10 +64,22 @@ export async function startServer() {
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
   console.info(`[threadline] listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);
 
-  const shutdown = async () => {
-    server.close();
-    await database.close();
-    process.exit(0);
+  // SIGTERM/SIGINT: no new connections, requests in flight finish (up to SHUTDOWN_TIMEOUT_MS), then
+  // the pool and the embedded database close. Exit 1 when the timeout cut requests off. A second
+  // signal ends the process at once (an embedded database left running is stopped on the next start).
+  const { drain } = drainable(server as Server);
+  const shutdown = async (signal: NodeJS.Signals) => {
+    logger.info(`${signal}: not accepting connections; waiting up to ${env.SHUTDOWN_TIMEOUT_MS} ms for requests in flight`);
+    const drained = await drain(env.SHUTDOWN_TIMEOUT_MS);
+    if (!drained) logger.warn(`requests still in flight after SHUTDOWN_TIMEOUT_MS (${env.SHUTDOWN_TIMEOUT_MS} ms) were cut off`);
+    try {
+      await database.close();
+    } catch (error) {
+      logger.error({ err: error }, "closing the database failed");
+      process.exit(1);
+    }
+    logger.info("stopped");
+    process.exit(drained ? 0 : 1);
   };
   process.once("SIGINT", shutdown);
   process.once("SIGTERM", shutdown);
