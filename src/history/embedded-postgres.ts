@@ -68,6 +68,7 @@ export async function startEmbeddedPostgres(dataDir: string, port: EmbeddedPort)
         chosenPort = await freePort();
       }
     }
+    // Written once this process's server runs: a start that lost a race for the data directory names no one.
     await writeFile(path.join(directory, OWNER_FILE), `${processIdentity(process.pid)}\n`);
     process.off("exit", stopOnExit).on("exit", stopOnExit);
   };
