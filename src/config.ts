@@ -37,6 +37,8 @@ export const environment = z.object({
   PORT: z.coerce.number().int().positive().default(3000),
   DATA_DIR: z.string().default(".data"),
   EMBEDDED_POSTGRES_PORT: z.coerce.number().int().positive().default(54329),
+  /** How long SIGTERM/SIGINT waits for requests in flight before cutting them off. */
+  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(10_000),
   OPENAI_API_KEY: optionalText,
   OPENAI_BASE_URL: optionalText,
   ANTHROPIC_API_KEY: optionalText,

@@ -1,3 +1,4 @@
+import type { Server } from "node:http";
 import { pathToFileURL } from "node:url";
 import { serve as serveHttp } from "@hono/node-server";
 import { Hono } from "hono";
@@ -19,6 +20,7 @@ import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
 import { checkDatabase } from "./history/store.js";
+import { drainable } from "./graceful-shutdown.js";
 import { inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
 import { logger } from "./logger.js";
 import { startupRefusals } from "./production.js";
@@ -73,25 +75,37 @@ export async function startServer() {
   const refusals = startupRefusals(env);
   if (refusals.length > 0) throw new Error(`refusing to start:\n  ${refusals.join("\n  ")}`);
   const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, embeddedPort: env.EMBEDDED_POSTGRES_PORT });
-  console.info(`[threadline] database: ${database.source === "embedded" ? `embedded PostgreSQL (${env.DATA_DIR}/postgres)` : "DATABASE_URL"}`);
+  logger.info(`database: ${database.source === "embedded" ? `embedded PostgreSQL (${env.DATA_DIR}/postgres)` : "DATABASE_URL"}`);
   const applied = await migrate(database.url);
-  if (applied.length > 0) console.info(`[threadline] migrations applied: ${applied.join(", ")}`);
+  if (applied.length > 0) logger.info(`migrations applied: ${applied.join(", ")}`);
 
   const model = chooseModel(env);
-  if (model.configured) console.info(`[threadline] model: ${model.provider} ${model.name}`);
-  else console.warn(`[threadline] WARNING: ${model.reason} Until then every chat turn fails (the user's message is still stored).`);
+  if (model.configured) logger.info(`model: ${model.provider} ${model.name}`);
+  else logger.warn(`${model.reason} Until then every chat turn fails (the user's message is still stored).`);
 
   const history = historyEnvironment(env);
-  if (Object.keys(history).length > 0) console.info(`[threadline] history settings fixed by the environment: ${JSON.stringify(history)}`);
+  if (Object.keys(history).length > 0) logger.info({ history }, "history settings fixed by the environment");
   const functions = createFunctions({ db: database.pool, model, historyEnvironment: history });
   const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), functions, auth: authSettings(env), serving: inngestServing(env) });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
-  console.info(`[threadline] listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);
+  logger.info(`listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);
 
-  const shutdown = async () => {
-    server.close();
-    await database.close();
-    process.exit(0);
+  // SIGTERM/SIGINT: no new connections, requests in flight finish (up to SHUTDOWN_TIMEOUT_MS), then
+  // the pool and the embedded database close. Exit 1 when the timeout cut requests off. A second
+  // signal ends the process at once (an embedded database left running is stopped on the next start).
+  const { drain } = drainable(server as Server);
+  const shutdown = async (signal: NodeJS.Signals) => {
+    logger.info(`${signal}: not accepting connections; waiting up to ${env.SHUTDOWN_TIMEOUT_MS} ms for requests in flight`);
+    const drained = await drain(env.SHUTDOWN_TIMEOUT_MS);
+    if (!drained) logger.warn(`requests still in flight after SHUTDOWN_TIMEOUT_MS (${env.SHUTDOWN_TIMEOUT_MS} ms) were cut off`);
+    try {
+      await database.close();
+    } catch (error) {
+      logger.error({ err: error }, "closing the database failed");
+      process.exit(1);
+    }
+    logger.info("stopped");
+    process.exit(drained ? 0 : 1);
   };
   process.once("SIGINT", shutdown);
   process.once("SIGTERM", shutdown);
@@ -99,6 +113,7 @@ export async function startServer() {
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
   startServer().catch((error: unknown) => {
+    // Plain text on stderr: the one thing an operator must read when the process will not start.
     console.error(`[threadline] could not start: ${(error as Error).message}`);
     process.exit(1);
   });

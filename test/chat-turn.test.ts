@@ -2,6 +2,7 @@ import { AgentResult } from "@inngest/agent-kit";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { chooseModel } from "../src/agents/model.js";
+import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { execute, executeFailureHandler } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
@@ -204,7 +205,7 @@ describe("a chat turn", () => {
   });
 
   it("fails without a model with a clear non-retriable error, keeps the user message, and records the failed turn", async () => {
-    const unconfigured = createChatTurn({ db: bed.db.pool, model: chooseModel({ PORT: 3000, DATA_DIR: ".data", EMBEDDED_POSTGRES_PORT: 1 }) });
+    const unconfigured = createChatTurn({ db: bed.db.pool, model: chooseModel(readEnvironment({})) });
     const event = chatEvent({ content: "Anyone there?" });
 
     const run = await execute(unconfigured, event);

@@ -17,7 +17,6 @@ let pool: ReturnType<typeof createPool>;
 let model: ModelServer;
 
 beforeAll(async () => {
-  // Under .data, not a private temp dir: as root the server runs as its own OS user, which must reach it.
   dataDir = path.resolve(".data", `outage-${randomUUID()}`);
   [server, model] = await Promise.all([startEmbeddedPostgres(path.join(dataDir, "pg"), await freePort()), startModelServer()]);
   await server.createDatabaseIfMissing("threadline");
@@ -28,6 +27,8 @@ afterAll(async () => {
   await pool?.end();
   await server?.stop();
   await model?.close();
+  // As root in a directory the postgres OS user cannot enter, the data lives elsewhere (server.dataDir).
+  if (server) await rm(server.dataDir, { recursive: true, force: true });
   await rm(dataDir, { recursive: true, force: true });
 });
 
