@@ -1,23 +1,25 @@
 import { AgentResult, type Message } from "@inngest/agent-kit";
 import { z } from "zod";
+import { refuseUnsafeJson, safeString, sanitizeJson } from "./safe-text.js";
 
 /**
  * AgentKit's message shapes as zod schemas: what is stored in messages.content and what a
  * client may send as conversation history. Parsing rebuilds values that came through JSON
- * (a step's memoized output, a request body) into the shapes AgentKit works with.
+ * (a step's memoized output, a request body) into the shapes AgentKit works with. Every string,
+ * however nested, is one PostgreSQL can store (safe-text.ts).
  */
 const toolMessage = z.object({
   type: z.literal("tool"),
-  id: z.string().min(1),
-  name: z.string().min(1),
+  id: safeString().min(1),
+  name: safeString().min(1),
   // AgentKit leaves a tool result's input out when the model sent no arguments.
-  input: z.record(z.string(), z.unknown()).optional(),
+  input: z.record(z.string(), z.unknown()).superRefine((input, ctx) => refuseUnsafeJson(input, ctx)).optional(),
 });
 
 const textMessage = z.object({
   type: z.literal("text"),
   role: z.enum(["system", "user", "assistant"]),
-  content: z.union([z.string(), z.array(z.object({ type: z.literal("text"), text: z.string() }))]),
+  content: z.union([safeString(), z.array(z.object({ type: z.literal("text"), text: safeString() }))]),
   stop_reason: z.enum(["tool", "stop"]).optional(),
 });
 
@@ -32,7 +34,7 @@ export const toolResultMessage = z.object({
   type: z.literal("tool_result"),
   role: z.literal("tool_result"),
   tool: toolMessage,
-  content: z.unknown(),
+  content: z.unknown().superRefine((content, ctx) => refuseUnsafeJson(content, ctx)),
   stop_reason: z.literal("tool"),
 });
 
@@ -84,7 +86,12 @@ function rowMessages(row: z.infer<typeof historyRow>): AgentContent {
   return { output: [{ type: "text", role: "system", content: text }], toolCalls: [] };
 }
 
-/** The part of an AgentResult that is stored. */
+/**
+ * The part of an AgentResult that is stored, as the JSON it is stored as. The model may write NUL
+ * or a lone surrogate, which PostgreSQL refuses: each becomes U+FFFD (sanitizeJson), so the
+ * answer is stored and sent to the model on later turns instead of failing the step on every retry.
+ */
 export function toAgentContent(result: AgentResult): AgentContent {
-  return agentContent.parse({ output: result.output, toolCalls: result.toolCalls });
+  const stored = JSON.parse(JSON.stringify({ output: result.output, toolCalls: result.toolCalls })) as unknown;
+  return agentContent.parse(sanitizeJson(stored));
 }
