@@ -38,6 +38,9 @@ const ENVELOPE_BYTES = 6_000;
 export const MAX_CONVERSATION_BYTES = INNGEST_EVENT_LIMIT_BYTES - CONTENT_WORST_CASE_BYTES - OTHER_FIELDS_BYTES - ENVELOPE_BYTES;
 export const MAX_CONVERSATION_MESSAGE_BYTES = 32_000;
 
+/** Marks the issues of data over a size limit (`issue.params`), which the HTTP edge may answer with 413. */
+export const TOO_LARGE = { tooLarge: true } as const;
+
 /** UTF-8 bytes of a value's JSON: what it weighs inside an event. */
 export const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? "", "utf8");
 
@@ -64,6 +67,7 @@ export const conversation = z
         ctx.addIssue({
           code: "custom",
           path: [index],
+          params: TOO_LARGE,
           message: `message is ${bytes} bytes as JSON, over the ${MAX_CONVERSATION_MESSAGE_BYTES}-byte limit per conversation message: shorten it or leave it out`,
         });
       }
@@ -79,6 +83,7 @@ export const conversation = z
       ctx.addIssue({
         code: "custom",
         path: [],
+        params: TOO_LARGE,
         message: `conversation is ${total} bytes as JSON, over the ${MAX_CONVERSATION_BYTES}-byte limit: send only the most recent messages, or omit conversation to let the server read the thread's history`,
       });
     }

@@ -7,6 +7,7 @@ import {
   MAX_CONTENT_LENGTH,
   MAX_CONVERSATION_BYTES,
   MAX_CONVERSATION_MESSAGE_BYTES,
+  TOO_LARGE,
 } from "../inngest.config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
@@ -160,6 +161,8 @@ describe("client conversations: no system messages, paired tool calls, bounded s
     expect(refusal([text("user", "hi"), text("assistant", big)])).toEqual([
       expect.stringMatching(new RegExp(`^conversation\\.1: message is \\d+ bytes as JSON, over the ${MAX_CONVERSATION_MESSAGE_BYTES}-byte limit per conversation message: shorten it`)),
     ]);
+    const tooLarge = chatMessageSentData.safeParse(chatData({ conversation: [text("assistant", big)] }));
+    expect(tooLarge.error?.issues.map((issue) => (issue as { params?: unknown }).params)).toEqual([TOO_LARGE]);
     const many = Array.from({ length: 4 }, () => text("user", "é".repeat(MAX_CONVERSATION_MESSAGE_BYTES / 2 - 100)));
     expect(refusal(many)).toEqual([
       expect.stringMatching(new RegExp(`^conversation: conversation is \\d+ bytes as JSON, over the ${MAX_CONVERSATION_BYTES}-byte limit: send only the most recent messages`)),
