@@ -1,9 +1,12 @@
+import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MAX_CONTENT_LENGTH } from "../inngest.config.js";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { historyEnvironment, readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
+import type { HistoryRow } from "../src/history/messages.js";
 import { DEFAULT_HISTORY_MAXIMUMS, type HistoryEnvironment } from "../src/history/policy.js";
+import { applyByteBudget } from "../src/history/token-budget.js";
 import { execute, type Memo } from "./helpers/engine.js";
 import { chatEvent, conversation, scriptedModel } from "./helpers/fixtures.js";
 import { seedThread } from "./helpers/seed.js";
@@ -68,6 +71,39 @@ describe("the byte budget of history.get", () => {
     // About 6 KB a turn: the three newest turns fit, whole and in order.
     const texts = bed.model.requests[0]!.messages.slice(1).map((m) => String(m.content).split(" ").slice(0, 2).join(" "));
     expect(texts).toEqual(["question 10", "answer 10", "question 11", "answer 11", "question 12", "answer 12", "question 13"]);
+  });
+});
+
+describe("the byte budget on generated rows", () => {
+  const piece = fc.oneof(fc.string({ unit: "grapheme", maxLength: 40 }), fc.constantFrom("\u0001", '"', "\\", "日本語", "😀", "\n"));
+  const longText = fc.array(piece, { maxLength: 400 }).map((pieces) => pieces.join(""));
+  const row = (kind: "user" | "agent", text: string, n: number): HistoryRow => ({
+    id: `${kind}-${n}`,
+    kind,
+    agentName: kind === "user" ? "user" : "assistant",
+    content: kind === "user" ? { text } : { output: [{ type: "text", role: "assistant", content: text }], toolCalls: [] },
+    createdAt: "2026-05-01T12:00:00.000Z",
+  });
+
+  it("what is kept never weighs more than the budget, and is the newest turns, whole or cut with the marker", () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(longText, longText), { minLength: 1, maxLength: 6 }), fc.integer({ min: 1_000, max: 20_000 }), (turns, maxBytes) => {
+        const rows = turns.flatMap(([question, answer], n) => [row("user", question, n), row("agent", answer, n)]);
+        const { rows: kept, report } = applyByteBudget(rows, maxBytes);
+        const weight = kept.reduce((sum, r) => sum + Buffer.byteLength(JSON.stringify(r), "utf8") + 1, 0);
+        expect(weight).toBeLessThanOrEqual(maxBytes);
+        expect(report.bytes).toBe(weight);
+        const keptIds = kept.map((r) => r.id);
+        expect(keptIds).toEqual(rows.slice(rows.length - kept.length).map((r) => r.id));
+        const cutIds = new Set(report.truncated.map((t) => t.id));
+        for (const r of kept) {
+          const original = rows.find((o) => o.id === r.id)!;
+          if (cutIds.has(r.id)) expect(JSON.stringify(r.content)).toMatch(/truncated by Threadline: \d+ characters omitted\]/);
+          else expect(r).toEqual(original);
+        }
+      }),
+      { numRuns: 50 },
+    );
   });
 });
 
