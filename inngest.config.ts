@@ -2,6 +2,7 @@ import { eventType, Inngest } from "inngest";
 import { z } from "zod";
 import { message } from "./src/history/messages.js";
 import { historyRequest } from "./src/history/policy.js";
+import { safeString } from "./src/history/safe-text.js";
 import { logger } from "./src/logger.js";
 
 /**
@@ -11,21 +12,81 @@ import { logger } from "./src/logger.js";
 // The SDK logs through the app's logger too, so tests can silence its expected step errors.
 export const inngest = new Inngest({ id: "threadline", logger, internalLogger: logger });
 
-/** Longest user message accepted, in characters (about 8k tokens of English). */
+/** Longest user message accepted, in characters (UTF-16 units; about 8k tokens of English). */
 export const MAX_CONTENT_LENGTH = 32_000;
 
 /** Most prior messages a client may send as the conversation so far. */
 export const MAX_CONVERSATION_MESSAGES = 200;
 
 /**
+ * Byte budget of one event, so that every accepted event stays under Inngest's event size limit
+ * (256 KB on the free plan; sizes are UTF-8 bytes of the event's JSON). The worst case of a text
+ * field is 6 bytes per UTF-16 unit: JSON writes a control character such as U+0001 as \u0001
+ * (other BMP characters take at most 3 bytes, a surrogate pair 4 bytes for 2 units, and NUL and
+ * lone surrogates are refused). So:
+ * - `content`: 32,000 units × 6 = 192,000 bytes at worst;
+ * - every other field but `conversation` (ids, a 200-unit userId, timestamp, history settings,
+ *   keys): at most 2,000 bytes;
+ * - room left for Inngest's envelope (name, id, ts, v): 6,000 bytes;
+ * - `conversation`: what remains, 256,000 − 192,000 − 2,000 − 6,000 = 56,000 bytes of JSON in
+ *   total, at most 32,000 for one message. Measured exactly (JSON.stringify, UTF-8), not estimated.
+ */
+export const INNGEST_EVENT_LIMIT_BYTES = 256_000;
+const CONTENT_WORST_CASE_BYTES = MAX_CONTENT_LENGTH * 6;
+const OTHER_FIELDS_BYTES = 2_000;
+const ENVELOPE_BYTES = 6_000;
+export const MAX_CONVERSATION_BYTES = INNGEST_EVENT_LIMIT_BYTES - CONTENT_WORST_CASE_BYTES - OTHER_FIELDS_BYTES - ENVELOPE_BYTES;
+export const MAX_CONVERSATION_MESSAGE_BYTES = 32_000;
+
+/** Marks the issues of data over a size limit (`issue.params`), which the HTTP edge may answer with 413. */
+export const TOO_LARGE = { tooLarge: true } as const;
+
+/** UTF-8 bytes of a value's JSON: what it weighs inside an event. */
+export const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value) ?? "", "utf8");
+
+/** The user id: scopes every read and write (1–200 characters, storable text). */
+const userId = safeString({ error: "userId is required" }).min(1, "userId must not be empty").max(200, "userId must be at most 200 characters");
+
+/**
  * The conversation so far, kept by the client (client-authoritative and hybrid modes): AgentKit
- * messages in order, without the new message. Every tool call must come with its result, or the
- * model would refuse the request.
+ * messages in order, without the new message. Within the size caps above; no system messages
+ * (only the operator's prompt and Threadline's own context speak with that authority); every tool
+ * call must come with its result and every tool result must answer an earlier tool call, or the
+ * model would refuse the request (or be told of a tool call that never happened).
  */
 export const conversation = z
   .array(message)
   .max(MAX_CONVERSATION_MESSAGES, `conversation must hold at most ${MAX_CONVERSATION_MESSAGES} messages: send the recent ones`)
   .superRefine((messages, ctx) => {
+    let total = 0;
+    const called = new Set<string>();
+    for (const [index, m] of messages.entries()) {
+      const bytes = jsonBytes(m);
+      total += bytes;
+      if (bytes > MAX_CONVERSATION_MESSAGE_BYTES) {
+        ctx.addIssue({
+          code: "custom",
+          path: [index],
+          params: TOO_LARGE,
+          message: `message is ${bytes} bytes as JSON, over the ${MAX_CONVERSATION_MESSAGE_BYTES}-byte limit per conversation message: shorten it or leave it out`,
+        });
+      }
+      if (m.type === "text" && m.role === "system") {
+        ctx.addIssue({ code: "custom", path: [index, "role"], message: "system messages are not accepted from clients: send it as a user message, or leave it out" });
+      }
+      if (m.type === "tool_call") for (const tool of m.tools) called.add(tool.id);
+      if (m.type === "tool_result" && !called.has(m.tool.id)) {
+        ctx.addIssue({ code: "custom", path: [index, "tool", "id"], message: `tool_result ${m.tool.id} answers no earlier tool_call in the conversation` });
+      }
+    }
+    if (total > MAX_CONVERSATION_BYTES) {
+      ctx.addIssue({
+        code: "custom",
+        path: [],
+        params: TOO_LARGE,
+        message: `conversation is ${total} bytes as JSON, over the ${MAX_CONVERSATION_BYTES}-byte limit: send only the most recent messages, or omit conversation to let the server read the thread's history`,
+      });
+    }
     const results = new Set(messages.flatMap((m) => (m.type === "tool_result" ? [m.tool.id] : [])));
     for (const [index, m] of messages.entries()) {
       if (m.type !== "tool_call") continue;
@@ -39,14 +100,16 @@ export const chatMessageSentData = z.object({
   /** Client-generated id of the user message: re-sending it never stores it twice. */
   messageId: z.uuid({ error: "messageId must be a UUID generated by the client for this message" }),
   /** The user the thread belongs to; every read and write is scoped by it. */
-  userId: z.string({ error: "userId is required" }).min(1, "userId must not be empty").max(200),
-  content: z
-    .string({ error: "content is required" })
+  userId,
+  content: safeString({ error: "content is required" })
     .refine((text) => text.trim().length > 0, "content must not be empty")
     .refine((text) => text.length <= MAX_CONTENT_LENGTH, `content must be at most ${MAX_CONTENT_LENGTH} characters`),
   /** Absent: a new thread, whose id is the message's id. */
   threadId: z.uuid({ error: "threadId must be a UUID (omit it to start a new thread)" }).optional(),
-  clientTimestamp: z.iso.datetime({ offset: true, error: "clientTimestamp must be an ISO 8601 date-time" }).optional(),
+  clientTimestamp: z.iso
+    .datetime({ offset: true, error: "clientTimestamp must be an ISO 8601 date-time" })
+    .max(64, "clientTimestamp must be at most 64 characters")
+    .optional(),
   /** History settings for this turn; the operator's environment settings take precedence. */
   history: historyRequest.optional(),
   /** Present: the client sends the history and the database is not read for it. */
@@ -60,9 +123,9 @@ export const chatMessageRegenerateData = z.object({
   threadId: z.uuid({ error: "threadId must be the UUID of the thread the message belongs to" }),
   /** The user message whose answer is generated again (never an assistant message's id). */
   messageId: z.uuid({ error: "messageId must be the UUID of a user message in the thread" }),
-  userId: z.string({ error: "userId is required" }).min(1, "userId must not be empty").max(200),
+  userId,
   /** Why the user asked again (a UI label such as "retry" or "try again"); kept in the run's event. */
-  reason: z.string().max(500, "reason must be at most 500 characters").optional(),
+  reason: safeString().max(500, "reason must be at most 500 characters").optional(),
   /**
    * Client-generated id of this regenerate request: a retried request with the same id starts no
    * second run (the regenerate function's idempotency key). Absent: every event is a new request.
@@ -75,7 +138,7 @@ export const chatMessageRegenerate = eventType("chat/message.regenerate", { sche
 
 export const threadSummarizeRequestedData = z.object({
   threadId: z.uuid({ error: "threadId must be the UUID of the thread to summarize" }),
-  userId: z.string({ error: "userId is required" }).min(1, "userId must not be empty").max(200),
+  userId,
   /**
    * Where the requesting turn's history window began (the sequence number of its oldest user
    * message): only turns before it are summarized, so the summary never overlaps the window.

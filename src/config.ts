@@ -1,6 +1,14 @@
 import { z } from "zod";
 import type { AuthSettings } from "./auth/settings.js";
-import { historyLength, historyMaxTokens, historyPolicyName, type HistoryEnvironment } from "./history/policy.js";
+import {
+  DEFAULT_HISTORY_MAXIMUMS,
+  historyLength,
+  historyMaxBytes,
+  historyMaxTokens,
+  historyPolicyName,
+  type HistoryEnvironment,
+  type HistoryMaximums,
+} from "./history/policy.js";
 
 const optionalText = z.string().trim().min(1).optional().catch(undefined);
 /** An optional setting: unset or empty means "not set"; anything else must be valid. */
@@ -48,6 +56,20 @@ export const environment = z.object({
   HISTORY_POLICY: optionalSetting(historyPolicyName),
   HISTORY_LENGTH: optionalSetting(z.coerce.number().pipe(historyLength)),
   HISTORY_MAX_TOKENS: optionalSetting(z.coerce.number().pipe(historyMaxTokens)),
+  /** Operator maximums that no request or setting exceeds (defaults: DEFAULT_HISTORY_MAXIMUMS). */
+  HISTORY_MAX_LENGTH: optionalSetting(z.coerce.number().pipe(historyLength.min(1))),
+  HISTORY_MAX_TOKENS_CAP: optionalSetting(z.coerce.number().pipe(historyMaxTokens)),
+  HISTORY_MAX_BYTES: optionalSetting(z.coerce.number().pipe(historyMaxBytes)),
+}).superRefine((env, ctx) => {
+  // The operator's own settings must respect the operator's maximums: a contradiction is a start-up error.
+  const maxLength = env.HISTORY_MAX_LENGTH ?? DEFAULT_HISTORY_MAXIMUMS.length;
+  if (env.HISTORY_LENGTH !== undefined && env.HISTORY_LENGTH > maxLength) {
+    ctx.addIssue({ code: "custom", path: ["HISTORY_LENGTH"], message: `${env.HISTORY_LENGTH} is above HISTORY_MAX_LENGTH (${maxLength}): lower it or raise HISTORY_MAX_LENGTH` });
+  }
+  const maxTokens = env.HISTORY_MAX_TOKENS_CAP ?? DEFAULT_HISTORY_MAXIMUMS.maxTokens;
+  if (env.HISTORY_MAX_TOKENS !== undefined && env.HISTORY_MAX_TOKENS > maxTokens) {
+    ctx.addIssue({ code: "custom", path: ["HISTORY_MAX_TOKENS"], message: `${env.HISTORY_MAX_TOKENS} is above HISTORY_MAX_TOKENS_CAP (${maxTokens}): lower it or raise HISTORY_MAX_TOKENS_CAP` });
+  }
 });
 export type Environment = z.infer<typeof environment>;
 
@@ -60,12 +82,18 @@ export function readEnvironment(env: NodeJS.ProcessEnv = process.env): Environme
   return parsed.data;
 }
 
-/** The history settings the operator fixed in the environment. */
+/** The history settings and maximums the operator fixed in the environment. */
 export function historyEnvironment(env: Environment): HistoryEnvironment {
+  const maximums: Partial<HistoryMaximums> = {
+    ...(env.HISTORY_MAX_LENGTH !== undefined ? { length: env.HISTORY_MAX_LENGTH } : {}),
+    ...(env.HISTORY_MAX_TOKENS_CAP !== undefined ? { maxTokens: env.HISTORY_MAX_TOKENS_CAP } : {}),
+    ...(env.HISTORY_MAX_BYTES !== undefined ? { maxBytes: env.HISTORY_MAX_BYTES } : {}),
+  };
   return {
     ...(env.HISTORY_POLICY !== undefined ? { policy: env.HISTORY_POLICY } : {}),
     ...(env.HISTORY_LENGTH !== undefined ? { length: env.HISTORY_LENGTH } : {}),
     ...(env.HISTORY_MAX_TOKENS !== undefined ? { maxTokens: env.HISTORY_MAX_TOKENS } : {}),
+    ...(Object.keys(maximums).length > 0 ? { maximums } : {}),
   };
 }
 

@@ -2,7 +2,7 @@ import { beforeEach, describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { historyEnvironment, readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import type { HistoryEnvironment, HistoryRequest } from "../src/history/policy.js";
+import { DEFAULT_HISTORY_MAXIMUMS, type HistoryEnvironment, type HistoryRequest } from "../src/history/policy.js";
 import { execute } from "./helpers/engine.js";
 import { asUser, createTestApp } from "./helpers/http.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
@@ -96,8 +96,10 @@ describe("history policies on a thread of 30 turns with system messages and tool
       policy: "lastN",
       length: 20,
       preserveSystemMessages: true,
-      maxTokens: null,
-      sources: { policy: "default", length: "default", preserveSystemMessages: "default", maxTokens: "default" },
+      // The agent asks for no token budget: the operator's maximum (here the default one) applies.
+      maxTokens: DEFAULT_HISTORY_MAXIMUMS.maxTokens,
+      maxBytes: DEFAULT_HISTORY_MAXIMUMS.maxBytes,
+      sources: { policy: "default", length: "default", preserveSystemMessages: "default", maxTokens: "operator-maximum", maxBytes: "default" },
     });
   });
 });
@@ -114,7 +116,7 @@ describe("precedence: environment over request over the agent's default", () => 
     expect(result.history).toMatchObject({
       policy: "lastN",
       length: 3,
-      sources: { policy: "default", length: "request", preserveSystemMessages: "default", maxTokens: "default" },
+      sources: { policy: "default", length: "request", preserveSystemMessages: "default", maxTokens: "operator-maximum" },
     });
   });
 
@@ -129,7 +131,7 @@ describe("precedence: environment over request over the agent's default", () => 
       policy: "lastN",
       length: 2,
       preserveSystemMessages: false,
-      sources: { policy: "environment", length: "environment", preserveSystemMessages: "request", maxTokens: "default" },
+      sources: { policy: "environment", length: "environment", preserveSystemMessages: "request", maxTokens: "operator-maximum" },
     });
   });
 

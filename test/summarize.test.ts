@@ -6,6 +6,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createSummarizeThread } from "../src/functions/summarize-thread.js";
 import { resultId } from "../src/history/ids.js";
+import { summaryContext } from "../src/history/messages.js";
 import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
 import { execute, type Execution } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
@@ -91,7 +92,7 @@ describe("progressive summarization", () => {
     const { run: turn32, request: asked } = await chat(threadId, "message 32");
     expect(textsOf(asked)).toEqual([
       `system: ${ASSISTANT_SYSTEM_PROMPT}`,
-      "system: Summary of the earlier conversation:\nSUMMARY-1: the user sent messages 1 to 11.",
+      `user: ${summaryContext("SUMMARY-1: the user sent messages 1 to 11.")}`,
       ...turnsAsSent(13, 30),
       "user: message 31",
       "assistant: reply to message 31",
@@ -132,7 +133,7 @@ describe("progressive summarization", () => {
     const { request: asked } = await chat(threadId, "message 47");
     expect(textsOf(asked).slice(0, 4)).toEqual([
       `system: ${ASSISTANT_SYSTEM_PROMPT}`,
-      "system: Summary of the earlier conversation:\nSUMMARY-2: messages 1 to 26.",
+      `user: ${summaryContext("SUMMARY-2: messages 1 to 26.")}`,
       "user: message 28",
       "assistant: answer 28",
     ]);

@@ -7,7 +7,7 @@ import { toAgentContent, toAgentResults } from "./messages.js";
 import { historyWindow, type ResolvedHistoryPolicy } from "./policy.js";
 import { beginTurn, ensureThread, storeAnswer, type TurnKind, type TurnStart } from "./store.js";
 import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES, type HistoryRead } from "./summaries.js";
-import { applyTokenBudget, type BudgetReport } from "./token-budget.js";
+import { applyHistoryBudgets, type BudgetReport, type ByteBudgetReport } from "./token-budget.js";
 import { waitForEarlierTurns } from "./turn-waits.js";
 
 /** The run a history adapter serves: one turn on one user message. */
@@ -29,7 +29,7 @@ export type TurnContext = {
  * "database" (read by history.get), "client" (sent with the event), or "none" (policy none,
  * a new thread, or a re-run that answers nothing).
  */
-export type HistoryLoad = { from: "database" | "client" | "none"; read: number; sent: number; budget?: BudgetReport };
+export type HistoryLoad = { from: "database" | "client" | "none"; read: number; sent: number; budget?: BudgetReport; bytes?: ByteBudgetReport };
 
 export type TurnHistory = HistoryConfig<StateData> & {
   /** The load of this run (set from memoized steps, so the same on every replay). */
@@ -98,8 +98,8 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
       // Policy none reads nothing: the model sees the current message alone.
       if (!window) return [];
       const beforeSeq = started.messageSeq;
-      const { maxTokens } = turn.policy;
-      // The budget applies inside the step, so what the step returns (and Inngest stores) is bounded.
+      const { maxTokens, maxBytes } = turn.policy;
+      // The budgets apply inside the step, so what the step returns (and Inngest stores) is bounded.
       // The summary check rides on this read (one more indexed query) rather than costing a step of its own.
       const read = (await durably(step, "history.get", async () => {
         const { rows, summaryLag } = await readHistoryWithSummary(db, {
@@ -109,13 +109,11 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           window,
           countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1,
         });
-        if (maxTokens === null) return { rows, summaryLag, read: rows.length };
-        const budgeted = applyTokenBudget(rows, maxTokens);
-        return { rows: budgeted.rows, summaryLag, read: rows.length, budget: budgeted.report };
-      })) as HistoryRead & { read: number; budget?: BudgetReport };
+        return { ...applyHistoryBudgets(rows, { maxBytes, maxTokens }), summaryLag, read: rows.length };
+      })) as HistoryRead & { read: number; bytes: ByteBudgetReport; budget?: BudgetReport };
       setSummaryLag(state, read.summaryLag);
       const results = toAgentResults(read.rows);
-      loaded = { from: "database", read: read.read, sent: read.rows.length, ...(read.budget ? { budget: read.budget } : {}) };
+      loaded = { from: "database", read: read.read, sent: read.rows.length, bytes: read.bytes, ...(read.budget ? { budget: read.budget } : {}) };
       setPriorResultCount(state, results.length);
       return results;
     },

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { summaryId } from "./ids.js";
 import { SUMMARY_AGENT_NAME, type HistoryRow } from "./messages.js";
+import { sanitizeText } from "./safe-text.js";
 import * as sql from "./sql.js";
 import { checkOwnedThread, readHistory } from "./store.js";
 
@@ -81,13 +82,15 @@ export async function readSummarySource(
 
 /**
  * Stores a summary built on `extends` (the previous summary's extent, null for the first).
- * Returns false when another summarizer got there first: its summary stays.
+ * Returns false when another summarizer got there first: its summary stays. The text is
+ * model-written: NUL and lone surrogates become U+FFFD (sanitizeText) so PostgreSQL takes it.
  */
 export async function storeSummary(
   db: pg.Pool,
   input: { threadId: string; coversThrough: number; text: string; extends: number | null },
 ): Promise<{ stored: boolean }> {
-  const { threadId, coversThrough, text } = input;
+  const { threadId, coversThrough } = input;
+  const text = sanitizeText(input.text);
   const result =
     input.extends === null
       ? await db.query(sql.insertSummary, [threadId, coversThrough, text])

@@ -20,7 +20,15 @@ export type SeededThread = { threadId: string; userId: string; entries: SeededEn
  */
 export async function seedThread(
   db: pg.Pool,
-  options: { turns: number; toolTurns?: number[]; systemBefore?: number[]; userId?: string; longQuestion?: { turn: number; text: string } },
+  options: {
+    turns: number;
+    toolTurns?: number[];
+    systemBefore?: number[];
+    userId?: string;
+    longQuestion?: { turn: number; text: string };
+    /** Each turn's texts in place of "question i" / "answer i". */
+    texts?: (turn: number) => { question: string; answer: string };
+  },
 ): Promise<SeededThread> {
   const userId = options.userId ?? "user-1";
   const threadId = randomUUID();
@@ -33,8 +41,8 @@ export async function seedThread(
       entries.push({ kind: "system", text });
     }
     const messageId = randomUUID();
-    const question = options.longQuestion?.turn === i ? options.longQuestion.text : `question ${i}`;
-    const answer = `answer ${i}`;
+    const question = options.texts?.(i).question ?? (options.longQuestion?.turn === i ? options.longQuestion.text : `question ${i}`);
+    const answer = options.texts?.(i).answer ?? `answer ${i}`;
     const start = await beginTurn(db, { threadId, userId, message: { id: messageId, text: question }, turn: { runId: `seed-${messageId}`, kind: "chat" } });
     const toolCallId = options.toolTurns?.includes(i) ? `call_seed_${i}` : undefined;
     const contents: AgentContent[] = toolCallId
