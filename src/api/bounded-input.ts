@@ -1,12 +1,14 @@
 import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
+import { INNGEST_EVENT_LIMIT_BYTES } from "../../inngest.config.js";
 import { EventTooLarge } from "./errors.js";
 
 /**
- * Inngest's largest event on its free plan (256 KiB; 3 MiB on paid plans). A request body is
- * turned into one event, so no larger body can ever be accepted: it is refused at the edge.
+ * Inngest's largest event on its free plan (256 KB; 3 MB on paid plans), the one limit the event
+ * schemas are sized against. A request body is turned into one event, so no larger body can ever
+ * be accepted: it is refused at the edge.
  */
-export const MAX_EVENT_BYTES = 256 * 1024;
+export const MAX_EVENT_BYTES = INNGEST_EVENT_LIMIT_BYTES;
 
 /** Room left in an event for the fields the Inngest SDK adds when sending it (id, ts, v). */
 const SDK_FIELDS_BYTES = 1024;

@@ -11,12 +11,17 @@ export type AppEnv = { Variables: RequestIdVariables };
 
 type Issue = { field: string; message: string };
 
-const invalid = (c: Context, issues: Issue[]) =>
-  c.json({ error: `Invalid request: ${issues.map((i) => `${i.field}: ${i.message}`).join("; ")}`, issues }, 400);
+const invalid = (c: Context, issues: Issue[], status: 400 | 413 = 400) =>
+  c.json({ error: `Invalid request: ${issues.map((i) => `${i.field}: ${i.message}`).join("; ")}`, issues }, status);
 
-/** A refusal the client can act on: 400 naming each bad field. */
+/** A refusal the client can act on: 400 naming each bad field (413 when a field is over a size limit). */
 export const badRequest = (c: Context, error: Pick<z.ZodError, "issues">) =>
-  invalid(c, error.issues.map((issue) => ({ field: issue.path.join(".") || "body", message: issue.message })));
+  invalid(
+    c,
+    error.issues.map((issue) => ({ field: issue.path.join(".") || "body", message: issue.message })),
+    // The schemas mark what is over a size limit (TOO_LARGE): the request is too large, not malformed.
+    error.issues.some((issue) => "params" in issue && (issue.params as { tooLarge?: boolean } | undefined)?.tooLarge) ? 413 : 400,
+  );
 
 /** The event could not reach Inngest: nothing was accepted, the client may send it again. */
 export class EventNotSent extends Error {
