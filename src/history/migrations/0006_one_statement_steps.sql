@@ -59,7 +59,8 @@ BEGIN
   IF v_message.id IS NOT NULL AND (v_message.thread_id <> p_thread_id OR v_message.kind <> 'user') THEN
     RETURN QUERY SELECT 'message_in_use', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
   END IF;
-  IF v_message.id IS NOT NULL AND p_text IS NOT NULL AND v_message.content ->> 'text' IS DISTINCT FROM p_text THEN
+  -- A chat message re-sent under its id must carry the same words; a regenerate answers the stored ones.
+  IF v_message.id IS NOT NULL AND p_kind = 'chat' AND v_message.content ->> 'text' IS DISTINCT FROM p_text THEN
     RETURN QUERY SELECT 'message_text_differs', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
   END IF;
   IF v_message.id IS NULL THEN
