@@ -6,7 +6,8 @@ import { createChatNetwork } from "../src/agents/network.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createTurnHistory } from "../src/history/adapter.js";
 import { resolveHistoryPolicy } from "../src/history/policy.js";
-import { checkSendable } from "../src/history/store.js";
+import { createPool } from "../src/history/database.js";
+import { beginTurn, checkSendable } from "../src/history/store.js";
 import { createApp } from "../src/server.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, conversation, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
@@ -70,6 +71,23 @@ describe("a message id names one message", () => {
     const after = await countRows(bed.db.pool);
     expect(after.threads).toBe(before.threads + 1);
     expect((await bed.db.pool.query("SELECT count(*)::int AS n FROM threads WHERE user_id = 'mallory'")).rows[0].n).toBe(0);
+  });
+
+  it("two runs of a new thread's first message at once, on two connections: one thread, one message, both turns on variant 1", async () => {
+    const messageId = randomUUID();
+    const pools = [createPool(bed.db.url), createPool(bed.db.url)];
+    try {
+      await Promise.all(pools.map((pool) => pool.query("SELECT 1")));
+      const starts = await Promise.all(
+        pools.map((pool, i) =>
+          beginTurn(pool, { threadId: messageId, userId: "user-1", message: { id: messageId, text: "Hello" }, turn: { runId: `run-${i}-${messageId}`, kind: "chat" } }),
+        ),
+      );
+      expect(starts.map((s) => [s.messageSeq, s.status, s.variant, s.text])).toEqual([[1, "running", 1, "Hello"], [1, "running", 1, "Hello"]]);
+      expect((await threadRows(bed.db.pool, messageId)).map((r) => r.id)).toEqual([messageId]);
+    } finally {
+      await Promise.all(pools.map((pool) => pool.end()));
+    }
   });
 
   it("another user's thread is refused before anything is written: no thread, message or turn", async () => {

@@ -3,6 +3,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createSummarizeThread } from "../src/functions/summarize-thread.js";
 import { resultId } from "../src/history/ids.js";
+import * as sql from "../src/history/sql.js";
 import { beginTurn, listCurrentPath, storeAnswer } from "../src/history/store.js";
 import { readSummarySource, storeSummary } from "../src/history/summaries.js";
 import { execute } from "./helpers/engine.js";
@@ -205,6 +206,56 @@ describe("a summarizer racing a regenerate", () => {
     const reread = await readSummarySource(bed.db.pool, { threadId, userId: "user-1", beforeSeq: regen.messageSeq, maxMessages: 200 });
     expect(reread.pathVersion).toBeGreaterThan(read.pathVersion);
     expect(await storeSummary(bed.db.pool, summary(reread))).toEqual({ stored: true });
+    expect(await summaryCoversDetached(threadId)).toBe(false);
+  });
+
+  it("under the thread lock, in both orders: a summary store waiting for a detach is refused; a detach waiting for a summary store drops it", async () => {
+    const { threadId, message5 } = await threadAskingForSummary();
+    const beforeSeq = (await threadRows(bed.db.pool, threadId)).find((r) => r.kind === "user" && textOf(r.content) === "question 12")!.seq;
+    const read = await readSummarySource(bed.db.pool, { threadId, userId: "user-1", beforeSeq, maxMessages: 200 });
+    const summary = { threadId, coversThrough: read.messages.at(-1)!.turnSeq, text: "summary", extends: null, pathVersion: read.pathVersion };
+    const regen = await beginTurn(bed.db.pool, {
+      threadId, userId: "user-1", message: { id: message5, text: "question 5" }, turn: { runId: "run-lock-5", kind: "regenerate", eventId: "event-lock-5" },
+    });
+    const answer = [
+      { id: resultId(message5, regen.variant, 0), agentName: "assistant", content: { output: [{ type: "text" as const, role: "assistant" as const, content: "answer 5, again" }], toolCalls: [] } },
+    ];
+    const settled = (promise: Promise<unknown>) => Promise.race([promise.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 200))]);
+
+    // The detach holds the lock (not committed yet) when the summary is stored: the summary waits, then sees the new version.
+    const detaching = await bed.db.pool.connect();
+    try {
+      await detaching.query("BEGIN");
+      await detaching.query(sql.storeAnswer, [threadId, "user-1", "run-lock-5", message5, regen.messageSeq, regen.variant, true, JSON.stringify(answer), null]);
+      const storing = storeSummary(bed.db.pool, summary);
+      expect(await settled(storing)).toBe(false);
+      await detaching.query("COMMIT");
+      expect(await storing).toEqual({ stored: false });
+    } finally {
+      detaching.release();
+    }
+
+    // The summary (now covering turn 5) holds the lock when the next regenerate of message 5 stores: it waits, then drops the summary.
+    const reread = await readSummarySource(bed.db.pool, { threadId, userId: "user-1", beforeSeq: regen.messageSeq + 1, maxMessages: 200 });
+    expect(reread.messages.at(-1)!.turnSeq).toBe(regen.messageSeq);
+    const again = await beginTurn(bed.db.pool, {
+      threadId, userId: "user-1", message: { id: message5, text: "question 5" }, turn: { runId: "run-lock-5b", kind: "regenerate", eventId: "event-lock-5b" },
+    });
+    const summarizing = await bed.db.pool.connect();
+    try {
+      await summarizing.query("BEGIN");
+      await summarizing.query(sql.storeSummary, [threadId, reread.messages.at(-1)!.turnSeq, "summary", null, reread.pathVersion]);
+      const storing = storeAnswer(bed.db.pool, {
+        threadId, userId: "user-1", runId: "run-lock-5b", messageId: message5, messageSeq: again.messageSeq, variant: again.variant, detachLaterTurns: true,
+        results: [{ ...answer[0]!, id: resultId(message5, again.variant, 0) }],
+      });
+      expect(await settled(storing)).toBe(false);
+      await summarizing.query("COMMIT");
+      expect(await storing).toEqual({ inserted: 1, status: "completed" });
+    } finally {
+      summarizing.release();
+    }
+    expect(await storedSummary(threadId)).toBeUndefined();
     expect(await summaryCoversDetached(threadId)).toBe(false);
   });
 });
