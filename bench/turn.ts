@@ -8,10 +8,8 @@
  *
  * Uses DATABASE_URL's server (or the embedded PostgreSQL) in a database created for the run.
  */
-import { AsyncLocalStorage } from "node:async_hooks";
 import { randomUUID } from "node:crypto";
 import path from "node:path";
-import { InngestTestEngine } from "@inngest/test";
 import type { InngestFunction } from "inngest";
 import pg from "pg";
 import { inngest } from "../inngest.config.js";
@@ -22,10 +20,9 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { createPool, startEmbeddedPostgres, type EmbeddedServer } from "../src/history/database.js";
 import { migrate } from "../src/history/migrate.js";
 import * as sql from "../src/history/sql.js";
-import { countingPool } from "../test/helpers/counting-pool.js";
-import { inferOverHttp, recordSentEvents } from "../test/helpers/engine.js";
 import { startModelServer } from "../test/helpers/model-server.js";
 import { seedThread } from "../test/helpers/seed.js";
+import { statementsPerStep, totalStatements } from "../test/helpers/step-statements.js";
 
 const TURNS = 40;
 const WARMUP = 5;
@@ -35,8 +32,6 @@ const LATEST_TURN_ROWS = 50_000;
 
 type Scenario = { name: string; run: () => Promise<{ fn: InngestFunction.Like; event: { name: string; data: Record<string, unknown> } }> };
 type Measured = { name: string; steps: number; perStep: Map<string, number>; statements: number; medianMs: number; bareMs: number };
-
-const currentStep = new AsyncLocalStorage<string>();
 
 async function main() {
   const { serverUrl, embedded } = await chooseServer();
@@ -48,11 +43,7 @@ async function main() {
   const model = await startModelServer();
   try {
     await migrate(url.toString());
-    const perStep = new Map<string, number>();
-    const counting = countingPool(pool, () => {
-      const step = currentStep.getStore() ?? "(outside any step)";
-      perStep.set(step, (perStep.get(step) ?? 0) + 1);
-    });
+    const counting = statementsPerStep(pool);
     const deps = { db: counting.pool, model: chooseModel(readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "bench", MODEL: "bench-model" })) };
     const chatTurn = createChatTurn(deps);
     const regenerate = createRegenerate(deps);
@@ -79,10 +70,10 @@ async function main() {
         const { fn, event } = await scenario.run();
         model.reset();
         model.script({ text: "An answer." });
-        perStep.clear();
         const started = performance.now();
-        const steps = await runToCompletion(fn, event);
-        return { steps, ms: performance.now() - started, perStep: new Map(perStep) };
+        const { steps, error } = await counting.run(fn, event);
+        if (error) throw error;
+        return { steps, ms: performance.now() - started, perStep: new Map(counting.perStep) };
       };
       const first = await turn();
       const bare = bareFunction(first.steps);
@@ -92,13 +83,12 @@ async function main() {
       for (let i = 0; i < WARMUP + TURNS; i++) {
         const { ms } = await turn();
         const started = performance.now();
-        await runToCompletion(bare, { name: "bench/bare", data: {} });
+        await counting.run(bare, { name: "bench/bare", data: {} });
         if (i < WARMUP) continue;
         times.push(ms);
         bareTimes.push(performance.now() - started);
       }
-      const statements = [...first.perStep.values()].reduce((a, b) => a + b, 0);
-      results.push({ name: scenario.name, steps: first.steps, perStep: first.perStep, statements, medianMs: median(times), bareMs: median(bareTimes) });
+      results.push({ name: scenario.name, steps: first.steps, perStep: first.perStep, statements: totalStatements(first.perStep), medianMs: median(times), bareMs: median(bareTimes) });
     }
     printTable(results);
     await explainHistoryRead(pool);
@@ -115,26 +105,6 @@ const chatEvent = (data: { threadId?: string }) => ({
   name: "chat/message.sent",
   data: { messageId: randomUUID(), userId: "user-1", content: "What should I read next?", ...data },
 });
-
-/**
- * Runs one event to the end under InngestTestEngine, every step.run callback tagged with its step
- * id so each statement is counted against the step that sent it. Returns how many steps ran.
- */
-async function runToCompletion(fn: InngestFunction.Like, event: { name: string; data: Record<string, unknown> }): Promise<number> {
-  const runId = `bench-${randomUUID()}`;
-  const engine = new InngestTestEngine({
-    function: fn,
-    events: [{ id: `event-${randomUUID()}`, ...event }],
-    transformCtx: (raw) => {
-      const ctx = recordSentEvents([])(inferOverHttp(runId)(raw)) as typeof raw & { step: { run: (id: string, work: () => unknown) => unknown } };
-      const run = ctx.step.run;
-      return { ...ctx, step: { ...ctx.step, run: (id: string, work: () => unknown) => run(id, () => currentStep.run(id, work)) } } as typeof raw;
-    },
-  });
-  const output = (await engine.execute()) as unknown as { error?: unknown; state: Record<string, unknown> };
-  if (output.error) throw output.error;
-  return Object.keys(output.state).length;
-}
 
 /** A function of `steps` no-op steps: the floor a turn is compared with, under the same engine. */
 const bareFunction = (steps: number) =>
