@@ -3,9 +3,9 @@ import type pg from "pg";
 /**
  * The real pool, with every query text it runs recorded (on the pool and on clients checked out
  * of it), so a test can assert which queries a run issued. `onQuery` also sees each text as it is
- * sent (the turn benchmark attributes it to the step running it).
+ * sent (to attribute it to the step running it); a function it returns is called once the query settles.
  */
-export function countingPool(pool: pg.Pool, onQuery?: (text: string) => void): { pool: pg.Pool; queries: string[] } {
+export function countingPool(pool: pg.Pool, onQuery?: (text: string) => (() => void) | void): { pool: pg.Pool; queries: string[] } {
   const queries: string[] = [];
   const recording = <T extends object>(target: T): T =>
     new Proxy(target, {
@@ -17,8 +17,10 @@ export function countingPool(pool: pg.Pool, onQuery?: (text: string) => void): {
             const text = args[0];
             const queryText = typeof text === "string" ? text : (text as { text: string }).text;
             queries.push(queryText);
-            onQuery?.(queryText);
-            return (value as (...a: unknown[]) => unknown).apply(object, args);
+            const settled = onQuery?.(queryText);
+            const result = (value as (...a: unknown[]) => unknown).apply(object, args);
+            if (settled) void Promise.resolve(result).then(settled, settled);
+            return result;
           };
         }
         if (property === "connect") {

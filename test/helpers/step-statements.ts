@@ -12,19 +12,27 @@ export const OUTSIDE_STEPS = "(outside any step)";
 /**
  * A pool that counts every SQL statement against the Inngest step that sent it, and a way to run
  * an event to the end under InngestTestEngine (inference over HTTP, sent events recorded) with
- * each step.run callback tagged by its step id. `perStep` holds the counts of the latest run.
+ * each step.run callback tagged by its step id. `perStep` holds the counts of the latest run,
+ * `sqlTime` how long it waited for the database.
  */
 export function statementsPerStep(db: pg.Pool) {
   const currentStep = new AsyncLocalStorage<string>();
   const perStep = new Map<string, number>();
+  /** Milliseconds the latest run spent waiting for the database, summed over its statements. */
+  const sqlTime = { ms: 0 };
   const counting = countingPool(db, () => {
     const step = currentStep.getStore() ?? OUTSIDE_STEPS;
     perStep.set(step, (perStep.get(step) ?? 0) + 1);
+    const sent = performance.now();
+    return () => {
+      sqlTime.ms += performance.now() - sent;
+    };
   });
 
   /** Runs the event to the end; returns how many steps ran and what the run returned. */
   async function run(fn: InngestFunction.Like, event: { name: string; data: Record<string, unknown> }) {
     perStep.clear();
+    sqlTime.ms = 0;
     const runId = `run-${randomUUID()}`;
     const engine = new InngestTestEngine({
       function: fn,
@@ -39,7 +47,7 @@ export function statementsPerStep(db: pg.Pool) {
     return { steps: Object.keys(output.state).length, result: output.result, error: output.error };
   }
 
-  return { pool: counting.pool, perStep, run };
+  return { pool: counting.pool, perStep, sqlTime, run };
 }
 
 /** The statement count of a run in total. */
