@@ -6,14 +6,12 @@
  * DATABASE_URL's server, or the embedded PostgreSQL) and drops it at the end.
  */
 import { randomUUID } from "node:crypto";
-import path from "node:path";
 import pg from "pg";
-import { createPool, startEmbeddedPostgres, type EmbeddedServer } from "../src/history/database.js";
-import { migrate } from "../src/history/migrate.js";
 import { AGENT_HISTORY_DEFAULTS, historyWindow } from "../src/history/policy.js";
 import * as sql from "../src/history/sql.js";
 import { readHistory } from "../src/history/store.js";
 import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES } from "../src/history/summaries.js";
+import { openBenchDatabase } from "./bench-database.js";
 
 const SIZES = [100, 10_000, 100_000];
 const LAST_N = 20;
@@ -34,14 +32,8 @@ const SELECT_WHOLE_THREAD = `
 type Measure = { medianMs: number; rows: number; bytes: number; calls: number };
 
 async function main() {
-  const { serverUrl, embedded } = await chooseServer();
-  const database = `threadline_bench_${randomUUID().replaceAll("-", "").slice(0, 12)}`;
-  await admin(serverUrl, `CREATE DATABASE ${database}`);
-  const url = new URL(serverUrl);
-  url.pathname = `/${database}`;
-  const pool = createPool(url.toString());
+  const { pool, close } = await openBenchDatabase();
   try {
-    await migrate(url.toString());
     // The starter's schema indexes messages by thread and time: give its read the same advantage.
     await pool.query("CREATE INDEX bench_messages_thread_created_idx ON messages (thread_id, created_at)");
 
@@ -65,26 +57,7 @@ async function main() {
     printTable(results);
     await explain(pool, threads.get(100_000)!);
   } finally {
-    await pool.end();
-    await admin(serverUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await embedded?.stop();
-  }
-}
-
-async function chooseServer(): Promise<{ serverUrl: string; embedded?: EmbeddedServer }> {
-  const fromEnv = process.env.DATABASE_URL?.trim();
-  if (fromEnv) return { serverUrl: fromEnv };
-  const embedded = await startEmbeddedPostgres(path.resolve(".data", "bench-postgres"), Number(process.env.BENCH_EMBEDDED_POSTGRES_PORT ?? 54349));
-  return { serverUrl: embedded.urlFor("postgres"), embedded };
-}
-
-async function admin(serverUrl: string, statement: string) {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    await client.query(statement);
-  } finally {
-    await client.end();
+    await close();
   }
 }
 

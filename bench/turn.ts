@@ -9,7 +9,6 @@
  * Uses DATABASE_URL's server (or the embedded PostgreSQL) in a database created for the run.
  */
 import { randomUUID } from "node:crypto";
-import path from "node:path";
 import type { InngestFunction } from "inngest";
 import pg from "pg";
 import { inngest } from "../inngest.config.js";
@@ -17,12 +16,11 @@ import { chooseModel } from "../src/agents/model.js";
 import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import { createPool, startEmbeddedPostgres, type EmbeddedServer } from "../src/history/database.js";
-import { migrate } from "../src/history/migrate.js";
 import * as sql from "../src/history/sql.js";
 import { startModelServer } from "../test/helpers/model-server.js";
 import { seedThread } from "../test/helpers/seed.js";
 import { statementsPerStep, totalStatements } from "../test/helpers/step-statements.js";
+import { openBenchDatabase } from "./bench-database.js";
 
 const TURNS = 40;
 const WARMUP = 5;
@@ -34,15 +32,9 @@ type Scenario = { name: string; run: () => Promise<{ fn: InngestFunction.Like; e
 type Measured = { name: string; steps: number; perStep: Map<string, number>; statements: number; medianMs: number; sqlMs: number; bareMs: number };
 
 async function main() {
-  const { serverUrl, embedded } = await chooseServer();
-  const database = `threadline_bench_${randomUUID().replaceAll("-", "").slice(0, 12)}`;
-  await admin(serverUrl, `CREATE DATABASE ${database}`);
-  const url = new URL(serverUrl);
-  url.pathname = `/${database}`;
-  const pool = createPool(url.toString());
+  const { pool, close } = await openBenchDatabase();
   const model = await startModelServer();
   try {
-    await migrate(url.toString());
     const counting = statementsPerStep(pool);
     const deps = { db: counting.pool, model: chooseModel(readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "bench", MODEL: "bench-model" })) };
     const chatTurn = createChatTurn(deps);
@@ -97,9 +89,7 @@ async function main() {
     await explainLatestTurn(pool);
   } finally {
     await model.close();
-    await pool.end();
-    await admin(serverUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await embedded?.stop();
+    await close();
   }
 }
 
@@ -182,22 +172,5 @@ async function explainLatestTurn(pool: pg.Pool) {
 }
 
 const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
-
-async function chooseServer(): Promise<{ serverUrl: string; embedded?: EmbeddedServer }> {
-  const fromEnv = process.env.DATABASE_URL?.trim();
-  if (fromEnv) return { serverUrl: fromEnv };
-  const embedded = await startEmbeddedPostgres(path.resolve(".data", "bench-postgres"), Number(process.env.BENCH_EMBEDDED_POSTGRES_PORT ?? 54349));
-  return { serverUrl: embedded.urlFor("postgres"), embedded };
-}
-
-async function admin(serverUrl: string, statement: string) {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    await client.query(statement);
-  } finally {
-    await client.end();
-  }
-}
 
 await main();

@@ -1,35 +1,23 @@
-import { randomUUID } from "node:crypto";
-import { rm } from "node:fs/promises";
-import { createServer } from "node:net";
-import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { createPool, startEmbeddedPostgres, type EmbeddedServer } from "../src/history/database.js";
-import { migrate } from "../src/history/migrate.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
 import { startModelServer, type ModelServer } from "./helpers/model-server.js";
+import { startOwnDatabase, type OwnDatabase } from "./helpers/own-database.js";
 
 // A PostgreSQL server this test owns, so it can stop it in the middle of a turn.
-let dataDir: string;
-let server: EmbeddedServer;
-let pool: ReturnType<typeof createPool>;
+let database: OwnDatabase;
+let server: OwnDatabase["server"];
+let pool: OwnDatabase["pool"];
 let model: ModelServer;
 
 beforeAll(async () => {
-  dataDir = path.resolve(".data", `outage-${randomUUID()}`);
-  [server, model] = await Promise.all([startEmbeddedPostgres(path.join(dataDir, "pg"), await freePort()), startModelServer()]);
-  await server.createDatabaseIfMissing("threadline");
-  await migrate(server.urlFor("threadline"));
-  pool = createPool(server.urlFor("threadline"));
+  [database, model] = await Promise.all([startOwnDatabase("outage"), startModelServer()]);
+  ({ server, pool } = database);
 }, 120_000);
 afterAll(async () => {
-  await pool?.end();
-  await server?.stop();
+  await database?.close();
   await model?.close();
-  // As root in a directory the postgres OS user cannot enter, the data lives elsewhere (server.dataDir).
-  if (server) await rm(server.dataDir, { recursive: true, force: true });
-  await rm(dataDir, { recursive: true, force: true });
 });
 
 it("fails the step that meets a stopped database, then completes the turn once the database is back, losing and doubling nothing", async () => {
@@ -62,14 +50,3 @@ it("fails the step that meets a stopped database, then completes the turn once t
   ]);
   expect(await turnsOf(pool, event.data.messageId)).toMatchObject([{ status: "completed" }]);
 }, 60_000);
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}

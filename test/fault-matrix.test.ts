@@ -1,15 +1,10 @@
-import { randomUUID } from "node:crypto";
-import { rm } from "node:fs/promises";
-import { createServer } from "node:net";
-import path from "node:path";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import { createPool, startEmbeddedPostgres, type EmbeddedServer } from "../src/history/database.js";
-import { migrate } from "../src/history/migrate.js";
 import { execute, executeFailureHandler, memoBefore, MODEL_TIMEOUT_MS, type Execution } from "./helpers/engine.js";
 import { chatEvent, conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
 import { startModelServer, type ModelServer } from "./helpers/model-server.js";
+import { startOwnDatabase, type OwnDatabase } from "./helpers/own-database.js";
 
 /**
  * Every fault a turn can meet, at every history step: the database stopped, the model failing
@@ -20,21 +15,17 @@ import { startModelServer, type ModelServer } from "./helpers/model-server.js";
  */
 
 // A PostgreSQL server this file owns, so it can stop it in the middle of a turn.
-let dataDir: string;
-let server: EmbeddedServer;
-let pool: ReturnType<typeof createPool>;
+let database: OwnDatabase;
+let server: OwnDatabase["server"];
+let pool: OwnDatabase["pool"];
 let model: ModelServer;
 let chatTurn: ReturnType<typeof createChatTurn>;
 /** The history steps of a chat turn on an existing thread, in the order a clean run reaches them. */
 let historySteps: string[];
 
 beforeAll(async () => {
-  // Under .data, not a private temp dir: as root the server runs as its own OS user, which must reach it.
-  dataDir = path.resolve(".data", `faults-${randomUUID()}`);
-  [server, model] = await Promise.all([startEmbeddedPostgres(path.join(dataDir, "pg"), await freePort()), startModelServer()]);
-  await server.createDatabaseIfMissing("threadline");
-  await migrate(server.urlFor("threadline"));
-  pool = createPool(server.urlFor("threadline"));
+  [database, model] = await Promise.all([startOwnDatabase("faults"), startModelServer()]);
+  ({ server, pool } = database);
   chatTurn = createChatTurn({ db: pool, model: scriptedModel(model) });
 
   const { threadId } = await conversation(chatTurn, model, [["Hello.", "Hi."]]);
@@ -44,10 +35,8 @@ beforeAll(async () => {
   historySteps = probe.stepIds.filter((id) => id.startsWith("history."));
 }, 120_000);
 afterAll(async () => {
-  await pool?.end();
-  await server?.stop();
+  await database?.close();
   await model?.close();
-  await rm(dataDir, { recursive: true, force: true });
 });
 beforeEach(() => model.reset());
 
@@ -150,14 +139,3 @@ describe("fault matrix", () => {
     await expectConsistent(threadId, [...messageIds, next.data.messageId]);
   });
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const probe = createServer();
-    probe.once("error", reject);
-    probe.listen(0, "127.0.0.1", () => {
-      const { port } = probe.address() as { port: number };
-      probe.close(() => resolve(port));
-    });
-  });
-}
