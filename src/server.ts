@@ -2,6 +2,7 @@ import type { Server } from "node:http";
 import { pathToFileURL } from "node:url";
 import { serve as serveHttp } from "@hono/node-server";
 import { Hono } from "hono";
+import { describeRoute } from "hono-openapi";
 import { requestId } from "hono/request-id";
 import type { InngestFunction } from "inngest";
 import { inngest } from "../inngest.config.js";
@@ -9,6 +10,8 @@ import { chooseModel } from "./agents/model.js";
 import { chatRoutes } from "./api/chat.js";
 import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
 import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
+import { healthRoutes } from "./api/health.js";
+import { apiReferenceRoutes } from "./api/openapi.js";
 import type { ApiDeps } from "./api/deps.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { threadRoutes } from "./api/threads.js";
@@ -19,7 +22,6 @@ import { authSettings, historyEnvironment, readEnvironment } from "./config.js";
 import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
-import { checkDatabase } from "./history/store.js";
 import { drainable } from "./graceful-shutdown.js";
 import { inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
 import { logger } from "./logger.js";
@@ -45,7 +47,18 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
   app.onError(answerError);
   app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see the HTTP API in the README.` }, 404));
   app.use(requestId());
-  app.on(["GET", "PUT", "POST"], "/api/inngest", inngestHandler(functions, serving));
+  app.on(
+    ["GET", "PUT", "POST"],
+    "/api/inngest",
+    describeRoute({
+      tags: ["Service"],
+      summary: "Inngest's serve endpoint: called by Inngest, not by clients",
+      description: "Registers and runs the app's Inngest functions. Requests must be signed with INNGEST_SIGNING_KEY unless INNGEST_DEV chose the dev server.",
+      security: [],
+      responses: { 200: { description: "The Inngest SDK's answer (its own protocol)." } },
+    }),
+    inngestHandler(functions, serving),
+  );
   // The caller is checked before the body is looked at; only the API's bodies are bounded
   // (Inngest's own calls carry a run's state, up to 32 MB).
   const routes = new Hono<AuthEnv>()
@@ -55,17 +68,8 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/threads", threadRoutes(deps))
     .route("/threads", regenerateRoutes(deps));
   app.route("/api", routes);
-  // Answers whether the database is reachable, never why not: the reason is logged with the request id.
-  app.get("/health", async (c) => {
-    try {
-      await checkDatabase(deps.db);
-      return c.json({ status: "ok", database: "ok" });
-    } catch (error) {
-      const id = c.get("requestId");
-      logger.error({ requestId: id, err: error }, "health check: database unreachable");
-      return c.json({ status: "unavailable", database: "unreachable", requestId: id }, 503);
-    }
-  });
+  app.route("/", healthRoutes(deps));
+  app.route("/", apiReferenceRoutes(app));
   return app;
 }
 
