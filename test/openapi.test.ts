@@ -141,6 +141,13 @@ const messagesOf = (threadId: string) => `/api/threads/${threadId}/messages`;
 const cases: { name: string; method: string; path: () => string; status: number; send: (path: string, method: string) => Promise<Response> | Response }[] = [
   { name: "a chat message", method: "POST", path: () => "/api/chat", status: 202, send: (p, m) => authenticated(m, p, json({ messageId: randomUUID(), content: "Hello" })) },
   { name: "a chat message without content", method: "POST", path: () => "/api/chat", status: 400, send: (p, m) => authenticated(m, p, json({ messageId: randomUUID() })) },
+  {
+    name: "a chat message to another user's thread",
+    method: "POST",
+    path: () => "/api/chat",
+    status: 404,
+    send: (p) => asUser(app, "user-2").post(p, { messageId: randomUUID(), threadId: thread.threadId, content: "Hi" }),
+  },
   { name: "a chat message without credentials", method: "POST", path: () => "/api/chat", status: 401, send: (p, m) => app.request(p, { method: m, body: json({ messageId: randomUUID(), content: "Hi" }) }) },
   {
     name: "a chat message that is not JSON",

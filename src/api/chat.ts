@@ -3,6 +3,7 @@ import { describeRoute } from "hono-openapi";
 import { z } from "zod";
 import { chatMessageSentData } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
+import { checkSendable } from "../history/store.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 import { validate } from "./validate.js";
@@ -21,18 +22,20 @@ export const chatAcceptedResponse = z.object({
  * turn runs in Inngest. Answers 202 with the ids the client needs to follow it (a new thread's id
  * is the message id).
  */
-export function chatRoutes({ sendEvent }: ApiDeps) {
+export function chatRoutes({ db, sendEvent }: ApiDeps) {
   return new Hono<AuthEnv>().post(
     "/",
     describeRoute({
       operationId: "sendChatMessage",
       tags: ["Chat"],
       summary: "Send a message; the answer is generated in Inngest",
-      responses: { 202: jsonResponse("Accepted: the turn runs in Inngest.", chatAcceptedResponse), ...apiErrors(400, 413, 415) },
+      responses: { 202: jsonResponse("Accepted: the turn runs in Inngest.", chatAcceptedResponse), ...apiErrors(400, 404, 409, 413, 415) },
     }),
     validate("json", chatBody),
     async (c) => {
       const data = { ...c.req.valid("json"), userId: callerId(c) };
+      // Refused here (404 / 409) rather than accepted and refused inside the run, where the sender cannot see it.
+      await checkSendable(db, data);
       const { ids } = await sendEvent({ id: `chat-message-${data.messageId}`, name: "chat/message.sent", data });
       return c.json({ threadId: data.threadId ?? data.messageId, messageId: data.messageId, eventId: ids[0]! } satisfies z.infer<typeof chatAcceptedResponse>, 202);
     },
