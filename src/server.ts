@@ -32,8 +32,9 @@ export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSe
 
 /**
  * The HTTP surface: Inngest's serve endpoint (signed requests unless serving the dev server), the
- * REST API (a verified caller on every route; JSON bodies bounded by Inngest's event size limit)
- * and a health check. Every request gets an id (X-Request-Id).
+ * REST API (a verified caller on every route; JSON bodies bounded by Inngest's event size limit),
+ * a health check, and the API's OpenAPI description (/openapi.json, rendered at /docs), generated
+ * from the routes themselves. Every request gets an id (X-Request-Id).
  */
 export function createApp({ functions, auth, serving, ...api }: AppDeps) {
   // An event Inngest would refuse for its size is refused here (413); one that cannot reach Inngest
@@ -45,7 +46,7 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
   const deps: ApiDeps = { ...api, sendEvent };
   const app = new Hono<AppEnv>();
   app.onError(answerError);
-  app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see the HTTP API in the README.` }, 404));
+  app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see /docs or the HTTP API in the README.` }, 404));
   app.use(requestId());
   app.on(
     ["GET", "PUT", "POST"],
@@ -69,6 +70,7 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/threads", regenerateRoutes(deps));
   app.route("/api", routes);
   app.route("/", healthRoutes(deps));
+  // The description is generated on its first request, from every route the app has by then.
   app.route("/", apiReferenceRoutes(app));
   return app;
 }

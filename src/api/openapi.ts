@@ -139,8 +139,9 @@ export function apiReferenceRoutes(app: Hono<any>) {
         security: [],
         responses: { 200: jsonResponse("The OpenAPI document.", openApiDocumentResponse) },
       }),
-      // excludeStaticFile: the default would leave out /openapi.json itself (its last segment has a dot).
-      openAPIRouteHandler(app, { documentation: document, excludeStaticFile: false }),
+      // excludeStaticFile: the default would leave out /openapi.json itself (its last segment has a
+      // dot). defaultValidationErrorResponse: the library's 400 is not ours; routes list apiErrors(400).
+      openAPIRouteHandler(app, { documentation: document, excludeStaticFile: false, defaultValidationErrorResponse: false }),
     )
     .get(
       "/docs",

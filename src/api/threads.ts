@@ -33,7 +33,7 @@ const pageQuery = z
 
 const timestamp = z.iso.datetime();
 /** A turn's state; `skipped` turns (a duplicate delivery that did nothing) are never shown. */
-const turnStatus = z.enum(["running", "completed", "failed", "superseded"]);
+const turnStatus = z.enum(["running", "completed", "failed", "cancelled", "superseded"]);
 const messageContent = z
   .union([textContent, agentContent])
   .meta({ description: "`{text}` for user, system and summary messages; an assistant answer's AgentKit output and tool calls." });
