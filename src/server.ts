@@ -56,7 +56,7 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
       summary: "Inngest's serve endpoint: called by Inngest, not by clients",
       description: "Registers and runs the app's Inngest functions. Requests must be signed with INNGEST_SIGNING_KEY unless INNGEST_DEV chose the dev server.",
       security: [],
-      responses: { 200: { description: "The Inngest SDK's answer (its own protocol)." } },
+      responses: { default: { description: "The Inngest SDK's answer, in Inngest's own protocol." } },
     }),
     inngestHandler(functions, serving),
   );

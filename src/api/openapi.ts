@@ -3,6 +3,7 @@ import { describeRoute, openAPIRouteHandler, resolver, type GenerateSpecOptions 
 import { z } from "zod";
 import { DEV_USER_HEADER } from "../auth/settings.js";
 import {
+  type AppEnv,
   conflictBody,
   invalidRequestBody,
   notFoundBody,
@@ -128,7 +129,7 @@ const referencePage = `<!doctype html>
 `;
 
 /** GET /openapi.json (generated once, on the first request) and GET /docs, both public. */
-export function apiReferenceRoutes(app: Hono<any>) {
+export function apiReferenceRoutes(app: Hono<AppEnv>) {
   return new Hono()
     .get(
       "/openapi.json",

@@ -76,7 +76,7 @@ export function documentedSchema(document: OpenApiDocument, schema: unknown): z.
  */
 export async function expectDocumentedResponse(document: OpenApiDocument, method: string, url: string, response: Response): Promise<string> {
   const { key, operation } = operationFor(document, method, url);
-  const documented = operation.responses[String(response.status)];
+  const documented = operation.responses[String(response.status)] ?? operation.responses.default;
   const body = await response.text();
   expect(documented, `${key} answered ${response.status}, which it does not document: ${body.slice(0, 300)}`).toBeDefined();
   for (const [name, header] of Object.entries(documented!.headers ?? {})) {
