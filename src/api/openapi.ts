@@ -36,7 +36,7 @@ const errorAnswers = {
     headers: { "WWW-Authenticate": { description: 'A Bearer challenge; error="invalid_token" with the reason when a credential was refused.', required: true, schema: { type: "string" } } },
   },
   404: jsonResponse("Not found: another user's thread answers exactly like one that does not exist.", notFoundBody),
-  409: jsonResponse("Conflicts with the thread's state.", conflictBody),
+  409: jsonResponse("Conflicts with what is stored: `code` says what (a message id already used, a message no longer on the current path).", conflictBody),
   413: jsonResponse("Request too large: over the body limit, a field's size limit, or Inngest's event size limit.", tooLargeBody),
   415: jsonResponse("The body is not declared as JSON (Content-Type: application/json).", unsupportedMediaTypeBody),
   422: jsonResponse("The request names something that cannot be acted on this way.", unprocessableBody),
@@ -55,7 +55,7 @@ export const apiErrors = (...statuses: (keyof typeof errorAnswers)[]) =>
   Object.fromEntries(([...statuses, 401, 500, 503] as const).map((status) => [status, errorAnswers[status]]));
 
 /** The version of the API this document describes (the package's version). */
-export const API_VERSION = "0.1.0";
+const API_VERSION = "0.1.0";
 
 const document: GenerateSpecOptions["documentation"] = {
   info: {
