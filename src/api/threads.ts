@@ -94,7 +94,7 @@ export const threadDebugResponse = z.object({
     })
     .nullable(),
   messages: z
-    .record(z.enum(["user", "agent", "system", "summary"]), z.object({ onPath: z.int(), stored: z.int() }))
+    .partialRecord(z.enum(["user", "agent", "system", "summary"]), z.object({ onPath: z.int(), stored: z.int() }))
     .meta({ description: "Messages of each kind: on the current path, and stored in all (old variants included)." }),
 });
 
