@@ -2,6 +2,7 @@ import type { Server } from "node:http";
 import { pathToFileURL } from "node:url";
 import { serve as serveHttp } from "@hono/node-server";
 import { Hono } from "hono";
+import { describeRoute } from "hono-openapi";
 import { requestId } from "hono/request-id";
 import type { InngestFunction } from "inngest";
 import { inngest } from "../inngest.config.js";
@@ -9,6 +10,8 @@ import { chooseModel } from "./agents/model.js";
 import { chatRoutes } from "./api/chat.js";
 import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
 import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
+import { healthRoutes } from "./api/health.js";
+import { apiReferenceRoutes } from "./api/openapi.js";
 import type { ApiDeps } from "./api/deps.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { threadRoutes } from "./api/threads.js";
@@ -19,7 +22,6 @@ import { authSettings, historyEnvironment, readEnvironment } from "./config.js";
 import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
-import { checkDatabase } from "./history/store.js";
 import { drainable } from "./graceful-shutdown.js";
 import { inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
 import { logger } from "./logger.js";
@@ -30,8 +32,9 @@ export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSe
 
 /**
  * The HTTP surface: Inngest's serve endpoint (signed requests unless serving the dev server), the
- * REST API (a verified caller on every route; JSON bodies bounded by Inngest's event size limit)
- * and a health check. Every request gets an id (X-Request-Id).
+ * REST API (a verified caller on every route; JSON bodies bounded by Inngest's event size limit),
+ * a health check, and the API's OpenAPI description (/openapi.json, rendered at /docs), generated
+ * from the routes themselves. Every request gets an id (X-Request-Id).
  */
 export function createApp({ functions, auth, serving, ...api }: AppDeps) {
   // An event Inngest would refuse for its size is refused here (413); one that cannot reach Inngest
@@ -43,9 +46,20 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
   const deps: ApiDeps = { ...api, sendEvent };
   const app = new Hono<AppEnv>();
   app.onError(answerError);
-  app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see the HTTP API in the README.` }, 404));
+  app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see /docs or the HTTP API in the README.` }, 404));
   app.use(requestId());
-  app.on(["GET", "PUT", "POST"], "/api/inngest", inngestHandler(functions, serving));
+  app.on(
+    ["GET", "PUT", "POST"],
+    "/api/inngest",
+    describeRoute({
+      tags: ["Service"],
+      summary: "Inngest's serve endpoint: called by Inngest, not by clients",
+      description: "Registers and runs the app's Inngest functions. Requests must be signed with INNGEST_SIGNING_KEY unless INNGEST_DEV chose the dev server.",
+      security: [],
+      responses: { default: { description: "The Inngest SDK's answer, in Inngest's own protocol." } },
+    }),
+    inngestHandler(functions, serving),
+  );
   // The caller is checked before the body is looked at; only the API's bodies are bounded
   // (Inngest's own calls carry a run's state, up to 32 MB).
   const routes = new Hono<AuthEnv>()
@@ -55,17 +69,9 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/threads", threadRoutes(deps))
     .route("/threads", regenerateRoutes(deps));
   app.route("/api", routes);
-  // Answers whether the database is reachable, never why not: the reason is logged with the request id.
-  app.get("/health", async (c) => {
-    try {
-      await checkDatabase(deps.db);
-      return c.json({ status: "ok", database: "ok" });
-    } catch (error) {
-      const id = c.get("requestId");
-      logger.error({ requestId: id, err: error }, "health check: database unreachable");
-      return c.json({ status: "unavailable", database: "unreachable", requestId: id }, 503);
-    }
-  });
+  app.route("/", healthRoutes(deps));
+  // The description is generated on its first request, from every route the app has by then.
+  app.route("/", apiReferenceRoutes(app));
   return app;
 }
 

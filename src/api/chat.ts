@@ -1,12 +1,21 @@
 import { Hono } from "hono";
+import { describeRoute } from "hono-openapi";
+import { z } from "zod";
 import { chatMessageSentData } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { checkSendable } from "../history/store.js";
 import type { ApiDeps } from "./deps.js";
+import { apiErrors, jsonResponse } from "./openapi.js";
 import { validate } from "./validate.js";
 
 /** The message as a client sends it: everything the event carries except the user, who is the caller. */
 const chatBody = chatMessageSentData.omit({ userId: true }).extend({ userId: userIdNotAccepted });
+
+export const chatAcceptedResponse = z.object({
+  threadId: z.uuid().meta({ description: "The thread the message belongs to (a new thread's id is the message id)." }),
+  messageId: z.uuid(),
+  eventId: z.string().meta({ description: "The id of the chat/message.sent event Inngest received." }),
+});
 
 /**
  * POST /api/chat: validates the message and sends `chat/message.sent` for the calling user; the
@@ -14,11 +23,21 @@ const chatBody = chatMessageSentData.omit({ userId: true }).extend({ userId: use
  * is the message id).
  */
 export function chatRoutes({ db, sendEvent }: ApiDeps) {
-  return new Hono<AuthEnv>().post("/", validate("json", chatBody), async (c) => {
-    const data = { ...c.req.valid("json"), userId: callerId(c) };
-    // Refused here (404 / 409) rather than accepted and refused inside the run, where the sender cannot see it.
-    await checkSendable(db, data);
-    const { ids } = await sendEvent({ id: `chat-message-${data.messageId}`, name: "chat/message.sent", data });
-    return c.json({ threadId: data.threadId ?? data.messageId, messageId: data.messageId, eventId: ids[0] }, 202);
-  });
+  return new Hono<AuthEnv>().post(
+    "/",
+    describeRoute({
+      operationId: "sendChatMessage",
+      tags: ["Chat"],
+      summary: "Send a message; the answer is generated in Inngest",
+      responses: { 202: jsonResponse("Accepted: the turn runs in Inngest.", chatAcceptedResponse), ...apiErrors(400, 404, 409, 413, 415) },
+    }),
+    validate("json", chatBody),
+    async (c) => {
+      const data = { ...c.req.valid("json"), userId: callerId(c) };
+      // Refused here (404 / 409) rather than accepted and refused inside the run, where the sender cannot see it.
+      await checkSendable(db, data);
+      const { ids } = await sendEvent({ id: `chat-message-${data.messageId}`, name: "chat/message.sent", data });
+      return c.json({ threadId: data.threadId ?? data.messageId, messageId: data.messageId, eventId: ids[0]! } satisfies z.infer<typeof chatAcceptedResponse>, 202);
+    },
+  );
 }

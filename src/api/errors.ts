@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { RequestIdVariables } from "hono/request-id";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
-import type { z } from "zod";
+import { z } from "zod";
 import { HistoryRefusal } from "../history/errors.js";
 import { logger } from "../logger.js";
 
@@ -14,11 +14,16 @@ type Issue = { field: string; message: string };
 const invalid = (c: Context, issues: Issue[], status: 400 | 413 = 400) =>
   c.json({ error: `Invalid request: ${issues.map((i) => `${i.field}: ${i.message}`).join("; ")}`, issues }, status);
 
+/** A schema's issue as validation reports it (zod's issues, through the standard schema interface). */
+type SchemaIssue = { readonly message: string; readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined };
+
+const fieldOf = (issue: SchemaIssue) => (issue.path ?? []).map((segment) => String(typeof segment === "object" ? segment.key : segment)).join(".");
+
 /** A refusal the client can act on: 400 naming each bad field (413 when a field is over a size limit). */
-export const badRequest = (c: Context, error: Pick<z.ZodError, "issues">) =>
+export const badRequest = (c: Context, error: { issues: readonly SchemaIssue[] }) =>
   invalid(
     c,
-    error.issues.map((issue) => ({ field: issue.path.join(".") || "body", message: issue.message })),
+    error.issues.map((issue) => ({ field: fieldOf(issue) || "body", message: issue.message })),
     // The schemas mark what is over a size limit (TOO_LARGE): the request is too large, not malformed.
     error.issues.some((issue) => "params" in issue && (issue.params as { tooLarge?: boolean } | undefined)?.tooLarge) ? 413 : 400,
   );
@@ -60,6 +65,34 @@ const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
  */
 const threadNotFound = { error: "Thread not found: no thread with this id belongs to you.", code: "thread_not_found" } as const;
 const hidesOwnership = (code: HistoryRefusal["code"]) => code === "thread_not_owned" || code === "thread_not_found";
+
+/**
+ * The bodies of the error answers, as /openapi.json documents them: every one has `error`, a
+ * sentence saying what went wrong and what to do; some add a machine-readable `code`.
+ */
+const errorText = z.string().meta({ description: "What went wrong and what to do about it." });
+const fieldIssues = z.array(
+  z.object({
+    field: z.string().meta({ description: 'The field as a dotted path (e.g. "messages.0.content"); "body" for the body as a whole.' }),
+    message: z.string(),
+  }),
+);
+const refusalCodes = (status: ContentfulStatusCode) =>
+  Object.entries(refusalStatus)
+    .filter(([code, codeStatus]) => codeStatus === status && !hidesOwnership(code as HistoryRefusal["code"]))
+    .map(([code]) => code);
+
+export const invalidRequestBody = z.object({ error: errorText, issues: fieldIssues.min(1) }).meta({ id: "InvalidRequest" });
+export const unauthenticatedBody = z.object({ error: errorText, code: z.literal("unauthenticated") }).meta({ id: "Unauthenticated" });
+export const notFoundBody = z.object({ error: errorText, code: z.enum(["thread_not_found", ...refusalCodes(404)]) }).meta({ id: "NotFound" });
+export const conflictBody = z.object({ error: errorText, code: z.enum(refusalCodes(409)) }).meta({ id: "Conflict" });
+export const tooLargeBody = z.object({ error: errorText, issues: fieldIssues.optional() }).meta({ id: "TooLarge" });
+export const unsupportedMediaTypeBody = z.object({ error: errorText }).meta({ id: "UnsupportedMediaType" });
+export const unprocessableBody = z.object({ error: errorText, code: z.enum(refusalCodes(422)) }).meta({ id: "Unprocessable" });
+export const serverFaultBody = z.object({ error: errorText, requestId: z.string() }).meta({ id: "ServerFault" });
+export const unavailableBody = z
+  .union([serverFaultBody, z.object({ error: errorText, code: z.literal("auth_unavailable") })])
+  .meta({ id: "Unavailable", description: "Inngest could not be reached (with the request id), or the identity provider's keys could not be fetched (auth_unavailable)." });
 
 /**
  * The app's error handler: storage refusals become their 4xx, a body that is not JSON a 400, an

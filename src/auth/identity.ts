@@ -26,4 +26,5 @@ export const verifiedUserId = z
  */
 export const userIdNotAccepted = z
   .never({ error: "userId is not accepted: the user is the one your credentials identify (send no userId)" })
+  .meta({ description: "Not accepted: the user is the one the credentials identify." })
   .optional();
