@@ -1,0 +1,55 @@
+import { Hono } from "hono";
+import { stream } from "hono/streaming";
+import { z } from "zod";
+import { callerId, type AuthEnv } from "../auth/identity.js";
+import { exportUserData } from "../history/export.js";
+import { logger } from "../logger.js";
+import type { ApiDeps } from "./deps.js";
+import { threadItem } from "./threads.js";
+
+/**
+ * One line of GET /api/export (JSON Lines): a thread, then each message of its current path; the
+ * last line counts what came before it (without it, the export was cut short).
+ */
+export const exportLine = z.discriminatedUnion("type", [
+  threadItem.extend({ type: z.literal("thread") }),
+  z.object({
+    type: z.literal("message"),
+    threadId: z.uuid(),
+    id: z.uuid(),
+    role: z.enum(["user", "assistant", "system", "summary"]),
+    agentName: z.string(),
+    /** As stored: `{text}` for user, system and summary messages; AgentKit's output and tool calls for an answer. */
+    content: z.unknown(),
+    createdAt: z.iso.datetime(),
+    answers: z.uuid().optional(),
+    variant: z.number().int().optional(),
+  }),
+  z.object({ type: z.literal("end"), threads: z.number().int(), messages: z.number().int() }),
+]);
+
+/**
+ * GET /api/export: the caller's threads and their current-path messages as JSON Lines, written as
+ * they are read (one snapshot, batch by batch: see src/history/export.ts), never built in memory.
+ */
+export function exportRoutes({ db }: ApiDeps) {
+  return new Hono<AuthEnv>().get("/", (c) => {
+    const userId = callerId(c);
+    c.header("Content-Type", "application/x-ndjson; charset=utf-8");
+    c.header("Content-Disposition", 'attachment; filename="threadline-export.jsonl"');
+    c.header("Cache-Control", "no-store");
+    return stream(
+      c,
+      async (out) => {
+        for await (const record of exportUserData(db, userId)) {
+          if (out.aborted) break;
+          await out.write(`${JSON.stringify(record satisfies z.infer<typeof exportLine>)}\n`);
+        }
+      },
+      // The 200 and its headers are sent by then: the stream just ends early, and the fault is logged.
+      async (error) => {
+        logger.error({ err: error, userId }, "export failed mid-stream");
+      },
+    );
+  });
+}
