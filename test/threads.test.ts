@@ -163,7 +163,8 @@ describe("GET /api/threads", () => {
   });
 
   it("refuses a cursor it did not return, a limit out of range and half of use-agent's cursor (400)", async () => {
-    for (const query of [{ cursor: "bm90LWEtY3Vyc29y" }, { limit: "0" }, { limit: "101" }, { cursorId: randomUUID() }]) {
+    const queries: Record<string, string>[] = [{ cursor: "bm90LWEtY3Vyc29y" }, { limit: "0" }, { limit: "101" }, { cursorId: randomUUID() }];
+    for (const query of queries) {
       const response = await call("GET", `/api/threads?${new URLSearchParams(query)}`, "lister");
       expect(response.status, JSON.stringify(query)).toBe(400);
     }
