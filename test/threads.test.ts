@@ -90,6 +90,9 @@ describe("POST /api/threads", () => {
     expect((await call("POST", "/api/threads", "creator", { metadata: ["a"] })).status).toBe(400);
     expect((await call("POST", "/api/threads", "creator", { title: "   " })).status).toBe(400);
     expect((await call("POST", "/api/threads", "creator", { metadata: { bad: "a\u0000b" } })).status).toBe(400);
+    const withUser = await call("POST", "/api/threads", "creator", { title: "t", userId: "someone-else" });
+    expect(withUser.status).toBe(400);
+    expect(await withUser.text()).toContain("userId is not accepted");
   });
 
   it("a thread created by a chat message with an unknown id (as today) is listed like any other", async () => {
@@ -163,7 +166,7 @@ describe("GET /api/threads", () => {
   });
 
   it("refuses a cursor it did not return, a limit out of range and half of use-agent's cursor (400)", async () => {
-    const queries: Record<string, string>[] = [{ cursor: "bm90LWEtY3Vyc29y" }, { limit: "0" }, { limit: "101" }, { cursorId: randomUUID() }];
+    const queries: Record<string, string>[] = [{ cursor: "bm90LWEtY3Vyc29y" }, { limit: "0" }, { limit: "101" }, { cursorId: randomUUID() }, { offset: "20" }];
     for (const query of queries) {
       const response = await call("GET", `/api/threads?${new URLSearchParams(query)}`, "lister");
       expect(response.status, JSON.stringify(query)).toBe(400);

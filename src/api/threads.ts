@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { z } from "zod";
 import { jsonBytes, TOO_LARGE } from "../../inngest.config.js";
-import { callerId, type AuthEnv } from "../auth/identity.js";
+import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { decodeCursor, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, readMessagePage } from "../history/message-pages.js";
 import { refuseUnsafeJson, safeString } from "../history/safe-text.js";
 import { listAnswerVariants, threadDebug } from "../history/store.js";
@@ -86,6 +86,8 @@ const threadListQuery = z
     /** use-agent's transport sends the position as two fields. */
     cursorTimestamp: z.iso.datetime({ error: `cursorTimestamp ${CURSOR_HELP}'s nextCursorTimestamp` }).optional(),
     cursorId: z.uuid({ error: `cursorId ${CURSOR_HELP}'s nextCursorId` }).optional(),
+    // Refused, not ignored: a client asking for page 2 by offset would silently get page 1 again.
+    offset: z.never({ error: "offset is not supported: pass the previous page's nextCursor as cursor" }).optional(),
   })
   .refine((q) => (q.cursorTimestamp === undefined) === (q.cursorId === undefined), { path: ["cursorId"], message: "send cursorTimestamp and cursorId together" })
   .refine((q) => q.cursor === undefined || q.cursorId === undefined, { path: ["cursor"], message: "send cursor, or cursorTimestamp and cursorId, not both" })
@@ -114,10 +116,11 @@ const createThreadBody = z.object({
   id: z.uuid({ error: "id must be a UUID (or omit it and the server generates one)" }).optional(),
   title: title.nullable().optional(),
   metadata: metadata.optional(),
+  userId: userIdNotAccepted,
 });
 
 const updateThreadBody = z
-  .object({ title: title.nullable().optional(), metadata: metadata.optional() })
+  .object({ title: title.nullable().optional(), metadata: metadata.optional(), userId: userIdNotAccepted })
   .refine((body) => body.title !== undefined || body.metadata !== undefined, { message: "send title and/or metadata to change" });
 
 const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UUID" }) });
