@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANT_NAME } from "../src/agents/assistant.js";
-import { exportLine } from "../src/api/export.js";
+import { exportLine, MAX_CONCURRENT_EXPORTS } from "../src/api/export.js";
 import { EXPORT_MESSAGE_BATCH } from "../src/history/export.js";
 import { resultId } from "../src/history/ids.js";
 import { beginTurn, storeAnswer } from "../src/history/store.js";
@@ -85,6 +85,31 @@ describe("GET /api/export", () => {
     await reader.cancel();
     await expect.poll(idleInTransaction, { timeout: 5_000 }).toBe(0);
     await expect.poll(() => bed.db.pool.idleCount === bed.db.pool.totalCount, { timeout: 5_000 }).toBe(true);
+  });
+
+  it("streams at most MAX_CONCURRENT_EXPORTS exports at once (429 with Retry-After beyond), and frees the slot when one ends", async () => {
+    const userId = "busy-exporter";
+    await seedBulkThread(bed.db.pool, { turns: 3 * EXPORT_MESSAGE_BATCH, userId });
+    const readers: ReadableStreamDefaultReader<Uint8Array>[] = [];
+    for (let i = 0; i < MAX_CONCURRENT_EXPORTS; i += 1) {
+      const response = await app.request("/api/export", { headers: await headersFor(userId) });
+      expect(response.status).toBe(200);
+      const reader = response.body!.getReader();
+      expect((await reader.read()).done).toBe(false);
+      readers.push(reader);
+    }
+    const refused = await app.request("/api/export", { headers: await headersFor(userId) });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toBe("30");
+
+    await readers[0]!.cancel();
+    await expect.poll(async () => {
+      const response = await app.request("/api/export", { headers: await headersFor("nobody") });
+      await response.body?.cancel();
+      return response.status;
+    }, { timeout: 5_000 }).toBe(200);
+    await readers[1]!.cancel();
+    await expect.poll(idleInTransaction, { timeout: 5_000 }).toBe(0);
   });
 
   it("exports nothing but the end line for a caller without threads", async () => {

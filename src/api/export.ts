@@ -29,11 +29,26 @@ export const exportLine = z.discriminatedUnion("type", [
 ]);
 
 /**
+ * Exports one app instance streams at once. Each holds a pooled database connection for as long as
+ * its client reads, so they are capped well below the pool's size: turns never wait behind exports.
+ */
+export const MAX_CONCURRENT_EXPORTS = 2;
+
+/** 429 body when every export slot is taken. */
+export const exportBusyResponse = z.object({ error: z.string() });
+
+/**
  * GET /api/export: the caller's threads and their current-path messages as JSON Lines, written as
  * they are read (one snapshot, batch by batch: see src/history/export.ts), never built in memory.
  */
 export function exportRoutes({ db }: ApiDeps) {
+  let running = 0;
   return new Hono<AuthEnv>().get("/", (c) => {
+    if (running >= MAX_CONCURRENT_EXPORTS) {
+      c.header("Retry-After", "30");
+      return c.json({ error: "Too many exports are running on this server: try again in a minute." } satisfies z.infer<typeof exportBusyResponse>, 429);
+    }
+    running += 1;
     const userId = callerId(c);
     c.header("Content-Type", "application/x-ndjson; charset=utf-8");
     c.header("Content-Disposition", 'attachment; filename="threadline-export.jsonl"');
@@ -41,9 +56,13 @@ export function exportRoutes({ db }: ApiDeps) {
     return stream(
       c,
       async (out) => {
-        for await (const record of exportUserData(db, userId)) {
-          if (out.aborted) break;
-          await out.write(`${JSON.stringify(record satisfies z.infer<typeof exportLine>)}\n`);
+        try {
+          for await (const record of exportUserData(db, userId)) {
+            if (out.aborted) break;
+            await out.write(`${JSON.stringify(record satisfies z.infer<typeof exportLine>)}\n`);
+          }
+        } finally {
+          running -= 1;
         }
       },
       // The 200 and its headers are sent by then: the stream just ends early, and the fault is logged.

@@ -12,6 +12,14 @@ import * as sql from "./threads-sql.js";
 export const EXPORT_THREAD_BATCH = 100;
 export const EXPORT_MESSAGE_BATCH = 500;
 
+/**
+ * How long an export may wait on its reader between two batches. A client that stops reading
+ * without closing the connection would otherwise pin a pooled connection and its snapshot (which
+ * holds back vacuum) for as long as it likes; past this, PostgreSQL ends the session and the
+ * export fails.
+ */
+export const EXPORT_STALL_TIMEOUT = "2min";
+
 export type ExportedMessage = {
   threadId: string;
   id: string;
@@ -49,6 +57,7 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
   try {
     await client.query(sql.beginSnapshot);
     open = true;
+    await client.query(`SET LOCAL idle_in_transaction_session_timeout = '${EXPORT_STALL_TIMEOUT}'`);
     const counts = { threads: 0, messages: 0 };
     let after: ThreadCursor | undefined;
     for (;;) {
