@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { z } from "zod";
-import { jsonBytes, TOO_LARGE } from "../../inngest.config.js";
+import { jsonBytes, threadDeleted, TOO_LARGE, type ThreadDeleted } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { decodeCursor, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, readMessagePage } from "../history/message-pages.js";
 import { refuseUnsafeJson, safeString } from "../history/safe-text.js";
@@ -69,8 +69,6 @@ function decodeThreadCursor(cursor: string): ThreadCursor | undefined {
   return Number.isNaN(Date.parse(lastActivityAt)) ? undefined : { lastActivityAt, id };
 }
 
-const CURSOR_HELP = "must be the nextCursor of an earlier page";
-
 const threadListQuery = z
   .object({
     limit: z
@@ -81,11 +79,11 @@ const threadListQuery = z
       .default(DEFAULT_THREAD_PAGE_SIZE),
     cursor: z
       .string()
-      .transform((value, ctx) => decodeThreadCursor(value) ?? (ctx.addIssue({ code: "custom", message: `cursor ${CURSOR_HELP}` }), z.NEVER))
+      .transform((value, ctx) => decodeThreadCursor(value) ?? (ctx.addIssue({ code: "custom", message: "cursor must be the nextCursor of an earlier page" }), z.NEVER))
       .optional(),
     /** use-agent's transport sends the position as two fields. */
-    cursorTimestamp: z.iso.datetime({ error: `cursorTimestamp ${CURSOR_HELP}'s nextCursorTimestamp` }).optional(),
-    cursorId: z.uuid({ error: `cursorId ${CURSOR_HELP}'s nextCursorId` }).optional(),
+    cursorTimestamp: z.iso.datetime({ offset: true, error: "cursorTimestamp must be the nextCursorTimestamp of an earlier page" }).optional(),
+    cursorId: z.uuid({ error: "cursorId must be the nextCursorId of an earlier page" }).optional(),
     // Refused, not ignored: a client asking for page 2 by offset would silently get page 1 again.
     offset: z.never({ error: "offset is not supported: pass the previous page's nextCursor as cursor" }).optional(),
   })
@@ -185,7 +183,7 @@ export function threadRoutes({ db, sendEvent }: ApiDeps) {
       const { threadId } = c.req.valid("param");
       const userId = callerId(c);
       await deleteThread(db, threadId, userId);
-      const announced = await sendEvent({ id: `thread-deleted-${threadId}`, name: "thread/deleted", data: { threadId, userId, reason: "user" } }).then(
+      const announced = await sendEvent({ id: `thread-deleted-${threadId}`, name: threadDeleted.name, data: { threadId, userId, reason: "user" } satisfies ThreadDeleted }).then(
         () => true,
         (error: unknown) => {
           logger.error({ threadId, err: error }, "thread deleted, but thread/deleted could not be sent");
