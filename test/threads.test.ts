@@ -176,7 +176,7 @@ describe("GET /api/threads", () => {
   it("is one index range scan in list order (threads_user_activity_idx), without a sort, on 20,000 threads of 200 users", async () => {
     await bed.db.pool.query(
       `INSERT INTO threads (id, user_id, last_activity_at)
-       SELECT gen_random_uuid(), 'bulk-' || (i % 200), now() - i * interval '1 second' FROM generate_series(1, 20000) i`,
+       SELECT gen_random_uuid(), 'bulk-' || (i % 200), date_trunc('milliseconds', now()) - i * interval '1 second' FROM generate_series(1, 20000) i`,
     );
     await bed.db.pool.query("ANALYZE threads");
     const { selectThreadPageAfter } = await import("../src/history/threads-sql.js");
@@ -234,6 +234,20 @@ describe("DELETE /api/threads/:threadId", () => {
     expect((await call("GET", `/api/threads/${doomed.threadId}/messages`, "deleter")).status).toBe(404);
     expect((await call("DELETE", `/api/threads/${doomed.threadId}`, "deleter")).status).toBe(404);
     expect((await listPage("deleter")).threads.map((t) => t.id)).toEqual([other.threadId]);
+  });
+
+  it("every table that keys rows by a thread (a thread_id column, or a reference to threads or messages) deletes them with it", async () => {
+    // A table added later without ON DELETE CASCADE would keep rows of deleted threads: this names it.
+    const { rows } = await bed.db.pool.query<{ table_name: string; cascades: boolean }>(
+      `SELECT c.table_name,
+              EXISTS (SELECT 1 FROM pg_constraint k
+                      WHERE k.conrelid = (quote_ident(c.table_name))::regclass AND k.contype = 'f'
+                        AND k.confrelid IN ('threads'::regclass, 'messages'::regclass) AND k.confdeltype = 'c') AS cascades
+       FROM information_schema.columns c
+       WHERE c.table_schema = current_schema() AND c.column_name = 'thread_id'`,
+    );
+    expect(rows.length).toBeGreaterThanOrEqual(3);
+    expect(rows.filter((row) => !row.cascades).map((row) => row.table_name)).toEqual([]);
   });
 
   it("answers 404 for another user's thread and deletes nothing", async () => {

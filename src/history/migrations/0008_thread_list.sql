@@ -15,8 +15,13 @@ ALTER TABLE threads
   ADD COLUMN last_activity_at timestamptz NOT NULL DEFAULT date_trunc('milliseconds', now()),
   ADD COLUMN last_message_at  timestamptz,
   ADD COLUMN message_count    integer     NOT NULL DEFAULT 0,
-  ADD CONSTRAINT threads_title_pair_check CHECK ((title IS NULL) = (title_source IS NULL));
+  ADD CONSTRAINT threads_title_pair_check CHECK ((title IS NULL) = (title_source IS NULL)),
+  -- A list cursor carries the activity time as a millisecond ISO date: a finer stored time would make
+  -- the cursor fall before its own row, and paging would skip the threads in between.
+  ADD CONSTRAINT threads_activity_millis_check CHECK (last_activity_at = date_trunc('milliseconds', last_activity_at));
 
+-- Existing threads: active when created, or when their newest message came.
+UPDATE threads SET last_activity_at = date_trunc('milliseconds', created_at);
 UPDATE threads t SET
   message_count = s.on_path,
   last_message_at = s.newest,
@@ -88,6 +93,7 @@ DROP FUNCTION threadline_messages_path_changed();
 DROP TRIGGER messages_inserted ON messages;
 DROP FUNCTION threadline_messages_inserted();
 ALTER TABLE threads
+  DROP CONSTRAINT threads_activity_millis_check,
   DROP CONSTRAINT threads_title_pair_check,
   DROP COLUMN message_count,
   DROP COLUMN last_message_at,
