@@ -8,6 +8,7 @@ import type { SummaryLag } from "./history/summaries.js";
 const SKIP = "threadline.turn.skip";
 const PRIOR_RESULTS = "threadline.history.prior-results";
 const SUMMARY_LAG = "threadline.history.summary-lag";
+const USER_TEXT = "threadline.turn.user-text";
 
 type AnyState = State<Record<string, unknown>>;
 
@@ -22,3 +23,7 @@ export const priorResultCount = (state: AnyState): number => state.kv.get(PRIOR_
 /** How far the thread's summary lags behind the history window, as the history read found it. */
 export const setSummaryLag = (state: AnyState, lag: SummaryLag) => state.kv.set(SUMMARY_LAG, lag);
 export const summaryLag = (state: AnyState): SummaryLag | undefined => state.kv.get(SUMMARY_LAG);
+
+/** The stored text of the user message the turn answers: what the model receives as the current message. */
+export const setUserMessageText = (state: AnyState, text: string) => state.kv.set(USER_TEXT, text);
+export const userMessageText = (state: AnyState): string | undefined => state.kv.get(USER_TEXT);

@@ -76,7 +76,7 @@ describe("many writers appending to one thread at once", () => {
       stored.push(await storeAnswer(bed.db.pool, { threadId, userId: "user-1", runId, messageId: threadId, messageSeq: 1, variant: 1, detachLaterTurns: false, results }));
     }
 
-    expect(stored).toEqual([{ inserted: 1 }, { inserted: 0 }]);
+    expect(stored).toEqual([{ inserted: 1, status: "completed" }, { inserted: 0, status: "completed" }]);
     const answers = (await threadRows(bed.db.pool, threadId)).filter((r) => r.kind === "agent");
     expect(answers.map((r) => [r.variant, r.on_path, (r.content as { output: { content: string }[] }).output[0]!.content])).toEqual([[1, true, "answer 0"]]);
   });

@@ -44,11 +44,13 @@ function chatTurnWithoutCreateThread(pool: pg.Pool, choice: ModelChoice) {
   });
 }
 
-const upserts = (queries: string[]) => queries.filter((q) => q === sql.insertThread).length;
+// The thread is created or checked by the statement that stores the user message: no statement of its own.
+const threadStatements = (queries: string[]) => queries.filter((q) => q === sql.insertThread || q === sql.selectThreadOwner).length;
+const userMessageStatements = (queries: string[]) => queries.filter((q) => q === sql.beginTurn).length;
 const historyReads = (queries: string[]) => queries.filter((q) => q === sql.selectHistoryWindow).length;
 
 describe("thread ids, as AgentKit's table says", () => {
-  it("resume with createThread: createThread upserts the given thread, then history is loaded", async () => {
+  it("resume with createThread: the given thread is checked with the user message (no statement of its own), then history is loaded", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 2 });
     const counting = countingPool(bed.db.pool);
     bed.model.script({ text: "answer 3" });
@@ -56,7 +58,8 @@ describe("thread ids, as AgentKit's table says", () => {
     const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), event);
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ threadId: thread.threadId });
-    expect(upserts(counting.queries)).toBe(1);
+    expect(threadStatements(counting.queries)).toBe(0);
+    expect(userMessageStatements(counting.queries)).toBe(1);
     expect(historyReads(counting.queries)).toBe(1);
     expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
@@ -73,20 +76,22 @@ describe("thread ids, as AgentKit's table says", () => {
     const run = await execute(chatTurnWithoutCreateThread(counting.pool, scriptedModel(bed.model)), event);
     expect(run.error).toBeUndefined();
     expect(run.result).toEqual({ threadId: thread.threadId });
-    expect(upserts(counting.queries)).toBe(0);
+    expect(threadStatements(counting.queries)).toBe(0);
     expect(historyReads(counting.queries)).toBe(1);
     expect(bed.model.requests[0]!.messages.slice(1, -1)).toEqual(expectedMessages(thread.entries));
     expect((await threadRows(bed.db.pool, thread.threadId)).slice(-2).map((r) => r.kind)).toEqual(["user", "agent"]);
   });
 
-  it("new conversation with createThread: createThread makes the thread (named after the first message), nothing is read", async () => {
+  it("new conversation with createThread: createThread names the thread after the first message, which creates it when stored; nothing is read", async () => {
     const counting = countingPool(bed.db.pool);
     bed.model.script({ text: "Hello!" });
     const event = chatEvent({ content: "Hi" });
     const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), event);
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ threadId: event.data.messageId });
-    expect(upserts(counting.queries)).toBe(1);
+    expect(threadStatements(counting.queries)).toBe(0);
+    expect(userMessageStatements(counting.queries)).toBe(1);
+    expect((await threadRows(bed.db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user", "agent"]);
     expect(historyReads(counting.queries)).toBe(0);
     expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },

@@ -1,5 +1,5 @@
 import { createAgent, type AgentResult, type Message } from "@inngest/agent-kit";
-import { priorResultCount, turnSkipReason } from "../run-state.js";
+import { priorResultCount, turnSkipReason, userMessageText } from "../run-state.js";
 import type { ModelChoice } from "./model.js";
 import { currentTimeTool } from "./tools.js";
 
@@ -26,7 +26,9 @@ export function createAssistant(choice: ModelChoice) {
         const state = network.state;
         if (turnSkipReason(state)) return { prompt, history: [], stop: true };
         const system = prompt.filter((m) => m.role === "system");
-        const current = prompt.filter((m) => m.role !== "system");
+        // The current message as stored: the words the turn's question holds, whatever the input carried.
+        const stored = userMessageText(state);
+        const current: Message[] = stored === undefined ? prompt.filter((m) => m.role !== "system") : [{ type: "text", role: "user", content: stored }];
         const earlier = state.messages.concat(state.results.slice(0, priorResultCount(state)).flatMap(messagesOf));
         const thisTurn = state.results.slice(priorResultCount(state)).flatMap(messagesOf);
         return { prompt: system, history: [...earlier, ...current, ...thisTurn], stop: false };

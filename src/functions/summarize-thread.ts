@@ -36,10 +36,11 @@ export function createSummarizeThread({ db, model }: FunctionDeps) {
 
       // The request is rendered inside the step, so what the step stores is bounded text, not raw rows.
       const source = await durably(step, "summary.load", async () => {
-        const { previous, messages } = await readSummarySource(db, { ...data, maxMessages: SUMMARY_BATCH_MESSAGES });
+        const { previous, messages, pathVersion } = await readSummarySource(db, { ...data, maxMessages: SUMMARY_BATCH_MESSAGES });
         if (messages.length === 0) return null;
         return {
           extends: previous?.coversThrough ?? null,
+          pathVersion,
           coversThrough: messages.at(-1)!.turnSeq,
           messageCount: messages.length,
           request: summarizeRequest(previous?.text ?? null, messages),
@@ -52,7 +53,7 @@ export function createSummarizeThread({ db, model }: FunctionDeps) {
       if (!text) throw new Error("The model answered the summarize request with no text");
 
       const { stored } = await step.run("summary.store", () =>
-        storeSummary(db, { threadId: data.threadId, coversThrough: source.coversThrough, text, extends: source.extends }),
+        storeSummary(db, { threadId: data.threadId, coversThrough: source.coversThrough, text, extends: source.extends, pathVersion: source.pathVersion }),
       );
       return {
         threadId: data.threadId,

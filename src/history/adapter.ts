@@ -1,11 +1,11 @@
 import type { HistoryConfig, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
-import { markTurnSkipped, setPriorResultCount, setSummaryLag } from "../run-state.js";
+import { markTurnSkipped, setPriorResultCount, setSummaryLag, setUserMessageText } from "../run-state.js";
 import { durably } from "./durable.js";
 import { resultId } from "./ids.js";
 import { toAgentContent, toAgentResults } from "./messages.js";
 import { historyWindow, type ResolvedHistoryPolicy } from "./policy.js";
-import { beginTurn, ensureThread, storeAnswer, type TurnKind, type TurnStart } from "./store.js";
+import { beginTurn, storeAnswer, type TurnKind, type TurnStart } from "./store.js";
 import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES, type HistoryRead } from "./summaries.js";
 import { applyHistoryBudgets, type BudgetReport, type ByteBudgetReport } from "./token-budget.js";
 import { waitForEarlierTurns } from "./turn-waits.js";
@@ -40,9 +40,11 @@ export type TurnHistory = HistoryConfig<StateData> & {
  * AgentKit's HistoryConfig over PostgreSQL, for one turn.
  *
  * Thread ids, per AgentKit's table (tested in test/thread-ids.test.ts):
- * - resume (threadId given): createThread upserts it, checking its owner; get loads the window;
+ * - resume (threadId given): createThread keeps it; append-user-message checks its owner; get
+ *   loads the window;
  * - new conversation (no threadId): createThread names the thread after its first message, so a
- *   re-run of the event finds the same thread; AgentKit does not call get for it;
+ *   re-run of the event finds the same thread; append-user-message creates it, in the same
+ *   statement that stores the message, once nothing refuses; AgentKit does not call get for it;
  * - without createThread, AgentKit uses a given threadId as is (fine for an existing thread), and
  *   for a new conversation makes a random UUID outside any step: a different id on every replay,
  *   naming no stored thread, so appendUserMessage refuses it. That is why createThread stays.
@@ -63,11 +65,8 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
     load: () => loaded,
 
     // A new thread takes its first message's id: a re-run of the same event finds the same thread.
-    createThread: async ({ state, step }) => {
-      const threadId = state.threadId ?? turn.messageId;
-      await durably(step, "history.create-thread", () => ensureThread(db, threadId, turn.userId));
-      return { threadId };
-    },
+    // No database work: append-user-message creates or checks the thread with the message.
+    createThread: async ({ state }) => ({ threadId: state.threadId ?? turn.messageId }),
 
     appendUserMessage: async ({ state, step, userMessage, threadId }) => {
       started = (await durably(step, "history.append-user-message", () =>
@@ -80,6 +79,8 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           context: { policy: turn.policy },
         }),
       )) as TurnStart;
+      // The model answers the stored words (a re-sent id with other words is refused, never answered).
+      setUserMessageText(state, started.text);
       if (started.status === "skipped") markTurnSkipped(state, started.skipReason ?? "skipped");
     },
 
@@ -100,7 +101,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
       const beforeSeq = started.messageSeq;
       const { maxTokens, maxBytes } = turn.policy;
       // The budgets apply inside the step, so what the step returns (and Inngest stores) is bounded.
-      // The summary check rides on this read (one more indexed query) rather than costing a step of its own.
+      // The summary check rides on this read (in the same statement) rather than costing a step of its own.
       const read = (await durably(step, "history.get", async () => {
         const { rows, summaryLag } = await readHistoryWithSummary(db, {
           threadId: threadId!,

@@ -3,6 +3,9 @@
  * storage contract can be read in one place.
  *
  * Thread order is (turn_seq, seq): turn_seq is the seq of the user message a row belongs to.
+ * Each history step of a turn is one statement (one round trip, atomic on its own); the two that
+ * write call PL/pgSQL functions defined in migrations/0006_one_statement_steps.sql, which take
+ * the thread's row lock first and then read what committed before it.
  */
 
 export const insertThread = `
@@ -13,80 +16,54 @@ export const insertThread = `
 export const selectThreadOwner = `
   SELECT user_id FROM threads WHERE id = $1`;
 
-/** Takes the thread's row lock: every writer to one thread queues here. */
-export const lockThread = `
-  SELECT user_id, last_seq FROM threads WHERE id = $1 FOR UPDATE`;
-
-/** Reserves $2 consecutive sequence numbers; returns the last one. */
-export const reserveSeq = `
-  UPDATE threads SET last_seq = last_seq + $2, updated_at = now()
-  WHERE id = $1
-  RETURNING last_seq`;
-
-export const selectMessage = `
-  SELECT id, thread_id, seq, turn_seq, kind, agent_name, content, on_path
-  FROM messages WHERE id = $1`;
-
-export const insertUserMessage = `
-  INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp)
-  VALUES ($1, $2, $3, $3, 'user', 'user', $4, $5)`;
+/**
+ * history.append-user-message in one statement: the thread's owner checked (a new thread created,
+ * named after its first message, only when nothing refuses), the user message stored once, the
+ * run recorded as a turn. The function is defined in migrations/0006_one_statement_steps.sql.
+ * Returns one row: a refusal code, or the message's seq, stored text, and the turn's variant and status.
+ */
+export const beginTurn = `
+  SELECT refusal, message_seq, stored_text, variant, status, skip_reason
+  FROM threadline_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
 
 /**
- * The answer state of one user message: its current variant, the highest stored variant, and the
- * highest variant taken by a turn that is running or completed (a failed turn stored nothing, so
- * its number may be used again).
+ * history.append-results in one statement: the answer stored (off the current path, the turn
+ * superseded, when its user message left the path meanwhile) and the turn completed. Defined in
+ * migrations/0006_one_statement_steps.sql. Returns one row: a refusal code, or rows inserted and the turn's status.
  */
-export const selectAnswerState = `
-  SELECT (SELECT max(variant) FROM messages WHERE answers = $1 AND on_path) AS current_variant,
-         (SELECT coalesce(max(variant), 0) FROM messages WHERE answers = $1) AS max_variant,
-         (SELECT coalesce(max(variant), 0) FROM turns WHERE message_id = $1 AND status IN ('running', 'completed')) AS max_turn_variant`;
-
-export const selectTurnByRun = `
-  SELECT run_id, variant, status FROM turns WHERE run_id = $1`;
-
-export const selectTurnByEvent = `
-  SELECT variant FROM turns WHERE event_id = $1 AND message_id = $2
-  ORDER BY started_at LIMIT 1`;
-
-export const insertTurn = `
-  INSERT INTO turns (run_id, thread_id, message_id, kind, event_id, variant, status, context, finished_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, CASE WHEN $7 = 'running' THEN NULL ELSE now() END)`;
-
-export const completeTurn = `
-  UPDATE turns SET status = 'completed', error = NULL, finished_at = now()
-  WHERE run_id = $1`;
+export const storeAnswer = `
+  SELECT refusal, inserted, status
+  FROM threadline_store_answer($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
 
 /** A failed run only updates a turn it started: a refused event leaves no trace. */
 export const failTurn = `
   UPDATE turns SET status = 'failed', error = $2, finished_at = now()
   WHERE run_id = $1 AND status = 'running'`;
 
-export const countVariantRows = `
-  SELECT count(*)::int AS n FROM messages WHERE answers = $1 AND variant = $2`;
-
-/** Takes the superseded answer to a user message off the current path. */
-export const detachCurrentAnswer = `
-  UPDATE messages SET on_path = false
-  WHERE answers = $1 AND on_path`;
-
-/** Takes every turn after a user message off the current path (regenerating an earlier message). */
-export const detachLaterTurns = `
-  UPDATE messages SET on_path = false
-  WHERE thread_id = $1 AND on_path AND turn_seq > $2`;
-
-export const insertAgentResult = `
-  INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, answers, variant, position)
-  VALUES ($1, $2, $3, $4, 'agent', $5, $6, $7, $8, $9)
-  ON CONFLICT (id) DO NOTHING`;
+/**
+ * What POST /api/chat checks before sending the event: the owner of the thread the message goes
+ * to ($1, or the message's own id for a new thread) and what the message id already names.
+ */
+export const selectSendable = `
+  SELECT t.user_id AS owner, m.thread_id AS message_thread_id, m.kind AS message_kind, m.content ->> 'text' AS message_text
+  FROM (SELECT coalesce($1::uuid, $2::uuid) AS id) target
+  LEFT JOIN threads t ON t.id = target.id
+  LEFT JOIN messages m ON m.id = $2::uuid`;
 
 /**
- * The history before the current user message on the current path, limited to the last
- * $3 user messages (and everything after each; NULL: no limit), plus, when $4, the system and
- * summary rows older than that window. Reads only the rows it returns, through
- * messages_path_user_idx, messages_path_idx and messages_path_system_idx, however long the thread.
- * The window start is used as a scalar subquery, not joined: the planner then estimates the
- * turn_seq range as narrow and keeps the index scan; joined, it guessed a third of the thread
- * and, on long threads, chose a sequential scan of every message (40x slower at 100,000).
+ * history.get in one statement: the thread's owner, the current path before the user message at
+ * $2 limited to the last $3 user messages (and everything after each; NULL: no limit), plus, when
+ * $4, the system and summary rows older than that window; and the thread's summary with how many
+ * current-path messages lie after what it covers and before where the window's turns begin
+ * (counting stops at $5, so the check costs the same however far behind the summary is).
+ * No row: the thread does not exist.
+ *
+ * Reads only the rows it returns, through messages_path_user_idx, messages_path_idx and
+ * messages_path_system_idx, however long the thread. The window start is used as a scalar
+ * subquery, not joined: the planner then estimates the turn_seq range as narrow and keeps the
+ * index scan; joined, it guessed a third of the thread and, on long threads, chose a sequential
+ * scan of every message (40x slower at 100,000). Rows come back as one JSON array, dates as ISO
+ * strings, in thread order.
  */
 export const selectHistoryWindow = `
   WITH window_start AS (
@@ -97,8 +74,7 @@ export const selectHistoryWindow = `
       ORDER BY seq DESC
       LIMIT $3
     ) last_users
-  )
-  SELECT id, seq, kind, agent_name, content, created_at FROM (
+  ), window_rows AS (
     SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
     FROM messages m
     WHERE m.thread_id = $1 AND m.on_path AND m.turn_seq < $2 AND m.turn_seq >= (SELECT turn_seq FROM window_start)
@@ -106,13 +82,26 @@ export const selectHistoryWindow = `
     SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
     FROM messages m
     WHERE $4 AND m.thread_id = $1 AND m.on_path AND m.kind IN ('system', 'summary') AND m.turn_seq < (SELECT turn_seq FROM window_start)
-  ) window_rows
-  ORDER BY turn_seq, seq`;
-
-/** Records on a turn what its history was made of (merged into what is already recorded). */
-export const mergeTurnContext = `
-  UPDATE turns SET context = coalesce(context, '{}'::jsonb) || $2::jsonb
-  WHERE run_id = $1`;
+  ), turns_start AS (
+    -- Where the window's turns begin: its oldest user message or answer, else the current message.
+    SELECT coalesce((SELECT min(turn_seq) FROM window_rows WHERE kind IN ('user', 'agent')), $2) AS turn_seq
+  )
+  SELECT t.user_id,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+        'id', r.id, 'kind', r.kind, 'agentName', r.agent_name, 'content', r.content,
+        'createdAt', to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+      ) ORDER BY r.turn_seq, r.seq), '[]'::jsonb) FROM window_rows r) AS rows,
+    w.turn_seq AS window_start, s.covers_through_turn_seq, s.text AS summary_text, s.updated_at AS summary_updated_at,
+    (SELECT count(*)::int FROM (
+       SELECT 1 FROM messages m
+       WHERE m.thread_id = $1 AND m.on_path
+         AND m.turn_seq > coalesce(s.covers_through_turn_seq, 0) AND m.turn_seq < w.turn_seq
+       LIMIT $5
+     ) unsummarized) AS unsummarized
+  FROM threads t
+  CROSS JOIN turns_start w
+  LEFT JOIN thread_summaries s ON s.thread_id = t.id
+  WHERE t.id = $1`;
 
 /** The thread's latest turn that ran (not a skipped re-run), for the debug view. */
 export const selectLatestTurn = `
@@ -140,61 +129,51 @@ export const selectAnswerVariants = `
   ORDER BY variant, position`;
 
 /**
- * The thread's summary and how many current-path messages lie after what it covers and before
- * $2, where the history window starts ($3: the oldest row the window returned, if any). Counting
- * stops at $4, so the check costs the same however far behind the summary is.
+ * What a summarizer reads, in one statement: the thread's owner and path version, the current
+ * summary, and the oldest $3 current-path messages after what the summary covers and before the
+ * window ($2), whole turns only: a turn is summarized with its answer or not at all.
+ * No row: the thread does not exist.
  */
-export const selectSummaryState = `
-  WITH window_start AS (
-    SELECT coalesce((SELECT turn_seq FROM messages WHERE id = $3 AND thread_id = $1), $2) AS turn_seq
-  ), summary AS (
-    SELECT covers_through_turn_seq, text, updated_at FROM thread_summaries WHERE thread_id = $1
-  )
-  SELECT w.turn_seq AS window_start, s.covers_through_turn_seq, s.text, s.updated_at,
-    (SELECT count(*)::int FROM (
-       SELECT 1 FROM messages m
-       WHERE m.thread_id = $1 AND m.on_path
-         AND m.turn_seq > coalesce(s.covers_through_turn_seq, 0) AND m.turn_seq < w.turn_seq
-       LIMIT $4
-     ) unsummarized) AS unsummarized
-  FROM window_start w LEFT JOIN summary s ON true`;
-
-/** What the summarizer extends: the current summary, or nothing yet. */
-export const selectSummary = `
-  SELECT covers_through_turn_seq, text FROM thread_summaries WHERE thread_id = $1`;
-
-/**
- * The oldest $4 current-path messages after what the summary covers ($2) and before the window
- * ($3), whole turns only: a turn is summarized with its answer or not at all.
- */
-export const selectMessagesToSummarize = `
-  WITH batch AS (
+export const selectSummarySource = `
+  WITH summary AS (
+    SELECT covers_through_turn_seq, text FROM thread_summaries WHERE thread_id = $1
+  ), batch AS (
     SELECT turn_seq, seq, kind, agent_name, content FROM messages
-    WHERE thread_id = $1 AND on_path AND turn_seq > $2 AND turn_seq < $3
+    WHERE thread_id = $1 AND on_path AND turn_seq > coalesce((SELECT covers_through_turn_seq FROM summary), 0) AND turn_seq < $2
     ORDER BY turn_seq, seq
-    LIMIT $4
+    LIMIT $3
+  ), whole_turns AS (
+    SELECT turn_seq, seq, kind, agent_name, content FROM batch
+    WHERE turn_seq < (SELECT CASE WHEN count(*) < $3 THEN $2 ELSE max(turn_seq) END FROM batch)
+       OR turn_seq = (SELECT min(turn_seq) FROM batch)
   )
-  SELECT turn_seq, kind, agent_name, content FROM batch
-  WHERE turn_seq < (SELECT CASE WHEN count(*) < $4 THEN $3 ELSE max(turn_seq) END FROM batch)
-     OR turn_seq = (SELECT min(turn_seq) FROM batch)
-  ORDER BY turn_seq, seq`;
-
-/** Extends the summary, unless another summarizer already moved it past $4 (what this one read). */
-export const updateSummary = `
-  UPDATE thread_summaries SET covers_through_turn_seq = $2, text = $3, updated_at = now()
-  WHERE thread_id = $1 AND covers_through_turn_seq = $4`;
-
-/** The thread's first summary; a concurrent first summary wins and this one is dropped. */
-export const insertSummary = `
-  INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text) VALUES ($1, $2, $3)
-  ON CONFLICT (thread_id) DO NOTHING`;
+  SELECT t.user_id, t.path_version, s.covers_through_turn_seq, s.text,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object('turnSeq', b.turn_seq, 'kind', b.kind, 'agentName', b.agent_name, 'content', b.content)
+       ORDER BY b.turn_seq, b.seq), '[]'::jsonb) FROM whole_turns b) AS messages
+  FROM threads t LEFT JOIN summary s ON true
+  WHERE t.id = $1`;
 
 /**
- * A new answer to a message the summary covers (a regenerate, or a failed turn completed late)
- * changes what the summary stands for: drop it, and the next summarization starts over.
+ * Stores a summary built on the previous one's extent ($4; NULL: the thread's first summary),
+ * only if the thread's path version is still the one the summarizer read ($5): a detach since
+ * then (a regenerate) may have taken turns it covers off the path. The thread row is share-locked,
+ * so a detach waits for this statement or this statement sees the detach. Another summarizer that
+ * extended (or created) the summary first wins. Returns how many summaries were stored (0 or 1).
  */
-export const deleteSummaryCovering = `
-  DELETE FROM thread_summaries WHERE thread_id = $1 AND covers_through_turn_seq >= $2`;
+export const storeSummary = `
+  WITH thread AS (
+    SELECT id FROM threads WHERE id = $1 AND path_version = $5::bigint FOR SHARE
+  ), updated AS (
+    UPDATE thread_summaries SET covers_through_turn_seq = $2, text = $3, updated_at = now()
+    WHERE thread_id = (SELECT id FROM thread) AND covers_through_turn_seq = $4::bigint
+    RETURNING 1
+  ), inserted AS (
+    INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text)
+    SELECT id, $2, $3 FROM thread WHERE $4::bigint IS NULL
+    ON CONFLICT (thread_id) DO NOTHING
+    RETURNING 1
+  )
+  SELECT ((SELECT count(*) FROM updated) + (SELECT count(*) FROM inserted))::int AS stored`;
 
 // ---- API keys (authentication) ----
 

@@ -4,9 +4,10 @@ import type { AgentContent, HistoryRow } from "./messages.js";
 import * as sql from "./sql.js";
 
 /**
- * The storage operations behind the history adapter and the HTTP API. Each one is a single
- * transaction that takes its connection from the pool when it starts, so a step that retries
- * after a lost connection simply runs it again. Every operation is idempotent.
+ * The storage operations behind the history adapter and the HTTP API. Each history step of a
+ * turn is one statement (one round trip, atomic on its own), so a step that retries after a lost
+ * connection simply runs it again, and no thread lock is held across round trips. Every
+ * operation is idempotent, and refuses before it writes anything.
  */
 
 export type TurnKind = "chat" | "regenerate";
@@ -14,6 +15,8 @@ export type TurnKind = "chat" | "regenerate";
 export type TurnStart = {
   /** Sequence number of the user message the turn answers. */
   messageSeq: number;
+  /** The stored text of the user message: what the model answers, whatever the event carried. */
+  text: string;
   /** The answer variant this run writes. */
   variant: number;
   /** "skipped": the message already has its answer (a re-run), or left the current path. */
@@ -36,7 +39,7 @@ export async function transaction<T>(db: pg.Pool, work: (client: pg.PoolClient) 
   }
 }
 
-/** Creates the thread, or checks that an existing one belongs to the user. */
+/** Creates the thread, or checks that an existing one belongs to the user (seeding and tools; a turn needs no call). */
 export async function ensureThread(db: pg.Pool, threadId: string, userId: string): Promise<{ created: boolean }> {
   const inserted = await db.query(sql.insertThread, [threadId, userId]);
   if (inserted.rowCount === 1) return { created: true };
@@ -52,24 +55,76 @@ export async function checkOwnedThread(db: pg.Pool, threadId: string, userId: st
   if (owner.rows[0]!.user_id !== userId) throw threadNotOwned(threadId);
 }
 
-async function lockOwnedThread(client: pg.PoolClient, threadId: string, userId: string) {
-  const thread = await client.query<{ user_id: string }>(sql.lockThread, [threadId]);
-  if (thread.rowCount === 0) {
-    throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist: omit threadId to start a new thread.`);
+/** A message sent to a thread that does not exist (a new thread takes its first message's id). */
+const threadNotFound = (threadId: string) =>
+  new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist: omit threadId to start a new thread.`);
+
+const messageInUse = (messageId: string) =>
+  new HistoryRefusal("message_conflict", `Message id ${messageId} is already used by another message: generate a new messageId for each message.`);
+
+const messageTextDiffers = (messageId: string) =>
+  new HistoryRefusal(
+    "message_conflict",
+    `Message ${messageId} was already sent with different text: a messageId names one message, so send a new message with a new messageId.`,
+  );
+
+/** What the write functions of migration 0006 return instead of writing, turned into the refusal a caller sees. */
+function refusal(code: string, { threadId, messageId }: { threadId: string; messageId: string }): HistoryRefusal {
+  switch (code) {
+    case "thread_not_found":
+      return threadNotFound(threadId);
+    case "thread_not_owned":
+      return threadNotOwned(threadId);
+    case "message_in_use":
+      return messageInUse(messageId);
+    case "message_text_differs":
+      return messageTextDiffers(messageId);
+    case "message_not_found":
+      return new HistoryRefusal("message_not_found", `Message ${messageId} is not a message of thread ${threadId}.`);
+    default:
+      throw new Error(`Unknown storage refusal ${code}`);
   }
-  if (thread.rows[0]!.user_id !== userId) throw threadNotOwned(threadId);
 }
 
-async function reserveSeq(client: pg.PoolClient, threadId: string, count: number): Promise<number> {
-  const { rows } = await client.query<{ last_seq: string }>(sql.reserveSeq, [threadId, count]);
-  return Number(rows[0]!.last_seq) - count + 1;
+/**
+ * Before POST /api/chat sends its event (one read): the thread must be the user's (a new thread,
+ * named after the message, must not exist yet or be the user's), and a message id already used
+ * must name this very message (same thread, same text) — then the event is simply sent again and
+ * the run stores nothing new. Anything else is the refusal the run itself would end with.
+ */
+export async function checkSendable(
+  db: pg.Pool,
+  input: { threadId?: string | undefined; messageId: string; userId: string; content: string },
+): Promise<void> {
+  const threadId = input.threadId ?? input.messageId;
+  const { rows } = await db.query<{ owner: string | null; message_thread_id: string | null; message_kind: string | null; message_text: string | null }>(
+    sql.selectSendable,
+    [input.threadId ?? null, input.messageId],
+  );
+  const found = rows[0]!;
+  if (found.owner === null && threadId !== input.messageId) throw threadNotFound(threadId);
+  if (found.owner !== null && found.owner !== input.userId) throw threadNotOwned(threadId);
+  if (found.message_thread_id === null) return;
+  if (found.message_thread_id !== threadId || found.message_kind !== "user") throw messageInUse(input.messageId);
+  if (found.message_text !== input.content) throw messageTextDiffers(input.messageId);
 }
 
-type MessageRow = { id: string; thread_id: string; seq: string; kind: string; content: { text?: string }; on_path: boolean };
+type BeginTurnRow = {
+  refusal: string | null;
+  message_seq: string;
+  stored_text: string;
+  variant: number;
+  status: "running" | "skipped";
+  skip_reason: string | null;
+};
 
 /**
  * Stores the user message under the client's id (once, however often it is called) and records
- * the run as a turn on it. A run that calls this again gets the same answer back.
+ * the run as a turn on it, in one statement under the thread's lock. A new thread is created here,
+ * when the message names it (its id is the first message's id) and nothing refuses. Refused,
+ * writing nothing: another user's thread, an unknown thread, a message id used by another message,
+ * the same message id with different text. A run that calls this again gets the same answer back.
+ * Which variant the run writes is decided in threadline_begin_turn (migration 0006).
  */
 export async function beginTurn(
   db: pg.Pool,
@@ -83,73 +138,18 @@ export async function beginTurn(
   },
 ): Promise<TurnStart> {
   const { threadId, userId, message, turn } = input;
-  return transaction(db, async (client) => {
-    await lockOwnedThread(client, threadId, userId);
-
-    let stored = (await client.query<MessageRow>(sql.selectMessage, [message.id])).rows[0];
-    if (stored && (stored.thread_id !== threadId || stored.kind !== "user")) {
-      throw new HistoryRefusal(
-        "message_conflict",
-        `Message id ${message.id} is already used by another message: generate a new messageId for each message.`,
-      );
-    }
-    if (!stored) {
-      if (turn.kind === "regenerate") {
-        throw new HistoryRefusal("message_not_found", `Message ${message.id} is not a message of thread ${threadId}.`);
-      }
-      const seq = await reserveSeq(client, threadId, 1);
-      await client.query(sql.insertUserMessage, [message.id, threadId, seq, { text: message.text }, message.clientTimestamp ?? null]);
-      stored = { id: message.id, thread_id: threadId, seq: String(seq), kind: "user", content: { text: message.text }, on_path: true };
-    }
-    const messageSeq = Number(stored.seq);
-
-    const existing = (await client.query<{ variant: number; status: string }>(sql.selectTurnByRun, [turn.runId])).rows[0];
-    if (existing) {
-      return existing.status === "skipped"
-        ? { messageSeq, variant: existing.variant, status: "skipped", skipReason: "already recorded as skipped" }
-        : { messageSeq, variant: existing.variant, status: "running" };
-    }
-
-    const start = await decideTurn(client, { messageId: message.id, onPath: stored.on_path, turn });
-    await client.query(sql.insertTurn, [
-      turn.runId, threadId, message.id, turn.kind, turn.eventId ?? null, start.variant, start.status, input.context ?? null,
-    ]);
-    return { messageSeq, ...start };
-  });
-}
-
-/**
- * Which variant a run writes, or why it writes nothing:
- * - a chat turn answers a message once; running its event again (a re-run) is a recorded no-op,
- *   and two chat runs on an unanswered message share the first variant (the first to store wins);
- * - a regenerate writes a new variant, past any variant a running or completed turn holds, so two
- *   regenerates started together each keep their answer; running the same regenerate event again
- *   reuses its variant.
- */
-async function decideTurn(
-  client: pg.PoolClient,
-  { messageId, onPath, turn }: { messageId: string; onPath: boolean; turn: { kind: TurnKind; eventId?: string | undefined } },
-): Promise<Omit<TurnStart, "messageSeq">> {
-  const state = (
-    await client.query<{ current_variant: number | null; max_variant: number; max_turn_variant: number }>(sql.selectAnswerState, [messageId])
-  ).rows[0]!;
-  if (!onPath) {
-    return { variant: state.max_variant, status: "skipped", skipReason: "the message is no longer on the thread's current path" };
-  }
-  if (turn.kind === "chat") {
-    if (state.current_variant !== null) {
-      return { variant: state.current_variant, status: "skipped", skipReason: "the message already has an answer: regenerate it for a new one" };
-    }
-    return { variant: state.max_variant + 1, status: "running" };
-  }
-  const earlier = turn.eventId
-    ? (await client.query<{ variant: number }>(sql.selectTurnByEvent, [turn.eventId, messageId])).rows[0]
-    : undefined;
-  if (!earlier) return { variant: Math.max(state.max_variant, state.max_turn_variant) + 1, status: "running" };
-  const written = (await client.query<{ n: number }>(sql.countVariantRows, [messageId, earlier.variant])).rows[0]!.n;
-  return written > 0
-    ? { variant: earlier.variant, status: "skipped", skipReason: "this regenerate event already produced its answer" }
-    : { variant: earlier.variant, status: "running" };
+  const { rows } = await db.query<BeginTurnRow>(sql.beginTurn, [
+    threadId, userId, message.id, message.text, message.clientTimestamp ?? null, turn.runId, turn.kind, turn.eventId ?? null, input.context ?? null,
+  ]);
+  const row = rows[0]!;
+  if (row.refusal) throw refusal(row.refusal, { threadId, messageId: message.id });
+  return {
+    messageSeq: Number(row.message_seq),
+    text: row.stored_text,
+    variant: row.variant,
+    status: row.status,
+    ...(row.skip_reason ? { skipReason: row.skip_reason } : {}),
+  };
 }
 
 /**
@@ -159,34 +159,65 @@ async function decideTurn(
  */
 export type HistoryWindow = { userMessages: number | null; preserveSystemMessages: boolean };
 
+export type HistoryWindowRead = {
+  rows: HistoryRow[];
+  /** The thread's summary, if it has one. */
+  summary: { coversThrough: number; text: string; updatedAt: string } | null;
+  /** Sequence number of the user message where the window's turns begin. */
+  windowStart: number;
+  /** Current-path messages before the window that the summary does not cover (counting stops at the limit asked for). */
+  unsummarized: number;
+};
+
 /**
- * The current path before the user message at `beforeSeq`, limited to the window. The caller has
- * waited for the earlier turns of the thread first (turn-waits.ts), so their answers are stored.
+ * The current path before the user message at `beforeSeq`, limited to the window, with the
+ * thread's summary and how far it lags behind the window: one statement. An unknown thread reads
+ * as empty; another user's thread is refused. The read does not wait for an earlier turn that is
+ * still running: the turn function waits for it before reading.
  */
+export async function readHistoryWindow(
+  db: pg.Pool,
+  input: { threadId: string; userId: string; beforeSeq: number; window: HistoryWindow; countUnsummarizedUpTo: number },
+): Promise<HistoryWindowRead> {
+  const { threadId, userId, beforeSeq, window } = input;
+  const earlierUserMessages = window.userMessages === null ? null : Math.max(window.userMessages - 1, 0);
+  const { rows } = await db.query<{
+    user_id: string;
+    rows: HistoryRow[];
+    window_start: string;
+    covers_through_turn_seq: string | null;
+    summary_text: string | null;
+    summary_updated_at: Date | null;
+    unsummarized: number;
+  }>(sql.selectHistoryWindow, [threadId, beforeSeq, earlierUserMessages, window.preserveSystemMessages, input.countUnsummarizedUpTo]);
+  const read = rows[0];
+  if (!read) return { rows: [], summary: null, windowStart: beforeSeq, unsummarized: 0 };
+  if (read.user_id !== userId) throw threadNotOwned(threadId);
+  return {
+    rows: read.rows,
+    summary:
+      read.covers_through_turn_seq === null
+        ? null
+        : { coversThrough: Number(read.covers_through_turn_seq), text: read.summary_text!, updatedAt: read.summary_updated_at!.toISOString() },
+    windowStart: Number(read.window_start),
+    unsummarized: read.unsummarized,
+  };
+}
+
+/** The current path before the user message at `beforeSeq`, limited to the window (one statement). */
 export async function readHistory(
   db: pg.Pool,
   input: { threadId: string; userId: string; beforeSeq: number; window: HistoryWindow },
 ): Promise<HistoryRow[]> {
-  const { threadId, userId, beforeSeq, window } = input;
-  const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
-  if (owner.rows[0] && owner.rows[0].user_id !== userId) throw threadNotOwned(threadId);
-  const earlierUserMessages = window.userMessages === null ? null : Math.max(window.userMessages - 1, 0);
-  const { rows } = await db.query<{ id: string; kind: HistoryRow["kind"]; agent_name: string; content: unknown; created_at: Date }>(
-    sql.selectHistoryWindow,
-    [threadId, beforeSeq, earlierUserMessages, window.preserveSystemMessages],
-  );
-  return rows.map((row) => ({
-    id: row.id,
-    kind: row.kind,
-    agentName: row.agent_name,
-    content: row.content,
-    createdAt: row.created_at.toISOString(),
-  }));
+  return (await readHistoryWindow(db, { ...input, countUnsummarizedUpTo: 0 })).rows;
 }
 
 /**
- * Stores a turn's answer as the current variant of its user message and completes the turn.
- * Result ids are derived by the caller, so storing the same answer twice inserts nothing.
+ * Stores a turn's answer and completes the turn, in one statement under the thread's lock
+ * (threadline_store_answer, migration 0006). Result ids are derived by the caller, so storing the
+ * same answer twice inserts nothing. The answer becomes the current variant of its user message,
+ * unless that message left the current path while the turn ran (an earlier message was
+ * regenerated): then it is stored off the path and the turn is "superseded".
  */
 export async function storeAnswer(
   db: pg.Pool,
@@ -203,28 +234,14 @@ export async function storeAnswer(
     /** Merged into what the turn recorded of its history when it started (e.g. message counts). */
     context?: Record<string, unknown> | undefined;
   },
-): Promise<{ inserted: number }> {
+): Promise<{ inserted: number; status: "completed" | "superseded" }> {
   const { threadId, userId, runId, messageId, messageSeq, variant, results } = input;
-  return transaction(db, async (client) => {
-    await lockOwnedThread(client, threadId, userId);
-    const already = (await client.query<{ n: number }>(sql.countVariantRows, [messageId, variant])).rows[0]!.n;
-    let inserted = 0;
-    if (already === 0 && results.length > 0) {
-      await client.query(sql.detachCurrentAnswer, [messageId]);
-      if (input.detachLaterTurns) await client.query(sql.detachLaterTurns, [threadId, messageSeq]);
-      await client.query(sql.deleteSummaryCovering, [threadId, messageSeq]);
-      const first = await reserveSeq(client, threadId, results.length);
-      for (const [position, result] of results.entries()) {
-        const row = await client.query(sql.insertAgentResult, [
-          result.id, threadId, first + position, messageSeq, result.agentName, result.content, messageId, variant, position,
-        ]);
-        inserted += row.rowCount ?? 0;
-      }
-    }
-    await client.query(sql.completeTurn, [runId]);
-    if (input.context) await client.query(sql.mergeTurnContext, [runId, input.context]);
-    return { inserted };
-  });
+  const { rows } = await db.query<{ refusal: string | null; inserted: number; status: "completed" | "superseded" }>(sql.storeAnswer, [
+    threadId, userId, runId, messageId, messageSeq, variant, input.detachLaterTurns, JSON.stringify(results), input.context ?? null,
+  ]);
+  const row = rows[0]!;
+  if (row.refusal) throw refusal(row.refusal, { threadId, messageId });
+  return { inserted: row.inserted, status: row.status };
 }
 
 export async function failTurn(db: pg.Pool, runId: string, error: string): Promise<void> {

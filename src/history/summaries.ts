@@ -3,7 +3,8 @@ import { summaryId } from "./ids.js";
 import { SUMMARY_AGENT_NAME, type HistoryRow } from "./messages.js";
 import { sanitizeText } from "./safe-text.js";
 import * as sql from "./sql.js";
-import { checkOwnedThread, readHistory } from "./store.js";
+import { HistoryRefusal, threadNotOwned } from "./errors.js";
+import { readHistoryWindow } from "./store.js";
 
 /**
  * Progressive summaries: history reads send a thread's summary in place of the turns it covers,
@@ -23,34 +24,24 @@ export type SummaryLag = {
 export type HistoryRead = { rows: HistoryRow[]; summaryLag: SummaryLag };
 
 /**
- * The history window (readHistory), preceded by the thread's summary when the summary ends
- * before the window begins, and how many older messages the summary does not cover yet.
+ * The history window, preceded by the thread's summary when the summary ends before the window's
+ * turns begin, and how many older messages the summary does not cover yet: one statement.
  */
 export async function readHistoryWithSummary(
   db: pg.Pool,
-  input: Parameters<typeof readHistory>[1] & { countUnsummarizedUpTo: number },
+  input: Parameters<typeof readHistoryWindow>[1],
 ): Promise<HistoryRead> {
-  const rows = await readHistory(db, input);
-  const oldest = rows.find((row) => row.kind === "user" || row.kind === "agent");
-  const { rows: state } = await db.query<{
-    window_start: string;
-    covers_through_turn_seq: string | null;
-    text: string | null;
-    updated_at: Date | null;
-    unsummarized: number;
-  }>(sql.selectSummaryState, [input.threadId, input.beforeSeq, oldest?.id ?? null, input.countUnsummarizedUpTo]);
-  const { window_start, covers_through_turn_seq, text, updated_at, unsummarized } = state[0]!;
-  const windowStart = Number(window_start);
+  const { rows, summary, windowStart, unsummarized } = await readHistoryWindow(db, input);
   const summaryLag = { windowStart, unsummarized };
-  if (covers_through_turn_seq === null || Number(covers_through_turn_seq) >= windowStart) return { rows, summaryLag };
-  const summary: HistoryRow = {
-    id: summaryId(input.threadId, Number(covers_through_turn_seq)),
+  if (summary === null || summary.coversThrough >= windowStart) return { rows, summaryLag };
+  const summaryRow: HistoryRow = {
+    id: summaryId(input.threadId, summary.coversThrough),
     kind: "summary",
     agentName: SUMMARY_AGENT_NAME,
-    content: { text },
-    createdAt: updated_at!.toISOString(),
+    content: { text: summary.text },
+    createdAt: summary.updatedAt,
   };
-  return { rows: [summary, ...rows], summaryLag };
+  return { rows: [summaryRow, ...rows], summaryLag };
 }
 
 export type SummarySourceMessage = { turnSeq: number; kind: HistoryRow["kind"]; agentName: string; content: unknown };
@@ -59,41 +50,46 @@ export type SummarySource = {
   previous: { text: string; coversThrough: number } | null;
   /** Whole turns, oldest first, after what the previous summary covers and before the window. */
   messages: SummarySourceMessage[];
+  /** The thread's path version when this was read: the summary is stored only if it is still current. */
+  pathVersion: number;
 };
 
-/** What a summarizer reads: the summary so far and the oldest turns it does not cover yet. */
+/** What a summarizer reads, in one statement: the summary so far, the oldest turns it does not cover yet, the path version. */
 export async function readSummarySource(
   db: pg.Pool,
   input: { threadId: string; userId: string; beforeSeq: number; maxMessages: number },
 ): Promise<SummarySource> {
   const { threadId, userId, beforeSeq, maxMessages } = input;
-  await checkOwnedThread(db, threadId, userId);
-  const current = (await db.query<{ covers_through_turn_seq: string; text: string }>(sql.selectSummary, [threadId])).rows[0];
-  const previous = current ? { text: current.text, coversThrough: Number(current.covers_through_turn_seq) } : null;
-  const { rows } = await db.query<{ turn_seq: string; kind: HistoryRow["kind"]; agent_name: string; content: unknown }>(
-    sql.selectMessagesToSummarize,
-    [threadId, previous?.coversThrough ?? 0, beforeSeq, maxMessages],
-  );
+  const { rows } = await db.query<{
+    user_id: string;
+    path_version: string;
+    covers_through_turn_seq: string | null;
+    text: string | null;
+    messages: SummarySourceMessage[];
+  }>(sql.selectSummarySource, [threadId, beforeSeq, maxMessages]);
+  const source = rows[0];
+  if (!source) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+  if (source.user_id !== userId) throw threadNotOwned(threadId);
   return {
-    previous,
-    messages: rows.map((row) => ({ turnSeq: Number(row.turn_seq), kind: row.kind, agentName: row.agent_name, content: row.content })),
+    previous: source.covers_through_turn_seq === null ? null : { text: source.text!, coversThrough: Number(source.covers_through_turn_seq) },
+    messages: source.messages,
+    pathVersion: Number(source.path_version),
   };
 }
 
 /**
- * Stores a summary built on `extends` (the previous summary's extent, null for the first).
- * Returns false when another summarizer got there first: its summary stays. The text is
+ * Stores a summary built on `extends` (the previous summary's extent, null for the first), if the
+ * thread's path is still the version the summary was read from (`pathVersion`). Returns false
+ * when another summarizer got there first (its summary stays) or the path changed since the read
+ * (a regenerate took turns off it): the next request summarizes the current path. The text is
  * model-written: NUL and lone surrogates become U+FFFD (sanitizeText) so PostgreSQL takes it.
  */
 export async function storeSummary(
   db: pg.Pool,
-  input: { threadId: string; coversThrough: number; text: string; extends: number | null },
+  input: { threadId: string; coversThrough: number; text: string; extends: number | null; pathVersion: number },
 ): Promise<{ stored: boolean }> {
-  const { threadId, coversThrough } = input;
-  const text = sanitizeText(input.text);
-  const result =
-    input.extends === null
-      ? await db.query(sql.insertSummary, [threadId, coversThrough, text])
-      : await db.query(sql.updateSummary, [threadId, coversThrough, text, input.extends]);
-  return { stored: result.rowCount === 1 };
+  const { rows } = await db.query<{ stored: number }>(sql.storeSummary, [
+    input.threadId, input.coversThrough, sanitizeText(input.text), input.extends, input.pathVersion,
+  ]);
+  return { stored: rows[0]!.stored === 1 };
 }

@@ -2,9 +2,10 @@ import type pg from "pg";
 
 /**
  * The real pool, with every query text it runs recorded (on the pool and on clients checked out
- * of it), so a test can assert which queries a run issued.
+ * of it), so a test can assert which queries a run issued. `onQuery` also sees each text as it is
+ * sent (to attribute it to the step running it); a function it returns is called once the query settles.
  */
-export function countingPool(pool: pg.Pool): { pool: pg.Pool; queries: string[] } {
+export function countingPool(pool: pg.Pool, onQuery?: (text: string) => (() => void) | void): { pool: pg.Pool; queries: string[] } {
   const queries: string[] = [];
   const recording = <T extends object>(target: T): T =>
     new Proxy(target, {
@@ -14,8 +15,12 @@ export function countingPool(pool: pg.Pool): { pool: pg.Pool; queries: string[] 
         if (property === "query") {
           return (...args: unknown[]) => {
             const text = args[0];
-            queries.push(typeof text === "string" ? text : (text as { text: string }).text);
-            return (value as (...a: unknown[]) => unknown).apply(object, args);
+            const queryText = typeof text === "string" ? text : (text as { text: string }).text;
+            queries.push(queryText);
+            const settled = onQuery?.(queryText);
+            const result = (value as (...a: unknown[]) => unknown).apply(object, args);
+            if (settled) void Promise.resolve(result).then(settled, settled);
+            return result;
           };
         }
         if (property === "connect") {

@@ -1,0 +1,90 @@
+import { describe, expect, it } from "vitest";
+import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createRegenerate } from "../src/functions/regenerate.js";
+import * as sql from "../src/history/sql.js";
+import { countingPool } from "./helpers/counting-pool.js";
+import { execute } from "./helpers/engine.js";
+import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
+import { seedThread } from "./helpers/seed.js";
+import { statementsPerStep, totalStatements } from "./helpers/step-statements.js";
+import { useTestBed } from "./helpers/test-bed.js";
+
+const bed = useTestBed();
+
+/** Most SQL statements one turn may send (issue 8: 25 on a 100-message thread before). */
+const MAX_STATEMENTS_PER_TURN = 6;
+
+/**
+ * Each history step sends exactly one statement (one round trip, no BEGIN/COMMIT), every other
+ * statement comes from a step too, and the turn stays within MAX_STATEMENTS_PER_TURN.
+ */
+function expectOneStatementPerHistoryStep(perStep: Map<string, number>, historySteps: string[]) {
+  expect(Object.fromEntries([...perStep].filter(([step]) => step.startsWith("history.")))).toEqual(
+    Object.fromEntries(historySteps.map((step) => [step, 1])),
+  );
+  expect(totalStatements(perStep)).toBeLessThanOrEqual(MAX_STATEMENTS_PER_TURN);
+}
+
+describe("SQL statements per history step and per turn", () => {
+  it("a new thread: 2 statements, one storing the question (and creating the thread), one storing the answer", async () => {
+    const counting = statementsPerStep(bed.db.pool);
+    bed.model.script({ text: "Hello!" });
+    const event = chatEvent({ content: "Hi" });
+    const run = await counting.run(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), event);
+
+    expect(run.error).toBeUndefined();
+    expectOneStatementPerHistoryStep(counting.perStep, ["history.append-user-message", "history.append-results"]);
+    expect(totalStatements(counting.perStep)).toBe(2);
+    expect((await threadRows(bed.db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user", "agent"]);
+  });
+
+  it("an existing 100-message thread: 4 statements, the earlier-turn check, then history.get (19 earlier turns under lastN 20) and its summary check in one", async () => {
+    const thread = await seedThread(bed.db.pool, { turns: 50 });
+    expect(await threadRows(bed.db.pool, thread.threadId)).toHaveLength(100);
+    const counting = statementsPerStep(bed.db.pool);
+    bed.model.script({ text: "answer 51" });
+    const run = await counting.run(
+      createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }),
+      chatEvent({ content: "question 51", threadId: thread.threadId }),
+    );
+
+    expect(run.error).toBeUndefined();
+    // The summary check in the same read found 60 messages outside the window: a summary is requested.
+    expect(run.result).toMatchObject({ status: "completed", history: { from: "database", read: 38 }, summaryRequested: true });
+    expectOneStatementPerHistoryStep(counting.perStep, ["history.append-user-message", "history.find-earlier-turn", "history.get", "history.append-results"]);
+    expect(totalStatements(counting.perStep)).toBe(4);
+  });
+
+  it("a regenerate on that thread: 5 statements, the message check before the turn's four", async () => {
+    const thread = await seedThread(bed.db.pool, { turns: 50 });
+    const messageId = (await threadRows(bed.db.pool, thread.threadId)).filter((r) => r.kind === "user").at(-1)!.id;
+    const counting = statementsPerStep(bed.db.pool);
+    bed.model.script({ text: "answer 50, again" });
+    const run = await counting.run(createRegenerate({ db: counting.pool, model: scriptedModel(bed.model) }), {
+      name: "chat/message.regenerate",
+      data: { threadId: thread.threadId, messageId, userId: thread.userId },
+    });
+
+    expect(run.error).toBeUndefined();
+    expect(run.result).toMatchObject({ status: "completed", answer: "answer 50, again" });
+    expectOneStatementPerHistoryStep(counting.perStep, ["history.load-message", "history.append-user-message", "history.find-earlier-turn", "history.get", "history.append-results"]);
+    expect(totalStatements(counting.perStep)).toBe(5);
+  });
+
+  it("a retried run sends no statement for the steps that already succeeded", async () => {
+    const thread = await seedThread(bed.db.pool, { turns: 2 });
+    const counting = countingPool(bed.db.pool);
+    const chatTurn = createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) });
+    const event = chatEvent({ content: "question 3", threadId: thread.threadId });
+    bed.model.script({ status: 500 });
+    const failed = await execute(chatTurn, event);
+    expect(failed.error).toBeDefined();
+    expect(counting.queries.filter((q) => q === sql.storeAnswer)).toHaveLength(0);
+
+    counting.queries.length = 0;
+    bed.model.script({ text: "answer 3" });
+    const retried = await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId });
+    expect(retried.error).toBeUndefined();
+    expect(counting.queries).toEqual([sql.storeAnswer]);
+  });
+});
