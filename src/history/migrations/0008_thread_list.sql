@@ -81,9 +81,8 @@ CREATE TRIGGER messages_path_changed AFTER UPDATE ON messages
 CREATE INDEX threads_user_activity_idx ON threads (user_id, last_activity_at DESC, id DESC);
 -- Retention finds the threads inactive since a cutoff, across users, oldest first.
 CREATE INDEX threads_activity_idx ON threads (last_activity_at, id);
--- The list's latest turn status per thread (one backward index probe per listed thread). Same
--- name and definition as migration 0006 of the store branch, so whichever runs first creates it.
-CREATE INDEX IF NOT EXISTS turns_thread_idx ON turns (thread_id, started_at);
+-- The list's latest turn status per thread is one backward probe per listed thread of
+-- turns_thread_idx (thread_id, started_at), created by migration 0006.
 
 -- Down Migration
 DROP INDEX threads_activity_idx;
