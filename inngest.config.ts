@@ -174,3 +174,18 @@ export const turnFinishedData = z.object({
 export type TurnFinished = z.infer<typeof turnFinishedData>;
 
 export const turnFinished = eventType("threadline/turn.finished", { schema: turnFinishedData });
+
+/**
+ * A thread and everything keyed by it were deleted (by its owner, or by retention). Sent after the
+ * deletion committed, for components that keep their own data about a thread (memory, search
+ * caches, analytics): on it they forget the thread. The event id is derived from the thread, so
+ * a repeated announcement is one event.
+ */
+export const threadDeletedData = z.object({
+  threadId: z.uuid(),
+  userId,
+  reason: z.enum(["user", "retention"]),
+});
+export type ThreadDeleted = z.infer<typeof threadDeletedData>;
+
+export const threadDeleted = eventType("thread/deleted", { schema: threadDeletedData });

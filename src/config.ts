@@ -60,6 +60,8 @@ export const environment = z.object({
   HISTORY_MAX_LENGTH: optionalSetting(z.coerce.number().pipe(historyLength.min(1))),
   HISTORY_MAX_TOKENS_CAP: optionalSetting(z.coerce.number().pipe(historyMaxTokens)),
   HISTORY_MAX_BYTES: optionalSetting(z.coerce.number().pipe(historyMaxBytes)),
+  /** Threads inactive for longer than this many days are deleted (hourly); unset: kept forever. */
+  RETENTION_DAYS: optionalSetting(z.coerce.number({ error: "RETENTION_DAYS must be a whole number of days" }).int("RETENTION_DAYS must be a whole number of days").min(1, "RETENTION_DAYS must be at least 1 (unset it to keep threads forever)").max(36_500, "RETENTION_DAYS must be at most 36500")),
 }).superRefine((env, ctx) => {
   // The operator's own settings must respect the operator's maximums: a contradiction is a start-up error.
   const maxLength = env.HISTORY_MAX_LENGTH ?? DEFAULT_HISTORY_MAXIMUMS.length;

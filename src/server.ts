@@ -13,6 +13,7 @@ import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
 import { healthRoutes } from "./api/health.js";
 import { apiReferenceRoutes } from "./api/openapi.js";
 import type { ApiDeps } from "./api/deps.js";
+import { exportRoutes } from "./api/export.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { threadRoutes } from "./api/threads.js";
 import type { AuthEnv } from "./auth/identity.js";
@@ -67,7 +68,8 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .use(requireJsonBody(), limitBody())
     .route("/chat", chatRoutes(deps))
     .route("/threads", threadRoutes(deps))
-    .route("/threads", regenerateRoutes(deps));
+    .route("/threads", regenerateRoutes(deps))
+    .route("/export", exportRoutes(deps));
   app.route("/api", routes);
   app.route("/", healthRoutes(deps));
   // The description is generated on its first request, from every route the app has by then.
@@ -91,7 +93,8 @@ export async function startServer() {
 
   const history = historyEnvironment(env);
   if (Object.keys(history).length > 0) logger.info({ history }, "history settings fixed by the environment");
-  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history });
+  if (env.RETENTION_DAYS !== undefined) logger.info(`retention: threads inactive for more than ${env.RETENTION_DAYS} days are deleted hourly`);
+  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, retentionDays: env.RETENTION_DAYS });
   const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), functions, auth: authSettings(env), serving: inngestServing(env) });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
   logger.info(`listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);

@@ -26,8 +26,11 @@ let spec: OpenApiDocument;
 /** A database that refuses every connection: the server's faults (500, 503) are real ones. */
 const unreachableDatabase = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:1/none", connectionTimeoutMillis: 2_000 });
 
-/** user-1's thread of two turns whose first answer was regenerated: two variants, the second turn off the path. */
-const thread = { threadId: "", first: "", offPath: "", answer: "" };
+/**
+ * user-1's thread of two turns whose first answer was regenerated: two variants, the second turn off
+ * the path; and an empty thread of user-1's that the delete case removes.
+ */
+const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "" };
 
 beforeAll(async () => {
   ({ app, sent } = createTestApp(bed.db.pool));
@@ -44,7 +47,8 @@ beforeAll(async () => {
   bed.model.script({ text: "Hello there" });
   expect((await execute(createRegenerate({ db: bed.db.pool, model }), sent.pop()!)).error).toBeUndefined();
   const page = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as { messages: { id: string; role: string }[] };
-  Object.assign(thread, { threadId, first: messageIds[0]!, offPath: messageIds[1]!, answer: page.messages.find((m) => m.role === "assistant")!.id });
+  const disposable = (await (await asUser(app, "user-1").post("/api/threads", { title: "To delete" })).json()) as { id: string };
+  Object.assign(thread, { threadId, first: messageIds[0]!, offPath: messageIds[1]!, answer: page.messages.find((m) => m.role === "assistant")!.id, disposable: disposable.id });
 });
 afterAll(() => unreachableDatabase.end());
 
@@ -217,6 +221,16 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "a regenerate", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.first}/regenerate`, status: 202, send: (p, m) => authenticated(m, p, json({ reason: "retry" })) },
   { name: "a regenerate off the current path", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.offPath}/regenerate`, status: 409, send: (p, m) => authenticated(m, p, json({})) },
   { name: "a regenerate of an answer", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.answer}/regenerate`, status: 422, send: (p, m) => authenticated(m, p, json({})) },
+  { name: "the caller's threads", method: "GET", path: () => "/api/threads", status: 200, send: (p, m) => authenticated(m, p) },
+  { name: "the caller's threads with a bad limit", method: "GET", path: () => "/api/threads?limit=0", status: 400, send: (p, m) => authenticated(m, p) },
+  { name: "a new thread", method: "POST", path: () => "/api/threads", status: 201, send: (p, m) => authenticated(m, p, json({ title: "Plans" })) },
+  { name: "a thread the caller already holds", method: "POST", path: () => "/api/threads", status: 200, send: (p, m) => authenticated(m, p, json({ id: thread.threadId })) },
+  { name: "a thread with metadata over its limit", method: "POST", path: () => "/api/threads", status: 413, send: (p, m) => authenticated(m, p, json({ metadata: { note: "x".repeat(5_000) } })) },
+  { name: "one thread", method: "GET", path: () => `/api/threads/${thread.threadId}`, status: 200, send: (p, m) => authenticated(m, p) },
+  { name: "another user's thread", method: "GET", path: () => `/api/threads/${thread.threadId}`, status: 404, send: (p) => asUser(app, "user-2").get(p) },
+  { name: "a renamed thread", method: "PATCH", path: () => `/api/threads/${thread.threadId}`, status: 200, send: (p, m) => authenticated(m, p, json({ title: "Renamed" })) },
+  { name: "a deleted thread", method: "DELETE", path: () => `/api/threads/${thread.disposable}`, status: 200, send: (p, m) => authenticated(m, p) },
+  { name: "the caller's export", method: "GET", path: () => "/api/export", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "the health check", method: "GET", path: () => "/health", status: 200, send: (p) => app.request(p) },
   { name: "the health check without a database", method: "GET", path: () => "/health", status: 503, send: (p) => createTestApp(unreachableDatabase).app.request(p) },
   { name: "the OpenAPI document", method: "GET", path: () => "/openapi.json", status: 200, send: (p) => app.request(p) },

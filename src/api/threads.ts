@@ -1,13 +1,128 @@
 import { Hono } from "hono";
 import { describeRoute } from "hono-openapi";
 import { z } from "zod";
-import { callerId, type AuthEnv } from "../auth/identity.js";
+import { jsonBytes, threadDeleted, TOO_LARGE, type ThreadDeleted } from "../../inngest.config.js";
+import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { decodeCursor, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, readMessagePage } from "../history/message-pages.js";
 import { agentContent, textContent } from "../history/messages.js";
+import { refuseUnsafeJson, safeString } from "../history/safe-text.js";
 import { listAnswerVariants, threadDebug } from "../history/store.js";
+import { createThread, deleteThread, listThreads, readThread, updateThread, type ThreadCursor } from "../history/threads.js";
+import { logger } from "../logger.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 import { validate } from "./validate.js";
+
+/* ---- The thread list and each thread's details ---- */
+
+export const DEFAULT_THREAD_PAGE_SIZE = 20;
+export const MAX_THREAD_PAGE_SIZE = 100;
+/** Largest metadata object accepted, in bytes of its JSON: metadata is for labels and ids, not content. */
+export const MAX_METADATA_BYTES = 4_096;
+export const MAX_TITLE_LENGTH = 200;
+
+/** A thread as every thread route returns it (the list's items included). */
+export const threadItem = z.object({
+  id: z.uuid(),
+  /** null: untitled (no user title, and no model title yet). */
+  title: z.string().nullable(),
+  titleSource: z.enum(["user", "model"]).nullable(),
+  metadata: z.record(z.string(), z.unknown()),
+  /** Messages on the thread's current path. */
+  messageCount: z.number().int().nonnegative(),
+  /** The newest message's time; null while the thread has none. */
+  lastMessageAt: z.iso.datetime().nullable(),
+  /** The list's order: the newest message's time, or the creation time before any message. */
+  lastActivityAt: z.iso.datetime(),
+  createdAt: z.iso.datetime(),
+  updatedAt: z.iso.datetime(),
+  /** The latest turn's status (running, completed, failed, cancelled, superseded); null before any turn. */
+  latestTurnStatus: z.string().nullable(),
+});
+
+/** GET /api/threads: one page, most recently active first. */
+export const threadListResponse = z.object({
+  threads: z.array(threadItem),
+  hasMore: z.boolean(),
+  /** Pass as `cursor` for the next page; null on the last page. */
+  nextCursor: z.string().nullable(),
+  /** The same position as use-agent's transport names it (cursorTimestamp + cursorId). */
+  nextCursorTimestamp: z.iso.datetime().nullable(),
+  nextCursorId: z.uuid().nullable(),
+});
+
+/** POST /api/threads: the thread, plus `threadId` as use-agent's createThread reads it. */
+export const threadCreatedResponse = threadItem.extend({ threadId: z.uuid() });
+
+/** GET and PATCH /api/threads/:threadId. */
+export const threadResponse = threadItem;
+
+/** DELETE /api/threads/:threadId. `announced`: thread/deleted was handed to Inngest. */
+export const threadDeletedResponse = z.object({ threadId: z.uuid(), deleted: z.literal(true), announced: z.boolean() });
+
+const encodeThreadCursor = ({ lastActivityAt, id }: ThreadCursor) => Buffer.from(`${lastActivityAt}|${id}`).toString("base64url");
+
+const ISO_MILLIS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+function decodeThreadCursor(cursor: string): ThreadCursor | undefined {
+  if (!/^[A-Za-z0-9_-]{1,120}$/.test(cursor)) return undefined;
+  const [lastActivityAt, id, extra] = Buffer.from(cursor, "base64url").toString("latin1").split("|");
+  if (extra !== undefined || !lastActivityAt || !id || !ISO_MILLIS.test(lastActivityAt) || !UUID.test(id)) return undefined;
+  return Number.isNaN(Date.parse(lastActivityAt)) ? undefined : { lastActivityAt, id };
+}
+
+const threadListQuery = z
+  .object({
+    limit: z
+      .string({ error: "limit must be a whole number" })
+      .regex(/^\d+$/, "limit must be a whole number")
+      .transform(Number)
+      .pipe(z.number().min(1, "limit must be at least 1").max(MAX_THREAD_PAGE_SIZE, `limit must be at most ${MAX_THREAD_PAGE_SIZE}`))
+      .default(DEFAULT_THREAD_PAGE_SIZE),
+    cursor: z
+      .string()
+      .transform((value, ctx) => decodeThreadCursor(value) ?? (ctx.addIssue({ code: "custom", message: "cursor must be the nextCursor of an earlier page" }), z.NEVER))
+      .optional(),
+    /** use-agent's transport sends the position as two fields. */
+    cursorTimestamp: z.iso.datetime({ offset: true, error: "cursorTimestamp must be the nextCursorTimestamp of an earlier page" }).optional(),
+    cursorId: z.uuid({ error: "cursorId must be the nextCursorId of an earlier page" }).optional(),
+    // Refused, not ignored: a client asking for page 2 by offset would silently get page 1 again.
+    offset: z.never({ error: "offset is not supported: pass the previous page's nextCursor as cursor" }).optional(),
+  })
+  .refine((q) => (q.cursorTimestamp === undefined) === (q.cursorId === undefined), { path: ["cursorId"], message: "send cursorTimestamp and cursorId together" })
+  .refine((q) => q.cursor === undefined || q.cursorId === undefined, { path: ["cursor"], message: "send cursor, or cursorTimestamp and cursorId, not both" })
+  .transform(({ limit, cursor, cursorTimestamp, cursorId }) => ({
+    limit,
+    after: cursor ?? (cursorTimestamp && cursorId ? { lastActivityAt: new Date(cursorTimestamp).toISOString(), id: cursorId } : undefined),
+  }));
+
+const title = safeString({ error: "title must be a string, or null for untitled" })
+  .trim()
+  .min(1, "title must not be empty (send null to make the thread untitled)")
+  .max(MAX_TITLE_LENGTH, `title must be at most ${MAX_TITLE_LENGTH} characters`);
+
+const metadata = z
+  .record(z.string(), z.unknown(), { error: "metadata must be a JSON object" })
+  .superRefine((value, ctx) => {
+    refuseUnsafeJson(value, ctx);
+    const bytes = jsonBytes(value);
+    if (bytes > MAX_METADATA_BYTES) {
+      ctx.addIssue({ code: "custom", params: TOO_LARGE, message: `metadata is ${bytes} bytes as JSON, over the ${MAX_METADATA_BYTES}-byte limit: keep labels and ids there, not content` });
+    }
+  });
+
+const createThreadBody = z.object({
+  /** The client's id for the thread (use-agent generates one); absent: the server makes one. */
+  id: z.uuid({ error: "id must be a UUID (or omit it and the server generates one)" }).optional(),
+  title: title.nullable().optional(),
+  metadata: metadata.optional(),
+  userId: userIdNotAccepted,
+});
+
+const updateThreadBody = z
+  .object({ title: title.nullable().optional(), metadata: metadata.optional(), userId: userIdNotAccepted })
+  .refine((body) => body.title !== undefined || body.metadata !== undefined, { message: "send title and/or metadata to change" });
 
 const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UUID" }) });
 const messageParams = threadParams.extend({ messageId: z.uuid({ error: "messageId must be a UUID" }) });
@@ -98,9 +213,110 @@ export const threadDebugResponse = z.object({
     .meta({ description: "Messages of each kind: on the current path, and stored in all (old variants included)." }),
 });
 
-/** Reads of a thread, scoped by the verified caller: another user's thread is not found. */
-export function threadRoutes({ db }: ApiDeps) {
+/**
+ * The caller's threads: list, create, read, rename, delete, and the reads of one thread's
+ * messages. Another user's thread is answered exactly like one that does not exist (404).
+ */
+export function threadRoutes({ db, sendEvent }: ApiDeps) {
   return new Hono<AuthEnv>()
+    // Most recently active first, keyset-paged (see "Listing threads" in the README for what stays stable).
+    .get(
+      "/",
+      describeRoute({
+        operationId: "listThreads",
+        tags: ["Threads"],
+        summary: "The caller's threads, most recently active first, one page at a time",
+        responses: { 200: jsonResponse("The page.", threadListResponse), ...apiErrors(400) },
+      }),
+      validate("query", threadListQuery),
+      async (c) => {
+        const page = await listThreads(db, { userId: callerId(c), ...c.req.valid("query") });
+        return c.json({
+          threads: page.threads,
+          hasMore: page.hasMore,
+          nextCursor: page.next ? encodeThreadCursor(page.next) : null,
+          nextCursorTimestamp: page.next?.lastActivityAt ?? null,
+          nextCursorId: page.next?.id ?? null,
+        } satisfies z.infer<typeof threadListResponse>);
+      },
+    )
+    // 201 for a new thread; 200 with the thread unchanged when the caller already holds the id.
+    .post(
+      "/",
+      describeRoute({
+        operationId: "createThread",
+        tags: ["Threads"],
+        summary: "Creates a thread (the client may give its id); the caller's existing thread with that id is answered unchanged",
+        responses: {
+          200: jsonResponse("The caller already holds a thread with this id: it is unchanged.", threadCreatedResponse),
+          201: jsonResponse("The new thread.", threadCreatedResponse),
+          ...apiErrors(400, 404, 413, 415),
+        },
+      }),
+      validate("json", createThreadBody),
+      async (c) => {
+        const body = c.req.valid("json");
+        const { thread, created } = await createThread(db, {
+          threadId: body.id ?? crypto.randomUUID(),
+          userId: callerId(c),
+          title: body.title ?? null,
+          metadata: body.metadata ?? {},
+        });
+        return c.json({ ...thread, threadId: thread.id } satisfies z.infer<typeof threadCreatedResponse>, created ? 201 : 200);
+      },
+    )
+    .get(
+      "/:threadId",
+      describeRoute({
+        operationId: "getThread",
+        tags: ["Threads"],
+        summary: "One of the caller's threads",
+        responses: { 200: jsonResponse("The thread.", threadResponse), ...apiErrors(400, 404) },
+      }),
+      validate("param", threadParams),
+      async (c) => c.json(await readThread(db, c.req.valid("param").threadId, callerId(c)) satisfies z.infer<typeof threadResponse>),
+    )
+    // A title set here is the user's: the titles function never overwrites it. null: untitled again.
+    .patch(
+      "/:threadId",
+      describeRoute({
+        operationId: "updateThread",
+        tags: ["Threads"],
+        summary: "Renames a thread (null: untitled again) or replaces its metadata",
+        responses: { 200: jsonResponse("The thread as changed.", threadResponse), ...apiErrors(400, 404, 413, 415) },
+      }),
+      validate("param", threadParams),
+      validate("json", updateThreadBody),
+      async (c) => {
+        const thread = await updateThread(db, { threadId: c.req.valid("param").threadId, userId: callerId(c), ...c.req.valid("json") });
+        return c.json(thread satisfies z.infer<typeof threadResponse>);
+      },
+    )
+    // Deleted first (one transaction), announced after: the deletion stands even when Inngest is
+    // unreachable, and the answer says whether other components were told.
+    .delete(
+      "/:threadId",
+      describeRoute({
+        operationId: "deleteThread",
+        tags: ["Threads"],
+        summary: "Deletes a thread and everything kept for it, then announces thread/deleted",
+        responses: { 200: jsonResponse("Deleted.", threadDeletedResponse), ...apiErrors(400, 404) },
+      }),
+      validate("param", threadParams),
+      async (c) => {
+        const { threadId } = c.req.valid("param");
+        const userId = callerId(c);
+        await deleteThread(db, threadId, userId);
+        const announced = await sendEvent({ id: `thread-deleted-${threadId}`, name: threadDeleted.name, data: { threadId, userId, reason: "user" } satisfies ThreadDeleted }).then(
+          () => true,
+          (error: unknown) => {
+            logger.error({ threadId, err: error }, "thread deleted, but thread/deleted could not be sent");
+            return false;
+          },
+        );
+        return c.json({ threadId, deleted: true as const, announced } satisfies z.infer<typeof threadDeletedResponse>);
+      },
+    )
     // The current path one page at a time: the newest page, or the page before or after a cursor.
     .get(
       "/:threadId/messages",

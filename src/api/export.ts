@@ -1,0 +1,92 @@
+import { Hono } from "hono";
+import { describeRoute } from "hono-openapi";
+import { stream } from "hono/streaming";
+import { z } from "zod";
+import { callerId, type AuthEnv } from "../auth/identity.js";
+import { exportUserData } from "../history/export.js";
+import { logger } from "../logger.js";
+import type { ApiDeps } from "./deps.js";
+import { apiErrors, jsonResponse } from "./openapi.js";
+import { threadItem } from "./threads.js";
+
+/**
+ * One line of GET /api/export (JSON Lines): a thread, then each message of its current path; the
+ * last line counts what came before it (without it, the export was cut short).
+ */
+export const exportLine = z.discriminatedUnion("type", [
+  threadItem.extend({ type: z.literal("thread") }),
+  z.object({
+    type: z.literal("message"),
+    threadId: z.uuid(),
+    id: z.uuid(),
+    role: z.enum(["user", "assistant", "system", "summary"]),
+    agentName: z.string(),
+    /** As stored: `{text}` for user, system and summary messages; AgentKit's output and tool calls for an answer. */
+    content: z.unknown(),
+    createdAt: z.iso.datetime(),
+    answers: z.uuid().optional(),
+    variant: z.number().int().optional(),
+  }),
+  z.object({ type: z.literal("end"), threads: z.number().int(), messages: z.number().int() }),
+]);
+
+/**
+ * Exports one app instance streams at once. Each holds a pooled database connection for as long as
+ * its client reads, so they are capped well below the pool's size: turns never wait behind exports.
+ */
+export const MAX_CONCURRENT_EXPORTS = 2;
+
+/** 429 body when every export slot is taken. */
+export const exportBusyResponse = z.object({ error: z.string() });
+
+/**
+ * GET /api/export: the caller's threads and their current-path messages as JSON Lines, written as
+ * they are read (one snapshot, batch by batch: see src/history/export.ts), never built in memory.
+ */
+export function exportRoutes({ db }: ApiDeps) {
+  let running = 0;
+  return new Hono<AuthEnv>().get(
+    "/",
+    describeRoute({
+      operationId: "exportUserData",
+      tags: ["Threads"],
+      summary: "The caller's threads and current-path messages as JSON Lines, streamed",
+      responses: {
+        200: {
+          description: "One JSON object per line: each thread, then its messages; the last line counts them (`type: end`).",
+          content: { "application/x-ndjson": { schema: { type: "string" } } },
+        },
+        429: jsonResponse("Too many exports are running on this server; Retry-After says when to try again.", exportBusyResponse),
+        ...apiErrors(),
+      },
+    }),
+    (c) => {
+      if (running >= MAX_CONCURRENT_EXPORTS) {
+        c.header("Retry-After", "30");
+        return c.json({ error: "Too many exports are running on this server: try again in a minute." } satisfies z.infer<typeof exportBusyResponse>, 429);
+      }
+      running += 1;
+      const userId = callerId(c);
+      c.header("Content-Type", "application/x-ndjson; charset=utf-8");
+      c.header("Content-Disposition", 'attachment; filename="threadline-export.jsonl"');
+      c.header("Cache-Control", "no-store");
+      return stream(
+        c,
+        async (out) => {
+          try {
+            for await (const record of exportUserData(db, userId)) {
+              if (out.aborted) break;
+              await out.write(`${JSON.stringify(record satisfies z.infer<typeof exportLine>)}\n`);
+            }
+          } finally {
+            running -= 1;
+          }
+        },
+        // The 200 and its headers are sent by then: the stream just ends early, and the fault is logged.
+        async (error) => {
+          logger.error({ err: error, userId }, "export failed mid-stream");
+        },
+      );
+    },
+  );
+}

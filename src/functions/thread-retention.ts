@@ -1,0 +1,49 @@
+import type pg from "pg";
+import { cron } from "inngest";
+import { inngest, threadDeleted } from "../../inngest.config.js";
+import { deleteExpiredThreads, retentionCutoff } from "../history/threads.js";
+
+export const THREAD_RETENTION_ID = "thread-retention";
+
+/** Threads one step deletes at most: bounds the step's time, locks and output. */
+export const RETENTION_BATCH = 200;
+
+/** Batches one run deletes at most (10,000 threads); a larger backlog continues on the next hour's run. */
+export const RETENTION_MAX_BATCHES = 50;
+
+/**
+ * Deletes threads inactive for longer than RETENTION_DAYS (unset: keeps everything), every hour.
+ * The cutoff is fixed once per run (a step), then each batch is a step that deletes up to
+ * RETENTION_BATCH expired threads and the next step announces them (thread/deleted). Idempotent:
+ * a retried or re-run batch finds only threads still expired, and the announcement's event ids
+ * are derived from the threads.
+ */
+export function createThreadRetention({ db, retentionDays }: { db: pg.Pool; retentionDays?: number | undefined }) {
+  return inngest.createFunction(
+    {
+      id: THREAD_RETENTION_ID,
+      name: "Delete inactive threads (RETENTION_DAYS)",
+      triggers: [cron("TZ=UTC 17 * * * *")],
+      // One sweep at a time: two would only race for the same oldest threads.
+      concurrency: { limit: 1 },
+      retries: 4,
+    },
+    async ({ step }) => {
+      if (retentionDays === undefined) return { status: "disabled" as const, deleted: 0 };
+      const cutoff = await step.run("retention.cutoff", () => retentionCutoff(db, retentionDays));
+      let deleted = 0;
+      for (let batch = 0; batch < RETENTION_MAX_BATCHES; batch += 1) {
+        const gone = await step.run(`retention.delete-batch-${batch}`, () => deleteExpiredThreads(db, cutoff, RETENTION_BATCH));
+        if (gone.length > 0) {
+          await step.sendEvent(
+            `retention.announce-batch-${batch}`,
+            gone.map((thread) => threadDeleted.create({ ...thread, reason: "retention" }, { id: `thread-deleted-${thread.threadId}` })),
+          );
+        }
+        deleted += gone.length;
+        if (gone.length < RETENTION_BATCH) return { status: "done" as const, cutoff, deleted };
+      }
+      return { status: "more-next-run" as const, cutoff, deleted };
+    },
+  );
+}

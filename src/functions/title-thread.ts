@@ -1,0 +1,46 @@
+import { NonRetriableError } from "inngest";
+import { inngest, turnFinished } from "../../inngest.config.js";
+import { cleanTitle, createTitler, titleRequest } from "../agents/titler.js";
+import { durably } from "../history/durable.js";
+import { readTitleSource, storeModelTitle } from "../history/titles.js";
+import type { FunctionDeps } from "./chat-turn.js";
+import { ModelErrorMiddleware } from "./model-errors.js";
+import { answerText } from "./turn-outcome.js";
+
+export const TITLE_THREAD_ID = "title-thread";
+
+/**
+ * Names a thread after its first answer. Its own function, started by the turn's
+ * threadline/turn.finished event, so a model failure here leaves the thread untitled and never
+ * touches the chat turn. Every completed turn of an untitled thread asks; a titled thread is a
+ * cheap no-op (one read), and a title the user set is never overwritten (storeModelTitle).
+ */
+export function createTitleThread({ db, model }: FunctionDeps) {
+  return inngest.createFunction(
+    {
+      id: TITLE_THREAD_ID,
+      name: "Title thread",
+      triggers: [{ event: turnFinished, if: "event.data.status == 'completed'" }],
+      // Quick turns in a new thread make one title request, soon after the first answer.
+      debounce: { key: "event.data.threadId", period: "5s", timeout: "1m" },
+      retries: 2,
+      middleware: [ModelErrorMiddleware],
+    },
+    async ({ event, step }) => {
+      const { threadId, status } = event.data;
+      if (status !== "completed") return { threadId, status: "skipped" as const };
+      if (!model.configured) throw new NonRetriableError(model.reason);
+
+      const source = await durably(step, "title.load", () => readTitleSource(db, threadId));
+      if (source.status !== "ready") return { threadId, status: source.status };
+
+      // The inference is its own step (step.ai.infer inside the agent's run).
+      const result = await createTitler(model).run(titleRequest(source.question, source.answer));
+      const title = cleanTitle(answerText(result));
+      if (!title) throw new Error("The model answered the title request with no text");
+
+      const { stored } = await step.run("title.store", () => storeModelTitle(db, threadId, title));
+      return { threadId, status: stored ? ("titled" as const) : ("kept" as const), title };
+    },
+  );
+}

@@ -1,0 +1,125 @@
+/**
+ * The thread surface's queries (src/history/threads.ts runs them): list, create, read, rename,
+ * delete, titles, retention and export. Kept apart from sql.ts, which holds the turn path's.
+ *
+ * List order is (last_activity_at DESC, id DESC), served by threads_user_activity_idx
+ * (user_id, last_activity_at DESC, id DESC): a page is one index range scan that stops after it.
+ */
+
+/** The columns a thread item is built from, for threads aliased `t`, with its latest turn's status. */
+const threadColumns = `
+  t.id, t.title, t.title_source, t.metadata, t.message_count, t.last_message_at, t.last_activity_at,
+  t.created_at, t.updated_at,
+  (SELECT status FROM turns WHERE turns.thread_id = t.id AND status <> 'skipped'
+   ORDER BY started_at DESC LIMIT 1) AS latest_turn_status`;
+
+/** The user's ($1) most recently active threads, $2 of them. */
+export const selectFirstThreadPage = `
+  SELECT ${threadColumns} FROM threads t
+  WHERE t.user_id = $1
+  ORDER BY t.last_activity_at DESC, t.id DESC
+  LIMIT $2`;
+
+/** The user's ($1) threads after cursor ($2 activity, $3 id) in list order, $4 of them. */
+export const selectThreadPageAfter = `
+  SELECT ${threadColumns} FROM threads t
+  WHERE t.user_id = $1 AND (t.last_activity_at, t.id) < ($2::timestamptz, $3::uuid)
+  ORDER BY t.last_activity_at DESC, t.id DESC
+  LIMIT $4`;
+
+/** One of the user's threads: no row when it does not exist or is another user's. */
+export const selectOwnedThread = `
+  SELECT ${threadColumns} FROM threads t WHERE t.id = $1 AND t.user_id = $2`;
+
+/** Creates the thread with a user title ($3, may be null) and metadata ($4); nothing when the id is taken. */
+export const insertThreadWithDetails = `
+  WITH inserted AS (
+    INSERT INTO threads (id, user_id, title, title_source, metadata)
+    VALUES ($1, $2, $3, CASE WHEN $3::text IS NULL THEN NULL ELSE 'user' END, $4)
+    ON CONFLICT (id) DO NOTHING
+    RETURNING *
+  )
+  SELECT ${threadColumns} FROM inserted t`;
+
+export const selectThreadOwner = `
+  SELECT user_id FROM threads WHERE id = $1`;
+
+/**
+ * Renames and/or replaces the metadata of the user's thread: $3 says whether the title changes
+ * (to $4: a user title, or NULL for untitled), $5 is the new metadata or NULL to keep it.
+ */
+export const updateThreadDetails = `
+  WITH updated AS (
+    UPDATE threads SET
+      title = CASE WHEN $3 THEN $4::text ELSE title END,
+      title_source = CASE WHEN $3 THEN CASE WHEN $4::text IS NULL THEN NULL ELSE 'user' END ELSE title_source END,
+      metadata = coalesce($5::jsonb, metadata),
+      updated_at = now()
+    WHERE id = $1 AND user_id = $2
+    RETURNING *
+  )
+  SELECT ${threadColumns} FROM updated t`;
+
+/**
+ * Deletes the user's thread and, through the foreign keys' ON DELETE CASCADE, every row keyed by
+ * it (messages, turns, summaries): one statement, so one transaction.
+ */
+export const deleteOwnedThread = `
+  DELETE FROM threads WHERE id = $1 AND user_id = $2 RETURNING id, user_id`;
+
+/* ---- Titles ---- */
+
+/**
+ * What a title is written from: whether the thread already has a title, its first current-path
+ * user message and that message's current answer (each agent result, in order).
+ */
+export const selectTitleSource = `
+  WITH first_question AS (
+    SELECT id, content FROM messages
+    WHERE thread_id = $1 AND on_path AND kind = 'user'
+    ORDER BY seq LIMIT 1
+  )
+  SELECT t.title IS NOT NULL AS titled, q.content AS question,
+         (SELECT coalesce(jsonb_agg(a.content ORDER BY a.position), '[]'::jsonb)
+          FROM messages a WHERE a.answers = q.id AND a.on_path) AS answer
+  FROM threads t LEFT JOIN first_question q ON true
+  WHERE t.id = $1`;
+
+/** Stores the model's title only on an untitled thread: a user's title (or an earlier model title) stays. */
+export const storeModelTitle = `
+  UPDATE threads SET title = $2, title_source = 'model', updated_at = now()
+  WHERE id = $1 AND title IS NULL AND title_source IS NULL`;
+
+/* ---- Retention ---- */
+
+/** The database's clock, $1 days ago: where "inactive for longer than $1 days" begins. */
+export const selectRetentionCutoff = `
+  SELECT now() - make_interval(days => $1::int) AS cutoff`;
+
+/**
+ * Deletes up to $2 threads inactive since before $1, oldest first (threads_activity_idx). A thread
+ * a writer holds locked is skipped (it is being written to: not inactive); the cutoff is checked
+ * again on the locked row.
+ */
+export const deleteExpiredThreads = `
+  WITH expired AS (
+    SELECT id FROM threads
+    WHERE last_activity_at < $1
+    ORDER BY last_activity_at, id
+    LIMIT $2
+    FOR UPDATE SKIP LOCKED
+  )
+  DELETE FROM threads t USING expired e
+  WHERE t.id = e.id AND t.last_activity_at < $1
+  RETURNING t.id, t.user_id`;
+
+/* ---- Export (inside one REPEATABLE READ transaction: every batch reads the same snapshot) ---- */
+
+export const beginSnapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
+
+/** Current-path messages of thread $1 after position ($2, $3), $4 of them (messages_path_idx). */
+export const selectExportMessages = `
+  SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, created_at FROM messages
+  WHERE thread_id = $1 AND on_path AND (turn_seq, seq) > ($2::bigint, $3::bigint)
+  ORDER BY turn_seq, seq
+  LIMIT $4`;

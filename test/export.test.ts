@@ -1,0 +1,133 @@
+import { randomUUID } from "node:crypto";
+import { beforeAll, describe, expect, it } from "vitest";
+import { ASSISTANT_NAME } from "../src/agents/assistant.js";
+import { exportLine, MAX_CONCURRENT_EXPORTS } from "../src/api/export.js";
+import { EXPORT_MESSAGE_BATCH } from "../src/history/export.js";
+import { resultId } from "../src/history/ids.js";
+import { beginTurn, storeAnswer } from "../src/history/store.js";
+import { seedBulkThread } from "./helpers/bulk-thread.js";
+import { createTestApp, headersFor } from "./helpers/http.js";
+import { seedThread } from "./helpers/seed.js";
+import { useTestBed } from "./helpers/test-bed.js";
+
+const bed = useTestBed();
+
+let app: ReturnType<typeof createTestApp>["app"];
+beforeAll(() => {
+  app = createTestApp(bed.db.pool).app;
+});
+
+type Line = ReturnType<typeof exportLine.parse>;
+
+async function exportOf(userId: string): Promise<{ response: Response; lines: Line[] }> {
+  const response = await app.request("/api/export", { headers: await headersFor(userId) });
+  const text = await response.text();
+  expect(text.endsWith("\n")).toBe(true);
+  return { response, lines: text.trimEnd().split("\n").map((line) => exportLine.parse(JSON.parse(line))) };
+}
+
+/** Every current-path message of the user's threads as stored, per thread, in thread order. */
+async function storedCurrentPaths(userId: string) {
+  const { rows } = await bed.db.pool.query<{ thread_id: string; id: string; content: unknown }>(
+    `SELECT m.thread_id, m.id, m.content FROM messages m JOIN threads t ON t.id = m.thread_id
+     WHERE t.user_id = $1 AND m.on_path ORDER BY m.thread_id, m.turn_seq, m.seq`,
+    [userId],
+  );
+  const paths = new Map<string, { id: string; content: unknown }[]>();
+  for (const row of rows) paths.set(row.thread_id, [...(paths.get(row.thread_id) ?? []), { id: row.id, content: row.content }]);
+  return paths;
+}
+
+describe("GET /api/export", () => {
+  it("streams the caller's threads, each followed by every message of its current path, as JSON Lines ending with the counts", async () => {
+    const userId = "exporter";
+    const plain = await seedThread(bed.db.pool, { turns: 3, userId, toolTurns: [2], systemBefore: [1] });
+    const long = await seedBulkThread(bed.db.pool, { turns: EXPORT_MESSAGE_BATCH, userId });
+    const regenerated = await seedThread(bed.db.pool, { turns: 2, userId });
+    await regenerateFirst(regenerated.threadId, userId);
+    await seedThread(bed.db.pool, { turns: 2, userId: "someone-else" });
+
+    const { response, lines } = await exportOf(userId);
+
+    expect(response.status).toBe(200);
+    expect(response.headers.get("content-type")).toBe("application/x-ndjson; charset=utf-8");
+    const exported = new Map<string, { id: string; content: unknown }[]>();
+    let current: string | undefined;
+    for (const line of lines.slice(0, -1)) {
+      if (line.type === "thread") {
+        current = line.id;
+        exported.set(line.id, []);
+      } else if (line.type === "message") {
+        expect(line.threadId).toBe(current);
+        exported.get(line.threadId)!.push({ id: line.id, content: line.content });
+      }
+    }
+    const stored = await storedCurrentPaths(userId);
+    expect(new Set(exported.keys())).toEqual(new Set([plain.threadId, long.threadId, regenerated.threadId]));
+    for (const [threadId, messages] of stored) expect(exported.get(threadId), threadId).toEqual(messages);
+    const messageCount = [...stored.values()].reduce((n, messages) => n + messages.length, 0);
+    expect(messageCount).toBeGreaterThan(2 * EXPORT_MESSAGE_BATCH);
+    expect(lines.at(-1)).toEqual({ type: "end", threads: 3, messages: messageCount });
+    // Threads come in list order, with what the thread API shows of them.
+    const threadLines = lines.filter((line) => line.type === "thread");
+    expect(threadLines.find((t) => t.id === regenerated.threadId)).toMatchObject({ messageCount: stored.get(regenerated.threadId)!.length });
+  });
+
+  it("ends its snapshot transaction when done, and when the client stops reading mid-way", async () => {
+    const userId = "quitter";
+    await seedBulkThread(bed.db.pool, { turns: 3 * EXPORT_MESSAGE_BATCH, userId });
+    await exportOf(userId);
+    expect(await idleInTransaction()).toBe(0);
+
+    const response = await app.request("/api/export", { headers: await headersFor(userId) });
+    const reader = response.body!.getReader();
+    expect((await reader.read()).done).toBe(false);
+    await reader.cancel();
+    await expect.poll(idleInTransaction, { timeout: 5_000 }).toBe(0);
+    await expect.poll(() => bed.db.pool.idleCount === bed.db.pool.totalCount, { timeout: 5_000 }).toBe(true);
+  });
+
+  it("streams at most MAX_CONCURRENT_EXPORTS exports at once (429 with Retry-After beyond), and frees the slot when one ends", async () => {
+    const userId = "busy-exporter";
+    await seedBulkThread(bed.db.pool, { turns: 3 * EXPORT_MESSAGE_BATCH, userId });
+    const readers: ReadableStreamDefaultReader<Uint8Array>[] = [];
+    for (let i = 0; i < MAX_CONCURRENT_EXPORTS; i += 1) {
+      const response = await app.request("/api/export", { headers: await headersFor(userId) });
+      expect(response.status).toBe(200);
+      const reader = response.body!.getReader();
+      expect((await reader.read()).done).toBe(false);
+      readers.push(reader);
+    }
+    const refused = await app.request("/api/export", { headers: await headersFor(userId) });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toBe("30");
+
+    await readers[0]!.cancel();
+    await expect.poll(async () => {
+      const response = await app.request("/api/export", { headers: await headersFor("nobody") });
+      await response.body?.cancel();
+      return response.status;
+    }, { timeout: 5_000 }).toBe(200);
+    await readers[1]!.cancel();
+    await expect.poll(idleInTransaction, { timeout: 5_000 }).toBe(0);
+  });
+
+  it("exports nothing but the end line for a caller without threads", async () => {
+    const { lines } = await exportOf("nobody");
+    expect(lines).toEqual([{ type: "end", threads: 0, messages: 0 }]);
+  });
+});
+
+const idleInTransaction = async () =>
+  (await bed.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'")).rows[0]!.n;
+
+/** Regenerates the thread's first message: its old answer and the later turn leave the current path. */
+async function regenerateFirst(threadId: string, userId: string) {
+  const first = (await bed.db.pool.query<{ id: string }>("SELECT id FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq LIMIT 1", [threadId])).rows[0]!;
+  const runId = `regen-${randomUUID()}`;
+  const start = await beginTurn(bed.db.pool, { threadId, userId, message: { id: first.id, text: "question 1" }, turn: { runId, kind: "regenerate" } });
+  await storeAnswer(bed.db.pool, {
+    threadId, userId, runId, messageId: first.id, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: true,
+    results: [{ id: resultId(first.id, start.variant, 0), agentName: ASSISTANT_NAME, content: { output: [{ type: "text", role: "assistant", content: "regenerated" }], toolCalls: [] } }],
+  });
+}
