@@ -11,6 +11,7 @@ import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.
 import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
 import type { ApiDeps } from "./api/deps.js";
 import { regenerateRoutes } from "./api/regenerate.js";
+import { searchRoutes } from "./api/search.js";
 import { threadRoutes } from "./api/threads.js";
 import type { AuthEnv } from "./auth/identity.js";
 import { authenticate } from "./auth/middleware.js";
@@ -52,6 +53,7 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .use(authenticate(auth, deps.db))
     .use(requireJsonBody(), limitBody())
     .route("/chat", chatRoutes(deps))
+    .route("/search", searchRoutes(deps))
     .route("/threads", threadRoutes(deps))
     .route("/threads", regenerateRoutes(deps));
   app.route("/api", routes);
