@@ -7,13 +7,17 @@
  * arrive, so one user's messages are spread over the whole table, not packed together. Their text
  * draws words with Zipf-like frequencies (a few common words, a long tail of rare ones) among
  * English stop words, and 1% of messages carry a stock phrase.
+ *
+ * Seeding takes a few minutes: BENCH_SEARCH_KEEP=1 keeps the database (its name is printed) and
+ * BENCH_SEARCH_DATABASE=<name> measures a kept one again without seeding (nor dropping it).
  */
 import { randomUUID } from "node:crypto";
+import os from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { createPool, startEmbeddedPostgres, type EmbeddedServer } from "../src/history/database.js";
 import { migrate } from "../src/history/migrate.js";
-import { searchMessages } from "../src/history/search.js";
+import { decodeSearchCursor, searchMessages, type SearchPosition } from "../src/history/search.js";
 import * as sql from "../src/history/search-sql.js";
 
 const USERS = 1_000;
@@ -23,6 +27,8 @@ const THREADS = MESSAGES / MESSAGES_PER_THREAD;
 /** The measured user's threads: the first tenth, so 100,000 of the messages are theirs. */
 const BIG_USER_THREADS = THREADS / 10;
 const BIG_USER = "bench-user-0";
+/** A user like most: about 900 messages. */
+const SMALL_USER = "bench-user-1";
 /** Statements the seeding is cut into, run two at a time: each holds whole turns (2 × THREADS messages). */
 const CHUNKS = 25;
 const PAGE_SIZE = 20;
@@ -51,6 +57,7 @@ const PHRASE = "the connection pool ran out during the nightly batch";
 type Query = { name: string; q: string };
 const QUERIES: Query[] = [
   { name: "common word", q: COMMON_WORDS[0]! },
+  // Chosen from the seeded data: a word the user wrote 3 to 10 times.
   { name: "rare word", q: "" },
   { name: "phrase", q: '"connection pool"' },
   { name: "two words", q: `${COMMON_WORDS[1]} ${COMMON_WORDS[2]}` },
@@ -59,37 +66,52 @@ const QUERIES: Query[] = [
 
 async function main() {
   const { serverUrl, embedded } = await chooseServer();
-  const database = `threadline_bench_search_${randomUUID().replaceAll("-", "").slice(0, 12)}`;
-  await admin(serverUrl, `CREATE DATABASE ${database}`);
+  const kept = process.env.BENCH_SEARCH_DATABASE?.trim();
+  const database = kept || `threadline_bench_search_${randomUUID().replaceAll("-", "").slice(0, 12)}`;
   const url = new URL(serverUrl);
   url.pathname = `/${database}`;
+  if (!kept) await admin(serverUrl, `CREATE DATABASE ${database}`);
   const pool = createPool(url.toString());
   try {
-    await migrate(url.toString());
-    const started = performance.now();
-    await seed(pool);
-    console.log(`seeded ${MESSAGES.toLocaleString("en")} messages of ${USERS} users in ${seconds(started)} s`);
-
-    QUERIES[1]!.q = await rareWord(pool);
-    const rows: Measured[] = [];
-    for (const { name, q } of QUERIES) {
-      const matches = await countMatches(pool, q);
-      const times = await measure(() => searchMessages(pool, { userId: BIG_USER, query: q, limit: PAGE_SIZE, includeOffPath: false }));
-      rows.push({ name, q, matches, times });
+    if (!kept) {
+      await migrate(url.toString());
+      const started = performance.now();
+      await seed(pool);
+      console.log(`seeded ${MESSAGES.toLocaleString("en")} messages of ${USERS} users in ${seconds(started)} s`);
     }
-    // The second page of the common word: the cursor costs nothing over the first page.
-    const first = await searchMessages(pool, { userId: BIG_USER, query: QUERIES[0]!.q, limit: PAGE_SIZE, includeOffPath: false });
-    const [rank, id] = Buffer.from(first.nextCursor!, "base64url").toString().split("~");
-    const second = await measure(() => searchMessages(pool, { userId: BIG_USER, query: QUERIES[0]!.q, limit: PAGE_SIZE, includeOffPath: false, after: { rank: rank!, id: id! } }));
-    rows.push({ name: "common word, page 2", q: QUERIES[0]!.q, matches: rows[0]!.matches, times: second });
-    printTable(rows);
-    await explain(pool, QUERIES[0]!);
-    await explain(pool, QUERIES[1]!);
+    await report(pool);
   } finally {
     await pool.end();
-    await admin(serverUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
+    if (kept || process.env.BENCH_SEARCH_KEEP) console.log(`\nkept database ${database}: BENCH_SEARCH_DATABASE=${database} npm run bench:search measures it again`);
+    else await admin(serverUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
     await embedded?.stop();
   }
+}
+
+type Case = { name: string; q: string; userId: string; after?: SearchPosition };
+type Measured = Case & { matches: number; times: number[]; databaseTimes: number[] };
+
+async function report(pool: pg.Pool) {
+  const rare = await rareWord(pool);
+  const cases: Case[] = QUERIES.map(({ name, q }) => ({ name, q: q || rare, userId: BIG_USER }));
+  const common = cases[0]!;
+  const first = await searchMessages(pool, { userId: BIG_USER, query: common.q, limit: PAGE_SIZE, includeOffPath: false });
+  cases.push({ ...common, name: "common word, page 2", after: decodeSearchCursor(first.nextCursor!)! });
+  cases.push({ ...common, name: `common word, ${SMALL_USER}`, userId: SMALL_USER });
+
+  const load = os.loadavg()[0]!;
+  const rows: Measured[] = [];
+  for (const c of cases) {
+    const request = { userId: c.userId, query: c.q, limit: PAGE_SIZE, includeOffPath: false, after: c.after };
+    const times = await measure(() => searchMessages(pool, request));
+    const databaseTimes = await measure(() => executionTime(pool, sql.searchMessages, [c.userId, c.q, false, c.after?.rank ?? null, c.after?.id ?? null, PAGE_SIZE + 1]));
+    rows.push({ ...c, matches: await countMatches(pool, c.userId, c.q), times: times.durations, databaseTimes: databaseTimes.results as number[] });
+  }
+  printTable(rows, [load, os.loadavg()[0]!]);
+  await explain(pool, sql.searchMessages, [BIG_USER, common.q, false, null, null, PAGE_SIZE + 1], `searchMessages, common word (${common.q})`);
+  await explain(pool, sql.searchMessages, [BIG_USER, rare, false, null, null, PAGE_SIZE + 1], `searchMessages, rare word (${rare})`);
+  // Last: reading every user's matches pushes the measured user's rows out of shared buffers.
+  await compareWithoutOwner(pool, [common, cases[1]!]);
 }
 
 async function chooseServer(): Promise<{ serverUrl: string; embedded?: EmbeddedServer }> {
@@ -196,23 +218,30 @@ async function rareWord(pool: pg.Pool): Promise<string> {
   return rows[0]!.word;
 }
 
-async function countMatches(pool: pg.Pool, q: string): Promise<number> {
+async function countMatches(pool: pg.Pool, userId: string, q: string): Promise<number> {
   const { rows } = await pool.query<{ n: number }>(
     "SELECT count(*)::int AS n FROM messages WHERE user_id = $1 AND on_path AND search @@ websearch_to_tsquery('english', $2)",
-    [BIG_USER, q],
+    [userId, q],
   );
   return rows[0]!.n;
 }
 
-async function measure(search: () => Promise<unknown>): Promise<number[]> {
-  for (let i = 0; i < WARMUP; i++) await search();
-  const times: number[] = [];
+async function measure<T>(call: () => Promise<T>): Promise<{ durations: number[]; results: T[] }> {
+  for (let i = 0; i < WARMUP; i++) await call();
+  const durations: number[] = [];
+  const results: T[] = [];
   for (let i = 0; i < CALLS; i++) {
     const started = performance.now();
-    await search();
-    times.push(performance.now() - started);
+    results.push(await call());
+    durations.push(performance.now() - started);
   }
-  return times;
+  return { durations, results };
+}
+
+/** The time PostgreSQL spent executing a statement (EXPLAIN ANALYZE without per-node timing, so barely slowed). */
+async function executionTime(pool: pg.Pool, statement: string, params: unknown[]): Promise<number> {
+  const { rows } = await pool.query<{ "QUERY PLAN": [{ "Execution Time": number }] }>(`EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ${statement}`, params);
+  return rows[0]!["QUERY PLAN"][0]["Execution Time"];
 }
 
 function percentiles(times: number[]) {
@@ -221,30 +250,62 @@ function percentiles(times: number[]) {
   return { p50: at(0.5), p95: at(0.95) };
 }
 
-type Measured = { name: string; q: string; matches: number; times: number[] };
-
-function printTable(rows: Measured[]) {
-  const header = ["query", "q", "user's matches", "p50 ms", "p95 ms", `p50 / ${TARGET_P50_MS} ms target`];
+function printTable(rows: Measured[], load: number[]) {
+  const header = ["query", "q", "user's matches", "p50 ms", "p95 ms", "p50 in database ms", `p50 / ${TARGET_P50_MS} ms target`];
   const lines = rows.map((r) => {
     const { p50, p95 } = percentiles(r.times);
-    return [r.name, r.q, r.matches.toLocaleString("en"), p50.toFixed(2), p95.toFixed(2), `${(p50 / TARGET_P50_MS).toFixed(2)}x`];
+    const n = r.matches.toLocaleString("en");
+    return [r.name, r.q, n, p50.toFixed(2), p95.toFixed(2), percentiles(r.databaseTimes).p50.toFixed(2), `${(p50 / TARGET_P50_MS).toFixed(2)}x`];
   });
+  console.log(`\nGET /api/search's query (searchMessages: first page of ${PAGE_SIZE} with snippets) for ${BIG_USER}, who has 100,000 of ` +
+    `${MESSAGES.toLocaleString("en")} messages, ${CALLS} calls each; load average ${load.map((l) => l.toFixed(1)).join(" → ")} on ${os.cpus().length} cores:\n`);
+  printRows(header, lines);
+  const measured = rows.filter((r) => r.userId === BIG_USER);
+  const all = percentiles(measured.flatMap((r) => r.times));
+  const worst = Math.max(...measured.map((r) => percentiles(r.times).p50));
+  console.log(`\n${BIG_USER}, every query together: p50 ${all.p50.toFixed(2)} ms, p95 ${all.p95.toFixed(2)} ms (target p50 < ${TARGET_P50_MS} ms: ` +
+    `${all.p50 < TARGET_P50_MS ? "met" : "MISSED"}); slowest query's p50 ${worst.toFixed(2)} ms`);
+}
+
+function printRows(header: string[], lines: string[][]) {
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
   const row = (cells: string[]) => "| " + cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
-  console.log(`\nsearch for ${BIG_USER} (100,000 of ${MESSAGES.toLocaleString("en")} messages), first page of ${PAGE_SIZE}, ${CALLS} calls each:\n`);
   console.log(row(header));
   console.log("|" + widths.map((w, i) => (i < 2 ? "-".repeat(w + 2) : "-".repeat(w + 1) + ":")).join("|") + "|");
   for (const line of lines) console.log(row(line));
-  const all = percentiles(rows.flatMap((r) => r.times));
-  const worst = Math.max(...rows.map((r) => percentiles(r.times).p50));
-  console.log(`\nall queries together: p50 ${all.p50.toFixed(2)} ms, p95 ${all.p95.toFixed(2)} ms; ` +
-    `slowest query's p50 ${worst.toFixed(2)} ms (target p50 < ${TARGET_P50_MS} ms: ${worst < TARGET_P50_MS ? "met" : "MISSED"})`);
 }
 
-/** The plan the search runs with for the user, to confirm the index finds only their matches. */
-async function explain(pool: pg.Pool, { name, q }: Query) {
-  const plan = await pool.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql.searchMessages}`, [BIG_USER, q, false, null, null, PAGE_SIZE + 1]);
-  console.log(`\nEXPLAIN (ANALYZE, BUFFERS) searchMessages, ${name} (${q}):`);
+/** The ranked page of ids, found through the owner on messages (what the migration indexes). */
+const RANKED_BY_OWNER = `
+  SELECT m.id, ts_rank_cd(m.search, websearch_to_tsquery('english', $2), 1) AS rank
+  FROM messages m
+  WHERE m.user_id = $1 AND m.search @@ websearch_to_tsquery('english', $2) AND m.on_path
+  ORDER BY rank DESC, m.id DESC LIMIT ${PAGE_SIZE + 1}`;
+/** The same page without the owner on messages: every user's matches, then the caller's threads. */
+const RANKED_THROUGH_THREADS = `
+  SELECT m.id, ts_rank_cd(m.search, websearch_to_tsquery('english', $2), 1) AS rank
+  FROM messages m JOIN threads t ON t.id = m.thread_id
+  WHERE t.user_id = $1 AND m.search @@ websearch_to_tsquery('english', $2) AND m.on_path
+  ORDER BY rank DESC, m.id DESC LIMIT ${PAGE_SIZE + 1}`;
+
+/** Why the owner is copied onto messages: the same ranked page, found through the threads table instead. */
+async function compareWithoutOwner(pool: pg.Pool, cases: Case[]) {
+  const header = ["query", "q", "owner on messages p50 ms", "through threads p50 ms", "through threads / owner"];
+  const lines: string[][] = [];
+  for (const c of cases) {
+    const owner = percentiles((await measure(() => pool.query(RANKED_BY_OWNER, [c.userId, c.q]))).durations).p50;
+    const threads = percentiles((await measure(() => pool.query(RANKED_THROUGH_THREADS, [c.userId, c.q]))).durations).p50;
+    lines.push([c.name, c.q, owner.toFixed(2), threads.toFixed(2), `${(threads / owner).toFixed(1)}x`]);
+  }
+  console.log(`\nThe ranked page of ids alone, for ${BIG_USER}: found with messages.user_id (GIN on (user_id, search)) vs joined through threads.user_id:\n`);
+  printRows(header, lines);
+  await explain(pool, RANKED_THROUGH_THREADS, [BIG_USER, cases[0]!.q], `through threads, common word (${cases[0]!.q})`);
+}
+
+/** The plan a statement runs with, to confirm the index finds only the user's matches. */
+async function explain(pool: pg.Pool, statement: string, params: unknown[], title: string) {
+  const plan = await pool.query(`EXPLAIN (ANALYZE, BUFFERS) ${statement}`, params);
+  console.log(`\nEXPLAIN (ANALYZE, BUFFERS) ${title}:`);
   for (const line of plan.rows) console.log("  " + line["QUERY PLAN"]);
 }
 

@@ -1,8 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
+import { ASSISTANT_NAME } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { searchResponse } from "../src/api/search.js";
+import { resultId } from "../src/history/ids.js";
+import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
 import { execute } from "./helpers/engine.js";
 import { conversation, scriptedModel } from "./helpers/fixtures.js";
 import { asUser, createTestApp } from "./helpers/http.js";
@@ -77,6 +80,51 @@ describe("searching one's messages", () => {
     expect(results.map((r) => r.snippet)).toEqual([
       "&lt;img src=x onerror=&quot;alert(1)&quot;&gt; &amp; the <mark>walrus</mark>&#39;s &lt;mark&gt;tusk&lt;/mark&gt;",
     ]);
+  });
+
+  it("shows a passage around the match of a long message, not the whole message", async () => {
+    const userId = newUser();
+    const filler = (word: string) => Array.from({ length: 120 }, (_, i) => `${word}${i}`).join(" ");
+    await threadSaying(userId, [[`${filler("before")} the zebra crossed ${filler("after")}`, "ok"]]);
+
+    const [hit] = (await search(userId, { q: "zebra" })).results;
+
+    expect(hit!.snippet).toContain("<mark>zebra</mark> crossed");
+    expect(hit!.snippet.split(" ").length).toBeLessThanOrEqual(35);
+    expect(hit!.snippet).not.toContain("after119");
+  });
+
+  it("searches the text of an answer given as text parts, never its tool calls or tool results", async () => {
+    const userId = newUser();
+    const threadId = randomUUID();
+    const messageId = randomUUID();
+    const runId = `search-${messageId}`;
+    await ensureThread(bed.db.pool, threadId, userId);
+    const start = await beginTurn(bed.db.pool, { threadId, userId, message: { id: messageId, text: "What time is it?" }, turn: { runId, kind: "chat" } });
+    const tool = { type: "tool" as const, id: "call_1", name: "current_time", input: { zone: "pelican" } };
+    await storeAnswer(bed.db.pool, {
+      threadId, userId, runId, messageId, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: false,
+      results: [
+        {
+          id: resultId(messageId, start.variant, 0),
+          agentName: ASSISTANT_NAME,
+          content: {
+            output: [{ type: "tool_call", role: "assistant", stop_reason: "tool", tools: [tool] }],
+            toolCalls: [{ type: "tool_result", role: "tool_result", stop_reason: "tool", tool, content: { data: "flamingo o'clock" } }],
+          },
+        },
+        {
+          id: resultId(messageId, start.variant, 1),
+          agentName: ASSISTANT_NAME,
+          content: { output: [{ type: "text", role: "assistant", content: [{ type: "text", text: "It is noon " }, { type: "text", text: "in Lisbon." }] }], toolCalls: [] },
+        },
+      ],
+    });
+
+    expect((await search(userId, { q: "lisbon" })).results.map((r) => [r.messageId, r.snippet])).toEqual([
+      [resultId(messageId, start.variant, 1), "It is noon \nin <mark>Lisbon</mark>."],
+    ]);
+    expect((await search(userId, { q: "pelican or flamingo or current_time" })).results).toEqual([]);
   });
 
   it("never shows another user's messages, however well they match", async () => {
