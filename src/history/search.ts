@@ -11,7 +11,7 @@ export const MAX_SEARCH_PAGE_SIZE = 50;
 /** Longer queries are refused: websearch syntax ORs and phrases grow the work with the query. */
 export const MAX_SEARCH_QUERY_LENGTH = 200;
 
-/** Where a page ends in the order (rank DESC, id DESC). */
+/** Where a page ends in the order (rank DESC, id DESC); rank is numeric text, exact. */
 export type SearchPosition = { rank: string; id: string };
 
 /** A position as an opaque cursor: clients pass it back, never build it. */
@@ -19,8 +19,8 @@ export const encodeSearchCursor = ({ rank, id }: SearchPosition): string => Buff
 
 /** The position a cursor stands for, or undefined when it is not one this API returned. */
 export function decodeSearchCursor(cursor: string): SearchPosition | undefined {
-  if (!/^[A-Za-z0-9_-]{1,120}$/.test(cursor)) return undefined;
-  const match = /^(\d{1,20}(?:\.\d{1,20})?(?:e[-+]?\d{1,3})?)~([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/.exec(
+  if (!/^[A-Za-z0-9_-]{1,160}$/.test(cursor)) return undefined;
+  const match = /^(\d{1,20}(?:\.\d{1,60})?)~([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/.exec(
     Buffer.from(cursor, "base64url").toString("latin1"),
   );
   return match ? { rank: match[1]!, id: match[2]! } : undefined;
@@ -51,7 +51,8 @@ export type SearchRequest = {
   after?: SearchPosition | undefined;
 };
 
-type HitRow = { id: string; thread_id: string; kind: "user" | "agent"; on_path: boolean; created_at: Date; rank: number; rank_text: string; snippet: string };
+/** rank is numeric, which node-postgres returns as text. */
+type HitRow = { id: string; thread_id: string; kind: "user" | "agent"; on_path: boolean; created_at: Date; rank: string; snippet: string };
 
 /** One page of the user's matching messages; a query of only stop words matches nothing. */
 export async function searchMessages(db: pg.Pool, { userId, query, limit, includeOffPath, after }: SearchRequest): Promise<SearchPage> {
@@ -62,7 +63,7 @@ export async function searchMessages(db: pg.Pool, { userId, query, limit, includ
   return {
     results: page.map(toHit),
     hasMore: rows.length > limit,
-    nextCursor: rows.length > limit && last ? encodeSearchCursor({ rank: last.rank_text, id: last.id }) : null,
+    nextCursor: rows.length > limit && last ? encodeSearchCursor({ rank: last.rank, id: last.id }) : null,
   };
 }
 
@@ -72,7 +73,7 @@ function toHit(row: HitRow): SearchHit {
     messageId: row.id,
     role: row.kind === "agent" ? "assistant" : "user",
     createdAt: row.created_at.toISOString(),
-    rank: row.rank,
+    rank: Number(row.rank),
     snippet: highlighted(row.snippet),
     onPath: row.on_path,
   };
