@@ -36,6 +36,8 @@ export const searchMessages = `
       SELECT m.id, ts_rank_cd(m.search, websearch_to_tsquery('english', $2), 1)::numeric AS rank
       FROM messages m
       WHERE m.user_id = $1 AND m.search @@ websearch_to_tsquery('english', $2) AND (m.on_path OR $3::boolean)
+      -- A fence: pulled up, the rank would be computed twice per match, in the cursor's filter and for the sort.
+      OFFSET 0
     ) matches
     WHERE $4::numeric IS NULL OR (rank, id) < ($4::numeric, $5::uuid)
     ORDER BY rank DESC, id DESC
