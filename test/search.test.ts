@@ -141,6 +141,19 @@ describe("searching one's messages", () => {
     expect((await search(newUser(), { q: "marmot" })).results).toEqual([]);
   });
 
+  it("files every message under its thread's owner, whatever owner a writer names", async () => {
+    const owner = newUser();
+    const thread = await threadSaying(owner, [["Seen any narwhals?", "Not lately."]]);
+    await bed.db.pool.query(
+      `INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, user_id)
+       VALUES ($1, $2, 99, 99, 'user', 'user', '{"text": "narwhal tusks"}', 'mallory')`,
+      [randomUUID(), thread.threadId],
+    );
+
+    expect((await search("mallory", { q: "narwhal" })).results).toEqual([]);
+    expect((await search(owner, { q: "narwhal" })).results).toHaveLength(2);
+  });
+
   it("leaves out an answer a regenerate replaced, unless asked for every message", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     const regenerate = createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model) });
