@@ -15,6 +15,7 @@ import { apiReferenceRoutes } from "./api/openapi.js";
 import type { ApiDeps } from "./api/deps.js";
 import { exportRoutes } from "./api/export.js";
 import { regenerateRoutes } from "./api/regenerate.js";
+import { searchRoutes } from "./api/search.js";
 import { threadRoutes } from "./api/threads.js";
 import type { AuthEnv } from "./auth/identity.js";
 import { authenticate } from "./auth/middleware.js";
@@ -67,6 +68,7 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .use(authenticate(auth, deps.db))
     .use(requireJsonBody(), limitBody())
     .route("/chat", chatRoutes(deps))
+    .route("/search", searchRoutes(deps))
     .route("/threads", threadRoutes(deps))
     .route("/threads", regenerateRoutes(deps))
     .route("/export", exportRoutes(deps));

@@ -231,6 +231,8 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "a renamed thread", method: "PATCH", path: () => `/api/threads/${thread.threadId}`, status: 200, send: (p, m) => authenticated(m, p, json({ title: "Renamed" })) },
   { name: "a deleted thread", method: "DELETE", path: () => `/api/threads/${thread.disposable}`, status: 200, send: (p, m) => authenticated(m, p) },
   { name: "the caller's export", method: "GET", path: () => "/api/export", status: 200, send: (p, m) => authenticated(m, p) },
+  { name: "a search", method: "GET", path: () => "/api/search?q=hello", status: 200, send: (p, m) => authenticated(m, p) },
+  { name: "a search without a query", method: "GET", path: () => "/api/search", status: 400, send: (p, m) => authenticated(m, p) },
   { name: "the health check", method: "GET", path: () => "/health", status: 200, send: (p) => app.request(p) },
   { name: "the health check without a database", method: "GET", path: () => "/health", status: 503, send: (p) => createTestApp(unreachableDatabase).app.request(p) },
   { name: "the OpenAPI document", method: "GET", path: () => "/openapi.json", status: 200, send: (p) => app.request(p) },
