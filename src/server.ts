@@ -10,12 +10,13 @@ import { chatRoutes } from "./api/chat.js";
 import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
 import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
 import type { ApiDeps } from "./api/deps.js";
+import { memoryRoutes } from "./api/memories.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { threadRoutes } from "./api/threads.js";
 import type { AuthEnv } from "./auth/identity.js";
 import { authenticate } from "./auth/middleware.js";
 import type { AuthSettings } from "./auth/settings.js";
-import { authSettings, historyEnvironment, readEnvironment } from "./config.js";
+import { agentsConfig, authSettings, historyEnvironment, readEnvironment } from "./config.js";
 import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
@@ -53,7 +54,8 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .use(requireJsonBody(), limitBody())
     .route("/chat", chatRoutes(deps))
     .route("/threads", threadRoutes(deps))
-    .route("/threads", regenerateRoutes(deps));
+    .route("/threads", regenerateRoutes(deps))
+    .route("/memories", memoryRoutes(deps));
   app.route("/api", routes);
   // Answers whether the database is reachable, never why not: the reason is logged with the request id.
   app.get("/health", async (c) => {
@@ -85,7 +87,9 @@ export async function startServer() {
 
   const history = historyEnvironment(env);
   if (Object.keys(history).length > 0) logger.info({ history }, "history settings fixed by the environment");
-  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history });
+  const agents = agentsConfig(env);
+  logger.info({ network: agents.network, memory: agents.memory.agents }, "agents");
+  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents });
   const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), functions, auth: authSettings(env), serving: inngestServing(env) });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
   logger.info(`listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);

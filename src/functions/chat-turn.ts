@@ -1,7 +1,6 @@
 import { createState, type Message } from "@inngest/agent-kit";
 import type pg from "pg";
 import { chatMessageSent, inngest, threadSummarizeRequested } from "../../inngest.config.js";
-import { createChatNetwork } from "../agents/network.js";
 import type { ModelChoice } from "../agents/model.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { resolveHistoryPolicy, type HistoryEnvironment } from "../history/policy.js";
@@ -9,6 +8,7 @@ import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
 import { summaryLag, turnSkipReason } from "../run-state.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
 import { threadConcurrency } from "./thread-concurrency.js";
+import { createTurnNetwork, type AgentsConfig } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { announceTurnFinished } from "./turn-finished.js";
 import { turnOutcome } from "./turn-outcome.js";
@@ -18,6 +18,8 @@ export type FunctionDeps = {
   model: ModelChoice;
   /** The operator's history settings (HISTORY_* environment variables): they beat a request's. */
   historyEnvironment?: HistoryEnvironment;
+  /** Which network answers and each agent's memory components (default: the assistant alone, no memory). */
+  agents?: AgentsConfig;
 };
 
 export const CHAT_TURN_ID = "chat-turn";
@@ -30,7 +32,7 @@ export const TURN_RETRIES = 4;
  * network answers, and the answer is stored. AgentKit calls the history adapter at each of those
  * points, and each call is its own durable step.
  */
-export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) {
+export function createChatTurn({ db, model, historyEnvironment, agents }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: CHAT_TURN_ID,
@@ -59,7 +61,7 @@ export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) 
         policy,
         clientMessages: data.conversation?.length,
       });
-      const network = createChatNetwork({ model, history });
+      const network = createTurnNetwork({ db, step, model, userId: data.userId, kind: "chat", history, agents });
       // Client-sent messages make AgentKit skip history.get; they are the turn's earlier history.
       const state = createState({}, {
         ...(data.threadId ? { threadId: data.threadId } : {}),
