@@ -71,6 +71,8 @@ export const environment = z.object({
     .default("")
     .transform((list) => [...new Set(list.split(",").map((name) => name.trim()).filter((name) => name.length > 0))]),
   /** Tokens the user's memories may add to one model request. */
+  /** 1: propose memories from each completed chat turn (its own function, after the turn). */
+  MEMORY_EXTRACTION: optionalSetting(flag),
   MEMORY_CONTEXT_TOKENS: optionalSetting(z.coerce.number().int().min(50, "MEMORY_CONTEXT_TOKENS must be at least 50").max(8_000, "MEMORY_CONTEXT_TOKENS must be at most 8000")),
 }).superRefine((env, ctx) => {
   const agents = Object.keys(NETWORK_AGENTS[env.NETWORK]);
@@ -120,6 +122,7 @@ export function agentsConfig(env: Environment): AgentsConfig {
     memory: {
       agents: Object.fromEntries(env.MEMORY_AGENTS.map((agent) => [agent, ["user-memory" as const]])),
       contextTokens: env.MEMORY_CONTEXT_TOKENS ?? DEFAULT_MEMORY_CONTEXT_TOKENS,
+      extract: env.MEMORY_EXTRACTION ?? false,
     },
   };
 }

@@ -1,6 +1,6 @@
 import { createState, type Message } from "@inngest/agent-kit";
 import type pg from "pg";
-import { chatMessageSent, inngest, threadSummarizeRequested } from "../../inngest.config.js";
+import { chatMessageSent, inngest, memoryExtractRequested, threadSummarizeRequested } from "../../inngest.config.js";
 import type { ModelChoice } from "../agents/model.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { resolveHistoryPolicy, type HistoryEnvironment } from "../history/policy.js";
@@ -78,6 +78,14 @@ export function createChatTurn({ db, model, historyEnvironment, agents }: Functi
         await step.sendEvent(
           "history.request-summary",
           threadSummarizeRequested.create({ threadId: run.state.threadId!, userId: data.userId, beforeSeq: lag.windowStart }),
+        );
+      }
+
+      // Also only a request: extraction runs in its own function, after the turn.
+      if (agents?.memory.extract && outcome.status === "completed") {
+        await step.sendEvent(
+          "memory.request-extraction",
+          memoryExtractRequested.create({ threadId: run.state.threadId!, userId: data.userId, messageId: data.messageId }),
         );
       }
 

@@ -1,4 +1,5 @@
 import { createChatTurn, type FunctionDeps } from "./chat-turn.js";
+import { createExtractMemories } from "./extract-memories.js";
 import { createRegenerate } from "./regenerate.js";
 import { createSummarizeThread } from "./summarize-thread.js";
 import { createTurnCancellation } from "./turn-cancellation.js";
@@ -9,4 +10,5 @@ export const createFunctions = (deps: FunctionDeps) => [
   createRegenerate(deps),
   createSummarizeThread(deps),
   createTurnCancellation(deps),
+  createExtractMemories(deps),
 ];

@@ -8,7 +8,12 @@ import { DEFAULT_MEMORY_CONTEXT_TOKENS, USER_MEMORY, userMemory } from "./user-m
  * deployment may also attach components of its own. No agent has any by default: nothing is
  * remembered unless the operator turns it on.
  */
-export type MemoryConfig = { agents: Readonly<Record<string, readonly (typeof USER_MEMORY | MemoryComponent)[]>>; contextTokens: number };
+export type MemoryConfig = {
+  agents: Readonly<Record<string, readonly (typeof USER_MEMORY | MemoryComponent)[]>>;
+  contextTokens: number;
+  /** Propose memories from each completed chat turn (the extract-memories function). */
+  extract?: boolean;
+};
 
 export const NO_MEMORY: MemoryConfig = { agents: {}, contextTokens: DEFAULT_MEMORY_CONTEXT_TOKENS };
 

@@ -22,12 +22,24 @@ export const rememberMemory = `
 export const selectMemoryOwned = `
   SELECT id FROM user_memories WHERE id = $1 AND user_id = $2`;
 
-/** A memory proposed from one thread: it goes with that thread (the thread must be the user's). */
+/**
+ * A memory proposed from one thread: it goes with that thread (the thread must be the user's).
+ * Already known (remembered, or extracted before): left as it is. Nothing once the user holds $5.
+ */
 export const insertExtractedMemory = `
   INSERT INTO user_memories (id, user_id, text, source, thread_id)
-  SELECT $1, $2, $3, 'extracted', t.id FROM threads t WHERE t.id = $4 AND t.user_id = $2
+  SELECT $1, $2, $3, 'extracted', t.id FROM threads t
+  WHERE t.id = $4 AND t.user_id = $2
+    AND (SELECT count(*) FROM user_memories WHERE user_id = $2) < $5
   ON CONFLICT (id) DO NOTHING
   RETURNING id`;
+
+/** A user message of the user's thread and the texts of its current answer, for memory extraction. */
+export const selectTurnForExtraction = `
+  SELECT u.content ->> 'text' AS question,
+         coalesce((SELECT jsonb_agg(a.content ORDER BY a.position) FROM messages a WHERE a.answers = u.id AND a.on_path), '[]'::jsonb) AS answers
+  FROM messages u JOIN threads t ON t.id = u.thread_id
+  WHERE u.id = $1 AND u.thread_id = $2 AND t.user_id = $3 AND u.kind = 'user'`;
 
 /**
  * The user's memories most relevant to a text, best first: full-text rank against any of the

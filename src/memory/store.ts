@@ -43,8 +43,17 @@ export async function remember(db: pg.Pool, input: { userId: string; text: strin
 /** A memory proposed from one of the user's threads: deleted with that thread. */
 export async function rememberFromThread(db: pg.Pool, input: { userId: string; threadId: string; text: string }): Promise<{ id: string; stored: boolean }> {
   const id = memoryIdFor(input.userId, input.text);
-  const written = await db.query(sql.insertExtractedMemory, [id, input.userId, input.text.trim(), input.threadId]);
+  const written = await db.query(sql.insertExtractedMemory, [id, input.userId, input.text.trim(), input.threadId, MAX_MEMORIES_PER_USER]);
   return { id, stored: written.rowCount === 1 };
+}
+
+/** The words of one answered turn of the user's thread (null: no such user message of theirs). */
+export async function turnForExtraction(
+  db: pg.Pool,
+  input: { userId: string; threadId: string; messageId: string },
+): Promise<{ question: string; answers: unknown[] } | null> {
+  const { rows } = await db.query<{ question: string; answers: unknown[] }>(sql.selectTurnForExtraction, [input.messageId, input.threadId, input.userId]);
+  return rows[0] ?? null;
 }
 
 export type RelevantMemory = { id: string; text: string; rank: number; updatedAt: string };
