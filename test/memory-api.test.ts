@@ -25,7 +25,11 @@ describe("GET/DELETE /api/memories", () => {
     expect(rest).toMatchObject({ memories: [{ text: "Likes tea" }], next: null });
 
     expect((await asUser(app, userId).get("/api/memories?after=nonsense")).status).toBe(400);
-    expect((await app.request("/api/memories")).status).toBe(401);
+    for (const [method, path] of [["GET", "/api/memories"], ["DELETE", "/api/memories"], ["DELETE", `/api/memories/${first.memories[0]!.id}`]] as const) {
+      expect((await app.request(path, { method })).status, `${method} ${path}`).toBe(401);
+    }
+    expect((await asUser(app, userId).get("/api/memories")).status).toBe(200);
+    expect(memoryListResponse.parse(await (await asUser(app, userId).get("/api/memories")).json()).memories).toHaveLength(3);
   });
 
   it("shows an extracted memory with the thread it came from", async () => {

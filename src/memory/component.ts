@@ -24,8 +24,8 @@ export type MemoryComponent = {
   name: string;
   /** Tools for the agent, bound to the turn's user; side effects in step.run. */
   tools?: (scope: Omit<MemoryScope, "threadId" | "agentName">) => Tool.Any[];
-  /** A thread's first message was stored. */
-  threadCreated?: (scope: MemoryScope) => Promise<void>;
+  /** A thread's first message was stored (a thread-level hook: no agent). */
+  threadCreated?: (scope: Omit<MemoryScope, "agentName">) => Promise<void>;
   /** A message was stored: the user's, or an agent's answer. */
   newMessage?: (scope: MemoryScope, message: ThreadMessage) => Promise<void>;
   /** Before each model call of the agent: extra context for the request, or null for none. */

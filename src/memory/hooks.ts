@@ -45,7 +45,7 @@ export function turnMemory({ db, userId, step, components }: { db: pg.Pool; user
     threadCreated: async (threadId: string) => {
       for (const component of distinct) {
         const hook = component.threadCreated;
-        if (hook) await durably(step, `memory.${component.name}.thread-created`, () => hook({ db, userId, threadId, agentName: "" }));
+        if (hook) await durably(step, `memory.${component.name}.thread-created`, () => hook({ db, userId, threadId }));
       }
     },
 
