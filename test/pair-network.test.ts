@@ -140,6 +140,25 @@ describe("per-agent thread state", () => {
     ]);
   });
 
+  it("a turn that waited for an earlier turn of its thread loads the state that turn saved", async () => {
+    const { threadId } = await firstPairTurn();
+    bed.model.reset();
+    bed.model.script({ text: "Answer two." }, { text: "Note two.", delayMs: 400 }, { text: "Answer three." }, { text: "OK" });
+
+    // The second turn is still waiting on its reviewer when the third starts.
+    const secondRun = execute(pairTurn, chatEvent({ threadId, content: "Question two" }));
+    while (bed.model.requests.length < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+    const third = await execute(pairTurn, chatEvent({ threadId, content: "Question three" }));
+    expect(third.error).toBeUndefined();
+    expect(third.stepIds).toContain("history.wait-for-turn");
+    // Loaded after the wait, not at the start of the turn.
+    expect(third.stepIds.indexOf("agent-state.load")).toBeGreaterThan(third.stepIds.indexOf("history.wait-for-turn"));
+    expect((await secondRun).error).toBeUndefined();
+
+    expect(systemOf(bed.model.requests[3]!)).toContain('You have reviewed 2 earlier answers in this thread; your latest note was: "Note two."');
+    expect(await agentStates(threadId)).toEqual([{ agent_name: "reviewer", data: { reviewer: { reviews: 3, lastNote: "OK" } } }]);
+  });
+
   it("the single assistant network stores no agent state at all", async () => {
     const single = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     bed.model.script({ text: "Hi." });
