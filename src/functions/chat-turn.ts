@@ -30,7 +30,8 @@ export const TURN_RETRIES = 4;
 /**
  * One chat turn: the user's message is stored first, the thread's history loaded, the agent
  * network answers, and the answer is stored. AgentKit calls the history adapter at each of those
- * points, and each call is its own durable step.
+ * points, and each call is its own durable step; the agents' memory components and thread state
+ * add steps of their own when configured (turn-network.ts).
  */
 export function createChatTurn({ db, model, historyEnvironment, agents }: FunctionDeps) {
   return inngest.createFunction(
