@@ -158,6 +158,17 @@ export type ThreadSummarizeRequested = z.infer<typeof threadSummarizeRequestedDa
 
 export const threadSummarizeRequested = eventType("thread/summarize.requested", { schema: threadSummarizeRequestedData });
 
+export const memoryExtractRequestedData = z.object({
+  threadId: z.uuid({ error: "threadId must be the UUID of the thread the turn belongs to" }),
+  userId,
+  /** The user message whose answered turn memories are proposed from. */
+  messageId: z.uuid({ error: "messageId must be the UUID of a user message in the thread" }),
+});
+export type MemoryExtractRequested = z.infer<typeof memoryExtractRequestedData>;
+
+/** Sent by a completed chat turn when memory extraction is on (MEMORY_EXTRACTION): see src/functions/extract-memories.ts. */
+export const memoryExtractRequested = eventType("memory/extract.requested", { schema: memoryExtractRequestedData });
+
 /**
  * A turn (chat turn or regenerate run) finished: completed, skipped, failed or cancelled. Sent by
  * the turn functions, their onFailure handler and the cancellation handler; a later turn of the

@@ -1,5 +1,8 @@
 import { z } from "zod";
+import { NETWORK_AGENTS, networkName } from "./agents/network.js";
+import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
+import type { AgentsConfig } from "./functions/turn-network.js";
 import {
   DEFAULT_HISTORY_MAXIMUMS,
   historyLength,
@@ -62,7 +65,22 @@ export const environment = z.object({
   HISTORY_MAX_BYTES: optionalSetting(z.coerce.number().pipe(historyMaxBytes)),
   /** Threads inactive for longer than this many days are deleted (hourly); unset: kept forever. */
   RETENTION_DAYS: optionalSetting(z.coerce.number({ error: "RETENTION_DAYS must be a whole number of days" }).int("RETENTION_DAYS must be a whole number of days").min(1, "RETENTION_DAYS must be at least 1 (unset it to keep threads forever)").max(36_500, "RETENTION_DAYS must be at most 36500")),
+  /** Which agents answer a turn: "assistant" (default) or "pair" (the assistant, then the reviewer). */
+  NETWORK: networkName.default("assistant"),
+  /** Agents that get the user-memory component (comma-separated names; default none: nothing is remembered). */
+  MEMORY_AGENTS: z
+    .string()
+    .default("")
+    .transform((list) => [...new Set(list.split(",").map((name) => name.trim()).filter((name) => name.length > 0))]),
+  /** 1: propose memories from each completed chat turn (its own function, after the turn). */
+  MEMORY_EXTRACTION: optionalSetting(flag),
+  /** Tokens the user's memories may add to one model request. */
+  MEMORY_CONTEXT_TOKENS: optionalSetting(z.coerce.number().int().min(50, "MEMORY_CONTEXT_TOKENS must be at least 50").max(8_000, "MEMORY_CONTEXT_TOKENS must be at most 8000")),
 }).superRefine((env, ctx) => {
+  const agents = Object.keys(NETWORK_AGENTS[env.NETWORK]);
+  for (const name of env.MEMORY_AGENTS.filter((agent) => !agents.includes(agent))) {
+    ctx.addIssue({ code: "custom", path: ["MEMORY_AGENTS"], message: `${name} is not an agent of the ${env.NETWORK} network (its agents: ${agents.join(", ")})` });
+  }
   // The operator's own settings must respect the operator's maximums: a contradiction is a start-up error.
   const maxLength = env.HISTORY_MAX_LENGTH ?? DEFAULT_HISTORY_MAXIMUMS.length;
   if (env.HISTORY_LENGTH !== undefined && env.HISTORY_LENGTH > maxLength) {
@@ -96,6 +114,18 @@ export function historyEnvironment(env: Environment): HistoryEnvironment {
     ...(env.HISTORY_LENGTH !== undefined ? { length: env.HISTORY_LENGTH } : {}),
     ...(env.HISTORY_MAX_TOKENS !== undefined ? { maxTokens: env.HISTORY_MAX_TOKENS } : {}),
     ...(Object.keys(maximums).length > 0 ? { maximums } : {}),
+  };
+}
+
+/** The network and each agent's memory components, as the environment configures them. */
+export function agentsConfig(env: Environment): AgentsConfig {
+  return {
+    network: env.NETWORK,
+    memory: {
+      agents: Object.fromEntries(env.MEMORY_AGENTS.map((agent) => [agent, ["user-memory" as const]])),
+      contextTokens: env.MEMORY_CONTEXT_TOKENS ?? DEFAULT_MEMORY_CONTEXT_TOKENS,
+      extract: env.MEMORY_EXTRACTION ?? false,
+    },
   };
 }
 

@@ -14,13 +14,14 @@ import { healthRoutes } from "./api/health.js";
 import { apiReferenceRoutes } from "./api/openapi.js";
 import type { ApiDeps } from "./api/deps.js";
 import { exportRoutes } from "./api/export.js";
+import { memoryRoutes } from "./api/memories.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
 import { threadRoutes } from "./api/threads.js";
 import type { AuthEnv } from "./auth/identity.js";
 import { authenticate } from "./auth/middleware.js";
 import type { AuthSettings } from "./auth/settings.js";
-import { authSettings, historyEnvironment, readEnvironment } from "./config.js";
+import { agentsConfig, authSettings, historyEnvironment, readEnvironment } from "./config.js";
 import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
@@ -71,7 +72,8 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/search", searchRoutes(deps))
     .route("/threads", threadRoutes(deps))
     .route("/threads", regenerateRoutes(deps))
-    .route("/export", exportRoutes(deps));
+    .route("/export", exportRoutes(deps))
+    .route("/memories", memoryRoutes(deps));
   app.route("/api", routes);
   app.route("/", healthRoutes(deps));
   // The description is generated on its first request, from every route the app has by then.
@@ -96,7 +98,9 @@ export async function startServer() {
   const history = historyEnvironment(env);
   if (Object.keys(history).length > 0) logger.info({ history }, "history settings fixed by the environment");
   if (env.RETENTION_DAYS !== undefined) logger.info(`retention: threads inactive for more than ${env.RETENTION_DAYS} days are deleted hourly`);
-  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, retentionDays: env.RETENTION_DAYS });
+  const agents = agentsConfig(env);
+  logger.info({ network: agents.network, memory: agents.memory.agents }, "agents");
+  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS });
   const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), functions, auth: authSettings(env), serving: inngestServing(env) });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
   logger.info(`listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);

@@ -4,6 +4,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { remember } from "../src/memory/store.js";
 import { execute } from "./helpers/engine.js";
 import { conversation, scriptedModel } from "./helpers/fixtures.js";
 import { asUser, createTestApp, headersFor, testAuth, type SentEvent } from "./helpers/http.js";
@@ -28,9 +29,9 @@ const unreachableDatabase = new pg.Pool({ connectionString: "postgres://postgres
 
 /**
  * user-1's thread of two turns whose first answer was regenerated: two variants, the second turn off
- * the path; and an empty thread of user-1's that the delete case removes.
+ * the path; an empty thread of user-1's that the delete case removes; and a memory of user-1's.
  */
-const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "" };
+const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "", memory: "" };
 
 beforeAll(async () => {
   ({ app, sent } = createTestApp(bed.db.pool));
@@ -48,7 +49,16 @@ beforeAll(async () => {
   expect((await execute(createRegenerate({ db: bed.db.pool, model }), sent.pop()!)).error).toBeUndefined();
   const page = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as { messages: { id: string; role: string }[] };
   const disposable = (await (await asUser(app, "user-1").post("/api/threads", { title: "To delete" })).json()) as { id: string };
-  Object.assign(thread, { threadId, first: messageIds[0]!, offPath: messageIds[1]!, answer: page.messages.find((m) => m.role === "assistant")!.id, disposable: disposable.id });
+  const memory = await remember(bed.db.pool, { userId: "user-1", text: "Prefers metric units." });
+  if (memory.status !== "remembered") throw new Error("user-1's memory was not stored");
+  Object.assign(thread, {
+    threadId,
+    first: messageIds[0]!,
+    offPath: messageIds[1]!,
+    answer: page.messages.find((m) => m.role === "assistant")!.id,
+    disposable: disposable.id,
+    memory: memory.id,
+  });
 });
 afterAll(() => unreachableDatabase.end());
 
@@ -233,6 +243,16 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "the caller's export", method: "GET", path: () => "/api/export", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "a search", method: "GET", path: () => "/api/search?q=hello", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "a search without a query", method: "GET", path: () => "/api/search", status: 400, send: (p, m) => authenticated(m, p) },
+  { name: "the caller's memories", method: "GET", path: () => "/api/memories", status: 200, send: (p, m) => authenticated(m, p) },
+  {
+    name: "a memory erased",
+    method: "DELETE",
+    path: () => `/api/memories/${thread.memory}`,
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  { name: "an unknown memory erased", method: "DELETE", path: () => `/api/memories/${randomUUID()}`, status: 404, send: (p, m) => authenticated(m, p) },
+  { name: "all memories erased", method: "DELETE", path: () => "/api/memories", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "the health check", method: "GET", path: () => "/health", status: 200, send: (p) => app.request(p) },
   { name: "the health check without a database", method: "GET", path: () => "/health", status: 503, send: (p) => createTestApp(unreachableDatabase).app.request(p) },
   { name: "the OpenAPI document", method: "GET", path: () => "/openapi.json", status: 200, send: (p) => app.request(p) },

@@ -1,31 +1,73 @@
-import { createNetwork, type HistoryConfig, type StateData } from "@inngest/agent-kit";
+import { createNetwork, type Agent, type HistoryConfig, type NetworkRun, type State, type StateData } from "@inngest/agent-kit";
 import { NonRetriableError } from "inngest";
-import { turnSkipReason } from "../run-state.js";
-import { createAssistant } from "./assistant.js";
+import { z } from "zod";
+import type { AgentMemory } from "../memory/hooks.js";
+import { priorResultCount, turnSkipReason } from "../run-state.js";
+import { ASSISTANT_NAME, createAssistant } from "./assistant.js";
 import type { ModelChoice } from "./model.js";
+import { createReviewer, REVIEWER_NAME, REVIEWER_STATE_KEY } from "./reviewer.js";
 
 /** Tool round trips one turn may take before the network stops asking the model. */
 export const MAX_INFERENCES_PER_TURN = 6;
 
+/** Which agents answer a turn: the assistant alone, or the assistant then the reviewer. */
+export const networkName = z.enum(["assistant", "pair"], { error: 'NETWORK must be "assistant" or "pair"' });
+export type NetworkName = z.infer<typeof networkName>;
+
+/** The agents of each network, and the state.data keys each declares as its own thread state (none: nothing stored). */
+export const NETWORK_AGENTS: Record<NetworkName, Readonly<Record<string, readonly string[]>>> = {
+  assistant: { [ASSISTANT_NAME]: [] },
+  pair: { [ASSISTANT_NAME]: [], [REVIEWER_NAME]: [REVIEWER_STATE_KEY] },
+};
+
+type AnyState = State<Record<string, unknown>>;
+
+export type ChatNetworkOptions = {
+  model: ModelChoice;
+  history: HistoryConfig<StateData>;
+  network?: NetworkName;
+  /** Each agent's memory (its components' tools and context), by agent name. */
+  memory?: (agentName: string) => AgentMemory | undefined;
+  /** Runs once before the first agent (after the user message is stored and earlier turns finished): loads agent thread state. */
+  beforeFirstAgent?: (state: AnyState) => Promise<void>;
+};
+
 /**
- * The chat network: the assistant answers, and is called again while its last inference asked
- * for tools (so it sees their results), up to MAX_INFERENCES_PER_TURN inferences. With no model
- * configured the turn fails non-retriably once the user's message is stored.
+ * The chat network. The router is code, deciding from state.results alone (memoized inferences),
+ * so a replayed or retried run routes exactly as the first execution did:
+ * - assistant: the assistant answers, called again while its last inference asked for tools;
+ * - pair: the same, then the reviewer checks the assistant's final answer, once.
+ * At most MAX_INFERENCES_PER_TURN inferences. With no model configured the turn fails
+ * non-retriably once the user's message is stored.
  */
-export function createChatNetwork({ model, history }: { model: ModelChoice; history: HistoryConfig<StateData> }) {
-  const assistant = createAssistant(model);
+export function createChatNetwork({ model, history, network = "assistant", memory, beforeFirstAgent }: ChatNetworkOptions) {
+  const assistant = createAssistant(model, memory?.(ASSISTANT_NAME));
+  const reviewer = network === "pair" ? createReviewer(model, memory?.(REVIEWER_NAME)) : undefined;
   return createNetwork({
-    name: "threadline-chat",
-    agents: [assistant],
+    name: `threadline-${network}`,
+    agents: reviewer ? [assistant, reviewer] : [assistant],
     ...(model.configured ? { defaultModel: model.model } : {}),
     history,
     maxIter: MAX_INFERENCES_PER_TURN,
-    router: ({ network, callCount, lastResult }) => {
-      if (turnSkipReason(network.state)) return undefined;
+    router: async ({ network: run, callCount, lastResult }) => {
+      const state = run.state as AnyState;
+      if (turnSkipReason(state)) return undefined;
       // Runs after the user message is stored: it stays, and a regenerate can answer it later.
       if (!model.configured) throw new NonRetriableError(model.reason);
-      if (callCount === 0) return assistant;
-      return lastResult && lastResult.toolCalls.length > 0 ? assistant : undefined;
+      if (callCount === 0) {
+        await beforeFirstAgent?.(state);
+        return assistant;
+      }
+      return nextAgent(run, lastResult, { assistant, reviewer });
     },
   });
+}
+
+/** After the first inference: tools pending go back to the agent that asked; the assistant's final answer goes to the reviewer, if any. */
+function nextAgent(run: NetworkRun<StateData>, lastResult: { agentName: string; toolCalls: unknown[] } | undefined, agents: { assistant: Agent<StateData>; reviewer: Agent<StateData> | undefined }) {
+  if (!lastResult) return undefined;
+  if (lastResult.toolCalls.length > 0) return lastResult.agentName === REVIEWER_NAME ? agents.reviewer : agents.assistant;
+  if (lastResult.agentName !== ASSISTANT_NAME || !agents.reviewer) return undefined;
+  const thisTurn = run.state.results.slice(priorResultCount(run.state as AnyState));
+  return thisTurn.some((result: { agentName: string }) => result.agentName === REVIEWER_NAME) ? undefined : agents.reviewer;
 }

@@ -84,7 +84,7 @@ const refusalCodes = (status: ContentfulStatusCode) =>
 
 export const invalidRequestBody = z.object({ error: errorText, issues: fieldIssues.min(1) }).meta({ id: "InvalidRequest" });
 export const unauthenticatedBody = z.object({ error: errorText, code: z.literal("unauthenticated") }).meta({ id: "Unauthenticated" });
-export const notFoundBody = z.object({ error: errorText, code: z.enum(["thread_not_found", ...refusalCodes(404)]) }).meta({ id: "NotFound" });
+export const notFoundBody = z.object({ error: errorText, code: z.enum(["thread_not_found", "memory_not_found", ...refusalCodes(404)]) }).meta({ id: "NotFound" });
 export const conflictBody = z.object({ error: errorText, code: z.enum(refusalCodes(409)) }).meta({ id: "Conflict" });
 export const tooLargeBody = z.object({ error: errorText, issues: fieldIssues.optional() }).meta({ id: "TooLarge" });
 export const unsupportedMediaTypeBody = z.object({ error: errorText }).meta({ id: "UnsupportedMediaType" });

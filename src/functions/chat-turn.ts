@@ -1,7 +1,6 @@
 import { createState, type Message } from "@inngest/agent-kit";
 import type pg from "pg";
-import { chatMessageSent, inngest, threadSummarizeRequested } from "../../inngest.config.js";
-import { createChatNetwork } from "../agents/network.js";
+import { chatMessageSent, inngest, memoryExtractRequested, threadSummarizeRequested } from "../../inngest.config.js";
 import type { ModelChoice } from "../agents/model.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { resolveHistoryPolicy, type HistoryEnvironment } from "../history/policy.js";
@@ -9,6 +8,7 @@ import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
 import { summaryLag, turnSkipReason } from "../run-state.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
 import { threadConcurrency } from "./thread-concurrency.js";
+import { createTurnNetwork, type AgentsConfig } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { announceTurnFinished } from "./turn-finished.js";
 import { turnOutcome } from "./turn-outcome.js";
@@ -18,6 +18,8 @@ export type FunctionDeps = {
   model: ModelChoice;
   /** The operator's history settings (HISTORY_* environment variables): they beat a request's. */
   historyEnvironment?: HistoryEnvironment;
+  /** Which network answers and each agent's memory components (default: the assistant alone, no memory). */
+  agents?: AgentsConfig;
 };
 
 export const CHAT_TURN_ID = "chat-turn";
@@ -28,9 +30,10 @@ export const TURN_RETRIES = 4;
 /**
  * One chat turn: the user's message is stored first, the thread's history loaded, the agent
  * network answers, and the answer is stored. AgentKit calls the history adapter at each of those
- * points, and each call is its own durable step.
+ * points, and each call is its own durable step; the agents' memory components and thread state
+ * add steps of their own when configured (turn-network.ts).
  */
-export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) {
+export function createChatTurn({ db, model, historyEnvironment, agents }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: CHAT_TURN_ID,
@@ -59,7 +62,7 @@ export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) 
         policy,
         clientMessages: data.conversation?.length,
       });
-      const network = createChatNetwork({ model, history });
+      const network = createTurnNetwork({ db, step, model, userId: data.userId, kind: "chat", history, agents });
       // Client-sent messages make AgentKit skip history.get; they are the turn's earlier history.
       const state = createState({}, {
         ...(data.threadId ? { threadId: data.threadId } : {}),
@@ -76,6 +79,14 @@ export function createChatTurn({ db, model, historyEnvironment }: FunctionDeps) 
         await step.sendEvent(
           "history.request-summary",
           threadSummarizeRequested.create({ threadId: run.state.threadId!, userId: data.userId, beforeSeq: lag.windowStart }),
+        );
+      }
+
+      // Also only a request: extraction runs in its own function, after the turn.
+      if (agents?.memory.extract && outcome.status === "completed") {
+        await step.sendEvent(
+          "memory.request-extraction",
+          memoryExtractRequested.create({ threadId: run.state.threadId!, userId: data.userId, messageId: data.messageId }),
         );
       }
 

@@ -1,4 +1,5 @@
 import { createChatTurn, type FunctionDeps } from "./chat-turn.js";
+import { createExtractMemories } from "./extract-memories.js";
 import { createRegenerate } from "./regenerate.js";
 import { createSummarizeThread } from "./summarize-thread.js";
 import { createThreadRetention } from "./thread-retention.js";
@@ -13,4 +14,5 @@ export const createFunctions = (deps: FunctionDeps & { retentionDays?: number | 
   createTurnCancellation(deps),
   createTitleThread(deps),
   createThreadRetention(deps),
+  createExtractMemories(deps),
 ];

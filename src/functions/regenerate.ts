@@ -1,6 +1,5 @@
 import { createState } from "@inngest/agent-kit";
 import { chatMessageRegenerate, inngest } from "../../inngest.config.js";
-import { createChatNetwork } from "../agents/network.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { durably } from "../history/durable.js";
 import { loadUserMessage } from "../history/store.js";
@@ -8,6 +7,7 @@ import { resolveHistoryPolicy } from "../history/policy.js";
 import { TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
 import { threadConcurrency } from "./thread-concurrency.js";
+import { createTurnNetwork } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { announceTurnFinished } from "./turn-finished.js";
 import { turnOutcome } from "./turn-outcome.js";
@@ -20,7 +20,7 @@ export const REGENERATE_ID = "regenerate";
  * then the message once; the new answer becomes the current variant, the previous one is kept,
  * and the turns after the message leave the current path. A failed turn is completed this way.
  */
-export function createRegenerate({ db, model, historyEnvironment }: FunctionDeps) {
+export function createRegenerate({ db, model, historyEnvironment, agents }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: REGENERATE_ID,
@@ -49,7 +49,7 @@ export function createRegenerate({ db, model, historyEnvironment }: FunctionDeps
         // A regenerate carries no history settings: the operator's, else the agent's defaults.
         policy: resolveHistoryPolicy({ environment: historyEnvironment }),
       });
-      const network = createChatNetwork({ model, history });
+      const network = createTurnNetwork({ db, step, model, userId: data.userId, kind: "regenerate", history, agents });
       const run = await network.run(
         { id: data.messageId, content: message.text, role: "user" },
         { state: createState({}, { threadId: data.threadId }) },

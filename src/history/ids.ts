@@ -10,3 +10,7 @@ export const resultId = (messageId: string, variant: number, position: number) =
 /** A summary's id as history returns it: one per extent of the thread it covers. */
 export const summaryId = (threadId: string, coversThroughTurnSeq: number) =>
   uuidv5(`summary:${threadId}:${coversThroughTurnSeq}`, NAMESPACE);
+
+/** A user's memory: the same fact (after normalizeMemoryText) is one memory, however often it is remembered. */
+export const memoryId = (userId: string, normalizedText: string) =>
+  uuidv5(`memory:${JSON.stringify([userId, normalizedText])}`, NAMESPACE);

@@ -1,0 +1,38 @@
+import { createAgent } from "@inngest/agent-kit";
+import { agentContent, textOf } from "../history/messages.js";
+import type { ModelChoice } from "./model.js";
+
+export const EXTRACTOR_NAME = "memory-extractor";
+
+export const EXTRACTOR_SYSTEM_PROMPT =
+  "You read one exchange between a user and an assistant and list lasting facts or preferences the user stated about themselves " +
+  "(name, location, preferences, constraints), one per line starting with \"- \", in the third person, each one short sentence. " +
+  "Leave out anything temporary, anything about other people, and anything the user did not say. If there is nothing, answer NONE.";
+
+/** Most facts one turn may propose. */
+export const MAX_FACTS_PER_TURN = 5;
+
+/** Longest rendering of the user's message or the answer in an extraction request. */
+const MAX_CHARS = 4_000;
+
+/** The extractor agent: no tools, no history, one inference per request. */
+export function createExtractor(choice: Extract<ModelChoice, { configured: true }>) {
+  return createAgent({ name: EXTRACTOR_NAME, description: "Proposes user memories from a turn", system: EXTRACTOR_SYSTEM_PROMPT, model: choice.model });
+}
+
+/** The extraction request for one turn: the user's words and the answer's text (tool calls left out). */
+export function extractionRequest(question: string, answers: readonly unknown[]): string {
+  const answer = answers
+    .flatMap((content) => agentContent.parse(content).output.flatMap((m) => (m.type === "text" && m.role === "assistant" ? [textOf(m.content)] : [])))
+    .join("\n");
+  return `User: ${question.slice(0, MAX_CHARS)}\n\nAssistant: ${answer.slice(0, MAX_CHARS)}`;
+}
+
+/** The facts in the extractor's answer: its "- " lines, at most MAX_FACTS_PER_TURN, each within `maxLength`. */
+export function proposedFacts(answer: string, maxLength: number): string[] {
+  return answer
+    .split("\n")
+    .map((line) => /^\s*[-*]\s+(.+)$/.exec(line)?.[1]?.trim() ?? "")
+    .filter((fact) => fact.length > 0 && fact.length <= maxLength)
+    .slice(0, MAX_FACTS_PER_TURN);
+}

@@ -1,0 +1,94 @@
+/**
+ * The statements of user memory and per-agent thread state (tables of migration 0010). Every one
+ * is scoped by the user: a memory is read or erased only through its owner's id, and a thread's
+ * agent state only through the thread's owner.
+ */
+
+/**
+ * Remembers a fact (idempotent by its derived id). A fact remembered explicitly that had been
+ * extracted from a thread becomes the user's own: it no longer goes with that thread. Refuses
+ * (no row) once the user holds $5 memories.
+ */
+export const rememberMemory = `
+  INSERT INTO user_memories (id, user_id, text, source)
+  SELECT $1, $2, $3, 'remembered'
+  WHERE EXISTS (SELECT 1 FROM user_memories WHERE id = $1)
+     OR (SELECT count(*) FROM user_memories WHERE user_id = $2) < $4
+  ON CONFLICT (id) DO UPDATE SET source = 'remembered', thread_id = NULL, updated_at = now()
+    WHERE user_memories.source <> 'remembered'
+  RETURNING id`;
+
+/** Whether the memory exists (a remember that inserted or promoted nothing may still have found it). */
+export const selectMemoryOwned = `
+  SELECT id FROM user_memories WHERE id = $1 AND user_id = $2`;
+
+/**
+ * A memory proposed from one thread: it goes with that thread (the thread must be the user's).
+ * Already known (remembered, or extracted before): left as it is. Nothing once the user holds $5.
+ */
+export const insertExtractedMemory = `
+  INSERT INTO user_memories (id, user_id, text, source, thread_id)
+  SELECT $1, $2, $3, 'extracted', t.id FROM threads t
+  WHERE t.id = $4 AND t.user_id = $2
+    AND (SELECT count(*) FROM user_memories WHERE user_id = $2) < $5
+  ON CONFLICT (id) DO NOTHING
+  RETURNING id`;
+
+/** A user message of the user's thread and the texts of its current answer, for memory extraction. */
+export const selectTurnForExtraction = `
+  SELECT u.content ->> 'text' AS question,
+         coalesce((SELECT jsonb_agg(a.content ORDER BY a.position) FROM messages a WHERE a.answers = u.id AND a.on_path), '[]'::jsonb) AS answers
+  FROM messages u JOIN threads t ON t.id = u.thread_id
+  WHERE u.id = $1 AND u.thread_id = $2 AND t.user_id = $3 AND u.kind = 'user'`;
+
+/**
+ * The user's memories most relevant to a text, best first: full-text rank against any of the
+ * text's words (the 'simple' configuration: no stemming, so it serves every language alike),
+ * then the most recently remembered. Memories matching no word still come, after those that do.
+ */
+export const selectRelevantMemories = `
+  WITH query AS (
+    SELECT CASE WHEN count(*) = 0 THEN NULL
+                ELSE to_tsquery('simple', string_agg(quote_literal(word), ' | ')) END AS q
+    FROM unnest(tsvector_to_array(to_tsvector('simple', $2))) AS word
+  )
+  SELECT m.id, m.text, m.source, m.created_at, m.updated_at,
+         coalesce(ts_rank(m.search, query.q), 0)::float8 AS rank
+  FROM user_memories m, query
+  WHERE m.user_id = $1
+  ORDER BY rank DESC, m.updated_at DESC, m.id
+  LIMIT $3`;
+
+/**
+ * The user's memories, newest first, a page after an optional cursor: (updated_at in microseconds
+ * since the epoch, id), exact where a JavaScript date would round to milliseconds.
+ */
+export const selectMemoryPage = `
+  SELECT id, text, source, thread_id, created_at, updated_at,
+         (extract(epoch FROM updated_at) * 1000000)::bigint::text AS at_us
+  FROM user_memories
+  WHERE user_id = $1
+    AND ($2::bigint IS NULL OR (updated_at, id) < ('epoch'::timestamptz + $2::bigint * interval '1 microsecond', $3::uuid))
+  ORDER BY updated_at DESC, id DESC
+  LIMIT $4`;
+
+export const deleteMemory = `
+  DELETE FROM user_memories WHERE id = $1 AND user_id = $2 RETURNING id`;
+
+export const deleteAllMemories = `
+  DELETE FROM user_memories WHERE user_id = $1`;
+
+/** The state slices of the named agents in a thread, when the thread is the user's. */
+export const selectAgentState = `
+  SELECT s.agent_name, s.data
+  FROM agent_thread_state s JOIN threads t ON t.id = s.thread_id
+  WHERE s.thread_id = $1 AND t.user_id = $2 AND s.agent_name = ANY($3::text[])`;
+
+/** Saves each agent's slices ($3: [{agent, data}]) in a thread of the user's, in one statement. */
+export const upsertAgentState = `
+  INSERT INTO agent_thread_state (thread_id, agent_name, data)
+  SELECT t.id, slice.agent, slice.data
+  FROM threads t, jsonb_to_recordset($3::jsonb) AS slice(agent text, data jsonb)
+  WHERE t.id = $1 AND t.user_id = $2
+  ON CONFLICT (thread_id, agent_name) DO UPDATE SET data = excluded.data, updated_at = now()
+    WHERE agent_thread_state.data IS DISTINCT FROM excluded.data`;

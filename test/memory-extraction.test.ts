@@ -1,0 +1,75 @@
+import { randomUUID } from "node:crypto";
+import { beforeAll, describe, expect, it } from "vitest";
+import { EXTRACTOR_SYSTEM_PROMPT } from "../src/agents/extractor.js";
+import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createExtractMemories } from "../src/functions/extract-memories.js";
+import { execute } from "./helpers/engine.js";
+import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
+import { useTestBed } from "./helpers/test-bed.js";
+
+const bed = useTestBed();
+
+let extracting: ReturnType<typeof createChatTurn>;
+let extractMemories: ReturnType<typeof createExtractMemories>;
+
+beforeAll(() => {
+  const deps = {
+    db: bed.db.pool,
+    model: scriptedModel(bed.model),
+    agents: { network: "assistant" as const, memory: { agents: { assistant: ["user-memory" as const] }, contextTokens: 500, extract: true } },
+  };
+  extracting = createChatTurn(deps);
+  extractMemories = createExtractMemories(deps);
+});
+
+const memoriesOf = async (userId: string) =>
+  (await bed.db.pool.query("SELECT text, source, thread_id FROM user_memories WHERE user_id = $1 ORDER BY text", [userId])).rows;
+
+describe("memory extraction (MEMORY_EXTRACTION)", () => {
+  it("off by default: a completed turn requests no extraction", async () => {
+    bed.model.script({ text: "Hello." });
+    const run = await execute(createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) }), chatEvent({ content: "I live in Porto." }));
+    expect(run.sentEvents.filter((e) => e.name === "memory/extract.requested")).toEqual([]);
+  });
+
+  it("proposes facts from a completed turn in its own function, stores them once as memories of that thread, and they go with the thread", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Porto is lovely." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "I live in Porto and I am vegetarian." }));
+    expect(turn.error).toBeUndefined();
+    const [request] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+    const threadId = (turn.result as { threadId: string }).threadId;
+    expect(request!.data).toEqual({ threadId, userId, messageId: threadId });
+
+    bed.model.reset();
+    bed.model.script({ text: "- Lives in Porto\n- Is vegetarian" });
+    const extraction = await execute(extractMemories, request!);
+    expect(extraction.error).toBeUndefined();
+    expect(bed.model.requests[0]!.messages).toEqual([
+      { role: "system", content: EXTRACTOR_SYSTEM_PROMPT },
+      { role: "user", content: "User: I live in Porto and I am vegetarian.\n\nAssistant: Porto is lovely." },
+    ]);
+    expect(await memoriesOf(userId)).toEqual([
+      { text: "Is vegetarian", source: "extracted", thread_id: threadId },
+      { text: "Lives in Porto", source: "extracted", thread_id: threadId },
+    ]);
+
+    // A re-run proposes the same facts: nothing new is stored.
+    bed.model.script({ text: "- Lives in Porto" });
+    expect((await execute(extractMemories, request!)).result).toMatchObject({ status: "extracted", proposed: 1, stored: 0 });
+    expect(await memoriesOf(userId)).toHaveLength(2);
+
+    await bed.db.pool.query("DELETE FROM threads WHERE id = $1", [threadId]);
+    expect(await memoriesOf(userId)).toEqual([]);
+  });
+
+  it("proposes nothing for another user's thread", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Hi." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "I am a pilot." }));
+    const threadId = (turn.result as { threadId: string }).threadId;
+    const run = await execute(extractMemories, { name: "memory/extract.requested", data: { threadId, userId: "someone-else", messageId: threadId } });
+    expect(run.result).toMatchObject({ status: "gone", stored: 0 });
+    expect(await memoriesOf("someone-else")).toEqual([]);
+  });
+});
