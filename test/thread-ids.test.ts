@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { createState } from "@inngest/agent-kit";
 import type pg from "pg";
 import { describe, expect, it } from "vitest";
@@ -82,6 +83,22 @@ describe("thread ids, as AgentKit's table says", () => {
     expect((await threadRows(bed.db.pool, thread.threadId)).slice(-2).map((r) => r.kind)).toEqual(["user", "agent"]);
   });
 
+  it("a thread id the client chose (useAgent makes its own): the first message creates that thread for the sender; a re-run finds it and stores nothing new", async () => {
+    const threadId = randomUUID();
+    bed.model.script({ text: "Hello!" });
+    const event = chatEvent({ content: "Hi", threadId });
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    const run = await execute(chatTurn, event);
+    expect(run.error).toBeUndefined();
+    expect(run.result).toMatchObject({ threadId, status: "completed" });
+    expect((await threadRows(bed.db.pool, threadId)).map((r) => r.kind)).toEqual(["user", "agent"]);
+    expect((await bed.db.pool.query("SELECT user_id FROM threads WHERE id = $1", [threadId])).rows).toEqual([{ user_id: "user-1" }]);
+
+    const rerun = await execute(chatTurn, event);
+    expect(rerun.result).toMatchObject({ threadId, status: "skipped" });
+    expect(await threadRows(bed.db.pool, threadId)).toHaveLength(2);
+  });
+
   it("new conversation with createThread: createThread names the thread after the first message, which creates it when stored; nothing is read", async () => {
     const counting = countingPool(bed.db.pool);
     bed.model.script({ text: "Hello!" });
@@ -99,17 +116,20 @@ describe("thread ids, as AgentKit's table says", () => {
     ]);
   });
 
-  it("new conversation without createThread: AgentKit's random UUID names no stored thread, so the turn is refused and nothing is stored", async () => {
+  it("new conversation without createThread: AgentKit's random UUID differs on every re-entry, so the message lands in a thread nobody knows and the answer cannot be stored", async () => {
     const before = await countRows(bed.db.pool);
     const counting = countingPool(bed.db.pool);
     const event = chatEvent({ content: "Hi" });
+    bed.model.script({ text: "Hello!" });
     const run = await execute(chatTurnWithoutCreateThread(counting.pool, scriptedModel(bed.model)), event);
-    // AgentKit generated a thread id (outside any step, so a replay would generate another) and
-    // skipped history.get for it; storing the user message under it is refused for good.
+    // AgentKit generated a thread id outside any step: the memoized user-message step created a
+    // thread under the first one, a later re-entry generated another, and storing the answer under
+    // that one is refused. createThread (naming a new thread after its first message) prevents this.
     expect(String((run.error as Error).message)).toMatch(/^Thread [0-9a-f-]{36} does not exist/);
-    expect((run.error as Error).message).not.toContain(event.data.messageId);
+    const { rows } = await bed.db.pool.query<{ id: string }>("SELECT thread_id AS id FROM messages WHERE id = $1", [event.data.messageId]);
+    expect(rows[0]!.id).not.toBe(event.data.messageId);
+    expect((run.error as Error).message).not.toContain(rows[0]!.id);
     expect(historyReads(counting.queries)).toBe(0);
-    expect(bed.model.requests).toHaveLength(0);
-    expect(await countRows(bed.db.pool)).toEqual(before);
+    expect(await countRows(bed.db.pool)).toEqual({ threads: before.threads + 1, messages: before.messages + 1, turns: before.turns + 1 });
   });
 });

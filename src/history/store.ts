@@ -87,8 +87,8 @@ function refusal(code: string, { threadId, messageId }: { threadId: string; mess
 }
 
 /**
- * Before POST /api/chat sends its event (one read): the thread must be the user's (a new thread,
- * named after the message, must not exist yet or be the user's), and a message id already used
+ * Before POST /api/chat sends its event (one read): the thread must be the user's or not exist yet
+ * (the turn creates it), and a message id already used
  * must name this very message (same thread, same text) — then the event is simply sent again and
  * the run stores nothing new. Anything else is the refusal the run itself would end with.
  */
@@ -102,7 +102,6 @@ export async function checkSendable(
     [input.threadId ?? null, input.messageId],
   );
   const found = rows[0]!;
-  if (found.owner === null && threadId !== input.messageId) throw threadNotFound(threadId);
   if (found.owner !== null && found.owner !== input.userId) throw threadNotOwned(threadId);
   if (found.message_thread_id === null) return;
   if (found.message_thread_id !== threadId || found.message_kind !== "user") throw messageInUse(input.messageId);

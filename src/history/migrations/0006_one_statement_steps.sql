@@ -40,8 +40,10 @@ BEGIN
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
 
   IF v_owner IS NULL THEN
-    -- Only a chat message names a new thread, after itself: a re-run of its event finds the same thread.
-    IF p_kind <> 'chat' OR p_thread_id <> p_message_id THEN
+    -- A chat message creates an unknown thread (AgentKit's createThread upserts: clients such as
+    -- useAgent make thread ids themselves); a new thread without a given id is named after its
+    -- first message, so a re-run of the event finds the same thread. A regenerate needs a thread.
+    IF p_kind <> 'chat' THEN
       RETURN QUERY SELECT 'thread_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
     END IF;
     IF v_message.id IS NOT NULL THEN
