@@ -9,6 +9,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
 import { asUser, createTestApp, testAuth, TEST_JWT, tokenFor, type SentEvent } from "./helpers/http.js";
+import { servedRoutes } from "./helpers/openapi.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -62,6 +63,15 @@ describe("without credentials", () => {
         expect(body.code).toBe("unauthenticated");
         expect(body.error).toMatch(/Authorization: Bearer <API key> or Authorization: Bearer <JWT/);
       }
+    }
+    // And every other route the app serves under /api (threads, search, export, memories, ... and
+    // any added later), found from the app itself, with its parameters filled in.
+    const served = servedRoutes(app).filter((route) => route.split(" ")[1]!.startsWith("/api/") && !route.endsWith(" /api/inngest"));
+    expect(served.length).toBeGreaterThan(apiRoutes(threadId, messageId).length);
+    for (const route of served) {
+      const [method, template] = route.split(" ") as [string, string];
+      const response = await call(app, [method, template.replace(/\{\w+\}/g, randomUUID()), method === "GET" || method === "DELETE" ? undefined : {}]);
+      expect(response.status, route).toBe(401);
     }
     // An unknown API path is refused before it is looked up: no route list for strangers.
     expect((await app.request("/api/nothing-here")).status).toBe(401);
