@@ -91,7 +91,8 @@ export function createChatTurn({ db, model, historyEnvironment, agents }: Functi
       }
 
       const report = { ...policy, ...history.load() };
-      logger.info("chat-turn history", { runId, threadId: run.state.threadId, ...report });
+      // Fields first, message last: the app's logger (pino) drops fields given after the message.
+      logger.info({ runId, threadId: run.state.threadId, ...report }, "chat-turn history");
       return { ...outcome, history: report, summaryRequested };
     },
   );
