@@ -35,10 +35,29 @@ export const storeAnswer = `
   SELECT refusal, inserted, status
   FROM threadline_store_answer($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
 
-/** A failed run only updates a turn it started: a refused event leaves no trace. */
+/**
+ * The thread event log entries that end a turn which stored no answer: `turn.<status>` with the
+ * cause, then stream.ended (threadline_append_events, migrations/0011_thread_events.sql).
+ * Reads the CTE `ended` (thread_id, run_id, message_id, error).
+ */
+const endStream = (status: "failed" | "cancelled") => `
+  SELECT e.thread_id, e.message_id, threadline_append_events(e.thread_id, e.run_id, 0, jsonb_build_array(
+    jsonb_build_object('key', 'turn.${status}', 'event', 'turn.${status}',
+      'data', jsonb_build_object('runId', e.run_id, 'messageId', e.message_id, 'error', e.error)),
+    jsonb_build_object('key', 'stream.ended', 'event', 'stream.ended',
+      'data', jsonb_build_object('scope', 'network', 'status', '${status}', 'runId', e.run_id, 'messageId', e.message_id))))
+  FROM ended e`;
+
+/**
+ * A failed run only updates a turn it started: a refused event leaves no trace. The thread's
+ * event log says so in the same statement (so "stream ended" always means "recorded").
+ */
 export const failTurn = `
-  UPDATE turns SET status = 'failed', error = $2, finished_at = now()
-  WHERE run_id = $1 AND status = 'running'`;
+  WITH ended AS (
+    UPDATE turns SET status = 'failed', error = $2, finished_at = now()
+    WHERE run_id = $1 AND status = 'running'
+    RETURNING thread_id, run_id, message_id, error)
+  ${endStream("failed")}`;
 
 /**
  * What POST /api/chat checks before sending the event: the owner of the thread the message goes
@@ -281,8 +300,13 @@ export const selectEarlierUnfinishedTurn = `
          EXISTS (SELECT 1 FROM skipped) AS skipped,
          (SELECT count(*)::int FROM abandoned) AS abandoned`;
 
-/** Records a cancelled run's turn (only while it is running); returns what the finished event names. */
+/**
+ * Records a cancelled run's turn (only while it is running), ending its event stream in the same
+ * statement; returns what the finished event names.
+ */
 export const cancelTurn = `
-  UPDATE turns SET status = 'cancelled', error = $2, finished_at = now()
-  WHERE run_id = $1 AND status = 'running'
-  RETURNING thread_id, message_id`;
+  WITH ended AS (
+    UPDATE turns SET status = 'cancelled', error = $2, finished_at = now()
+    WHERE run_id = $1 AND status = 'running'
+    RETURNING thread_id, run_id, message_id, error)
+  ${endStream("cancelled")}`;
