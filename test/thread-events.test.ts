@@ -3,6 +3,8 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createEventRetention } from "../src/functions/event-retention.js";
 import { appendEvents, type NewEvent } from "../src/history/events.js";
 import { failTurn } from "../src/history/store.js";
+import { storeModelTitle } from "../src/history/titles.js";
+import { cancelTurn } from "../src/history/turn-waits.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
@@ -184,6 +186,18 @@ describe("the thread event log", () => {
     expect(turn.rows[0]).toEqual({ status: "failed", xid: ended.rows[1]!.xid });
   });
 
+  it("a cancelled turn logs turn.cancelled and stream.ended with the cancellation, once", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    bed.model.script({ status: 500 });
+    const event = chatEvent({ content: "Cancel me" });
+    const failed = await execute(chatTurn, event);
+    expect(failed.error).toBeDefined();
+    expect(await cancelTurn(bed.db.pool, failed.runId)).toEqual({ threadId: event.data.messageId, messageId: event.data.messageId });
+    expect(await cancelTurn(bed.db.pool, failed.runId)).toBeNull();
+    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [failed.runId]);
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["turn.cancelled", null], ["stream.ended", "cancelled"]]);
+  });
+
   it("ids are per thread, increasing, and assigned in commit order under concurrent writers", async () => {
     const threadId = await newThread();
     const other = { threadId: await newThread() };
@@ -206,5 +220,24 @@ describe("the thread event log", () => {
     const run = await execute(createEventRetention({ db: bed.db.pool, eventRetentionHours: 2 }), { name: "inngest/scheduled.timer", data: {} });
     expect(run.error).toBeUndefined();
     expect((await logOf(threadId)).map((row) => row.key)).toEqual(["new"]);
+  });
+});
+
+describe("title.changed", () => {
+  it("a rename and a model title are logged with the title, in the statement that stores it", async () => {
+    const { app } = appInstance();
+    const threadId = await newThread();
+    expect(await storeModelTitle(bed.db.pool, threadId, "Model title")).toEqual({ stored: true });
+    expect(await storeModelTitle(bed.db.pool, threadId, "Another")).toEqual({ stored: false });
+    const renamed = await app.request(`/api/threads/${threadId}`, { method: "PATCH", headers: await headersFor("user-1"), body: JSON.stringify({ title: "Mine" }) });
+    expect(renamed.status).toBe(200);
+    expect(await renamed.json()).not.toHaveProperty("titleEventId");
+    const metadataOnly = await app.request(`/api/threads/${threadId}`, { method: "PATCH", headers: await headersFor("user-1"), body: JSON.stringify({ metadata: { a: 1 } }) });
+    expect(metadataOnly.status).toBe(200);
+    const log = await bed.db.pool.query("SELECT id::int, event, data FROM thread_events WHERE thread_id = $1 ORDER BY id", [threadId]);
+    expect(log.rows).toEqual([
+      { id: 1, event: "title.changed", data: { title: "Model title", titleSource: "model" } },
+      { id: 2, event: "title.changed", data: { title: "Mine", titleSource: "user" } },
+    ]);
   });
 });
