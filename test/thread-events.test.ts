@@ -1,10 +1,13 @@
+import { Hono } from "hono";
 import { afterAll, describe, expect, it } from "vitest";
+import { eventRoutes } from "../src/api/events.js";
+import type { AuthEnv } from "../src/auth/identity.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createEventRetention } from "../src/functions/event-retention.js";
 import { appendEvents, type NewEvent } from "../src/history/events.js";
 import { failTurn } from "../src/history/store.js";
 import { storeModelTitle } from "../src/history/titles.js";
-import { cancelTurn } from "../src/history/turn-waits.js";
+import { cancelTurn, findEarlierTurn } from "../src/history/turn-waits.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
@@ -89,6 +92,22 @@ describe("GET /api/threads/:threadId/events", () => {
     await Promise.all([a.close(), b.close()]);
   });
 
+  it("sends a heartbeat comment while nothing happens", async () => {
+    const { events } = appInstance();
+    const threadId = await newThread();
+    // The route alone, its heartbeat shortened, behind a stand-in for the authentication middleware.
+    const app = new Hono<AuthEnv>()
+      .use(async (c, next) => {
+        c.set("identity", { userId: "user-1" } as AuthEnv["Variables"]["identity"]);
+        await next();
+      })
+      .route("/api/threads", eventRoutes({ db: bed.db.pool, sendEvent: async () => ({ ids: [] }), events }, 20));
+    const stream = await openEventStream(app, threadId);
+    await stream.waitForHeartbeat();
+    expect(stream.received).toEqual([]);
+    await stream.close();
+  });
+
   it("another user's thread answers 404 like an unknown one; a bad Last-Event-ID is a 400", async () => {
     const { app } = appInstance();
     const threadId = await newThread();
@@ -136,6 +155,18 @@ describe("the thread event log", () => {
     const rerun = await execute(chatTurn, event, { runId: run.runId });
     expect(rerun.error).toBeUndefined();
     expect(await logOf(threadId)).toEqual(log);
+  });
+
+  it("a second run of an answered message is logged as skipped and ended, and stores nothing", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
+    bed.model.script({ text: "Once" });
+    const event = chatEvent({ content: "Hi" });
+    expect((await execute(chatTurn, event)).error).toBeUndefined();
+    const again = await execute(chatTurn, event);
+    expect(again.result).toMatchObject({ status: "skipped" });
+    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [again.runId]);
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["run.started", null], ["turn.skipped", null], ["stream.ended", "skipped"]]);
+    expect((await threadRows(bed.db.pool, event.data.messageId)).map((row) => row.kind)).toEqual(["user", "agent"]);
   });
 
   it("a retried run adds no duplicate events: the chunks before the failed inference are written once", async () => {
@@ -196,6 +227,19 @@ describe("the thread event log", () => {
     expect(await cancelTurn(bed.db.pool, failed.runId)).toBeNull();
     const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [failed.runId]);
     expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["turn.cancelled", null], ["stream.ended", "cancelled"]]);
+  });
+
+  it("a turn presumed lost by a later turn's wait is logged as failed and ended", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    bed.model.script({ status: 500 });
+    const event = chatEvent({ content: "Lost" });
+    const lost = await execute(chatTurn, event);
+    expect(lost.error).toBeDefined();
+    const threadId = event.data.messageId;
+    await bed.db.pool.query("SELECT * FROM threadline_begin_turn($1, 'user-1', $2, 'Next', NULL, 'run-waiting', 'chat', NULL, NULL)", [threadId, crypto.randomUUID()]);
+    expect(await findEarlierTurn(bed.db.pool, { runId: "run-waiting", abandon: lost.runId })).toEqual({ earlier: null, skipped: false });
+    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [lost.runId]);
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["turn.failed", null], ["stream.ended", "failed"]]);
   });
 
   it("ids are per thread, increasing, and assigned in commit order under concurrent writers", async () => {

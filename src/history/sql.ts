@@ -262,7 +262,8 @@ export const selectPageAfter = `
 
 /**
  * One round of a turn's wait, in one statement, for the turn of run $1:
- * - first records run $2 (when given: the turn waited for past its deadline) as failed with $3;
+ * - first records run $2 (when given: the turn waited for past its deadline) as failed with $3,
+ *   ending its event stream (turn.failed, stream.ended);
  * - then finds the oldest other unfinished turn ahead of it on the thread's current path: a turn
  *   on an earlier message, or an earlier run on the same message (a duplicate delivery). Order is
  *   (message seq, started_at, run_id), a total order, so two runs never wait for each other;
@@ -278,7 +279,9 @@ export const selectEarlierUnfinishedTurn = `
   ), abandoned AS (
     UPDATE turns SET status = 'failed', error = $3, finished_at = now()
     WHERE run_id = $2 AND status = 'running'
-    RETURNING run_id
+    RETURNING thread_id, run_id, message_id, error
+  ), ended AS (
+    SELECT * FROM abandoned
   ), earlier AS (
     SELECT t.run_id, t.message_id FROM me
     JOIN turns t ON t.thread_id = me.thread_id AND t.status = 'running' AND t.run_id <> me.run_id
@@ -298,7 +301,7 @@ export const selectEarlierUnfinishedTurn = `
   SELECT (SELECT run_id FROM earlier) AS earlier_run_id,
          (SELECT message_id FROM earlier) AS earlier_message_id,
          EXISTS (SELECT 1 FROM skipped) AS skipped,
-         (SELECT count(*)::int FROM abandoned) AS abandoned`;
+         (SELECT count(*)::int FROM (${endStream("failed")}) logged) AS abandoned`;
 
 /**
  * Records a cancelled run's turn (only while it is running), ending its event stream in the same
