@@ -4,6 +4,7 @@ import { eventRoutes } from "../src/api/events.js";
 import type { AuthEnv } from "../src/auth/identity.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createEventRetention } from "../src/functions/event-retention.js";
+import { createRegenerate } from "../src/functions/regenerate.js";
 import { appendEvents, type NewEvent } from "../src/history/events.js";
 import { failTurn } from "../src/history/store.js";
 import { storeModelTitle } from "../src/history/titles.js";
@@ -155,6 +156,25 @@ describe("the thread event log", () => {
     const rerun = await execute(chatTurn, event, { runId: run.runId });
     expect(rerun.error).toBeUndefined();
     expect(await logOf(threadId)).toEqual(log);
+  });
+
+  it("a regenerate logs its chunks and ends with the new variant stored", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    bed.model.script({ text: "First" });
+    const event = chatEvent({ content: "Hi" });
+    expect((await execute(chatTurn, event)).error).toBeUndefined();
+    const threadId = event.data.messageId;
+    bed.model.script({ text: "Second" });
+    const regenerate = createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
+    const run = await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: event.data.messageId, userId: "user-1" } });
+    expect(run.error).toBeUndefined();
+    const log = await bed.db.pool.query<{ event: string; data: { status?: string; variant?: number; delta?: string } }>(
+      "SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id",
+      [run.runId],
+    );
+    expect(log.rows.map((row) => row.event)).toEqual(["run.started", "run.started", "part.created", "text.delta", "part.completed", "run.completed", "stream.ended"]);
+    expect(log.rows[3]!.data.delta).toBe("Second");
+    expect(log.rows[6]!.data).toMatchObject({ status: "completed", variant: 2 });
   });
 
   it("a second run of an answered message is logged as skipped and ended, and stores nothing", async () => {
