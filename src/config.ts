@@ -3,6 +3,7 @@ import { NETWORK_AGENTS, networkName } from "./agents/network.js";
 import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
 import type { AgentsConfig } from "./functions/turn-network.js";
+import { DEFAULT_EVENT_RETENTION_HOURS } from "./history/events.js";
 import {
   DEFAULT_HISTORY_MAXIMUMS,
   historyLength,
@@ -65,6 +66,8 @@ export const environment = z.object({
   HISTORY_MAX_BYTES: optionalSetting(z.coerce.number().pipe(historyMaxBytes)),
   /** Threads inactive for longer than this many days are deleted (hourly); unset: kept forever. */
   RETENTION_DAYS: optionalSetting(z.coerce.number({ error: "RETENTION_DAYS must be a whole number of days" }).int("RETENTION_DAYS must be a whole number of days").min(1, "RETENTION_DAYS must be at least 1 (unset it to keep threads forever)").max(36_500, "RETENTION_DAYS must be at most 36500")),
+  /** Thread event log rows older than this many hours are pruned (every 10 minutes); a client resumes within it. */
+  EVENT_LOG_RETENTION_HOURS: z.coerce.number({ error: "EVENT_LOG_RETENTION_HOURS must be a whole number of hours" }).int("EVENT_LOG_RETENTION_HOURS must be a whole number of hours").min(1, "EVENT_LOG_RETENTION_HOURS must be at least 1").max(8_760, "EVENT_LOG_RETENTION_HOURS must be at most 8760").default(DEFAULT_EVENT_RETENTION_HOURS),
   /** Which agents answer a turn: "assistant" (default) or "pair" (the assistant, then the reviewer). */
   NETWORK: networkName.default("assistant"),
   /** Agents that get the user-memory component (comma-separated names; default none: nothing is remembered). */

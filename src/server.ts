@@ -13,6 +13,7 @@ import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
 import { healthRoutes } from "./api/health.js";
 import { apiReferenceRoutes } from "./api/openapi.js";
 import type { ApiDeps } from "./api/deps.js";
+import { eventRoutes } from "./api/events.js";
 import { exportRoutes } from "./api/export.js";
 import { memoryRoutes } from "./api/memories.js";
 import { regenerateRoutes } from "./api/regenerate.js";
@@ -29,6 +30,7 @@ import { drainable } from "./graceful-shutdown.js";
 import { inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
 import { logger } from "./logger.js";
 import { startupRefusals } from "./production.js";
+import { createEventNotifier } from "./stream/notifier.js";
 
 /** What the app is built from: the API's dependencies, the functions it serves and how it checks callers. */
 export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSettings; serving: InngestServing };
@@ -46,7 +48,7 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     checkEventSize(event);
     return api.sendEvent(event).catch((error: unknown) => Promise.reject(new EventNotSent(error)));
   };
-  const deps: ApiDeps = { ...api, sendEvent };
+  const deps = { ...api, sendEvent, events: api.events ?? createEventNotifier(api.db) };
   const app = new Hono<AppEnv>();
   app.onError(answerError);
   app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see /docs or the HTTP API in the README.` }, 404));
@@ -72,6 +74,7 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/search", searchRoutes(deps))
     .route("/threads", threadRoutes(deps))
     .route("/threads", regenerateRoutes(deps))
+    .route("/threads", eventRoutes(deps))
     .route("/export", exportRoutes(deps))
     .route("/memories", memoryRoutes(deps));
   app.route("/api", routes);
@@ -100,8 +103,9 @@ export async function startServer() {
   if (env.RETENTION_DAYS !== undefined) logger.info(`retention: threads inactive for more than ${env.RETENTION_DAYS} days are deleted hourly`);
   const agents = agentsConfig(env);
   logger.info({ network: agents.network, memory: agents.memory.agents }, "agents");
-  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS });
-  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), functions, auth: authSettings(env), serving: inngestServing(env) });
+  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS });
+  const events = createEventNotifier(database.pool);
+  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), events, functions, auth: authSettings(env), serving: inngestServing(env) });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
   logger.info(`listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);
 
@@ -111,7 +115,10 @@ export async function startServer() {
   const { drain } = drainable(server as Server);
   const shutdown = async (signal: NodeJS.Signals) => {
     logger.info(`${signal}: not accepting connections; waiting up to ${env.SHUTDOWN_TIMEOUT_MS} ms for requests in flight`);
-    const drained = await drain(env.SHUTDOWN_TIMEOUT_MS);
+    // Event streams never finish on their own: closing the notifier ends them (clients resume elsewhere).
+    const draining = drain(env.SHUTDOWN_TIMEOUT_MS);
+    await events.close();
+    const drained = await draining;
     if (!drained) logger.warn(`requests still in flight after SHUTDOWN_TIMEOUT_MS (${env.SHUTDOWN_TIMEOUT_MS} ms) were cut off`);
     try {
       await database.close();

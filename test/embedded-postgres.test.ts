@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { once } from "node:events";
 import { appendFile, chmod, lstat, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { createServer } from "node:net";
@@ -6,7 +7,12 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startEmbeddedPostgres, type EmbeddedServer } from "../src/history/database.js";
+import { createPool, startEmbeddedPostgres, type EmbeddedServer } from "../src/history/database.js";
+import { appendEvents } from "../src/history/events.js";
+import { migrate } from "../src/history/migrate.js";
+import { createEventNotifier } from "../src/stream/notifier.js";
+import { createTestApp } from "./helpers/http.js";
+import { openEventStream } from "./helpers/sse.js";
 
 // Two servers for the whole file (an initdb takes seconds): one whose data directory lies under a
 // directory only its owner can enter, one in a plain directory that the crash scenarios reuse.
@@ -36,6 +42,26 @@ describe("embedded PostgreSQL", () => {
     expect(closedServer.port).not.toBe(plainServer.port);
     expect(await query(closedServer, "SHOW data_directory")).toBe(closedServer.dataDir);
     expect(await query(plainServer, "SHOW data_directory")).toBe(plainServer.dataDir);
+  });
+
+  it("serves a thread's event stream live: LISTEN/NOTIFY through the app's notifier on the embedded server", async () => {
+    await closedServer.createDatabaseIfMissing("threadline_events");
+    const url = closedServer.urlFor("threadline_events");
+    await migrate(url);
+    const pool = createPool(url);
+    const events = createEventNotifier(pool);
+    try {
+      const threadId = randomUUID();
+      await pool.query("INSERT INTO threads (id, user_id) VALUES ($1, 'user-1')", [threadId]);
+      const stream = await openEventStream(createTestApp(pool, { events }).app, threadId);
+      await appendEvents(pool, { threadId, runId: "run-1", attempt: 0, events: [{ key: "k", event: "text.delta", data: { delta: "live" } }] });
+      await stream.waitFor(1);
+      expect(stream.received).toEqual([{ id: 1, event: "text.delta", data: { delta: "live" } }]);
+      await stream.close();
+    } finally {
+      await events.close();
+      await pool.end();
+    }
   });
 
   it("runs when its data directory lies under a directory other users cannot enter, and finds its data again", async () => {

@@ -53,6 +53,21 @@ describe("SIGTERM", () => {
     expect(await postgresProcessesOf(dataDir)).toEqual([]);
   }, 60_000);
 
+  it("ends open event streams (the notifier closes first) and exits 0 within the timeout", async () => {
+    const app = await startApp({ SHUTDOWN_TIMEOUT_MS: "10000" });
+    running = { app: app.child, postgres: await postmasterPid() };
+    const headers = { "x-threadline-user": "user-1", "content-type": "application/json" };
+    const thread = (await (await fetch(`${app.url}/api/threads`, { method: "POST", headers, body: "{}" })).json()) as { id: string };
+    const stream = await fetch(`${app.url}/api/threads/${thread.id}/events`, { headers });
+    expect(stream.status).toBe(200);
+    const body = stream.text();
+
+    app.child.kill("SIGTERM");
+    expect(await body).toBe("");
+    expect(await app.exitCode).toBe(0);
+    expect(await postgresProcessesOf(dataDir)).toEqual([]);
+  }, 60_000);
+
   it("cuts requests off after SHUTDOWN_TIMEOUT_MS and exits 1, still stopping the embedded database", async () => {
     const app = await startApp({ SHUTDOWN_TIMEOUT_MS: "300" });
     const postgres = await postmasterPid();

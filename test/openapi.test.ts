@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { remember } from "../src/memory/store.js";
+import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
 import { conversation, scriptedModel } from "./helpers/fixtures.js";
 import { asUser, createTestApp, headersFor, testAuth, type SentEvent } from "./helpers/http.js";
@@ -60,7 +61,25 @@ beforeAll(async () => {
     memory: memory.id,
   });
 });
-afterAll(() => unreachableDatabase.end());
+/** An app with its own LISTEN connection for the event stream case, closed after the file. */
+let streaming: { app: ReturnType<typeof createTestApp>["app"]; events: EventNotifier };
+beforeAll(() => {
+  const events = createEventNotifier(bed.db.pool);
+  streaming = { app: createTestApp(bed.db.pool, { events }).app, events };
+});
+afterAll(async () => {
+  await streaming.events.close();
+  await unreachableDatabase.end();
+});
+
+/** Opens the endless event stream, keeps its status and headers, and disconnects. */
+async function openedStream(path: string) {
+  const controller = new AbortController();
+  const response = await streaming.app.request(path, { headers: await headersFor("user-1"), signal: controller.signal });
+  controller.abort();
+  await response.body?.cancel();
+  return new Response("", { status: response.status, headers: response.headers });
+}
 
 describe("the OpenAPI document", () => {
   it("is an OpenAPI 3.1 document: info, paths, operations with responses, and every reference and security scheme it names exists", () => {
@@ -240,6 +259,9 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "another user's thread", method: "GET", path: () => `/api/threads/${thread.threadId}`, status: 404, send: (p) => asUser(app, "user-2").get(p) },
   { name: "a renamed thread", method: "PATCH", path: () => `/api/threads/${thread.threadId}`, status: 200, send: (p, m) => authenticated(m, p, json({ title: "Renamed" })) },
   { name: "a deleted thread", method: "DELETE", path: () => `/api/threads/${thread.disposable}`, status: 200, send: (p, m) => authenticated(m, p) },
+  { name: "a thread's event stream", method: "GET", path: () => `/api/threads/${thread.threadId}/events?after=0`, status: 200, send: (p) => openedStream(p) },
+  { name: "another user's event stream", method: "GET", path: () => `/api/threads/${thread.threadId}/events`, status: 404, send: (p) => asUser(app, "user-2").get(p) },
+  { name: "an event stream after a bad id", method: "GET", path: () => `/api/threads/${thread.threadId}/events?after=x`, status: 400, send: (p, m) => authenticated(m, p) },
   { name: "the caller's export", method: "GET", path: () => "/api/export", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "a search", method: "GET", path: () => "/api/search?q=hello", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "a search without a query", method: "GET", path: () => "/api/search", status: 400, send: (p, m) => authenticated(m, p) },

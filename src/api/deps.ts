@@ -1,7 +1,12 @@
 import type pg from "pg";
+import type { EventNotifier } from "../stream/notifier.js";
 
 /** `id`, when given, makes Inngest drop a second event with the same id (within 24 hours). */
 export type SendEvent = (event: { id?: string; name: string; data: Record<string, unknown> }) => Promise<{ ids: string[] }>;
 
-/** What the HTTP API needs: the database and a way to send events (Inngest's client in production). */
-export type ApiDeps = { db: pg.Pool; sendEvent: SendEvent };
+/**
+ * What the HTTP API needs: the database, a way to send events (Inngest's client in production)
+ * and, for the event streams, the process's LISTEN connection (createApp opens one on first use
+ * when none is given; whoever passes one closes it).
+ */
+export type ApiDeps = { db: pg.Pool; sendEvent: SendEvent; events?: EventNotifier };

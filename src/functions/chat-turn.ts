@@ -5,6 +5,7 @@ import type { ModelChoice } from "../agents/model.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { resolveHistoryPolicy, type HistoryEnvironment } from "../history/policy.js";
 import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
+import { turnPublisher } from "../stream/publish.js";
 import { summaryLag, turnSkipReason } from "../run-state.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
 import { threadConcurrency } from "./thread-concurrency.js";
@@ -20,6 +21,11 @@ export type FunctionDeps = {
   historyEnvironment?: HistoryEnvironment;
   /** Which network answers and each agent's memory components (default: the assistant alone, no memory). */
   agents?: AgentsConfig;
+  /**
+   * Append AgentKit's streaming chunks to the thread event log, one step each (createFunctions
+   * turns it on). Off, a turn's log holds only its ending, written with the answer or the failure.
+   */
+  eventLog?: boolean;
 };
 
 export const CHAT_TURN_ID = "chat-turn";
@@ -33,7 +39,7 @@ export const TURN_RETRIES = 4;
  * points, and each call is its own durable step; the agents' memory components and thread state
  * add steps of their own when configured (turn-network.ts).
  */
-export function createChatTurn({ db, model, historyEnvironment, agents }: FunctionDeps) {
+export function createChatTurn({ db, model, historyEnvironment, agents, eventLog }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: CHAT_TURN_ID,
@@ -68,7 +74,8 @@ export function createChatTurn({ db, model, historyEnvironment, agents }: Functi
         ...(data.threadId ? { threadId: data.threadId } : {}),
         ...(data.conversation ? { messages: data.conversation as Message[] } : {}),
       });
-      const run = await network.run({ id: data.messageId, content: data.content, role: "user" }, { state });
+      const streaming = eventLog ? { streaming: { publish: turnPublisher({ db, step, runId, state }) } } : {};
+      const run = await network.run({ id: data.messageId, content: data.content, role: "user" }, { state, ...streaming });
       const outcome = turnOutcome(run.state, data.messageId);
       await announceTurnFinished(step, { threadId: run.state.threadId!, runId, messageId: data.messageId, status: outcome.status });
 

@@ -1,4 +1,5 @@
 import { createChatTurn, type FunctionDeps } from "./chat-turn.js";
+import { createEventRetention } from "./event-retention.js";
 import { createExtractMemories } from "./extract-memories.js";
 import { createRegenerate } from "./regenerate.js";
 import { createSummarizeThread } from "./summarize-thread.js";
@@ -6,13 +7,17 @@ import { createThreadRetention } from "./thread-retention.js";
 import { createTitleThread } from "./title-thread.js";
 import { createTurnCancellation } from "./turn-cancellation.js";
 
-/** Every Inngest function Threadline serves. `retentionDays`: RETENTION_DAYS (unset: threads are kept). */
-export const createFunctions = (deps: FunctionDeps & { retentionDays?: number | undefined }) => [
-  createChatTurn(deps),
-  createRegenerate(deps),
+/**
+ * Every Inngest function Threadline serves, the turns writing AgentKit's chunks to the thread event
+ * log. `retentionDays`: RETENTION_DAYS (unset: threads are kept); `eventRetentionHours`: EVENT_LOG_RETENTION_HOURS (default 24).
+ */
+export const createFunctions = (deps: FunctionDeps & { retentionDays?: number | undefined; eventRetentionHours?: number | undefined }) => [
+  createChatTurn({ ...deps, eventLog: true }),
+  createRegenerate({ ...deps, eventLog: true }),
   createSummarizeThread(deps),
   createTurnCancellation(deps),
   createTitleThread(deps),
   createThreadRetention(deps),
+  createEventRetention(deps),
   createExtractMemories(deps),
 ];

@@ -4,6 +4,7 @@ import { createTurnHistory } from "../history/adapter.js";
 import { durably } from "../history/durable.js";
 import { loadUserMessage } from "../history/store.js";
 import { resolveHistoryPolicy } from "../history/policy.js";
+import { turnPublisher } from "../stream/publish.js";
 import { TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
 import { threadConcurrency } from "./thread-concurrency.js";
@@ -20,7 +21,7 @@ export const REGENERATE_ID = "regenerate";
  * then the message once; the new answer becomes the current variant, the previous one is kept,
  * and the turns after the message leave the current path. A failed turn is completed this way.
  */
-export function createRegenerate({ db, model, historyEnvironment, agents }: FunctionDeps) {
+export function createRegenerate({ db, model, historyEnvironment, agents, eventLog }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: REGENERATE_ID,
@@ -50,10 +51,9 @@ export function createRegenerate({ db, model, historyEnvironment, agents }: Func
         policy: resolveHistoryPolicy({ environment: historyEnvironment }),
       });
       const network = createTurnNetwork({ db, step, model, userId: data.userId, kind: "regenerate", history, agents });
-      const run = await network.run(
-        { id: data.messageId, content: message.text, role: "user" },
-        { state: createState({}, { threadId: data.threadId }) },
-      );
+      const state = createState({}, { threadId: data.threadId });
+      const streaming = eventLog ? { streaming: { publish: turnPublisher({ db, step, runId, state }) } } : {};
+      const run = await network.run({ id: data.messageId, content: message.text, role: "user" }, { state, ...streaming });
       const outcome = turnOutcome(run.state, data.messageId);
       await announceTurnFinished(step, { threadId: data.threadId, runId, messageId: data.messageId, status: outcome.status });
       return outcome;

@@ -35,10 +35,29 @@ export const storeAnswer = `
   SELECT refusal, inserted, status
   FROM threadline_store_answer($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
 
-/** A failed run only updates a turn it started: a refused event leaves no trace. */
+/**
+ * The thread event log entries that end a turn which stored no answer: `turn.<status>` with the
+ * cause, then stream.ended (threadline_append_events, migrations/0011_thread_events.sql).
+ * Reads the CTE `ended` (thread_id, run_id, message_id, error).
+ */
+const endStream = (status: "failed" | "cancelled") => `
+  SELECT e.thread_id, e.message_id, threadline_append_events(e.thread_id, e.run_id, 0, jsonb_build_array(
+    jsonb_build_object('key', 'turn.${status}', 'event', 'turn.${status}',
+      'data', jsonb_build_object('runId', e.run_id, 'messageId', e.message_id, 'error', e.error)),
+    jsonb_build_object('key', 'stream.ended', 'event', 'stream.ended',
+      'data', jsonb_build_object('scope', 'network', 'status', '${status}', 'runId', e.run_id, 'messageId', e.message_id))))
+  FROM ended e`;
+
+/**
+ * A failed run only updates a turn it started: a refused event leaves no trace. The thread's
+ * event log says so in the same statement (so "stream ended" always means "recorded").
+ */
 export const failTurn = `
-  UPDATE turns SET status = 'failed', error = $2, finished_at = now()
-  WHERE run_id = $1 AND status = 'running'`;
+  WITH ended AS (
+    UPDATE turns SET status = 'failed', error = $2, finished_at = now()
+    WHERE run_id = $1 AND status = 'running'
+    RETURNING thread_id, run_id, message_id, error)
+  ${endStream("failed")}`;
 
 /**
  * What POST /api/chat checks before sending the event: the owner of the thread the message goes
@@ -243,7 +262,8 @@ export const selectPageAfter = `
 
 /**
  * One round of a turn's wait, in one statement, for the turn of run $1:
- * - first records run $2 (when given: the turn waited for past its deadline) as failed with $3;
+ * - first records run $2 (when given: the turn waited for past its deadline) as failed with $3,
+ *   ending its event stream (turn.failed, stream.ended);
  * - then finds the oldest other unfinished turn ahead of it on the thread's current path: a turn
  *   on an earlier message, or an earlier run on the same message (a duplicate delivery). Order is
  *   (message seq, started_at, run_id), a total order, so two runs never wait for each other;
@@ -259,7 +279,9 @@ export const selectEarlierUnfinishedTurn = `
   ), abandoned AS (
     UPDATE turns SET status = 'failed', error = $3, finished_at = now()
     WHERE run_id = $2 AND status = 'running'
-    RETURNING run_id
+    RETURNING thread_id, run_id, message_id, error
+  ), ended AS (
+    SELECT * FROM abandoned
   ), earlier AS (
     SELECT t.run_id, t.message_id FROM me
     JOIN turns t ON t.thread_id = me.thread_id AND t.status = 'running' AND t.run_id <> me.run_id
@@ -279,10 +301,15 @@ export const selectEarlierUnfinishedTurn = `
   SELECT (SELECT run_id FROM earlier) AS earlier_run_id,
          (SELECT message_id FROM earlier) AS earlier_message_id,
          EXISTS (SELECT 1 FROM skipped) AS skipped,
-         (SELECT count(*)::int FROM abandoned) AS abandoned`;
+         (SELECT count(*)::int FROM (${endStream("failed")}) logged) AS abandoned`;
 
-/** Records a cancelled run's turn (only while it is running); returns what the finished event names. */
+/**
+ * Records a cancelled run's turn (only while it is running), ending its event stream in the same
+ * statement; returns what the finished event names.
+ */
 export const cancelTurn = `
-  UPDATE turns SET status = 'cancelled', error = $2, finished_at = now()
-  WHERE run_id = $1 AND status = 'running'
-  RETURNING thread_id, message_id`;
+  WITH ended AS (
+    UPDATE turns SET status = 'cancelled', error = $2, finished_at = now()
+    WHERE run_id = $1 AND status = 'running'
+    RETURNING thread_id, run_id, message_id, error)
+  ${endStream("cancelled")}`;

@@ -44,9 +44,15 @@ export const insertThreadWithDetails = `
 export const selectThreadOwner = `
   SELECT user_id FROM threads WHERE id = $1`;
 
+/** title.changed in the thread event log, for a CTE `changed` (id, title, title_source) of changed threads. */
+const titleChangedEvent = `
+  threadline_append_events(c.id, NULL, 0, jsonb_build_array(jsonb_build_object('key', 'title.changed', 'event', 'title.changed',
+    'data', jsonb_build_object('title', c.title, 'titleSource', c.title_source))))`;
+
 /**
  * Renames and/or replaces the metadata of the user's thread: $3 says whether the title changes
- * (to $4: a user title, or NULL for untitled), $5 is the new metadata or NULL to keep it.
+ * (to $4: a user title, or NULL for untitled), $5 is the new metadata or NULL to keep it. A title
+ * change is also logged (title.changed) in the thread's event log, in the same statement.
  */
 export const updateThreadDetails = `
   WITH updated AS (
@@ -57,8 +63,10 @@ export const updateThreadDetails = `
       updated_at = now()
     WHERE id = $1 AND user_id = $2
     RETURNING *
+  ), changed AS (
+    SELECT * FROM updated WHERE $3
   )
-  SELECT ${threadColumns} FROM updated t`;
+  SELECT ${threadColumns}, (SELECT ${titleChangedEvent} FROM changed c) AS title_event_id FROM updated t`;
 
 /**
  * Deletes the user's thread and, through the foreign keys' ON DELETE CASCADE, every row keyed by
@@ -85,10 +93,16 @@ export const selectTitleSource = `
   FROM threads t LEFT JOIN first_question q ON true
   WHERE t.id = $1`;
 
-/** Stores the model's title only on an untitled thread: a user's title (or an earlier model title) stays. */
+/**
+ * Stores the model's title only on an untitled thread: a user's title (or an earlier model title)
+ * stays. The thread's event log says title.changed in the same statement. One row when stored.
+ */
 export const storeModelTitle = `
-  UPDATE threads SET title = $2, title_source = 'model', updated_at = now()
-  WHERE id = $1 AND title IS NULL AND title_source IS NULL`;
+  WITH changed AS (
+    UPDATE threads SET title = $2, title_source = 'model', updated_at = now()
+    WHERE id = $1 AND title IS NULL AND title_source IS NULL
+    RETURNING id, title, title_source)
+  SELECT ${titleChangedEvent} FROM changed c`;
 
 /* ---- Retention ---- */
 

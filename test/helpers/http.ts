@@ -5,6 +5,7 @@ import type { SendEvent } from "../../src/api/deps.js";
 import type { AuthSettings } from "../../src/auth/settings.js";
 import type { InngestServing } from "../../src/inngest-serve.js";
 import { createApp } from "../../src/server.js";
+import type { EventNotifier } from "../../src/stream/notifier.js";
 import type { SentEvent } from "./engine.js";
 
 /** The shared secret, issuer and audience the test app verifies JWTs with (HS256). */
@@ -45,7 +46,7 @@ export type { SentEvent };
  */
 export function createTestApp(
   db: pg.Pool,
-  overrides: { sendEvent?: SendEvent; functions?: InngestFunction.Any[]; auth?: AuthSettings; serving?: InngestServing } = {},
+  overrides: { sendEvent?: SendEvent; functions?: InngestFunction.Any[]; auth?: AuthSettings; serving?: InngestServing; events?: EventNotifier } = {},
 ) {
   const sent: SentEvent[] = [];
   const recordEvent: SendEvent = async (event) => {
@@ -58,6 +59,7 @@ export function createTestApp(
     sendEvent: overrides.sendEvent ?? recordEvent,
     auth: overrides.auth ?? testAuth,
     serving: overrides.serving ?? { mode: "dev" },
+    ...(overrides.events ? { events: overrides.events } : {}),
   });
   return { app, sent };
 }

@@ -1,0 +1,40 @@
+import type pg from "pg";
+import { cron } from "inngest";
+import { inngest } from "../../inngest.config.js";
+import { DEFAULT_EVENT_RETENTION_HOURS, deleteEventsBefore, eventCutoff } from "../history/events.js";
+
+export const EVENT_RETENTION_ID = "event-retention";
+
+/** Events one step deletes at most: bounds the step's time and locks. */
+export const EVENT_PRUNE_BATCH = 5_000;
+
+/** Batches one run deletes at most; a larger backlog continues on the next run. */
+export const EVENT_PRUNE_MAX_BATCHES = 100;
+
+/**
+ * Prunes the thread event log: rows older than EVENT_LOG_RETENTION_HOURS are deleted every 10
+ * minutes, oldest first, in batches of EVENT_PRUNE_BATCH (one step each). The log is for watching
+ * and resuming a turn; the conversation itself is in the messages, which this never touches.
+ * The cutoff is fixed once per run, so a retried batch deletes only what is still old.
+ */
+export function createEventRetention({ db, eventRetentionHours = DEFAULT_EVENT_RETENTION_HOURS }: { db: pg.Pool; eventRetentionHours?: number | undefined }) {
+  return inngest.createFunction(
+    {
+      id: EVENT_RETENTION_ID,
+      name: "Prune the thread event log (EVENT_LOG_RETENTION_HOURS)",
+      triggers: [cron("TZ=UTC */10 * * * *")],
+      concurrency: { limit: 1 },
+      retries: 4,
+    },
+    async ({ step }) => {
+      const cutoff = await step.run("events.cutoff", () => eventCutoff(db, eventRetentionHours));
+      let deleted = 0;
+      for (let batch = 0; batch < EVENT_PRUNE_MAX_BATCHES; batch += 1) {
+        const gone = await step.run(`events.delete-batch-${batch}`, () => deleteEventsBefore(db, cutoff, EVENT_PRUNE_BATCH));
+        deleted += gone;
+        if (gone < EVENT_PRUNE_BATCH) return { status: "done" as const, cutoff, deleted };
+      }
+      return { status: "more-next-run" as const, cutoff, deleted };
+    },
+  );
+}

@@ -1,0 +1,48 @@
+import type pg from "pg";
+import * as sql from "./events-sql.js";
+
+/** The channel threadline_append_events notifies: its payload is `<threadId> <lastId>`, ids only. */
+export const EVENTS_CHANNEL = "threadline_events";
+
+/** How long events are kept unless EVENT_LOG_RETENTION_HOURS says otherwise. */
+export const DEFAULT_EVENT_RETENTION_HOURS = 24;
+
+/** One row of a thread's event log, as a client receives it. */
+export type ThreadEvent = { id: number; event: string; data: Record<string, unknown> };
+
+/** An event to append: `key` is unique per run and attempt (a second write of it inserts nothing). */
+export type NewEvent = { key: string; event: string; data: Record<string, unknown> };
+
+/**
+ * Appends events to a thread's log, in order, once per (run, attempt, key), in one statement.
+ * Returns the last id written, or null when nothing was (all written before, or no such thread).
+ */
+export async function appendEvents(
+  db: pg.Pool,
+  input: { threadId: string; runId: string | null; attempt: number; events: NewEvent[] },
+): Promise<number | null> {
+  const { rows } = await db.query<{ last_id: string | null }>(sql.appendEvents, [input.threadId, input.runId, input.attempt, JSON.stringify(input.events)]);
+  return rows[0]!.last_id === null ? null : Number(rows[0]!.last_id);
+}
+
+/** The thread's events after `afterId`, in id order, at most `limit`. */
+export async function readEventsAfter(db: pg.Pool, threadId: string, afterId: number, limit: number): Promise<ThreadEvent[]> {
+  const { rows } = await db.query<{ id: string; event: string; data: Record<string, unknown> }>(sql.selectEventsAfter, [threadId, afterId, limit]);
+  return rows.map((row) => ({ id: Number(row.id), event: row.event, data: row.data }));
+}
+
+/** Whether the user owns the thread (false for another user's thread and for none at all). */
+export async function ownsThread(db: pg.Pool, threadId: string, userId: string): Promise<boolean> {
+  return (await db.query(sql.selectOwnedThread, [threadId, userId])).rowCount === 1;
+}
+
+/** The time before which events are pruned, fixed once per pruning run. */
+export async function eventCutoff(db: pg.Pool, hours: number): Promise<string> {
+  const { rows } = await db.query<{ cutoff: Date }>(sql.selectEventCutoff, [hours]);
+  return rows[0]!.cutoff.toISOString();
+}
+
+/** Deletes up to `limit` events written before `cutoff`, oldest first; returns how many. */
+export async function deleteEventsBefore(db: pg.Pool, cutoff: string, limit: number): Promise<number> {
+  return (await db.query(sql.deleteEventsBefore, [cutoff, limit])).rowCount ?? 0;
+}

@@ -1,0 +1,40 @@
+import type { AgentMessageChunk, State, StateData } from "@inngest/agent-kit";
+import type pg from "pg";
+import { appendEvents } from "../history/events.js";
+import { turnSkipReason } from "../run-state.js";
+
+type StepRunner = { run: <T>(id: string, fn: () => Promise<T>) => Promise<unknown> };
+
+/** The network's own endings: Threadline writes its ending where it records the turn instead. */
+const NETWORK_ENDINGS = new Set(["run.completed", "run.failed", "stream.ended"]);
+
+/**
+ * AgentKit's `streaming.publish` for one turn: each chunk is appended to the thread's event log
+ * in its own step, under AgentKit's chunk id (`publish-<sequence>:<event>`, the same on every
+ * re-entry because the sequence restarts with the run), which is also the log's idempotency key:
+ * a retried step or a re-entered function writes nothing twice.
+ *
+ * The network's run.completed / run.failed / stream.ended come after the answer is stored (or
+ * while the run fails) and are not written: stream.ended is written by the statement that stores
+ * the answer (threadline_store_answer) or records the failure or cancellation, so a client that
+ * reads "ended" finds the turn recorded. A skipped turn stores nothing: its ending is written here.
+ */
+export function turnPublisher(input: { db: pg.Pool; step: unknown; runId: string; state: State<StateData> }) {
+  const { db, step, runId, state } = input;
+  return async (chunk: AgentMessageChunk): Promise<void> => {
+    const threadId = state.threadId;
+    if (!threadId) return;
+    const network = chunk.data.scope === "network" && NETWORK_ENDINGS.has(chunk.event);
+    const skipReason = turnSkipReason(state);
+    if (network && !(skipReason && chunk.event === "stream.ended")) return;
+    const events = network
+      ? [
+          { key: "turn.skipped", event: "turn.skipped", data: { runId, reason: skipReason } },
+          { key: "stream.ended", event: "stream.ended", data: { scope: "network", status: "skipped", runId } },
+        ]
+      : [{ key: chunk.id, event: chunk.event, data: chunk.data }];
+    const write = () => appendEvents(db, { threadId, runId, attempt: 0, events });
+    if (step) await (step as StepRunner).run(chunk.id, write);
+    else await write();
+  };
+}

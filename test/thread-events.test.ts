@@ -1,0 +1,307 @@
+import { Hono } from "hono";
+import { afterAll, describe, expect, it } from "vitest";
+import { eventRoutes } from "../src/api/events.js";
+import type { AuthEnv } from "../src/auth/identity.js";
+import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createEventRetention } from "../src/functions/event-retention.js";
+import { createRegenerate } from "../src/functions/regenerate.js";
+import { appendEvents, type NewEvent } from "../src/history/events.js";
+import { failTurn } from "../src/history/store.js";
+import { storeModelTitle } from "../src/history/titles.js";
+import { cancelTurn, findEarlierTurn } from "../src/history/turn-waits.js";
+import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
+import { execute } from "./helpers/engine.js";
+import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
+import { asUser, createTestApp, headersFor } from "./helpers/http.js";
+import { expectConsecutive, openEventStream } from "./helpers/sse.js";
+import { useTestBed } from "./helpers/test-bed.js";
+
+const bed = useTestBed();
+const notifiers: EventNotifier[] = [];
+afterAll(async () => {
+  await Promise.all(notifiers.map((notifier) => notifier.close()));
+});
+
+/** An app instance as a process runs it: its own LISTEN connection. */
+function appInstance() {
+  const events = createEventNotifier(bed.db.pool);
+  notifiers.push(events);
+  return { app: createTestApp(bed.db.pool, { events }).app, events };
+}
+
+/** Waits until `done()` holds, polling briefly, at most 5 seconds. */
+async function until(done: () => boolean) {
+  const deadline = Date.now() + 5_000;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error("condition not reached within 5 s");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+/** A thread of user-1 with an empty event log. */
+async function newThread() {
+  const threadId = crypto.randomUUID();
+  await bed.db.pool.query("INSERT INTO threads (id, user_id) VALUES ($1, 'user-1')", [threadId]);
+  return threadId;
+}
+
+const note = (key: string): NewEvent => ({ key, event: "text.delta", data: { delta: key } });
+const write = (threadId: string, ...keys: string[]) => appendEvents(bed.db.pool, { threadId, runId: "writer", attempt: 0, events: keys.map(note) });
+const logOf = async (threadId: string) =>
+  (await bed.db.pool.query<{ id: string; event: string; key: string }>("SELECT id, event, key FROM thread_events WHERE thread_id = $1 ORDER BY id", [threadId])).rows;
+
+describe("GET /api/threads/:threadId/events", () => {
+  it("a client that disconnects after event k and reconnects with Last-Event-ID k receives k+1… once each, in order, including what was written while away", async () => {
+    const { app, events } = appInstance();
+    const threadId = await newThread();
+    await write(threadId, "a", "b", "c");
+
+    const first = await openEventStream(app, threadId);
+    expect(first.response.headers.get("content-type")).toMatch(/^text\/event-stream/);
+    await first.waitFor(3);
+    expectConsecutive(first.received, 1);
+    await first.close();
+
+    await write(threadId, "d", "e");
+    const again = await openEventStream(app, threadId, { lastEventId: 3 });
+    await again.waitFor(2);
+    await write(threadId, "f");
+    await write(threadId, "g", "h");
+    await again.waitFor(5);
+    expect(again.received.map((e) => e.data.delta)).toEqual(["d", "e", "f", "g", "h"]);
+    expectConsecutive(again.received, 4);
+    // ?after= is the same resume point for a client that cannot set the header.
+    const byQuery = await openEventStream(app, threadId, { after: 6 });
+    await byQuery.waitFor(2);
+    expect(byQuery.received.map((e) => e.id)).toEqual([7, 8]);
+    await Promise.all([again.close(), byQuery.close()]);
+    expect(again.received).toHaveLength(5);
+    // Each disconnected client's stream ended on the server: nothing is left subscribed.
+    await until(() => events.subscriptions === 0);
+  });
+
+  it("two app instances on one database both deliver an event written by either", async () => {
+    const one = appInstance();
+    const two = appInstance();
+    const threadId = await newThread();
+    const [a, b] = await Promise.all([openEventStream(one.app, threadId), openEventStream(two.app, threadId)]);
+    await write(threadId, "from one");
+    await appendEvents(bed.db.pool, { threadId, runId: "another-writer", attempt: 0, events: [note("from two")] });
+    await Promise.all([a.waitFor(2), b.waitFor(2)]);
+    expect(a.received).toEqual(b.received);
+    expect(a.received.map((e) => e.data.delta)).toEqual(["from one", "from two"]);
+    await Promise.all([a.close(), b.close()]);
+  });
+
+  it("sends a heartbeat comment while nothing happens", async () => {
+    const { events } = appInstance();
+    const threadId = await newThread();
+    // The route alone, its heartbeat shortened, behind a stand-in for the authentication middleware.
+    const app = new Hono<AuthEnv>()
+      .use(async (c, next) => {
+        c.set("identity", { userId: "user-1" } as AuthEnv["Variables"]["identity"]);
+        await next();
+      })
+      .route("/api/threads", eventRoutes({ db: bed.db.pool, sendEvent: async () => ({ ids: [] }), events }, 20));
+    const stream = await openEventStream(app, threadId);
+    await stream.waitForHeartbeat();
+    expect(stream.received).toEqual([]);
+    await stream.close();
+  });
+
+  it("another user's thread answers 404 like an unknown one; a bad Last-Event-ID is a 400", async () => {
+    const { app } = appInstance();
+    const threadId = await newThread();
+    expect((await asUser(app, "user-2").get(`/api/threads/${threadId}/events`)).status).toBe(404);
+    expect((await asUser(app, "user-1").get(`/api/threads/${crypto.randomUUID()}/events`)).status).toBe(404);
+    expect((await app.request(`/api/threads/${threadId}/events?after=x`, { headers: { authorization: "Bearer nope" } })).status).toBe(401);
+    expect((await asUser(app, "user-1").get(`/api/threads/${threadId}/events?after=-1`)).status).toBe(400);
+  });
+
+  it("keeps following after the LISTEN connection drops, and ends every stream when its notifier closes", async () => {
+    const events = createEventNotifier(bed.db.pool);
+    const app = createTestApp(bed.db.pool, { events }).app;
+    const threadId = await newThread();
+    const stream = await openEventStream(app, threadId);
+    await write(threadId, "before");
+    await stream.waitFor(1);
+
+    await bed.db.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN threadline_events' AND datname = current_database()");
+    await write(threadId, "while reconnecting");
+    await stream.waitFor(2);
+    expect(stream.received.map((e) => e.data.delta)).toEqual(["before", "while reconnecting"]);
+
+    await events.close();
+    await stream.waitForEnd();
+    expect(events.closed).toBe(true);
+  });
+});
+
+describe("the thread event log", () => {
+  it("a chat turn logs AgentKit's chunks and ends with stream.ended; running every step again (same run) adds nothing", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
+    bed.model.script({ text: "Hello there" });
+    const event = chatEvent({ content: "Hi" });
+    const run = await execute(chatTurn, event);
+    expect(run.error).toBeUndefined();
+    const threadId = event.data.messageId;
+    const log = await logOf(threadId);
+    expect(log.map((row) => row.event)).toEqual(["run.started", "run.started", "part.created", "text.delta", "part.completed", "run.completed", "stream.ended"]);
+    expect(log.map((row) => Number(row.id))).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    const delta = await bed.db.pool.query("SELECT data FROM thread_events WHERE thread_id = $1 AND event = 'text.delta'", [threadId]);
+    expect(delta.rows[0].data).toMatchObject({ delta: "Hello there" });
+
+    // The same run re-entered with no memoized step: every write happens again, inserts nothing.
+    bed.model.script({ text: "Hello there" });
+    const rerun = await execute(chatTurn, event, { runId: run.runId });
+    expect(rerun.error).toBeUndefined();
+    expect(await logOf(threadId)).toEqual(log);
+  });
+
+  it("a regenerate logs its chunks and ends with the new variant stored", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    bed.model.script({ text: "First" });
+    const event = chatEvent({ content: "Hi" });
+    expect((await execute(chatTurn, event)).error).toBeUndefined();
+    const threadId = event.data.messageId;
+    bed.model.script({ text: "Second" });
+    const regenerate = createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
+    const run = await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: event.data.messageId, userId: "user-1" } });
+    expect(run.error).toBeUndefined();
+    const log = await bed.db.pool.query<{ event: string; data: { status?: string; variant?: number; delta?: string } }>(
+      "SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id",
+      [run.runId],
+    );
+    expect(log.rows.map((row) => row.event)).toEqual(["run.started", "run.started", "part.created", "text.delta", "part.completed", "run.completed", "stream.ended"]);
+    expect(log.rows[3]!.data.delta).toBe("Second");
+    expect(log.rows[6]!.data).toMatchObject({ status: "completed", variant: 2 });
+  });
+
+  it("a second run of an answered message is logged as skipped and ended, and stores nothing", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
+    bed.model.script({ text: "Once" });
+    const event = chatEvent({ content: "Hi" });
+    expect((await execute(chatTurn, event)).error).toBeUndefined();
+    const again = await execute(chatTurn, event);
+    expect(again.result).toMatchObject({ status: "skipped" });
+    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [again.runId]);
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["run.started", null], ["turn.skipped", null], ["stream.ended", "skipped"]]);
+    expect((await threadRows(bed.db.pool, event.data.messageId)).map((row) => row.kind)).toEqual(["user", "agent"]);
+  });
+
+  it("a retried run adds no duplicate events: the chunks before the failed inference are written once", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
+    bed.model.script({ status: 500 });
+    const event = chatEvent({ content: "Hi" });
+    const failed = await execute(chatTurn, event);
+    expect(failed.error).toBeDefined();
+    expect((await logOf(event.data.messageId)).map((row) => row.event)).toEqual(["run.started", "run.started"]);
+
+    bed.model.script({ text: "Second try" });
+    const retried = await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId });
+    expect(retried.error).toBeUndefined();
+    const log = await logOf(event.data.messageId);
+    expect(log.map((row) => row.event)).toEqual(["run.started", "run.started", "part.created", "text.delta", "part.completed", "run.completed", "stream.ended"]);
+    expect(new Set(log.map((row) => row.key)).size).toBe(log.length);
+  });
+
+  it("stream.ended is committed by the transaction that stores the answer, and by the one that records a failure", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    bed.model.script({ text: "Stored with its ending" });
+    const event = chatEvent({ content: "Hi" });
+    expect((await execute(chatTurn, event)).error).toBeUndefined();
+    const threadId = event.data.messageId;
+    const written = await bed.db.pool.query<{ event: string; data: { status: string }; xid: string }>(
+      "SELECT event, data, xmin::text AS xid FROM thread_events WHERE thread_id = $1 ORDER BY id",
+      [threadId],
+    );
+    expect(written.rows.map((row) => [row.event, row.data.status])).toEqual([["stream.ended", "completed"]]);
+    const answer = await bed.db.pool.query<{ xid: string }>("SELECT xmin::text AS xid FROM messages WHERE thread_id = $1 AND kind = 'agent'", [threadId]);
+    expect(answer.rows).toHaveLength(1);
+    expect(answer.rows[0]!.xid).toBe(written.rows[0]!.xid);
+    expect((await threadRows(bed.db.pool, threadId)).map((row) => row.kind)).toEqual(["user", "agent"]);
+
+    bed.model.script({ status: 500 });
+    const second = chatEvent({ content: "Fails", threadId });
+    const failed = await execute(chatTurn, second);
+    expect(failed.error).toBeDefined();
+    await failTurn(bed.db.pool, failed.runId, "The model failed.");
+    await failTurn(bed.db.pool, failed.runId, "The model failed.");
+    const ended = await bed.db.pool.query<{ event: string; data: { status?: string; error?: string }; xid: string }>(
+      "SELECT event, data, xmin::text AS xid FROM thread_events WHERE thread_id = $1 AND run_id = $2 ORDER BY id",
+      [threadId, failed.runId],
+    );
+    expect(ended.rows.map((row) => row.event)).toEqual(["turn.failed", "stream.ended"]);
+    expect(ended.rows[0]!.data.error).toBe("The model failed.");
+    const turn = await bed.db.pool.query<{ status: string; xid: string }>("SELECT status, xmin::text AS xid FROM turns WHERE run_id = $1", [failed.runId]);
+    expect(turn.rows[0]).toEqual({ status: "failed", xid: ended.rows[1]!.xid });
+  });
+
+  it("a cancelled turn logs turn.cancelled and stream.ended with the cancellation, once", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    bed.model.script({ status: 500 });
+    const event = chatEvent({ content: "Cancel me" });
+    const failed = await execute(chatTurn, event);
+    expect(failed.error).toBeDefined();
+    expect(await cancelTurn(bed.db.pool, failed.runId)).toEqual({ threadId: event.data.messageId, messageId: event.data.messageId });
+    expect(await cancelTurn(bed.db.pool, failed.runId)).toBeNull();
+    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [failed.runId]);
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["turn.cancelled", null], ["stream.ended", "cancelled"]]);
+  });
+
+  it("a turn presumed lost by a later turn's wait is logged as failed and ended", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    bed.model.script({ status: 500 });
+    const event = chatEvent({ content: "Lost" });
+    const lost = await execute(chatTurn, event);
+    expect(lost.error).toBeDefined();
+    const threadId = event.data.messageId;
+    await bed.db.pool.query("SELECT * FROM threadline_begin_turn($1, 'user-1', $2, 'Next', NULL, 'run-waiting', 'chat', NULL, NULL)", [threadId, crypto.randomUUID()]);
+    expect(await findEarlierTurn(bed.db.pool, { runId: "run-waiting", abandon: lost.runId })).toEqual({ earlier: null, skipped: false });
+    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [lost.runId]);
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["turn.failed", null], ["stream.ended", "failed"]]);
+  });
+
+  it("ids are per thread, increasing, and assigned in commit order under concurrent writers", async () => {
+    const threadId = await newThread();
+    const other = { threadId: await newThread() };
+    await Promise.all(Array.from({ length: 20 }, (_, i) => appendEvents(bed.db.pool, { threadId, runId: `run-${i}`, attempt: 0, events: [note("x"), note("y")] })));
+    await write(other.threadId, "first");
+    expect((await logOf(threadId)).map((row) => Number(row.id))).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
+    expect((await logOf(other.threadId)).map((row) => Number(row.id))).toEqual([1]);
+  });
+
+  it("deleting a thread deletes its events; pruning deletes events older than EVENT_LOG_RETENTION_HOURS in batches", async () => {
+    const { app } = appInstance();
+    const gone = { threadId: await newThread() };
+    await write(gone.threadId, "a");
+    expect((await app.request(`/api/threads/${gone.threadId}`, { method: "DELETE", headers: await headersFor("user-1") })).status).toBe(200);
+    expect(await logOf(gone.threadId)).toEqual([]);
+
+    const threadId = await newThread();
+    await write(threadId, "old-1", "old-2", "old-3", "new");
+    await bed.db.pool.query("UPDATE thread_events SET created_at = now() - interval '3 hours' WHERE thread_id = $1 AND key LIKE 'old-%'", [threadId]);
+    const run = await execute(createEventRetention({ db: bed.db.pool, eventRetentionHours: 2 }), { name: "inngest/scheduled.timer", data: {} });
+    expect(run.error).toBeUndefined();
+    expect((await logOf(threadId)).map((row) => row.key)).toEqual(["new"]);
+  });
+});
+
+describe("title.changed", () => {
+  it("a rename and a model title are logged with the title, in the statement that stores it", async () => {
+    const { app } = appInstance();
+    const threadId = await newThread();
+    expect(await storeModelTitle(bed.db.pool, threadId, "Model title")).toEqual({ stored: true });
+    expect(await storeModelTitle(bed.db.pool, threadId, "Another")).toEqual({ stored: false });
+    const renamed = await app.request(`/api/threads/${threadId}`, { method: "PATCH", headers: await headersFor("user-1"), body: JSON.stringify({ title: "Mine" }) });
+    expect(renamed.status).toBe(200);
+    expect(await renamed.json()).not.toHaveProperty("titleEventId");
+    const metadataOnly = await app.request(`/api/threads/${threadId}`, { method: "PATCH", headers: await headersFor("user-1"), body: JSON.stringify({ metadata: { a: 1 } }) });
+    expect(metadataOnly.status).toBe(200);
+    const log = await bed.db.pool.query("SELECT id::int, event, data FROM thread_events WHERE thread_id = $1 ORDER BY id", [threadId]);
+    expect(log.rows).toEqual([
+      { id: 1, event: "title.changed", data: { title: "Model title", titleSource: "model" } },
+      { id: 2, event: "title.changed", data: { title: "Mine", titleSource: "user" } },
+    ]);
+  });
+});
