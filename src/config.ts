@@ -67,6 +67,11 @@ export const environment = z.object({
   /** Threads inactive for longer than this many days are deleted (hourly); unset: kept forever. */
   RETENTION_DAYS: optionalSetting(z.coerce.number({ error: "RETENTION_DAYS must be a whole number of days" }).int("RETENTION_DAYS must be a whole number of days").min(1, "RETENTION_DAYS must be at least 1 (unset it to keep threads forever)").max(36_500, "RETENTION_DAYS must be at most 36500")),
   /** Thread event log rows older than this many hours are pruned (every 10 minutes); a client resumes within it. */
+  /**
+   * 1: turns also log AgentKit's chunks (run.started, part.*, text.delta, tool_call.*), one step and
+   * one statement each; unset: only each turn's outcome events, written with the outcome itself.
+   */
+  EVENT_LOG_CHUNKS: optionalSetting(flag),
   EVENT_LOG_RETENTION_HOURS: z.coerce.number({ error: "EVENT_LOG_RETENTION_HOURS must be a whole number of hours" }).int("EVENT_LOG_RETENTION_HOURS must be a whole number of hours").min(1, "EVENT_LOG_RETENTION_HOURS must be at least 1").max(8_760, "EVENT_LOG_RETENTION_HOURS must be at most 8760").default(DEFAULT_EVENT_RETENTION_HOURS),
   /** Which agents answer a turn: "assistant" (default) or "pair" (the assistant, then the reviewer). */
   NETWORK: networkName.default("assistant"),

@@ -103,7 +103,7 @@ export async function startServer() {
   if (env.RETENTION_DAYS !== undefined) logger.info(`retention: threads inactive for more than ${env.RETENTION_DAYS} days are deleted hourly`);
   const agents = agentsConfig(env);
   logger.info({ network: agents.network, memory: agents.memory.agents }, "agents");
-  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS });
+  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, eventLog: env.EVENT_LOG_CHUNKS === true });
   const events = createEventNotifier(database.pool);
   const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), events, functions, auth: authSettings(env), serving: inngestServing(env) });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });

@@ -189,6 +189,25 @@ describe("the thread event log", () => {
     expect((await threadRows(bed.db.pool, event.data.messageId)).map((row) => row.kind)).toEqual(["user", "agent"]);
   });
 
+  it("without chunk logging (EVENT_LOG_CHUNKS unset, the default) a turn logs only its outcome: the answer's ending, or a skipped run's", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    bed.model.script({ text: "Once" });
+    const event = chatEvent({ content: "Hi" });
+    const first = await execute(chatTurn, event);
+    expect(first.error).toBeUndefined();
+    const again = await execute(chatTurn, event);
+    expect(again.result).toMatchObject({ status: "skipped" });
+    const log = await bed.db.pool.query<{ run_id: string; event: string; data: { status?: string } }>(
+      "SELECT run_id, event, data FROM thread_events WHERE thread_id = $1 ORDER BY id",
+      [event.data.messageId],
+    );
+    expect(log.rows.map((row) => [row.run_id, row.event, row.data.status ?? null])).toEqual([
+      [first.runId, "stream.ended", "completed"],
+      [again.runId, "turn.skipped", null],
+      [again.runId, "stream.ended", "skipped"],
+    ]);
+  });
+
   it("a retried run adds no duplicate events: the chunks before the failed inference are written once", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
     bed.model.script({ status: 500 });

@@ -22,8 +22,9 @@ export type FunctionDeps = {
   /** Which network answers and each agent's memory components (default: the assistant alone, no memory). */
   agents?: AgentsConfig;
   /**
-   * Append AgentKit's streaming chunks to the thread event log, one step each (createFunctions
-   * turns it on). Off, a turn's log holds only its ending, written with the answer or the failure.
+   * Append AgentKit's streaming chunks to the thread event log, one step and one statement each
+   * (EVENT_LOG_CHUNKS). Off (the default), a turn's log holds its outcome events only, written by
+   * the statements that record the answer, the failure or the cancellation, at no extra cost.
    */
   eventLog?: boolean;
 };
@@ -74,8 +75,8 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
         ...(data.threadId ? { threadId: data.threadId } : {}),
         ...(data.conversation ? { messages: data.conversation as Message[] } : {}),
       });
-      const streaming = eventLog ? { streaming: { publish: turnPublisher({ db, step, runId, state }) } } : {};
-      const run = await network.run({ id: data.messageId, content: data.content, role: "user" }, { state, ...streaming });
+      const publish = turnPublisher({ db, step, runId, state, chunks: eventLog === true });
+      const run = await network.run({ id: data.messageId, content: data.content, role: "user" }, { state, streaming: { publish } });
       const outcome = turnOutcome(run.state, data.messageId);
       await announceTurnFinished(step, { threadId: run.state.threadId!, runId, messageId: data.messageId, status: outcome.status });
 

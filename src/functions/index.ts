@@ -8,12 +8,13 @@ import { createTitleThread } from "./title-thread.js";
 import { createTurnCancellation } from "./turn-cancellation.js";
 
 /**
- * Every Inngest function Threadline serves, the turns writing AgentKit's chunks to the thread event
- * log. `retentionDays`: RETENTION_DAYS (unset: threads are kept); `eventRetentionHours`: EVENT_LOG_RETENTION_HOURS (default 24).
+ * Every Inngest function Threadline serves. `eventLog`: EVENT_LOG_CHUNKS (the turns also write
+ * AgentKit's chunks to the thread event log); `retentionDays`: RETENTION_DAYS (unset: threads are
+ * kept); `eventRetentionHours`: EVENT_LOG_RETENTION_HOURS (default 24).
  */
 export const createFunctions = (deps: FunctionDeps & { retentionDays?: number | undefined; eventRetentionHours?: number | undefined }) => [
-  createChatTurn({ ...deps, eventLog: true }),
-  createRegenerate({ ...deps, eventLog: true }),
+  createChatTurn(deps),
+  createRegenerate(deps),
   createSummarizeThread(deps),
   createTurnCancellation(deps),
   createTitleThread(deps),

@@ -52,8 +52,8 @@ export function createRegenerate({ db, model, historyEnvironment, agents, eventL
       });
       const network = createTurnNetwork({ db, step, model, userId: data.userId, kind: "regenerate", history, agents });
       const state = createState({}, { threadId: data.threadId });
-      const streaming = eventLog ? { streaming: { publish: turnPublisher({ db, step, runId, state }) } } : {};
-      const run = await network.run({ id: data.messageId, content: message.text, role: "user" }, { state, ...streaming });
+      const publish = turnPublisher({ db, step, runId, state, chunks: eventLog === true });
+      const run = await network.run({ id: data.messageId, content: message.text, role: "user" }, { state, streaming: { publish } });
       const outcome = turnOutcome(run.state, data.messageId);
       await announceTurnFinished(step, { threadId: data.threadId, runId, messageId: data.messageId, status: outcome.status });
       return outcome;

@@ -18,15 +18,17 @@ const NETWORK_ENDINGS = new Set(["run.completed", "run.failed", "stream.ended"])
  * while the run fails) and are not written: stream.ended is written by the statement that stores
  * the answer (threadline_store_answer) or records the failure or cancellation, so a client that
  * reads "ended" finds the turn recorded. A skipped turn stores nothing: its ending is written here.
+ * `chunks` false (EVENT_LOG_CHUNKS unset): only that skipped ending is written, no chunk.
  */
-export function turnPublisher(input: { db: pg.Pool; step: unknown; runId: string; state: State<StateData> }) {
-  const { db, step, runId, state } = input;
+export function turnPublisher(input: { db: pg.Pool; step: unknown; runId: string; state: State<StateData>; chunks: boolean }) {
+  const { db, step, runId, state, chunks } = input;
   return async (chunk: AgentMessageChunk): Promise<void> => {
     const threadId = state.threadId;
     if (!threadId) return;
     const network = chunk.data.scope === "network" && NETWORK_ENDINGS.has(chunk.event);
     const skipReason = turnSkipReason(state);
     if (network && !(skipReason && chunk.event === "stream.ended")) return;
+    if (!network && !chunks) return;
     const events = network
       ? [
           { key: "turn.skipped", event: "turn.skipped", data: { runId, reason: skipReason } },
