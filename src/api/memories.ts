@@ -5,7 +5,7 @@ import { callerId, type AuthEnv } from "../auth/identity.js";
 import { decodeMemoryCursor, encodeMemoryCursor, forget, forgetAll, listMemories } from "../memory/store.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
-import { validate } from "./validate.js";
+import { pageLimit, validate } from "./validate.js";
 
 export const DEFAULT_MEMORY_PAGE = 50;
 export const MAX_MEMORY_PAGE = 200;
@@ -13,12 +13,7 @@ export const MAX_MEMORY_PAGE = 200;
 const memoryParams = z.object({ memoryId: z.uuid({ error: "memoryId must be a UUID (an id from GET /api/memories)" }) });
 
 const listQuery = z.object({
-  limit: z
-    .string({ error: "limit must be a whole number" })
-    .regex(/^\d+$/, "limit must be a whole number")
-    .transform(Number)
-    .pipe(z.number().min(1, "limit must be at least 1").max(MAX_MEMORY_PAGE, `limit must be at most ${MAX_MEMORY_PAGE}`))
-    .default(DEFAULT_MEMORY_PAGE),
+  limit: pageLimit(DEFAULT_MEMORY_PAGE, MAX_MEMORY_PAGE),
   after: z
     .string({ error: "after must be the next cursor of an earlier page" })
     .transform((value, ctx) => decodeMemoryCursor(value) ?? (ctx.addIssue({ code: "custom", message: "after must be the next cursor of an earlier page" }), z.NEVER))

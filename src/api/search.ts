@@ -6,19 +6,14 @@ import { safeString } from "../history/safe-text.js";
 import { decodeSearchCursor, DEFAULT_SEARCH_PAGE_SIZE, MAX_SEARCH_PAGE_SIZE, MAX_SEARCH_QUERY_LENGTH, searchMessages } from "../history/search.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
-import { validate } from "./validate.js";
+import { pageLimit, validate } from "./validate.js";
 
 export const searchQuery = z.object({
   q: safeString({ error: "q must be the text to search for" })
     .trim()
     .min(1, "q must not be empty")
     .max(MAX_SEARCH_QUERY_LENGTH, `q must be at most ${MAX_SEARCH_QUERY_LENGTH} characters`),
-  limit: z
-    .string({ error: "limit must be a whole number" })
-    .regex(/^\d+$/, "limit must be a whole number")
-    .transform(Number)
-    .pipe(z.number().min(1, "limit must be at least 1").max(MAX_SEARCH_PAGE_SIZE, `limit must be at most ${MAX_SEARCH_PAGE_SIZE}`))
-    .default(DEFAULT_SEARCH_PAGE_SIZE),
+  limit: pageLimit(DEFAULT_SEARCH_PAGE_SIZE, MAX_SEARCH_PAGE_SIZE),
   cursor: z
     .string({ error: "cursor must be the nextCursor of an earlier page" })
     .transform((value, ctx) => decodeSearchCursor(value) ?? (ctx.addIssue({ code: "custom", message: "cursor must be the nextCursor of an earlier page" }), z.NEVER))

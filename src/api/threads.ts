@@ -11,7 +11,7 @@ import { createThread, deleteThread, listThreads, readThread, updateThread, type
 import { logger } from "../logger.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
-import { validate } from "./validate.js";
+import { pageLimit, validate } from "./validate.js";
 
 /* ---- The thread list and each thread's details ---- */
 
@@ -74,12 +74,7 @@ function decodeThreadCursor(cursor: string): ThreadCursor | undefined {
 
 const threadListQuery = z
   .object({
-    limit: z
-      .string({ error: "limit must be a whole number" })
-      .regex(/^\d+$/, "limit must be a whole number")
-      .transform(Number)
-      .pipe(z.number().min(1, "limit must be at least 1").max(MAX_THREAD_PAGE_SIZE, `limit must be at most ${MAX_THREAD_PAGE_SIZE}`))
-      .default(DEFAULT_THREAD_PAGE_SIZE),
+    limit: pageLimit(DEFAULT_THREAD_PAGE_SIZE, MAX_THREAD_PAGE_SIZE),
     cursor: z
       .string()
       .transform((value, ctx) => decodeThreadCursor(value) ?? (ctx.addIssue({ code: "custom", message: "cursor must be the nextCursor of an earlier page" }), z.NEVER))
@@ -134,12 +129,7 @@ const cursor = (name: string, description: string) =>
     .meta({ description });
 const pageQuery = z
   .object({
-    limit: z
-      .string({ error: "limit must be a whole number" })
-      .regex(/^\d+$/, "limit must be a whole number")
-      .transform(Number)
-      .pipe(z.number().min(1, "limit must be at least 1").max(MAX_PAGE_SIZE, `limit must be at most ${MAX_PAGE_SIZE}`))
-      .default(DEFAULT_PAGE_SIZE)
+    limit: pageLimit(DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
       .meta({ description: `How many messages, at most (default ${DEFAULT_PAGE_SIZE}, at most ${MAX_PAGE_SIZE}).` }),
     before: cursor("before", "A page's `previous`: read the older messages before it.").optional(),
     after: cursor("after", "A page's `next`: read the newer messages after it. Never with `before`.").optional(),

@@ -1,6 +1,6 @@
 import type { ValidationTargets } from "hono";
 import { validator } from "hono-openapi";
-import type { z } from "zod";
+import { z } from "zod";
 import { badRequest } from "./errors.js";
 
 /**
@@ -11,3 +11,12 @@ export const validate = <Target extends keyof ValidationTargets, Schema extends 
   validator(target, schema, (result, c) => {
     if (!result.success) return badRequest(c, { issues: result.error });
   });
+
+/** A page size query parameter: a whole number from 1 to `max`, `fallback` when absent. */
+export const pageLimit = (fallback: number, max: number) =>
+  z
+    .string({ error: "limit must be a whole number" })
+    .regex(/^\d+$/, "limit must be a whole number")
+    .transform(Number)
+    .pipe(z.number().min(1, "limit must be at least 1").max(max, `limit must be at most ${max}`))
+    .default(fallback);
