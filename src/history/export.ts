@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { listThreads, type ThreadCursor, type ThreadItem } from "./threads.js";
 import * as sql from "./threads-sql.js";
+import type { ThreadMessage } from "./message-pages.js";
 
 /**
  * A user's data export: every thread and the messages of its current path, read in keyset batches
@@ -20,17 +21,8 @@ export const EXPORT_MESSAGE_BATCH = 500;
  */
 export const EXPORT_STALL_TIMEOUT = "2min";
 
-export type ExportedMessage = {
-  threadId: string;
-  id: string;
-  role: "user" | "assistant" | "system" | "summary";
-  agentName: string;
-  content: unknown;
-  createdAt: string;
-  /** For an agent result: the user message it answers and its variant. */
-  answers?: string;
-  variant?: number;
-};
+/** A current-path message as the messages API shows it, without the per-user-message extras, and its thread. */
+export type ExportedMessage = Omit<ThreadMessage, "variantCount" | "turn"> & { threadId: string };
 
 /** The last line: how many threads and messages came before it. Missing: the export was cut short. */
 export type ExportEnd = { type: "end"; threads: number; messages: number };
