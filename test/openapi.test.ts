@@ -6,6 +6,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { beginTurn } from "../src/history/store.js";
 import { remember } from "../src/memory/store.js";
+import type { RealtimePublisher } from "../src/realtime/publisher.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
 import { conversation, scriptedModel } from "./helpers/fixtures.js";
@@ -34,6 +35,12 @@ const unreachableDatabase = new pg.Pool({ connectionString: "postgres://postgres
  * the path; an empty thread of user-1's that the delete case removes; and a memory of user-1's.
  */
 const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "", memory: "", running: "" };
+
+/** Inngest realtime stand-in: tokens for whoever asks. */
+const fakeRealtime: RealtimePublisher = {
+  publish: async () => undefined,
+  subscriptionToken: async (userId) => ({ key: "token", channel: `user:${userId}`, topics: ["agent_stream"] }),
+};
 
 const uiMessage = (text: string) => ({ id: randomUUID(), role: "user", parts: [{ type: "text", text }] });
 
@@ -287,6 +294,22 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "useChat's resume while a turn runs", method: "GET", path: () => `/api/ui/chat/${thread.running}/stream`, status: 200, send: (p) => openedStream(p) },
   { name: "useChat's resume with nothing running", method: "GET", path: () => `/api/ui/chat/${thread.threadId}/stream`, status: 204, send: (p, m) => authenticated(m, p) },
   { name: "useChat's resume of a thread id that is not a UUID", method: "GET", path: () => "/api/ui/chat/chat-1/stream", status: 400, send: (p, m) => authenticated(m, p) },
+  {
+    name: "a realtime token",
+    method: "POST",
+    path: () => "/api/realtime/token",
+    status: 200,
+    send: (p, m) => authenticated(m, p, json({}), createTestApp(bed.db.pool, { realtime: fakeRealtime }).app),
+  },
+  { name: "a realtime token while realtime is off", method: "POST", path: () => "/api/realtime/token", status: 404, send: (p, m) => authenticated(m, p, json({})) },
+  {
+    name: "a realtime token while Inngest is unreachable",
+    method: "POST",
+    path: () => "/api/realtime/token",
+    status: 503,
+    send: (p, m) =>
+      authenticated(m, p, json({}), createTestApp(bed.db.pool, { realtime: { ...fakeRealtime, subscriptionToken: () => Promise.reject(new Error("ECONNREFUSED")) } }).app),
+  },
   { name: "the caller's export", method: "GET", path: () => "/api/export", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "a search", method: "GET", path: () => "/api/search?q=hello", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "a search without a query", method: "GET", path: () => "/api/search", status: 400, send: (p, m) => authenticated(m, p) },
