@@ -143,6 +143,26 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     expect((await threadRows(bed.db.pool, threadId)).map((row) => row.kind)).toEqual(["user", "agent"]);
   });
 
+  it("a message sent again after its turn's events were pruned still streams its stored answer", async () => {
+    const threadId = randomUUID();
+    const message = userMessage("Remember me");
+    bed.model.script({ text: "Long ago" });
+    const [answer] = await Promise.all([finalMessage(await send(threadId, [message])), Promise.resolve().then(() => execute(chatTurn, lastSent()))]);
+    await bed.db.pool.query("DELETE FROM thread_events WHERE thread_id = $1", [threadId]);
+    const again = await finalMessage(await send(threadId, [message]));
+    expect([again.id, visibleText(again), again.metadata]).toEqual([answer.id, "Long ago", expect.objectContaining({ status: "completed" })]);
+  });
+
+  it("a client that leaves before the turn starts frees its subscription", async () => {
+    const subscribed = events.subscriptions;
+    const leave = new AbortController();
+    const stream = await transport().sendMessages({ chatId: randomUUID(), messages: [userMessage("Never mind")], trigger: "submit-message", messageId: undefined, abortSignal: leave.signal });
+    expect(events.subscriptions).toBe(subscribed + 1);
+    leave.abort();
+    await stream.cancel().catch(() => undefined);
+    await until(() => events.subscriptions === subscribed);
+  });
+
   it("streams token deltas as they are logged; a retried step's deltas supersede its failed attempt's part, and the answer is the surviving attempt's text", async () => {
     const threadId = randomUUID();
     const { chunks, stream, done } = collect(await send(threadId, [userMessage("Tell me")]));

@@ -156,7 +156,13 @@ export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbea
       follower.stop();
       throw error;
     }
-    const toRun = (turn: TurnRun): FollowedRun => ({ threadId, runId: turn.runId, userMessageId: messageId, variant: turn.variant });
+    const toRun = (turn: TurnRun): FollowedRun => ({
+      threadId,
+      runId: turn.runId,
+      userMessageId: messageId,
+      variant: turn.variant,
+      ...(turn.status === "running" ? {} : { ended: { status: turn.status, ...(turn.error === null ? {} : { cause: turn.error }) } }),
+    });
     const earlier = kind === "submit" ? known.at(-1) : undefined;
     return respond(c, follower, threadId, async () => {
       if (earlier) return toRun(earlier);

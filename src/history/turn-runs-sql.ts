@@ -5,7 +5,7 @@
 
 /** The turns (runs) of user message $2 in thread $1, oldest first. */
 export const selectMessageTurns = `
-  SELECT run_id, variant, status FROM turns
+  SELECT run_id, variant, status, error FROM turns
   WHERE message_id = $2 AND thread_id = $1
   ORDER BY started_at, run_id`;
 

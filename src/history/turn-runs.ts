@@ -8,13 +8,13 @@ import * as sql from "./turn-runs-sql.js";
  * events from the thread's log.
  */
 
-/** One run of a turn: the answer variant it writes (or, skipped, the one it found) and its status. */
-export type TurnRun = { runId: string; variant: number; status: string };
+/** One run of a turn: the answer variant it writes (or, skipped, the one it found), its status and a failure's cause. */
+export type TurnRun = { runId: string; variant: number; status: string; error: string | null };
 
 /** The runs that answered (or are answering) a user message of the thread, oldest first. */
 export async function messageTurns(db: pg.Pool, threadId: string, messageId: string): Promise<TurnRun[]> {
-  const { rows } = await db.query<{ run_id: string; variant: number; status: string }>(sql.selectMessageTurns, [threadId, messageId]);
-  return rows.map((row) => ({ runId: row.run_id, variant: row.variant, status: row.status }));
+  const { rows } = await db.query<{ run_id: string; variant: number; status: string; error: string | null }>(sql.selectMessageTurns, [threadId, messageId]);
+  return rows.map((row) => ({ runId: row.run_id, variant: row.variant, status: row.status, error: row.error }));
 }
 
 /** The thread's turn whose answer is being generated now, or null when none runs. */

@@ -36,8 +36,11 @@ export type UiMessageChunk =
   | { type: "abort"; reason?: string }
   | { type: "finish"; finishReason: "stop" | "error" | "other"; messageMetadata: { status: string } };
 
-/** The run a UI stream follows: the user message it answers and the variant it writes (or found, skipped). */
-export type FollowedRun = { threadId: string; runId: string; userMessageId: string; variant: number };
+/**
+ * The run a UI stream follows: the user message it answers and the variant it writes (or found,
+ * skipped); `ended` when its turn had already finished when it was looked up.
+ */
+export type FollowedRun = { threadId: string; runId: string; userMessageId: string; variant: number; ended?: RunEnding };
 
 /** How the run ended (its stream.ended), with the cause a failure or cancellation recorded. */
 export type RunEnding = { status: string; cause?: string };
@@ -78,6 +81,8 @@ export class UiMessageStream {
         this.ending = { status: String(data.status), ...(this.cause === undefined ? {} : { cause: this.cause }) };
       }
     }
+    // A turn that had finished before its log rows were read, and whose rows were pruned since, ends as its turn says.
+    this.ending ??= this.run.ended;
     return streamed ? this.showStreamedText() : [];
   }
 
