@@ -14,7 +14,7 @@ export type RealtimeRelay = {
 };
 
 /** A log row as use-agent reads it: the row id orders the thread's chunks, and data names the thread. */
-export const toAgentStreamChunk = (threadId: string, event: RelayedEvent): AgentStreamChunk => ({
+const toAgentStreamChunk = (threadId: string, event: RelayedEvent): AgentStreamChunk => ({
   event: event.event,
   data: { ...event.data, threadId },
   timestamp: event.createdAt.getTime(),
