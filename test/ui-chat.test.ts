@@ -269,6 +269,15 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     expect(assistantLast.status).toBe(400);
     expect(sent.length).toBe(count);
   });
+
+  it("503 when the message cannot reach Inngest, as POST /api/chat; the stream's subscription is released", async () => {
+    const subscribed = events.subscriptions;
+    const unreachable = createTestApp(bed.db.pool, { events, sendEvent: () => Promise.reject(new Error("ECONNREFUSED")) }).app;
+    const response = await asUser(unreachable, "user-1").post("/api/ui/chat", { id: randomUUID(), messages: [userMessage("Hi")], trigger: "submit-message" });
+    expect(response.status).toBe(503);
+    expect(response.headers.get("retry-after")).toBe("5");
+    expect(events.subscriptions).toBe(subscribed);
+  });
 });
 
 describe("GET /api/ui/chat/:threadId/stream (useChat's resume)", () => {

@@ -7,6 +7,7 @@ import { chatMessageSentData } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { HistoryRefusal } from "../history/errors.js";
 import { clientMessageId } from "../history/ids.js";
+import { ownsThread } from "../history/events.js";
 import { agentContent, textOf } from "../history/messages.js";
 import { checkOwnedThread, listAnswerVariants } from "../history/store.js";
 import { answeredMessage, messageTurns, readRunEventsAfter, runningTurn, type TurnRun } from "../history/turn-runs.js";
@@ -105,7 +106,12 @@ export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbea
         }
         await checkOwnedThread(db, threadId, userId);
         const answered = await answeredMessage(db, threadId, body.messageId === undefined ? undefined : userMessageId(threadId, body.messageId));
-        if (!answered) throw new HistoryRefusal("message_not_found", `Message ${body.messageId ?? "(the last one)"} is not a message of thread ${threadId}.`);
+        if (!answered) {
+          throw new HistoryRefusal(
+            "message_not_found",
+            body.messageId === undefined ? `Thread ${threadId} has no message to answer again: send one first.` : `Message ${body.messageId} is not a message of thread ${threadId}.`,
+          );
+        }
         return streamTurn(c, threadId, answered, "regenerate", () => sendRegenerate(deps, { threadId, messageId: answered, userId }));
       },
     )
@@ -123,20 +129,11 @@ export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbea
       validate("param", threadParams),
       async (c) => {
         const { threadId } = c.req.valid("param");
-        const owned = await checkOwnedThread(db, threadId, callerId(c)).then(
-          () => true,
-          (error: unknown) => (error instanceof HistoryRefusal ? false : Promise.reject(error)),
-        );
-        if (!owned) return c.body(null, 204);
+        if (!(await ownsThread(db, threadId, callerId(c)))) return c.body(null, 204);
+        const running = await runningTurn(db, threadId);
+        if (!running) return c.body(null, 204);
+        // Subscribed before the first read of the run's events: nothing written meanwhile is missed.
         const follower = await followThread(events, threadId);
-        const running = await runningTurn(db, threadId).catch((error: unknown) => {
-          follower.stop();
-          throw error;
-        });
-        if (!running) {
-          follower.stop();
-          return c.body(null, 204);
-        }
         const run: FollowedRun = { threadId, runId: running.runId, userMessageId: running.messageId, variant: running.variant };
         return respond(c, follower, threadId, () => Promise.resolve(run));
       },
