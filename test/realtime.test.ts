@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
+import { Inngest } from "inngest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { appendEvents } from "../src/history/events.js";
-import { userChannel, type AgentStreamChunk, type RealtimePublisher } from "../src/realtime/publisher.js";
+import { inngestRealtime, userChannel, type AgentStreamChunk, type RealtimePublisher } from "../src/realtime/publisher.js";
 import { startRealtimeRelay, type RealtimeRelay } from "../src/realtime/relay.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
@@ -128,6 +129,30 @@ describe("a relay whose publishing fails", () => {
     expect(fake.published.map((p) => p.chunk.data.delta)).toEqual(["first", "second"]);
     await relay.close();
     await events.close();
+  });
+});
+
+describe("Inngest realtime through the app's Inngest client (its HTTP calls answered by a stand-in)", () => {
+  it("publishes a chunk to user:<id>, topic agent_stream, and asks for a token of the caller's channel and that topic only", async () => {
+    const calls: { url: URL; body: unknown }[] = [];
+    const fakeFetch = (async (input: string | URL | Request, init?: RequestInit) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      calls.push({ url, body: JSON.parse(String(init?.body ?? "null")) });
+      return Response.json(url.pathname.endsWith("/token") ? { jwt: "signed-token" } : {});
+    }) as typeof fetch;
+    const realtime = inngestRealtime(new Inngest({ id: "realtime-test", isDev: true, baseUrl: "http://inngest.test", fetch: fakeFetch }));
+    const chunk: AgentStreamChunk = { event: "stream.ended", data: { status: "completed", threadId: "t" }, timestamp: 1, sequenceNumber: 7, id: "t:7" };
+    await realtime.publish("alice", chunk);
+    expect(await realtime.subscriptionToken("alice")).toMatchObject({ key: "signed-token", channel: "user:alice", topics: ["agent_stream"] });
+
+    const [published, token] = calls;
+    expect(published!.url.pathname).toBe("/v1/realtime/publish");
+    expect([published!.url.searchParams.get("channel"), published!.url.searchParams.getAll("topic"), published!.body]).toEqual(["user:alice", ["agent_stream"], chunk]);
+    expect(token!.url.pathname).toBe("/v1/realtime/token");
+    expect(token!.body).toEqual([{ channel: "user:alice", name: "agent_stream", kind: "run" }]);
+    // A chunk that is not AgentKit's shape is refused before anything is sent.
+    await expect(realtime.publish("alice", { event: "x" } as AgentStreamChunk)).rejects.toThrow(/Schema validation failed/);
+    expect(calls).toHaveLength(2);
   });
 });
 
