@@ -7,6 +7,8 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { appendEvents } from "../src/history/events.js";
 import { clientMessageId } from "../src/history/ids.js";
+import { beginTurn } from "../src/history/store.js";
+import { cancelTurn } from "../src/history/turn-waits.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute, executeFailureHandler } from "./helpers/engine.js";
 import { scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
@@ -219,6 +221,21 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     expect(turn!.status).toBe("failed");
     expect(errors).toEqual([turn!.error]);
     expect(answer.metadata).toMatchObject({ status: "failed" });
+  });
+
+  it("a cancelled turn ends the stream with an abort chunk", async () => {
+    const threadId = randomUUID();
+    const { chunks, stream, done } = collect(await send(threadId, [userMessage("Wait")]));
+    const { data } = lastSent();
+    const runId = `run-${randomUUID()}`;
+    // The turn's first step, then Inngest's cancellation recorded by the cancellation handler.
+    await beginTurn(bed.db.pool, { threadId, userId: "user-1", message: { id: data.messageId as string, text: "Wait" }, turn: { runId, kind: "chat" } });
+    await cancelTurn(bed.db.pool, runId);
+    const answer = await finalMessage(stream);
+    await done;
+    expect(chunks.map((chunk) => chunk.type)).toEqual(["start", "abort", "finish"]);
+    expect(chunks[1]).toEqual({ type: "abort", reason: "The run was cancelled." });
+    expect(answer.metadata).toMatchObject({ runId, status: "cancelled" });
   });
 
   it("regenerate-message asks again for the answer it names (or, unnamed, the last one) and streams the new variant", async () => {
