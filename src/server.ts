@@ -16,9 +16,11 @@ import type { ApiDeps } from "./api/deps.js";
 import { eventRoutes } from "./api/events.js";
 import { exportRoutes } from "./api/export.js";
 import { memoryRoutes } from "./api/memories.js";
+import { realtimeTokenRoutes } from "./api/realtime-token.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
 import { threadRoutes } from "./api/threads.js";
+import { uiChatRoutes } from "./api/ui-chat.js";
 import type { AuthEnv } from "./auth/identity.js";
 import { authenticate } from "./auth/middleware.js";
 import type { AuthSettings } from "./auth/settings.js";
@@ -30,6 +32,8 @@ import { drainable } from "./graceful-shutdown.js";
 import { inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
 import { logger } from "./logger.js";
 import { startupRefusals } from "./production.js";
+import { inngestRealtime } from "./realtime/publisher.js";
+import { startRealtimeRelay } from "./realtime/relay.js";
 import { createEventNotifier } from "./stream/notifier.js";
 
 /** What the app is built from: the API's dependencies, the functions it serves and how it checks callers. */
@@ -75,6 +79,8 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/threads", threadRoutes(deps))
     .route("/threads", regenerateRoutes(deps))
     .route("/threads", eventRoutes(deps))
+    .route("/ui/chat", uiChatRoutes(deps))
+    .route("/realtime", realtimeTokenRoutes(deps))
     .route("/export", exportRoutes(deps))
     .route("/memories", memoryRoutes(deps));
   app.route("/api", routes);
@@ -105,7 +111,10 @@ export async function startServer() {
   logger.info({ network: agents.network, memory: agents.memory.agents }, "agents");
   const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, eventLog: env.EVENT_LOG_CHUNKS === true });
   const events = createEventNotifier(database.pool);
-  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), events, functions, auth: authSettings(env), serving: inngestServing(env) });
+  const realtime = env.REALTIME === "inngest" ? inngestRealtime(inngest) : undefined;
+  const relay = realtime ? await startRealtimeRelay({ db: database.pool, events, publisher: realtime }) : undefined;
+  if (relay) logger.info("realtime: the event log is published to Inngest realtime (topic agent_stream)");
+  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), events, realtime, functions, auth: authSettings(env), serving: inngestServing(env) });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
   logger.info(`listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);
 
@@ -117,6 +126,7 @@ export async function startServer() {
     logger.info(`${signal}: not accepting connections; waiting up to ${env.SHUTDOWN_TIMEOUT_MS} ms for requests in flight`);
     // Event streams never finish on their own: closing the notifier ends them (clients resume elsewhere).
     const draining = drain(env.SHUTDOWN_TIMEOUT_MS);
+    await relay?.close();
     await events.close();
     const drained = await draining;
     if (!drained) logger.warn(`requests still in flight after SHUTDOWN_TIMEOUT_MS (${env.SHUTDOWN_TIMEOUT_MS} ms) were cut off`);
