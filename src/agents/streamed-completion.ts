@@ -49,7 +49,7 @@ export async function streamCompletion(input: {
   }
 }
 
-export function streamedFormat(format: string): StreamedFormat {
+function streamedFormat(format: string): StreamedFormat {
   if ((STREAMED_FORMATS as readonly string[]).includes(format)) return format as StreamedFormat;
   throw new Error(`INFERENCE=stream cannot stream the ${format} format (only ${STREAMED_FORMATS.join(", ")})`);
 }
