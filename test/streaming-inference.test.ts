@@ -1,9 +1,11 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { chooseModel } from "../src/agents/model.js";
 import { readCompletion, streamingRefusal } from "../src/agents/streamed-completion.js";
 import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { describeFailure } from "../src/functions/failure-message.js";
+import { createFunctions } from "../src/functions/index.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { readEventsAfter, type ThreadEvent } from "../src/history/events.js";
 import { DELTA_FLUSH_CHARS } from "../src/stream/delta-writer.js";
@@ -188,6 +190,36 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     expect(long.error).toBeUndefined();
     expect(counting.perStep.get("assistant")).toBe(2);
     expect(totalStatements(counting.perStep)).toBe(4);
+  });
+});
+
+describe("INFERENCE=stream under Inngest's serve handler", () => {
+  it("the handler runs the function's middleware: the inference streams in this process when the executor calls /api/inngest", async () => {
+    const functions = createFunctions({ ...streaming() });
+    const { app } = createTestApp(bed.db.pool, { functions, serving: { mode: "dev" } });
+    bed.model.script({ text: "Served and streamed.", stream: { chunks: ["Served", " and streamed."] } });
+    const event = { ...chatEvent({ content: "Through the handler, please." }), id: randomUUID(), ts: Date.now() };
+    const threadId = event.data.messageId;
+    const runId = randomUUID();
+    const steps: Record<string, unknown> = {};
+    const ops: string[] = [];
+    // As the executor does: each answer's completed steps come back as memoized state, until the run returns.
+    for (let request = 0; request < 20; request++) {
+      const body = JSON.stringify({ event, events: [event], steps, ctx: { run_id: runId, attempt: 0, stack: { stack: Object.keys(steps), current: Object.keys(steps).length } }, version: 2 });
+      const response = await app.request("/api/inngest?fnId=threadline-chat-turn&stepId=step", { method: "POST", headers: { "content-type": "application/json" }, body });
+      if (response.status === 200) break;
+      expect(response.status).toBe(206);
+      for (const op of (await response.json()) as { id: string; op: string; displayName?: string; data?: unknown }[]) {
+        ops.push(`${op.op} ${op.displayName}`);
+        steps[op.id] = { type: "data", data: op.data ?? null };
+      }
+    }
+    // The inference was a step this process ran, not an AI gateway request for the server.
+    expect(ops).toContain("StepRun assistant");
+    expect(ops.some((op) => op.startsWith("AIGateway"))).toBe(false);
+    expect(bed.model.requests.map((r) => r.stream)).toEqual([true]);
+    expect(streamedTexts(await logOf(threadId), runId)).toEqual([{ runId, stepId: "assistant", attempt: 0, text: "Served and streamed." }]);
+    expect(await storedAnswer(threadId)).toBe("Served and streamed.");
   });
 });
 
