@@ -273,6 +273,8 @@ describe("providers", () => {
     expect(refusal({ OPENAI_BASE_URL: "http://localhost:11434/v1/" })).toBeUndefined();
     expect(refusal({ ANTHROPIC_API_KEY: "a-key" })).toBeUndefined();
     expect(readEnvironment({}).INFERENCE).toBe("gateway");
+    expect(readEnvironment({ INFERENCE: "" }).INFERENCE).toBe("gateway");
+    expect(readEnvironment({ INFERENCE: "stream" }).INFERENCE).toBe("stream");
     expect(() => readEnvironment({ INFERENCE: "fast" })).toThrow(/INFERENCE must be "gateway"/);
   });
 });
