@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { chooseModel } from "../src/agents/model.js";
 import { readCompletion, streamingRefusal } from "../src/agents/streamed-completion.js";
@@ -174,6 +176,20 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
       status: "failed",
       error: "The model provider answered HTTP 429: Rate limit reached for requests (requests, rate_limit_exceeded)",
     });
+  });
+
+  it("a model that cannot be reached fails the turn saying so, as through the gateway", async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    const { port } = closed.address() as AddressInfo;
+    await new Promise((resolve) => closed.close(resolve));
+    const unreachable = chooseModel(readEnvironment({ OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1/`, OPENAI_API_KEY: "test-key" }));
+    const chatTurn = createChatTurn({ ...streaming(), model: unreachable });
+    const event = chatEvent({ content: "Anyone?" });
+    const run = await execute(chatTurn, event);
+    const { name, message } = run.error as Error;
+    await executeFailureHandler(chatTurn, { runId: run.runId, event, error: { name, message } });
+    expect((await turnsOf(bed.db.pool, event.data.messageId))[0]!.error).toMatch(/^The model request got no answer from the provider \(could not connect: fetch failed \(ECONNREFUSED\)\)/);
   });
 
   it("statements per turn: one per batch of deltas on top of the gateway's 2 (a short answer: 3; two full batches: 4)", async () => {

@@ -1,3 +1,5 @@
+import { NO_ANSWER_PREFIX } from "../functions/model-errors.js";
+
 /**
  * A model call made by this process with streaming on: the provider's server-sent events are read
  * as they arrive, each piece of answer text is handed to `onText`, and the pieces are assembled
@@ -37,6 +39,9 @@ export async function streamCompletion(input: {
       headers: headersFor(format, call.authKey),
       body: JSON.stringify({ ...input.body, stream: true, ...(format === "openai-chat" ? { stream_options: { include_usage: true } } : {}) }),
       signal: idle.signal,
+    }).catch((error: unknown) => {
+      // What the gateway says when no answer came, with the reason (ECONNREFUSED, ENOTFOUND…).
+      throw new Error(`${NO_ANSWER_PREFIX} (could not connect: ${describe(error)})`);
     });
     // The same text the gateway's failures become: the status and the provider's body, which failure-message.ts reads.
     if (!response.ok) throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 4_000)}`);
@@ -94,7 +99,8 @@ class ProviderStreamError extends Error {}
 const describe = (error: unknown) => {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   const message = error instanceof Error ? error.message : String(error);
-  return cause?.code ? `${message} (${cause.code})` : message;
+  const reason = cause?.code ?? cause?.message;
+  return reason ? `${message} (${reason})` : message;
 };
 
 /** The frames of a text/event-stream body: each one's event name and its (joined) data lines. */
