@@ -7,6 +7,7 @@ import { requestId } from "hono/request-id";
 import type { InngestFunction } from "inngest";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "./agents/model.js";
+import { streamingRefusal } from "./agents/streamed-completion.js";
 import { chatRoutes } from "./api/chat.js";
 import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
 import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
@@ -103,13 +104,16 @@ export async function startServer() {
   const model = chooseModel(env);
   if (model.configured) logger.info(`model: ${model.provider} ${model.name}`);
   else logger.warn(`${model.reason} Until then every chat turn fails (the user's message is still stored).`);
+  const unstreamable = env.INFERENCE === "stream" && model.configured ? streamingRefusal(model) : undefined;
+  if (unstreamable) throw new Error(`refusing to start: ${unstreamable}`);
+  logger.info(`inference: ${env.INFERENCE === "stream" ? "in this process, streamed to the event log" : "through the Inngest server (step.ai.infer)"}`);
 
   const history = historyEnvironment(env);
   if (Object.keys(history).length > 0) logger.info({ history }, "history settings fixed by the environment");
   if (env.RETENTION_DAYS !== undefined) logger.info(`retention: threads inactive for more than ${env.RETENTION_DAYS} days are deleted hourly`);
   const agents = agentsConfig(env);
   logger.info({ network: agents.network, memory: agents.memory.agents }, "agents");
-  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, eventLog: env.EVENT_LOG_CHUNKS === true });
+  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, eventLog: env.EVENT_LOG_CHUNKS === true, inference: env.INFERENCE });
   const events = createEventNotifier(database.pool);
   const realtime = env.REALTIME === "inngest" ? inngestRealtime(inngest) : undefined;
   const relay = realtime ? await startRealtimeRelay({ db: database.pool, events, publisher: realtime }) : undefined;
