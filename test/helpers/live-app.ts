@@ -1,0 +1,67 @@
+import { randomUUID } from "node:crypto";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
+import type { InngestFunction } from "inngest";
+import type pg from "pg";
+import { chatMessageRegenerate, chatMessageSent } from "../../inngest.config.js";
+import { createChatTurn } from "../../src/functions/chat-turn.js";
+import { createRegenerate } from "../../src/functions/regenerate.js";
+import { createEventNotifier } from "../../src/stream/notifier.js";
+import { execute, type Execution, type SentEvent } from "./engine.js";
+import { scriptedModel } from "./fixtures.js";
+import { createTestApp } from "./http.js";
+import type { ModelServer } from "./model-server.js";
+
+/** A turn the app started: its run id, its event and its execution (settled when the run ends). */
+export type LiveRun = { runId: string; event: SentEvent; execution: Promise<Execution> };
+
+export type LiveApp = { url: string; runs: LiveRun[]; close: () => Promise<void> };
+
+/**
+ * The app as `npm run dev` serves it, over real HTTP on a free port of 127.0.0.1, with AUTH=dev
+ * (the X-Threadline-User header names the user). A chat message or regenerate it accepts runs
+ * at once, in the background, in this process: the real turn function under the test engine,
+ * answered by the scripted model. `beforeStep(run, stepId)` may hold a run before a step's work.
+ */
+export async function startLiveApp(
+  db: pg.Pool,
+  model: ModelServer,
+  options: { beforeStep?: (run: LiveRun, stepId: string) => Promise<void> } = {},
+): Promise<LiveApp> {
+  const scripted = scriptedModel(model);
+  const functions: Record<string, InngestFunction.Like> = {
+    [chatMessageSent.name]: createChatTurn({ db, model: scripted }),
+    [chatMessageRegenerate.name]: createRegenerate({ db, model: scripted }),
+  };
+  const runs: LiveRun[] = [];
+  const events = createEventNotifier(db);
+  const { app } = createTestApp(db, {
+    auth: { dev: true },
+    events,
+    sendEvent: async (event) => {
+      const fn = functions[event.name];
+      if (fn) {
+        const run = { runId: `run-${randomUUID()}`, event } as LiveRun;
+        run.execution = execute(fn, event, { runId: run.runId, beforeStep: (stepId) => options.beforeStep?.(run, stepId) ?? Promise.resolve() });
+        runs.push(run);
+      }
+      return { ids: [`evt-${randomUUID()}`] };
+    },
+  });
+  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+  await new Promise((resolve) => server.once("listening", resolve));
+  const { port } = server.address() as AddressInfo;
+
+  return {
+    url: `http://127.0.0.1:${port}`,
+    runs,
+    close: async () => {
+      // Closing the notifier ends the open event streams, so the server can close.
+      await events.close();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+      await Promise.allSettled(runs.map((run) => run.execution));
+    },
+  };
+}

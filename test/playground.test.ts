@@ -1,0 +1,136 @@
+import { existsSync, mkdirSync } from "node:fs";
+import fc from "fast-check";
+import { chromium, type Browser, type Page } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { appendEvents, type ThreadEvent } from "../src/history/events.js";
+import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
+import { startLiveApp, type LiveApp, type LiveRun } from "./helpers/live-app.js";
+import { useTestBed } from "./helpers/test-bed.js";
+
+/** Debian's chromium (apt-get install chromium); the test never downloads a browser. */
+const CHROMIUM = "/usr/bin/chromium";
+const ARTIFACTS = "test-artifacts";
+
+const bed = useTestBed();
+
+/** Each turn waits before storing its answer until the test lets it go. */
+const held = { reached: [] as LiveRun[], release: () => undefined as void, gate: Promise.resolve() };
+function holdTurns() {
+  held.gate = new Promise((resolve) => (held.release = resolve));
+}
+
+let app: LiveApp;
+let browser: Browser;
+let page: Page;
+/** What the page reported as broken: uncaught errors and console errors (a CSP violation is one). */
+const pageProblems: string[] = [];
+/** The Last-Event-ID of each request for the event stream the page made. */
+const resumedFrom: (string | undefined)[] = [];
+
+if (!existsSync(CHROMIUM)) {
+  const required = process.env.REQUIRE_BROWSER === "1";
+  // The suite's output is where a developer sees why the browser test did not run.
+  if (!required) console.warn(`playground browser test skipped: ${CHROMIUM} is missing (apt-get install chromium; REQUIRE_BROWSER=1 makes this a failure)`);
+  it.runIf(required)("the playground in a real browser", () => {
+    expect.fail(`${CHROMIUM} is missing and REQUIRE_BROWSER=1: install it with apt-get install -y chromium`);
+  });
+} else {
+  beforeAll(async () => {
+    app = await startLiveApp(bed.db.pool, bed.model, {
+      beforeStep: async (run, stepId) => {
+        if (stepId !== "history.append-results") return;
+        held.reached.push(run);
+        await held.gate;
+      },
+    });
+    browser = await chromium.launch({
+      executablePath: CHROMIUM,
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    });
+    page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
+    page.on("pageerror", (error) => pageProblems.push(error.message));
+    page.on("console", (message) => {
+      if (message.type() === "error") pageProblems.push(`${message.text()} (${message.location().url})`);
+    });
+    page.on("request", (request) => {
+      if (request.url().endsWith("/events")) resumedFrom.push(request.headers()["last-event-id"]);
+    });
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    held.release();
+    await app?.close();
+  });
+
+  describe("the playground page, in chromium", () => {
+    it("signs in, sends a message, shows the answer growing delta by delta, resumes it after a reload without repeating text, then shows the stored answer", async () => {
+      const answer = ["The ", "quick ", "brown ", "fox ", "jumps ", "over ", "the ", "lazy ", "dog."];
+      bed.model.script({ text: answer.join("") });
+      holdTurns();
+
+      await page.goto(app.url);
+      await page.getByLabel("User name").fill("user-1");
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await expect.poll(() => page.getByText("Signed in as user-1").isVisible()).toBe(true);
+      expect(await page.getByRole("button", { name: "Sign in" }).isHidden()).toBe(true);
+      await page.getByRole("textbox", { name: "Message", exact: true }).fill("Tell me about the fox");
+      await page.getByRole("button", { name: "Send" }).click();
+      await expect.poll(() => held.reached.length).toBe(1);
+      const run = held.reached[0]!;
+      const threadId = run.event.data.threadId as string;
+      expect(page.url()).toBe(`${app.url}/#/threads/${threadId}`);
+      await expect.poll(() => page.getByRole("button", { name: "Stop" }).isEnabled()).toBe(true);
+
+      // What the model streams while the turn runs: one log row per delta.
+      let written = 0;
+      const stream = async (count: number) => {
+        for (const delta of answer.slice(written, written + count)) {
+          const data: InferenceDelta = { runId: run.runId, stepId: "assistant", attempt: 0, delta };
+          await appendEvents(bed.db.pool, { threadId, runId: run.runId, attempt: 0, events: [{ key: `assistant:delta:${written}`, event: "text.delta", data }] });
+          written += 1;
+          await expect.poll(() => liveAnswer()).toBe(answer.slice(0, written).join(""));
+        }
+      };
+      await stream(4);
+
+      const lastSeen = await lastEventId(threadId);
+      await page.reload();
+      // Shown again at once from what the tab kept, and resumed after the last event it had seen.
+      await expect.poll(() => liveAnswer()).toBe("The quick brown fox ");
+      await expect.poll(() => resumedFrom.at(-1)).toBe(String(lastSeen));
+      await stream(answer.length - 4);
+
+      held.release();
+      expect((await run.execution).error).toBeUndefined();
+      const answerItem = page.locator("#messages li.assistant");
+      await expect.poll(() => answerItem.count()).toBe(1);
+      expect(await answerItem.innerText()).toContain("The quick brown fox jumps over the lazy dog.");
+      await expect.poll(() => page.locator("#live-answer").isHidden()).toBe(true);
+      await expect.poll(() => page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
+      expect(await page.locator("#messages li.user").innerText()).toContain("Tell me about the fox");
+
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await page.screenshot({ path: `${ARTIFACTS}/playground.png`, fullPage: true });
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("folds deltas exactly as src/stream/deltas.ts does (the page's copy of the rule, run in the browser)", async () => {
+      const row = fc.record({
+        event: fc.constantFrom("text.delta", "text.delta", "text.delta", "part.created"),
+        data: fc.record({ runId: fc.constantFrom("run-1", "run-2"), stepId: fc.constantFrom("assistant", "reviewer"), attempt: fc.integer({ min: 0, max: 2 }), delta: fc.string() }),
+      });
+      const logs = fc.sample(fc.array(row, { maxLength: 12 }), { numRuns: 300, seed: 11 }).map((rows) => rows.map((r, i): ThreadEvent => ({ id: i + 1, ...r })));
+      // A source string: vitest would rewrite a function's import() into its own loader.
+      const folded = await page.evaluate(`import("/playground/deltas.js").then(({ streamedTexts }) => ${JSON.stringify(logs)}.map((events) => streamedTexts(events)))`);
+      expect(folded).toEqual(logs.map((events) => streamedTexts(events)));
+    });
+  });
+}
+
+const liveAnswer = async () => ((await page.locator("#live-answer").isVisible()) ? page.locator("#live-answer").textContent() : null);
+
+async function lastEventId(threadId: string) {
+  const { rows } = await bed.db.pool.query<{ id: string }>("SELECT max(id) AS id FROM thread_events WHERE thread_id = $1", [threadId]);
+  return Number(rows[0]!.id);
+}
