@@ -23,9 +23,31 @@ let app: LiveApp;
 let browser: Browser;
 let page: Page;
 /** What the page reported as broken: uncaught errors and console errors (a CSP violation is one). */
-const pageProblems: string[] = [];
+let pageProblems: string[] = [];
 /** The Last-Event-ID of each request for the event stream the page made. */
-const resumedFrom: (string | undefined)[] = [];
+let resumedFrom: (string | undefined)[] = [];
+
+/** A fresh tab (its own sessionStorage) on the playground, signed in as user-1 unless told otherwise. */
+async function openPlayground({ signIn = true } = {}) {
+  await page?.close();
+  page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
+  page.setDefaultTimeout(5_000);
+  pageProblems = [];
+  resumedFrom = [];
+  page.on("pageerror", (error) => pageProblems.push(error.message));
+  page.on("console", (message) => {
+    if (message.type() === "error") pageProblems.push(`${message.text()} (${message.location().url})`);
+  });
+  page.on("request", (request) => {
+    if (request.url().endsWith("/events")) resumedFrom.push(request.headers()["last-event-id"]);
+  });
+  await page.goto(app.url);
+  if (!signIn) return;
+  await page.getByLabel("User name").fill("user-1");
+  await page.getByRole("button", { name: "Sign in" }).click();
+  await expect.poll(() => page.getByText("Signed in as user-1").isVisible()).toBe(true);
+  expect(await page.getByRole("button", { name: "Sign in" }).isHidden()).toBe(true);
+}
 
 if (!existsSync(CHROMIUM)) {
   const required = process.env.REQUIRE_BROWSER === "1";
@@ -47,14 +69,6 @@ if (!existsSync(CHROMIUM)) {
       executablePath: CHROMIUM,
       args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
     });
-    page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
-    page.on("pageerror", (error) => pageProblems.push(error.message));
-    page.on("console", (message) => {
-      if (message.type() === "error") pageProblems.push(`${message.text()} (${message.location().url})`);
-    });
-    page.on("request", (request) => {
-      if (request.url().endsWith("/events")) resumedFrom.push(request.headers()["last-event-id"]);
-    });
   });
 
   afterAll(async () => {
@@ -69,11 +83,7 @@ if (!existsSync(CHROMIUM)) {
       bed.model.script({ text: answer.join("") });
       holdTurns();
 
-      await page.goto(app.url);
-      await page.getByLabel("User name").fill("user-1");
-      await page.getByRole("button", { name: "Sign in" }).click();
-      await expect.poll(() => page.getByText("Signed in as user-1").isVisible()).toBe(true);
-      expect(await page.getByRole("button", { name: "Sign in" }).isHidden()).toBe(true);
+      await openPlayground();
       await page.getByRole("textbox", { name: "Message", exact: true }).fill("Tell me about the fox");
       await page.getByRole("button", { name: "Send" }).click();
       await expect.poll(() => held.reached.length).toBe(1);
@@ -115,11 +125,50 @@ if (!existsSync(CHROMIUM)) {
       expect(pageProblems).toEqual([]);
     });
 
+    it("shows a failed turn's cause with Retry, which answers it; flips through the answer's variants; search opens the thread it found", async () => {
+      bed.model.script(
+        { status: 401, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error" } } },
+        { text: "A scaly anteater." },
+        { text: "An armoured mammal." },
+      );
+      await openPlayground();
+      await page.getByRole("button", { name: "New thread" }).click();
+      await expect.poll(() => page.locator("#thread-title").textContent()).toBe("Untitled thread");
+      await page.getByRole("textbox", { name: "Message", exact: true }).fill("What is a pangolin?");
+      await page.getByRole("button", { name: "Send" }).click();
+
+      const failure = page.locator("#messages .failure");
+      await expect.poll(() => failure.textContent(), { timeout: 10_000 }).toContain("The answer failed: The model provider answered HTTP 401: Incorrect API key provided");
+      await page.getByRole("button", { name: "Retry" }).click();
+      await expect.poll(() => page.locator("#messages li.assistant").textContent()).toContain("A scaly anteater.");
+      expect(await failure.count()).toBe(0);
+
+      await page.getByRole("button", { name: "Regenerate" }).click();
+      await expect.poll(() => page.locator("#messages li.assistant").textContent()).toContain("An armoured mammal.");
+      expect(await page.getByLabel("Answer variant 2 of 2").textContent()).toBe("2/2");
+      await page.getByRole("button", { name: "Previous answer variant" }).click();
+      await expect.poll(() => page.locator("#messages li.assistant").textContent()).toContain("A scaly anteater.");
+      expect(await page.getByLabel("Answer variant 1 of 2").textContent()).toBe("1/2");
+      const threadUrl = page.url();
+
+      await page.getByRole("button", { name: "New thread" }).click();
+      await expect.poll(() => page.url()).not.toBe(threadUrl);
+      await page.getByRole("searchbox", { name: "Search messages" }).fill("pangolins");
+      await page.getByRole("button", { name: "Search", exact: true }).click();
+      const hit = page.getByRole("link", { name: /pangolin/ });
+      expect(await hit.locator("mark").textContent()).toBe("pangolin");
+      await hit.click();
+      await expect.poll(() => page.url()).toBe(threadUrl);
+      await expect.poll(() => page.locator("#messages li.user").textContent()).toContain("What is a pangolin?");
+      expect(pageProblems).toEqual([]);
+    });
+
     it("folds deltas exactly as src/stream/deltas.ts does (the page's copy of the rule, run in the browser)", async () => {
       const row = fc.record({
         event: fc.constantFrom("text.delta", "text.delta", "text.delta", "part.created"),
         data: fc.record({ runId: fc.constantFrom("run-1", "run-2"), stepId: fc.constantFrom("assistant", "reviewer"), attempt: fc.integer({ min: 0, max: 2 }), delta: fc.string() }),
       });
+      await openPlayground({ signIn: false });
       const logs = fc.sample(fc.array(row, { maxLength: 12 }), { numRuns: 300, seed: 11 }).map((rows) => rows.map((r, i): ThreadEvent => ({ id: i + 1, ...r })));
       // A source string: vitest would rewrite a function's import() into its own loader.
       const folded = await page.evaluate(`import("/playground/deltas.js").then(({ streamedTexts }) => ${JSON.stringify(logs)}.map((events) => streamedTexts(events)))`);

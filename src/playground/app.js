@@ -21,7 +21,7 @@ const state = {
   outbox: new Map(),
   /** User messages whose turn (a send or a regenerate) was accepted and has not ended. */
   awaiting: new Set(),
-  /** Answer variants the reader flipped through: user message id → {list, index}. */
+  /** The answer variants of user messages that have several: id → {list, index of the one shown}. */
   variants: new Map(),
 };
 
@@ -142,6 +142,17 @@ async function loadMessages(threadId) {
   state.pending = state.pending.filter((row) => !ended.has(row.data.runId));
   for (const message of page.messages) state.outbox.delete(message.id);
   renderMessages();
+  await loadVariants(threadId);
+}
+
+/** The variants of each answer that has several (read again when their number changed), for ‹ n/m ›. */
+async function loadVariants(threadId) {
+  const stale = state.messages.filter((m) => m.role === "user" && (m.variantCount ?? 0) > 1 && state.variants.get(m.id)?.list.length !== m.variantCount);
+  if (stale.length === 0) return;
+  const read = await Promise.all(stale.map((m) => state.api.variants(threadId, m.id)));
+  if (threadId !== state.threadId) return;
+  for (const { messageId, variants } of read) state.variants.set(messageId, { list: variants, index: Math.max(0, variants.findIndex((v) => v.current)) });
+  renderMessages();
 }
 
 // The event stream
@@ -213,26 +224,27 @@ function turnItems({ user, answers }) {
       : null,
   );
   if (answers.length === 0) return [userItem];
+  // The thread shows its current answer; a variant the reader flipped to is shown in its place.
   const choice = state.variants.get(user.id);
-  const shown = choice
-    ? [{ agentName: choice.list[choice.index].results[0]?.agentName ?? "assistant", text: choice.list[choice.index].results.map((r) => answerText(r.content)).join("\n\n") }]
+  const flipped = choice && !choice.list[choice.index].current ? choice.list[choice.index] : null;
+  const shown = flipped
+    ? [{ agentName: flipped.results[0]?.agentName ?? "assistant", text: flipped.results.map((r) => answerText(r.content)).join("\n\n") }]
     : answers.map((answer) => ({ agentName: answer.agentName, text: messageText(answer) }));
   const answerItems = shown.map(({ agentName, text }) => h("li", { class: "message assistant" }, h("div", { class: "meta" }, agentName), text));
-  answerItems[answerItems.length - 1].append(answerTools(user, answers));
+  answerItems[answerItems.length - 1].append(answerTools(user.id, choice));
   return [userItem, ...answerItems];
 }
 
 /** Regenerate, and ‹ n/m › through the variants when there are several. */
-function answerTools(user, answers) {
-  const count = user.variantCount ?? 1;
-  const choice = state.variants.get(user.id);
-  const position = choice ? choice.index : (answers[0].variant ?? 0);
-  const tools = h("div", { class: "tools" }, button("Regenerate", () => regenerate(user.id), { disabled: state.awaiting.has(user.id) }));
-  if (count > 1) {
+function answerTools(messageId, choice) {
+  const tools = h("div", { class: "tools" }, button("Regenerate", () => regenerate(messageId), { disabled: state.awaiting.has(messageId) }));
+  if (choice && choice.list.length > 1) {
+    const count = choice.list.length;
+    const position = choice.index;
     tools.append(
-      button("‹", () => flip(user.id, -1), { "aria-label": "Previous answer variant", disabled: position === 0 }),
+      button("‹", () => flip(messageId, -1), { "aria-label": "Previous answer variant", disabled: position === 0 }),
       h("span", { "aria-label": `Answer variant ${position + 1} of ${count}` }, `${position + 1}/${count}`),
-      button("›", () => flip(user.id, 1), { "aria-label": "Next answer variant", disabled: position === count - 1 }),
+      button("›", () => flip(messageId, 1), { "aria-label": "Next answer variant", disabled: position === count - 1 }),
     );
   }
   return tools;
@@ -244,13 +256,8 @@ function button(label, onClick, attributes = {}) {
   return element;
 }
 
-async function flip(messageId, step) {
-  let choice = state.variants.get(messageId);
-  if (!choice) {
-    const { variants } = await state.api.variants(state.threadId, messageId);
-    choice = { list: variants, index: Math.max(0, variants.findIndex((variant) => variant.current)) };
-    state.variants.set(messageId, choice);
-  }
+function flip(messageId, step) {
+  const choice = state.variants.get(messageId);
   choice.index = Math.min(Math.max(choice.index + step, 0), choice.list.length - 1);
   renderMessages();
 }

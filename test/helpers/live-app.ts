@@ -8,7 +8,7 @@ import { chatMessageRegenerate, chatMessageSent } from "../../inngest.config.js"
 import { createChatTurn } from "../../src/functions/chat-turn.js";
 import { createRegenerate } from "../../src/functions/regenerate.js";
 import { createEventNotifier } from "../../src/stream/notifier.js";
-import { execute, type Execution, type SentEvent } from "./engine.js";
+import { execute, executeFailureHandler, type Execution, type SentEvent } from "./engine.js";
 import { scriptedModel } from "./fixtures.js";
 import { createTestApp } from "./http.js";
 import type { ModelServer } from "./model-server.js";
@@ -22,7 +22,9 @@ export type LiveApp = { url: string; runs: LiveRun[]; close: () => Promise<void>
  * The app as `npm run dev` serves it, over real HTTP on a free port of 127.0.0.1, with AUTH=dev
  * (the X-Threadline-User header names the user). A chat message or regenerate it accepts runs
  * at once, in the background, in this process: the real turn function under the test engine,
- * answered by the scripted model. `beforeStep(run, stepId)` may hold a run before a step's work.
+ * answered by the scripted model. Each run gets one attempt: one that fails has failed for good,
+ * and its onFailure handler runs as Inngest would run it then. `beforeStep(run, stepId)` may hold
+ * a run before a step's work.
  */
 export async function startLiveApp(
   db: pg.Pool,
@@ -43,7 +45,13 @@ export async function startLiveApp(
       const fn = functions[event.name];
       if (fn) {
         const run = { runId: `run-${randomUUID()}`, event } as LiveRun;
-        run.execution = execute(fn, event, { runId: run.runId, beforeStep: (stepId) => options.beforeStep?.(run, stepId) ?? Promise.resolve() });
+        run.execution = execute(fn, event, { runId: run.runId, beforeStep: (stepId) => options.beforeStep?.(run, stepId) ?? Promise.resolve() }).then(async (execution) => {
+          if (execution.error !== undefined) {
+            const { name, message } = execution.error as Error;
+            await executeFailureHandler(fn, { runId: run.runId, event, error: { name, message } });
+          }
+          return execution;
+        });
         runs.push(run);
       }
       return { ids: [`evt-${randomUUID()}`] };
