@@ -117,12 +117,16 @@ async function openThread(threadId) {
   Object.assign(state, { threadId, lastId, pending, messages: [], outbox: new Map(), awaiting: new Set(), variants: new Map() });
   renderThreads();
   renderMessages();
+  const interrupted = "The event stream was interrupted; resuming where it stopped…";
   state.following = followEvents({
     threadId,
     headers: authHeaders(state.credentials),
     after: lastId,
+    onConnected: () => {
+      if ($("status").textContent === interrupted) say("");
+    },
     onEvents: (batch) => receive(threadId, batch),
-    onInterrupted: () => say("The event stream was interrupted; resuming where it stopped…"),
+    onInterrupted: () => say(interrupted),
     onRefused: (error) => say(error.message),
   });
   await loadMessages(threadId);
@@ -177,8 +181,9 @@ function receive(threadId, batch) {
   if (ended) {
     say("");
     guarded(() => Promise.all([loadMessages(threadId), refreshThreads()]))();
+  } else if (renamed) {
+    guarded(refreshThreads)();
   }
-  else if (renamed) guarded(refreshThreads)();
 }
 
 const running = () => state.awaiting.size > 0 || state.pending.length > 0 || state.messages.some((m) => m.turn?.status === "running");

@@ -7,12 +7,12 @@ const RETRY_MAX_MS = 10_000;
 /**
  * Follows a thread's event log (GET /api/threads/:id/events, Server-Sent Events) with fetch and
  * a streaming reader, since EventSource cannot send an Authorization header. Events reach
- * `onEvents` in batches (those one network read completed), each `{id, event, data}`. A dropped
- * connection is resumed with Last-Event-ID = the last id received, so nothing is missed or
- * repeated (`onInterrupted` hears of each drop); a refusal (401, 404: the stream cannot succeed)
- * ends following and reaches `onRefused`.
+ * `onEvents` in batches (those one network read completed), each `{id, event, data}`. A stream
+ * that ends or fails is resumed with Last-Event-ID = the last id received, so nothing is missed
+ * or repeated (`onInterrupted` hears of each drop, `onConnected` of each connection); a refusal
+ * (401, 404: the stream cannot succeed) ends following and reaches `onRefused`.
  */
-export function followEvents({ threadId, headers, after, onEvents, onInterrupted, onRefused }) {
+export function followEvents({ threadId, headers, after, onConnected, onEvents, onInterrupted, onRefused }) {
   const controller = new AbortController();
   const url = `/api/threads/${encodeURIComponent(threadId)}/events`;
   let lastId = after;
@@ -30,15 +30,17 @@ export function followEvents({ threadId, headers, after, onEvents, onInterrupted
         }
         if (!response.ok || !response.body) throw new Error(`the event stream answered HTTP ${response.status}`);
         wait = RETRY_FIRST_MS;
+        onConnected();
         for await (const batch of eventBatches(response.body)) {
           lastId = batch[batch.length - 1].id;
           onEvents(batch);
         }
-      } catch (error) {
-        if (controller.signal.aborted) return;
-        onInterrupted(error);
+      } catch {
+        // Told below, like a stream the server ended.
       }
+      if (controller.signal.aborted) return;
       // The server closed the stream (a restart, a proxy) or the network dropped: resume shortly.
+      onInterrupted();
       await new Promise((resolve) => setTimeout(resolve, wait));
       wait = Math.min(wait * 2, RETRY_MAX_MS);
     }

@@ -16,7 +16,13 @@ import type { ModelServer } from "./model-server.js";
 /** A turn the app started: its run id, its event and its execution (settled when the run ends). */
 export type LiveRun = { runId: string; event: SentEvent; execution: Promise<Execution> };
 
-export type LiveApp = { url: string; runs: LiveRun[]; close: () => Promise<void> };
+export type LiveApp = {
+  url: string;
+  runs: LiveRun[];
+  /** Cuts every open connection (a dropped network, a proxy's timeout): clients must reconnect. */
+  dropConnections: () => void;
+  close: () => Promise<void>;
+};
 
 /**
  * The app as `npm run dev` serves it, over real HTTP on a free port of 127.0.0.1, with AUTH=dev
@@ -64,6 +70,7 @@ export async function startLiveApp(
   return {
     url: `http://127.0.0.1:${port}`,
     runs,
+    dropConnections: () => server.closeAllConnections(),
     close: async () => {
       // Closing the notifier ends the open event streams, so the server can close.
       await events.close();
