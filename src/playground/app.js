@@ -17,6 +17,8 @@ const state = {
   lastId: 0,
   pending: [],
   messages: [],
+  /** Older messages exist than the page read (the playground shows the newest 200). */
+  olderHidden: false,
   /** Messages sent from this page that the thread does not show yet: id → text. */
   outbox: new Map(),
   /** User messages whose turn (a send or a regenerate) was accepted and has not ended. */
@@ -105,7 +107,7 @@ async function showRoute() {
 
 function closeThread() {
   stopFollowing();
-  Object.assign(state, { threadId: null, messages: [], pending: [], outbox: new Map(), awaiting: new Set(), variants: new Map() });
+  Object.assign(state, { threadId: null, messages: [], olderHidden: false, pending: [], outbox: new Map(), awaiting: new Set(), variants: new Map() });
   renderThreads();
   renderMessages();
 }
@@ -114,7 +116,7 @@ async function openThread(threadId) {
   stopFollowing();
   // A reload resumes where this tab was: after the last event seen, with the text streamed so far.
   const { lastId, pending } = session.loadStreamPosition(threadId);
-  Object.assign(state, { threadId, lastId, pending, messages: [], outbox: new Map(), awaiting: new Set(), variants: new Map() });
+  Object.assign(state, { threadId, lastId, pending, messages: [], olderHidden: false, outbox: new Map(), awaiting: new Set(), variants: new Map() });
   renderThreads();
   renderMessages();
   const interrupted = "The event stream was interrupted; resuming where it stopped…";
@@ -141,6 +143,7 @@ async function loadMessages(threadId) {
   const page = await state.api.readMessages(threadId);
   if (threadId !== state.threadId) return;
   state.messages = page.messages;
+  state.olderHidden = page.hasMore;
   // Deltas of a turn the thread shows as ended are left over (its ending came before lastId).
   const ended = new Set(page.messages.filter((m) => m.turn && m.turn.status !== "running").map((m) => m.turn.runId));
   state.pending = state.pending.filter((row) => !ended.has(row.data.runId));
@@ -210,6 +213,7 @@ function turnsOf(messages) {
 
 function renderMessages() {
   const items = turnsOf(state.messages).flatMap((turn) => (turn.other ? [otherItem(turn.other)] : turnItems(turn)));
+  if (state.olderHidden) items.unshift(h("li", { class: "meta" }, "Older messages are not shown here."));
   for (const text of state.outbox.values()) items.push(h("li", { class: "message user" }, h("div", { class: "meta" }, "You · sending"), text));
   $("messages").replaceChildren(...items);
   renderLive();
