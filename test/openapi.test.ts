@@ -5,7 +5,9 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PLAYGROUND_FILES } from "../src/api/playground.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { beginTurn } from "../src/history/store.js";
 import { remember } from "../src/memory/store.js";
+import type { RealtimePublisher } from "../src/realtime/publisher.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
 import { conversation, scriptedModel } from "./helpers/fixtures.js";
@@ -33,7 +35,15 @@ const unreachableDatabase = new pg.Pool({ connectionString: "postgres://postgres
  * user-1's thread of two turns whose first answer was regenerated: two variants, the second turn off
  * the path; an empty thread of user-1's that the delete case removes; and a memory of user-1's.
  */
-const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "", memory: "" };
+const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "", memory: "", running: "" };
+
+/** Inngest realtime stand-in: tokens for whoever asks. */
+const fakeRealtime: RealtimePublisher = {
+  publish: async () => undefined,
+  subscriptionToken: async (userId) => ({ key: "token", channel: `user:${userId}`, topics: ["agent_stream"] }),
+};
+
+const uiMessage = (text: string) => ({ id: randomUUID(), role: "user", parts: [{ type: "text", text }] });
 
 beforeAll(async () => {
   ({ app, sent } = createTestApp(bed.db.pool));
@@ -53,6 +63,9 @@ beforeAll(async () => {
   const disposable = (await (await asUser(app, "user-1").post("/api/threads", { title: "To delete" })).json()) as { id: string };
   const memory = await remember(bed.db.pool, { userId: "user-1", text: "Prefers metric units." });
   if (memory.status !== "remembered") throw new Error("user-1's memory was not stored");
+  // A thread whose turn has started and not finished: what useChat's resume streams.
+  const running = randomUUID();
+  await beginTurn(bed.db.pool, { threadId: running, userId: "user-1", message: { id: running, text: "Still thinking?" }, turn: { runId: `run-${running}`, kind: "chat" } });
   Object.assign(thread, {
     threadId,
     first: messageIds[0]!,
@@ -60,6 +73,7 @@ beforeAll(async () => {
     answer: page.messages.find((m) => m.role === "assistant")!.id,
     disposable: disposable.id,
     memory: memory.id,
+    running,
   });
 });
 /** An app with its own LISTEN connection for the event stream case, closed after the file. */
@@ -74,9 +88,9 @@ afterAll(async () => {
 });
 
 /** Opens the endless event stream, keeps its status and headers, and disconnects. */
-async function openedStream(path: string) {
+async function openedStream(path: string, init: RequestInit = {}) {
   const controller = new AbortController();
-  const response = await streaming.app.request(path, { headers: await headersFor("user-1"), signal: controller.signal });
+  const response = await streaming.app.request(path, { headers: await headersFor("user-1"), ...init, signal: controller.signal });
   controller.abort();
   await response.body?.cancel();
   return new Response("", { status: response.status, headers: response.headers });
@@ -263,6 +277,40 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "a thread's event stream", method: "GET", path: () => `/api/threads/${thread.threadId}/events?after=0`, status: 200, send: (p) => openedStream(p) },
   { name: "another user's event stream", method: "GET", path: () => `/api/threads/${thread.threadId}/events`, status: 404, send: (p) => asUser(app, "user-2").get(p) },
   { name: "an event stream after a bad id", method: "GET", path: () => `/api/threads/${thread.threadId}/events?after=x`, status: 400, send: (p, m) => authenticated(m, p) },
+  {
+    name: "a useChat message",
+    method: "POST",
+    path: () => "/api/ui/chat",
+    status: 200,
+    send: (p, m) => openedStream(p, { method: m, body: json({ id: randomUUID(), messages: [uiMessage("Hello")], trigger: "submit-message" }) }),
+  },
+  {
+    name: "a useChat message to another user's thread",
+    method: "POST",
+    path: () => "/api/ui/chat",
+    status: 404,
+    send: (p) => asUser(app, "user-2").post(p, { id: thread.threadId, messages: [uiMessage("Hi")], trigger: "submit-message" }),
+  },
+  { name: "a useChat message with a chat id that is not a UUID", method: "POST", path: () => "/api/ui/chat", status: 400, send: (p, m) => authenticated(m, p, json({ id: "chat-1", messages: [uiMessage("Hi")], trigger: "submit-message" })) },
+  { name: "useChat's resume while a turn runs", method: "GET", path: () => `/api/ui/chat/${thread.running}/stream`, status: 200, send: (p) => openedStream(p) },
+  { name: "useChat's resume with nothing running", method: "GET", path: () => `/api/ui/chat/${thread.threadId}/stream`, status: 204, send: (p, m) => authenticated(m, p) },
+  { name: "useChat's resume of a thread id that is not a UUID", method: "GET", path: () => "/api/ui/chat/chat-1/stream", status: 400, send: (p, m) => authenticated(m, p) },
+  {
+    name: "a realtime token",
+    method: "POST",
+    path: () => "/api/realtime/token",
+    status: 200,
+    send: (p, m) => authenticated(m, p, json({}), createTestApp(bed.db.pool, { realtime: fakeRealtime }).app),
+  },
+  { name: "a realtime token while realtime is off", method: "POST", path: () => "/api/realtime/token", status: 404, send: (p, m) => authenticated(m, p, json({})) },
+  {
+    name: "a realtime token while Inngest is unreachable",
+    method: "POST",
+    path: () => "/api/realtime/token",
+    status: 503,
+    send: (p, m) =>
+      authenticated(m, p, json({}), createTestApp(bed.db.pool, { realtime: { ...fakeRealtime, subscriptionToken: () => Promise.reject(new Error("ECONNREFUSED")) } }).app),
+  },
   { name: "the caller's export", method: "GET", path: () => "/api/export", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "a search", method: "GET", path: () => "/api/search?q=hello", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "a search without a query", method: "GET", path: () => "/api/search", status: 400, send: (p, m) => authenticated(m, p) },
