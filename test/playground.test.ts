@@ -2,9 +2,10 @@ import { existsSync, mkdirSync } from "node:fs";
 import fc from "fast-check";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { appendEvents, type ThreadEvent } from "../src/history/events.js";
-import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
-import { startLiveApp, type LiveApp, type LiveRun } from "./helpers/live-app.js";
+import type { ThreadEvent } from "../src/history/events.js";
+import { streamedTexts } from "../src/stream/deltas.js";
+import { startLiveApp, type LiveApp } from "./helpers/live-app.js";
+import { gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 /** Debian's chromium (apt-get install chromium); the test never downloads a browser. */
@@ -12,12 +13,6 @@ const CHROMIUM = "/usr/bin/chromium";
 const ARTIFACTS = "test-artifacts";
 
 const bed = useTestBed();
-
-/** Each turn waits before storing its answer until the test lets it go. */
-const held = { reached: [] as LiveRun[], release: () => undefined as void, gate: Promise.resolve() };
-function holdTurns() {
-  held.gate = new Promise((resolve) => (held.release = resolve));
-}
 
 let app: LiveApp;
 let browser: Browser;
@@ -41,6 +36,16 @@ async function openPlayground({ signIn = true } = {}) {
   page.on("request", (request) => {
     if (request.url().endsWith("/events")) resumedFrom.push(request.headers()["last-event-id"]);
   });
+  // Every text the arriving answer shows, in order, from the page's first render on (per document).
+  await page.addInitScript(() => {
+    const shown: string[] = [];
+    Object.assign(window, { liveTexts: shown });
+    new MutationObserver(() => {
+      const live = document.getElementById("live-answer");
+      const text = live && !live.hidden ? (live.textContent ?? "") : "";
+      if (text !== "" && text !== shown[shown.length - 1]) shown.push(text);
+    }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
+  });
   await page.goto(app.url);
   if (!signIn) return;
   await page.getByLabel("User name").fill("user-1");
@@ -58,13 +63,7 @@ if (!existsSync(CHROMIUM)) {
   });
 } else {
   beforeAll(async () => {
-    app = await startLiveApp(bed.db.pool, bed.model, {
-      beforeStep: async (run, stepId) => {
-        if (stepId !== "history.append-results") return;
-        held.reached.push(run);
-        await held.gate;
-      },
-    });
+    app = await startLiveApp(bed.db.pool, bed.model);
     browser = await chromium.launch({
       executablePath: CHROMIUM,
       args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
@@ -73,63 +72,60 @@ if (!existsSync(CHROMIUM)) {
 
   afterAll(async () => {
     await browser?.close();
-    held.release();
     await app?.close();
   });
 
   describe("the playground page, in chromium", () => {
-    it("signs in, sends a message, shows the answer growing delta by delta, resumes it after a reload and a dropped connection without repeating text, then shows the stored answer", async () => {
+    it("signs in, sends a message, shows the answer growing as the model streams it, resumes it after a reload and a dropped connection without repeating text, then shows the stored answer", async () => {
       const answer = ["The ", "quick ", "brown ", "fox ", "jumps ", "over ", "the ", "lazy ", "dog."];
-      bed.model.script({ text: answer.join("") });
-      holdTurns();
+      const full = answer.join("");
+      const held = gate();
+      // Pauses longer than the writer's batching, so the chunks reach the log as separate deltas.
+      bed.model.script({ text: full, stream: { chunks: answer, pauseMs: 120, holdAfter: { chunks: 4, gate: held } } });
 
       await openPlayground();
       await page.getByRole("textbox", { name: "Message", exact: true }).fill("Tell me about the fox");
       await page.getByRole("button", { name: "Send" }).click();
-      await expect.poll(() => held.reached.length).toBe(1);
-      const run = held.reached[0]!;
+      await held.reached;
+      const run = app.runs.at(-1)!;
       const threadId = run.event.data.threadId as string;
       expect(page.url()).toBe(`${app.url}/#/threads/${threadId}`);
-      await expect.poll(() => page.getByRole("button", { name: "Stop" }).isEnabled()).toBe(true);
-
-      // What the model streams while the turn runs: one log row per delta.
-      let written = 0;
-      const stream = async (count: number) => {
-        for (const delta of answer.slice(written, written + count)) {
-          const data: InferenceDelta = { runId: run.runId, stepId: "assistant", attempt: 0, delta };
-          await appendEvents(bed.db.pool, { threadId, runId: run.runId, attempt: 0, events: [{ key: `assistant:delta:${written}`, event: "text.delta", data }] });
-          written += 1;
-          await expect.poll(() => liveAnswer()).toBe(answer.slice(0, written).join(""));
-        }
-      };
-      await stream(4);
+      await expect.poll(() => liveAnswer()).toBe("The quick brown fox ");
+      expect(await page.getByRole("button", { name: "Stop" }).isEnabled()).toBe(true);
+      const beforeReload = await liveTexts();
 
       const lastSeen = await lastEventId(threadId);
       await page.reload();
       // Shown again at once from what the tab kept, and resumed after the last event it had seen.
       await expect.poll(() => liveAnswer()).toBe("The quick brown fox ");
       await expect.poll(() => resumedFrom.at(-1)).toBe(String(lastSeen));
-      await stream(2);
+
       // A dropped connection resumes the same way, after the last event the page had.
-      const beforeDrop = resumedFrom.length;
-      app.dropConnections();
-      await expect.poll(() => resumedFrom.length).toBe(beforeDrop + 1);
-      expect(resumedFrom.at(-1)).toBe(String(await lastEventId(threadId)));
-      await stream(answer.length - written);
+      await dropAndExpectResumeAfter(lastSeen);
 
       held.release();
+
       expect((await run.execution).error).toBeUndefined();
       const answerItem = page.locator("#messages li.assistant");
       await expect.poll(() => answerItem.count()).toBe(1);
-      expect(await answerItem.innerText()).toContain("The quick brown fox jumps over the lazy dog.");
+      expect(await answerItem.innerText()).toContain(full);
       await expect.poll(() => page.locator("#live-answer").isHidden()).toBe(true);
       await expect.poll(() => page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
       expect(await page.locator("#messages li.user").innerText()).toContain("Tell me about the fox");
+      await dropAndExpectResumeAfter(await lastEventId(threadId));
+
+      // What the answer showed, before and after the reload: the answer's beginnings, growing, never a repeat.
+      const afterReload = await liveTexts();
+      for (const shown of [beforeReload, afterReload]) {
+        expect(shown.every((text, i) => full.startsWith(text) && (i === 0 || text.length > shown[i - 1]!.length)), JSON.stringify(shown)).toBe(true);
+      }
+      expect(afterReload[0]).toBe("The quick brown fox ");
+      expect(beforeReload.length + afterReload.length - 1).toBeGreaterThanOrEqual(4);
 
       mkdirSync(ARTIFACTS, { recursive: true });
       await page.screenshot({ path: `${ARTIFACTS}/playground.png`, fullPage: true });
-      // The browser logs the cut connection itself; nothing else went wrong.
-      expect(pageProblems).toEqual([expect.stringMatching(/net::ERR_INCOMPLETE_CHUNKED_ENCODING \(.*\/events\)$/)]);
+      // The browser logs each cut connection itself; nothing else went wrong.
+      expect(pageProblems).toEqual(Array(2).fill(expect.stringMatching(/net::ERR_INCOMPLETE_CHUNKED_ENCODING \(.*\/events\)$/)));
     });
 
     it("shows a failed turn's cause with Retry, which answers it; flips through the answer's variants; search opens the thread it found", async () => {
@@ -183,6 +179,16 @@ if (!existsSync(CHROMIUM)) {
     });
   });
 }
+
+/** Cuts the page's connections and waits for its event stream to reconnect after event `lastId`. */
+async function dropAndExpectResumeAfter(lastId: number) {
+  const requests = resumedFrom.length;
+  app.dropConnections();
+  await expect.poll(() => resumedFrom.length).toBe(requests + 1);
+  expect(resumedFrom.at(-1)).toBe(String(lastId));
+}
+
+const liveTexts = async () => (await page.evaluate("window.liveTexts")) as string[];
 
 const liveAnswer = async () => ((await page.locator("#live-answer").isVisible()) ? page.locator("#live-answer").textContent() : null);
 

@@ -26,21 +26,17 @@ export type LiveApp = {
 
 /**
  * The app as `npm run dev` serves it, over real HTTP on a free port of 127.0.0.1, with AUTH=dev
- * (the X-Threadline-User header names the user). A chat message or regenerate it accepts runs
- * at once, in the background, in this process: the real turn function under the test engine,
- * answered by the scripted model. Each run gets one attempt: one that fails has failed for good,
- * and its onFailure handler runs as Inngest would run it then. `beforeStep(run, stepId)` may hold
- * a run before a step's work.
+ * (the X-Threadline-User header names the user) and INFERENCE=stream. A chat message or
+ * regenerate it accepts runs at once, in the background, in this process: the real turn function
+ * under the test engine, streaming the scripted model's answer into the event log. Each run gets
+ * one attempt: one that fails has failed for good, and its onFailure handler runs as Inngest
+ * would run it then.
  */
-export async function startLiveApp(
-  db: pg.Pool,
-  model: ModelServer,
-  options: { beforeStep?: (run: LiveRun, stepId: string) => Promise<void> } = {},
-): Promise<LiveApp> {
-  const scripted = scriptedModel(model);
+export async function startLiveApp(db: pg.Pool, model: ModelServer): Promise<LiveApp> {
+  const deps = { db, model: scriptedModel(model), inference: "stream" as const };
   const functions: Record<string, InngestFunction.Like> = {
-    [chatMessageSent.name]: createChatTurn({ db, model: scripted }),
-    [chatMessageRegenerate.name]: createRegenerate({ db, model: scripted }),
+    [chatMessageSent.name]: createChatTurn(deps),
+    [chatMessageRegenerate.name]: createRegenerate(deps),
   };
   const runs: LiveRun[] = [];
   const events = createEventNotifier(db);
@@ -51,7 +47,7 @@ export async function startLiveApp(
       const fn = functions[event.name];
       if (fn) {
         const run = { runId: `run-${randomUUID()}`, event } as LiveRun;
-        run.execution = execute(fn, event, { runId: run.runId, beforeStep: (stepId) => options.beforeStep?.(run, stepId) ?? Promise.resolve() }).then(async (execution) => {
+        run.execution = execute(fn, event, { runId: run.runId }).then(async (execution) => {
           if (execution.error !== undefined) {
             const { name, message } = execution.error as Error;
             await executeFailureHandler(fn, { runId: run.runId, event, error: { name, message } });
