@@ -2,6 +2,7 @@ import { existsSync, mkdirSync } from "node:fs";
 import fc from "fast-check";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createApiKey } from "../src/auth/api-keys.js";
 import type { ThreadEvent } from "../src/history/events.js";
 import { streamedTexts } from "../src/stream/deltas.js";
 import { startLiveApp, type LiveApp } from "./helpers/live-app.js";
@@ -164,6 +165,26 @@ if (!existsSync(CHROMIUM)) {
       await expect.poll(() => page.url()).toBe(threadUrl);
       await expect.poll(() => page.locator("#messages li.user").textContent()).toContain("What is a pangolin?");
       expect(pageProblems).toEqual([]);
+    });
+
+    it("signs in with a pasted API key (a refused one leaves the page signed out, saying why) and signs out", async () => {
+      const { key } = await createApiKey(bed.db.pool, { userId: "key-holder", name: "playground" });
+      await bed.db.pool.query("INSERT INTO threads (id, user_id, title, title_source) VALUES ($1, 'key-holder', 'Only for the key holder', 'user')", [crypto.randomUUID()]);
+      await openPlayground({ signIn: false });
+      await page.getByLabel("or a token").fill("tl_not-a-real-key");
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await expect.poll(() => page.getByRole("status").textContent()).toMatch(/^Sign in again: .*API key is unknown or revoked/);
+      expect(await page.getByRole("button", { name: "Sign in" }).isVisible()).toBe(true);
+
+      await page.getByLabel("or a token").fill(key);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await expect.poll(() => page.getByRole("link", { name: /Only for the key holder/ }).isVisible()).toBe(true);
+      expect(await page.getByRole("link").count()).toBe(1);
+      await page.getByRole("button", { name: "Sign out" }).click();
+      expect(await page.getByRole("button", { name: "Sign in" }).isVisible()).toBe(true);
+      expect(await page.evaluate("Object.keys(sessionStorage)")).toEqual([]);
+      // The browser logs the refused request itself.
+      expect(pageProblems).toEqual([expect.stringMatching(/status of 401 \(Unauthorized\)/)]);
     });
 
     it("folds deltas exactly as src/stream/deltas.ts does (the page's copy of the rule, run in the browser)", async () => {
