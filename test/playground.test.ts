@@ -15,6 +15,9 @@ const ARTIFACTS = "test-artifacts";
 
 const bed = useTestBed();
 
+/** Polls until the assertion holds, for up to 5 seconds (a loaded machine may take a while). */
+const eventually = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: 5_000 });
+
 let app: LiveApp;
 let browser: Browser;
 let page: Page;
@@ -51,7 +54,7 @@ async function openPlayground({ signIn = true } = {}) {
   if (!signIn) return;
   await page.getByLabel("User name").fill("user-1");
   await page.getByRole("button", { name: "Sign in" }).click();
-  await expect.poll(() => page.getByText("Signed in as user-1").isVisible()).toBe(true);
+  await eventually(() => page.getByText("Signed in as user-1").isVisible()).toBe(true);
   expect(await page.getByRole("button", { name: "Sign in" }).isHidden()).toBe(true);
 }
 
@@ -91,27 +94,26 @@ if (!existsSync(CHROMIUM)) {
       const run = app.runs.at(-1)!;
       const threadId = run.event.data.threadId as string;
       expect(page.url()).toBe(`${app.url}/#/threads/${threadId}`);
-      await expect.poll(() => liveAnswer()).toBe("The quick brown fox ");
+      await eventually(() => liveAnswer()).toBe("The quick brown fox ");
       expect(await page.getByRole("button", { name: "Stop" }).isEnabled()).toBe(true);
       const beforeReload = await liveTexts();
 
       const lastSeen = await lastEventId(threadId);
       await page.reload();
       // Shown again at once from what the tab kept, and resumed after the last event it had seen.
-      await expect.poll(() => liveAnswer()).toBe("The quick brown fox ");
-      await expect.poll(() => resumedFrom.at(-1)).toBe(String(lastSeen));
+      await eventually(() => liveAnswer()).toBe("The quick brown fox ");
+      await eventually(() => resumedFrom.at(-1)).toBe(String(lastSeen));
 
       // A dropped connection resumes the same way, after the last event the page had.
       await dropAndExpectResumeAfter(lastSeen);
 
       held.release();
-
       expect((await run.execution).error).toBeUndefined();
       const answerItem = page.locator("#messages li.assistant");
-      await expect.poll(() => answerItem.count()).toBe(1);
+      await eventually(() => answerItem.count()).toBe(1);
       expect(await answerItem.innerText()).toContain(full);
-      await expect.poll(() => page.locator("#live-answer").isHidden()).toBe(true);
-      await expect.poll(() => page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
+      await eventually(() => page.locator("#live-answer").isHidden()).toBe(true);
+      await eventually(() => page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
       expect(await page.locator("#messages li.user").innerText()).toContain("Tell me about the fox");
       await dropAndExpectResumeAfter(await lastEventId(threadId));
 
@@ -137,33 +139,33 @@ if (!existsSync(CHROMIUM)) {
       );
       await openPlayground();
       await page.getByRole("button", { name: "New thread" }).click();
-      await expect.poll(() => page.locator("#thread-title").textContent()).toBe("Untitled thread");
+      await eventually(() => page.locator("#thread-title").textContent()).toBe("Untitled thread");
       await page.getByRole("textbox", { name: "Message", exact: true }).fill("What is a pangolin?");
       await page.getByRole("button", { name: "Send" }).click();
 
       const failure = page.locator("#messages .failure");
-      await expect.poll(() => failure.textContent(), { timeout: 10_000 }).toContain("The answer failed: The model provider answered HTTP 401: Incorrect API key provided");
+      await eventually(() => failure.textContent()).toContain("The answer failed: The model provider answered HTTP 401: Incorrect API key provided");
       await page.getByRole("button", { name: "Retry" }).click();
-      await expect.poll(() => page.locator("#messages li.assistant").textContent()).toContain("A scaly anteater.");
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("A scaly anteater.");
       expect(await failure.count()).toBe(0);
 
       await page.getByRole("button", { name: "Regenerate" }).click();
-      await expect.poll(() => page.locator("#messages li.assistant").textContent()).toContain("An armoured mammal.");
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("An armoured mammal.");
       expect(await page.getByLabel("Answer variant 2 of 2").textContent()).toBe("2/2");
       await page.getByRole("button", { name: "Previous answer variant" }).click();
-      await expect.poll(() => page.locator("#messages li.assistant").textContent()).toContain("A scaly anteater.");
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("A scaly anteater.");
       expect(await page.getByLabel("Answer variant 1 of 2").textContent()).toBe("1/2");
       const threadUrl = page.url();
 
       await page.getByRole("button", { name: "New thread" }).click();
-      await expect.poll(() => page.url()).not.toBe(threadUrl);
+      await eventually(() => page.url()).not.toBe(threadUrl);
       await page.getByRole("searchbox", { name: "Search messages" }).fill("pangolins");
       await page.getByRole("button", { name: "Search", exact: true }).click();
       const hit = page.getByRole("link", { name: /pangolin/ });
       expect(await hit.locator("mark").textContent()).toBe("pangolin");
       await hit.click();
-      await expect.poll(() => page.url()).toBe(threadUrl);
-      await expect.poll(() => page.locator("#messages li.user").textContent()).toContain("What is a pangolin?");
+      await eventually(() => page.url()).toBe(threadUrl);
+      await eventually(() => page.locator("#messages li.user").textContent()).toContain("What is a pangolin?");
       expect(pageProblems).toEqual([]);
     });
 
@@ -173,12 +175,12 @@ if (!existsSync(CHROMIUM)) {
       await openPlayground({ signIn: false });
       await page.getByLabel("or a token").fill("tl_not-a-real-key");
       await page.getByRole("button", { name: "Sign in" }).click();
-      await expect.poll(() => page.getByRole("status").textContent()).toMatch(/^Sign in again: .*API key is unknown or revoked/);
+      await eventually(() => page.getByRole("status").textContent()).toMatch(/^Sign in again: .*API key is unknown or revoked/);
       expect(await page.getByRole("button", { name: "Sign in" }).isVisible()).toBe(true);
 
       await page.getByLabel("or a token").fill(key);
       await page.getByRole("button", { name: "Sign in" }).click();
-      await expect.poll(() => page.getByRole("link", { name: /Only for the key holder/ }).isVisible()).toBe(true);
+      await eventually(() => page.getByRole("link", { name: /Only for the key holder/ }).isVisible()).toBe(true);
       expect(await page.getByRole("link").count()).toBe(1);
       await page.getByRole("button", { name: "Sign out" }).click();
       expect(await page.getByRole("button", { name: "Sign in" }).isVisible()).toBe(true);
@@ -205,7 +207,7 @@ if (!existsSync(CHROMIUM)) {
 async function dropAndExpectResumeAfter(lastId: number) {
   const requests = resumedFrom.length;
   app.dropConnections();
-  await expect.poll(() => resumedFrom.length).toBe(requests + 1);
+  await eventually(() => resumedFrom.length).toBe(requests + 1);
   expect(resumedFrom.at(-1)).toBe(String(lastId));
 }
 
