@@ -17,6 +17,7 @@ import type { ApiDeps } from "./api/deps.js";
 import { eventRoutes } from "./api/events.js";
 import { exportRoutes } from "./api/export.js";
 import { memoryRoutes } from "./api/memories.js";
+import { playgroundRoutes } from "./api/playground.js";
 import { realtimeTokenRoutes } from "./api/realtime-token.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
@@ -43,8 +44,8 @@ export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSe
 /**
  * The HTTP surface: Inngest's serve endpoint (signed requests unless serving the dev server), the
  * REST API (a verified caller on every route; JSON bodies bounded by Inngest's event size limit),
- * a health check, and the API's OpenAPI description (/openapi.json, rendered at /docs), generated
- * from the routes themselves. Every request gets an id (X-Request-Id).
+ * a health check, the API's OpenAPI description (/openapi.json, rendered at /docs), generated
+ * from the routes themselves, and the playground page (/). Every request gets an id (X-Request-Id).
  */
 export function createApp({ functions, auth, serving, ...api }: AppDeps) {
   // An event Inngest would refuse for its size is refused here (413); one that cannot reach Inngest
@@ -86,6 +87,7 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/memories", memoryRoutes(deps));
   app.route("/api", routes);
   app.route("/", healthRoutes(deps));
+  app.route("/", playgroundRoutes());
   // The description is generated on its first request, from every route the app has by then.
   app.route("/", apiReferenceRoutes(app));
   return app;

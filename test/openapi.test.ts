@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { PLAYGROUND_FILES } from "../src/api/playground.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { beginTurn } from "../src/history/store.js";
@@ -328,6 +329,7 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "the OpenAPI document", method: "GET", path: () => "/openapi.json", status: 200, send: (p) => app.request(p) },
   { name: "the reference page", method: "GET", path: () => "/docs", status: 200, send: (p) => app.request(p) },
   { name: "Inngest's introspection", method: "GET", path: () => "/api/inngest", status: 200, send: (p) => app.request(p) },
+  ...PLAYGROUND_FILES.map(({ path, file }) => ({ name: `the playground's ${file}`, method: "GET", path: () => path, status: 200, send: (p: string) => app.request(p) })),
 ];
 
 describe("responses match their documented schemas", () => {

@@ -70,6 +70,7 @@ const document: GenerateSpecOptions["documentation"] = {
     { name: "Chat", description: "Sending messages and regenerating answers: accepted at once (202), answered in Inngest." },
     { name: "Threads", description: "Reading the caller's threads." },
     { name: "Service", description: "Health, this description, and Inngest's own endpoint." },
+    { name: "Playground", description: "A page for trying the API in a browser (/), and its files." },
   ],
   components: {
     securitySchemes: {

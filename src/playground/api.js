@@ -1,0 +1,38 @@
+/**
+ * Calls to Threadline's HTTP API as the signed-in user: a pasted token goes in
+ * `Authorization: Bearer`, a dev user name (servers run with AUTH=dev) in X-Threadline-User.
+ */
+export class ApiError extends Error {
+  constructor(status, message) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+  }
+}
+
+export function authHeaders(credentials) {
+  return credentials.kind === "token" ? { authorization: `Bearer ${credentials.value}` } : { "X-Threadline-User": credentials.value };
+}
+
+/** The API as one user: each method answers the parsed JSON body, or throws ApiError with the server's message. */
+export function apiFor(credentials) {
+  async function call(method, path, body) {
+    const headers = { ...authHeaders(credentials), ...(body === undefined ? {} : { "content-type": "application/json" }) };
+    const response = await fetch(path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const answer = await response.json().catch(() => ({}));
+    if (!response.ok) throw new ApiError(response.status, answer.error ?? `${method} ${path} answered HTTP ${response.status}`);
+    return answer;
+  }
+  const thread = (threadId) => `/api/threads/${encodeURIComponent(threadId)}`;
+  const message = (threadId, messageId) => `${thread(threadId)}/messages/${encodeURIComponent(messageId)}`;
+  return {
+    listThreads: () => call("GET", "/api/threads?limit=50"),
+    createThread: () => call("POST", "/api/threads", {}),
+    readMessages: (threadId) => call("GET", `${thread(threadId)}/messages?limit=200`),
+    send: (threadId, content) => call("POST", "/api/chat", { threadId, messageId: crypto.randomUUID(), content }),
+    stop: (threadId) => call("POST", `${thread(threadId)}/stop`, {}),
+    regenerate: (threadId, messageId) => call("POST", `${message(threadId, messageId)}/regenerate`, { requestId: crypto.randomUUID() }),
+    variants: (threadId, messageId) => call("GET", `${message(threadId, messageId)}/variants`),
+    search: (q) => call("GET", `/api/search?q=${encodeURIComponent(q)}`),
+  };
+}
