@@ -18,6 +18,7 @@ import { exportRoutes } from "./api/export.js";
 import { memoryRoutes } from "./api/memories.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
+import { stopRoutes } from "./api/stop.js";
 import { threadRoutes } from "./api/threads.js";
 import type { AuthEnv } from "./auth/identity.js";
 import { authenticate } from "./auth/middleware.js";
@@ -75,6 +76,7 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/threads", threadRoutes(deps))
     .route("/threads", regenerateRoutes(deps))
     .route("/threads", eventRoutes(deps))
+    .route("/threads", stopRoutes(deps))
     .route("/export", exportRoutes(deps))
     .route("/memories", memoryRoutes(deps));
   app.route("/api", routes);
