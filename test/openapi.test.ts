@@ -4,6 +4,7 @@ import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { beginTurn } from "../src/history/store.js";
 import { remember } from "../src/memory/store.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
@@ -30,9 +31,10 @@ const unreachableDatabase = new pg.Pool({ connectionString: "postgres://postgres
 
 /**
  * user-1's thread of two turns whose first answer was regenerated: two variants, the second turn off
- * the path; an empty thread of user-1's that the delete case removes; and a memory of user-1's.
+ * the path; an empty thread of user-1's that the delete case removes; a thread of user-1's whose
+ * first turn is running (the stop case stops it); and a memory of user-1's.
  */
-const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "", memory: "" };
+const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "", running: "", memory: "" };
 
 beforeAll(async () => {
   ({ app, sent } = createTestApp(bed.db.pool));
@@ -50,6 +52,8 @@ beforeAll(async () => {
   expect((await execute(createRegenerate({ db: bed.db.pool, model }), sent.pop()!)).error).toBeUndefined();
   const page = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as { messages: { id: string; role: string }[] };
   const disposable = (await (await asUser(app, "user-1").post("/api/threads", { title: "To delete" })).json()) as { id: string };
+  const running = randomUUID();
+  await beginTurn(bed.db.pool, { threadId: running, userId: "user-1", message: { id: running, text: "Still answering" }, turn: { runId: `run-${running}`, kind: "chat" } });
   const memory = await remember(bed.db.pool, { userId: "user-1", text: "Prefers metric units." });
   if (memory.status !== "remembered") throw new Error("user-1's memory was not stored");
   Object.assign(thread, {
@@ -58,6 +62,7 @@ beforeAll(async () => {
     offPath: messageIds[1]!,
     answer: page.messages.find((m) => m.role === "assistant")!.id,
     disposable: disposable.id,
+    running,
     memory: memory.id,
   });
 });
@@ -250,6 +255,10 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "a regenerate", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.first}/regenerate`, status: 202, send: (p, m) => authenticated(m, p, json({ reason: "retry" })) },
   { name: "a regenerate off the current path", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.offPath}/regenerate`, status: 409, send: (p, m) => authenticated(m, p, json({})) },
   { name: "a regenerate of an answer", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.answer}/regenerate`, status: 422, send: (p, m) => authenticated(m, p, json({})) },
+  { name: "a stop of a running turn", method: "POST", path: () => `/api/threads/${thread.running}/stop`, status: 202, send: (p, m) => authenticated(m, p, json({})) },
+  { name: "a stop with nothing running", method: "POST", path: () => `/api/threads/${thread.threadId}/stop`, status: 409, send: (p, m) => authenticated(m, p, json({})) },
+  { name: "another user's stop", method: "POST", path: () => `/api/threads/${thread.running}/stop`, status: 404, send: (p) => asUser(app, "user-2").post(p, {}) },
+  { name: "a stop naming a bad message id", method: "POST", path: () => `/api/threads/${thread.running}/stop`, status: 400, send: (p, m) => authenticated(m, p, json({ messageId: "m-1" })) },
   { name: "the caller's threads", method: "GET", path: () => "/api/threads", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "the caller's threads with a bad limit", method: "GET", path: () => "/api/threads?limit=0", status: 400, send: (p, m) => authenticated(m, p) },
   { name: "a new thread", method: "POST", path: () => "/api/threads", status: 201, send: (p, m) => authenticated(m, p, json({ title: "Plans" })) },

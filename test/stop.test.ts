@@ -7,7 +7,7 @@ import { appendEvents, readEventsAfter, type NewEvent } from "../src/history/eve
 import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
 import { execute, executeFailureHandler, type SentEvent, type Wait } from "./helpers/engine.js";
 import { chatEvent, conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
-import { asUser, createTestApp, headersFor } from "./helpers/http.js";
+import { asUser, createTestApp, headersFor, tokenFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -28,11 +28,8 @@ beforeEach(() => {
 
 /** POST …/stop as a user, with a JSON body, or with none at all (undefined: as `curl -X POST` sends it). */
 async function stop(threadId: string, body: unknown, userId = "user-1") {
-  const { authorization, ...json } = await headersFor(userId);
-  return app.request(`/api/threads/${threadId}/stop`, {
-    method: "POST",
-    ...(body === undefined ? { headers: { authorization } } : { headers: { authorization, ...json }, body: JSON.stringify(body) }),
-  });
+  const request = body === undefined ? { headers: { authorization: `Bearer ${await tokenFor(userId)}` } } : { headers: await headersFor(userId), body: JSON.stringify(body) };
+  return app.request(`/api/threads/${threadId}/stop`, { method: "POST", ...request });
 }
 
 /** A delta as in-process streaming inference logs it: row attempt = the step's attempt, key <stepId>:delta:<n>. */
