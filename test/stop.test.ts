@@ -3,7 +3,7 @@ import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
-import { appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
+import { appendDeltas, appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
 import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
 import { execute, executeFailureHandler, type SentEvent, type Wait } from "./helpers/engine.js";
 import { chatEvent, conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
@@ -43,6 +43,15 @@ const stream = (threadId: string, runId: string, attempt: number, ...deltas: New
 const runLog = async (threadId: string, runId: string) =>
   (await bed.db.pool.query<{ event: string; data: Record<string, unknown> }>("SELECT event, data FROM thread_events WHERE thread_id = $1 AND run_id = $2 ORDER BY id", [threadId, runId])).rows;
 const endings = async (threadId: string, runId: string) => (await runLog(threadId, runId)).filter((row) => row.event !== "text.delta");
+
+/** Polls `done` until it holds (at most 5 seconds). */
+async function until(done: () => Promise<boolean>) {
+  const deadline = Date.now() + 5_000;
+  while (!(await done())) {
+    if (Date.now() > deadline) throw new Error("condition not reached within 5 s");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
 
 const neverWaits = async (wait: Wait): Promise<SentEvent | null> => {
   throw new Error(`the turn was not expected to wait, but waited for ${wait.match?.value}`);
@@ -217,6 +226,31 @@ describe("POST /api/threads/:threadId/stop", () => {
       const { cancelOn } = (fn as unknown as { opts: { cancelOn: { event: { name: string }; if: string }[] } }).opts;
       expect(cancelOn.map((c) => [c.event.name, c.if])).toEqual([["chat/turn.stop.requested", "async.data.messageId == event.data.messageId"]]);
     }
+  });
+});
+
+describe("the streaming writer's delta appends (appendDeltas)", () => {
+  it("are logged while the turn runs; a batch racing a stop waits for it, then is refused (running: false) and nothing follows the stop's ending", async () => {
+    const { threadId, event, attempt } = await threadWithRunningTurn();
+    const runId = attempt.runId;
+    expect(await appendDeltas(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "Once")] })).toMatchObject({ running: true });
+
+    // The stop's statement holds the thread's lock (its transaction left open) while a batch arrives.
+    const client = await bed.db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query("SELECT * FROM threadline_stop_turn($1, 'user-1', $2, $3, 'assistant')", [threadId, runId, randomUUID()]);
+      const racing = appendDeltas(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 1, " upon")] });
+      await until(async () => (await bed.db.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%threadline_append_deltas%'")).rowCount === 1);
+      await client.query("COMMIT");
+      expect(await racing).toEqual({ lastId: null, running: false });
+    } finally {
+      client.release();
+    }
+
+    const log = await runLog(threadId, runId);
+    expect(log.map((row) => row.event)).toEqual(["text.delta", "turn.stopped", "stream.ended"]);
+    expect((await messagesOf(threadId)).at(-1)).toMatchObject({ role: "assistant", answers: event.data.messageId, stopped: true, content: { output: [{ content: "Once" }] } });
   });
 });
 

@@ -25,6 +25,19 @@ export async function appendEvents(
   return rows[0]!.last_id === null ? null : Number(rows[0]!.last_id);
 }
 
+/**
+ * Appends a batch of a run's streamed `text.delta` events, like appendEvents, but only while the
+ * run's turn is running. `running: false`: the turn was stopped (or ended otherwise): nothing was
+ * written, and the writer should stop calling the model.
+ */
+export async function appendDeltas(
+  db: pg.Pool,
+  input: { threadId: string; runId: string; attempt: number; events: NewEvent[] },
+): Promise<{ lastId: number | null; running: boolean }> {
+  const { rows } = await db.query<{ last_id: string | null; running: boolean }>(sql.appendDeltas, [input.threadId, input.runId, input.attempt, JSON.stringify(input.events)]);
+  return { lastId: rows[0]!.last_id === null ? null : Number(rows[0]!.last_id), running: rows[0]!.running };
+}
+
 /** The thread's events after `afterId`, in id order, at most `limit`. */
 export async function readEventsAfter(db: pg.Pool, threadId: string, afterId: number, limit: number): Promise<ThreadEvent[]> {
   const { rows } = await db.query<{ id: string; event: string; data: Record<string, unknown> }>(sql.selectEventsAfter, [threadId, afterId, limit]);
