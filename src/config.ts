@@ -56,6 +56,11 @@ export const environment = z.object({
   ANTHROPIC_API_KEY: optionalText,
   GEMINI_API_KEY: optionalText,
   MODEL: optionalText,
+  /**
+   * Who calls the model in a chat turn or a regenerate: "gateway" (default; step.ai.infer, the
+   * Inngest server) or "stream" (this process, streaming, the text logged as it arrives).
+   */
+  INFERENCE: optionalSetting(z.enum(["gateway", "stream"], { error: 'INFERENCE must be "gateway" (the Inngest server calls the model) or "stream" (this process calls it, streaming)' })).transform((value) => value ?? "gateway"),
   /** Operator overrides of the history policy: they beat what a request asks for. */
   HISTORY_POLICY: optionalSetting(historyPolicyName),
   HISTORY_LENGTH: optionalSetting(z.coerce.number().pipe(historyLength)),
@@ -73,6 +78,12 @@ export const environment = z.object({
    */
   EVENT_LOG_CHUNKS: optionalSetting(flag),
   EVENT_LOG_RETENTION_HOURS: z.coerce.number({ error: "EVENT_LOG_RETENTION_HOURS must be a whole number of hours" }).int("EVENT_LOG_RETENTION_HOURS must be a whole number of hours").min(1, "EVENT_LOG_RETENTION_HOURS must be at least 1").max(8_760, "EVENT_LOG_RETENTION_HOURS must be at most 8760").default(DEFAULT_EVENT_RETENTION_HOURS),
+  /**
+   * "inngest": every event of the log is also published to Inngest realtime (the thread owner's
+   * channel, topic agent_stream, for @inngest/use-agent) and POST /api/realtime/token issues tokens.
+   * Needs the Inngest server (dev server or Inngest Cloud); set it on one instance of a deployment.
+   */
+  REALTIME: optionalSetting(z.enum(["inngest"], { error: 'REALTIME accepts only "inngest" (unset: no realtime publishing)' })),
   /** Which agents answer a turn: "assistant" (default) or "pair" (the assistant, then the reviewer). */
   NETWORK: networkName.default("assistant"),
   /** Agents that get the user-memory component (comma-separated names; default none: nothing is remembered). */

@@ -7,6 +7,7 @@ import { requestId } from "hono/request-id";
 import type { InngestFunction } from "inngest";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "./agents/model.js";
+import { streamingRefusal } from "./agents/streamed-completion.js";
 import { chatRoutes } from "./api/chat.js";
 import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
 import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
@@ -16,10 +17,12 @@ import type { ApiDeps } from "./api/deps.js";
 import { eventRoutes } from "./api/events.js";
 import { exportRoutes } from "./api/export.js";
 import { memoryRoutes } from "./api/memories.js";
+import { realtimeTokenRoutes } from "./api/realtime-token.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
 import { stopRoutes } from "./api/stop.js";
 import { threadRoutes } from "./api/threads.js";
+import { uiChatRoutes } from "./api/ui-chat.js";
 import type { AuthEnv } from "./auth/identity.js";
 import { authenticate } from "./auth/middleware.js";
 import type { AuthSettings } from "./auth/settings.js";
@@ -31,6 +34,8 @@ import { drainable } from "./graceful-shutdown.js";
 import { inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
 import { logger } from "./logger.js";
 import { startupRefusals } from "./production.js";
+import { inngestRealtime } from "./realtime/publisher.js";
+import { startRealtimeRelay } from "./realtime/relay.js";
 import { createEventNotifier } from "./stream/notifier.js";
 
 /** What the app is built from: the API's dependencies, the functions it serves and how it checks callers. */
@@ -77,6 +82,8 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/threads", regenerateRoutes(deps))
     .route("/threads", eventRoutes(deps))
     .route("/threads", stopRoutes(deps))
+    .route("/ui/chat", uiChatRoutes(deps))
+    .route("/realtime", realtimeTokenRoutes(deps))
     .route("/export", exportRoutes(deps))
     .route("/memories", memoryRoutes(deps));
   app.route("/api", routes);
@@ -99,15 +106,21 @@ export async function startServer() {
   const model = chooseModel(env);
   if (model.configured) logger.info(`model: ${model.provider} ${model.name}`);
   else logger.warn(`${model.reason} Until then every chat turn fails (the user's message is still stored).`);
+  const unstreamable = env.INFERENCE === "stream" && model.configured ? streamingRefusal(model) : undefined;
+  if (unstreamable) throw new Error(`refusing to start: ${unstreamable}`);
+  logger.info(`inference: ${env.INFERENCE === "stream" ? "in this process, streamed to the event log" : "through the Inngest server (step.ai.infer)"}`);
 
   const history = historyEnvironment(env);
   if (Object.keys(history).length > 0) logger.info({ history }, "history settings fixed by the environment");
   if (env.RETENTION_DAYS !== undefined) logger.info(`retention: threads inactive for more than ${env.RETENTION_DAYS} days are deleted hourly`);
   const agents = agentsConfig(env);
   logger.info({ network: agents.network, memory: agents.memory.agents }, "agents");
-  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, eventLog: env.EVENT_LOG_CHUNKS === true });
+  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, eventLog: env.EVENT_LOG_CHUNKS === true, inference: env.INFERENCE });
   const events = createEventNotifier(database.pool);
-  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), events, functions, auth: authSettings(env), serving: inngestServing(env) });
+  const realtime = env.REALTIME === "inngest" ? inngestRealtime(inngest) : undefined;
+  const relay = realtime ? await startRealtimeRelay({ db: database.pool, events, publisher: realtime }) : undefined;
+  if (relay) logger.info("realtime: the event log is published to Inngest realtime (topic agent_stream)");
+  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), events, realtime, functions, auth: authSettings(env), serving: inngestServing(env) });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
   logger.info(`listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);
 
@@ -119,6 +132,7 @@ export async function startServer() {
     logger.info(`${signal}: not accepting connections; waiting up to ${env.SHUTDOWN_TIMEOUT_MS} ms for requests in flight`);
     // Event streams never finish on their own: closing the notifier ends them (clients resume elsewhere).
     const draining = drain(env.SHUTDOWN_TIMEOUT_MS);
+    await relay?.close();
     await events.close();
     const drained = await draining;
     if (!drained) logger.warn(`requests still in flight after SHUTDOWN_TIMEOUT_MS (${env.SHUTDOWN_TIMEOUT_MS} ms) were cut off`);

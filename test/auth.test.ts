@@ -33,6 +33,7 @@ const apiRoutes = (threadId: string, messageId: string): [string, string, unknow
   ["GET", `/api/threads/${threadId}/messages/${messageId}/variants`, undefined],
   ["GET", `/api/threads/${threadId}/debug`, undefined],
   ["POST", `/api/threads/${threadId}/messages/${messageId}/regenerate`, {}],
+  ["POST", "/api/ui/chat", { id: threadId, messages: [{ id: messageId, role: "user", parts: [{ type: "text", text: "hi" }] }], trigger: "submit-message" }],
 ];
 
 const call = (target: { request: typeof app.request }, [method, path, body]: [string, string, unknown], headers: Record<string, string> = {}) =>

@@ -6,6 +6,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { beginTurn } from "../src/history/store.js";
 import { remember } from "../src/memory/store.js";
+import type { RealtimePublisher } from "../src/realtime/publisher.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
 import { conversation, scriptedModel } from "./helpers/fixtures.js";
@@ -31,10 +32,18 @@ const unreachableDatabase = new pg.Pool({ connectionString: "postgres://postgres
 
 /**
  * user-1's thread of two turns whose first answer was regenerated: two variants, the second turn off
- * the path; an empty thread of user-1's that the delete case removes; a thread of user-1's whose
- * first turn is running (the stop case stops it); and a memory of user-1's.
+ * the path; an empty thread of user-1's that the delete case removes; a thread of user-1's whose turn
+ * is running (useChat's resume streams it) and another one (the stop case stops it); and a memory of user-1's.
  */
-const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "", running: "", memory: "" };
+const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "", memory: "", running: "", stoppable: "" };
+
+/** Inngest realtime stand-in: tokens for whoever asks. */
+const fakeRealtime: RealtimePublisher = {
+  publish: async () => undefined,
+  subscriptionToken: async (userId) => ({ key: "token", channel: `user:${userId}`, topics: ["agent_stream"] }),
+};
+
+const uiMessage = (text: string) => ({ id: randomUUID(), role: "user", parts: [{ type: "text", text }] });
 
 beforeAll(async () => {
   ({ app, sent } = createTestApp(bed.db.pool));
@@ -52,18 +61,22 @@ beforeAll(async () => {
   expect((await execute(createRegenerate({ db: bed.db.pool, model }), sent.pop()!)).error).toBeUndefined();
   const page = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as { messages: { id: string; role: string }[] };
   const disposable = (await (await asUser(app, "user-1").post("/api/threads", { title: "To delete" })).json()) as { id: string };
-  const running = randomUUID();
-  await beginTurn(bed.db.pool, { threadId: running, userId: "user-1", message: { id: running, text: "Still answering" }, turn: { runId: `run-${running}`, kind: "chat" } });
+  const stoppable = randomUUID();
+  await beginTurn(bed.db.pool, { threadId: stoppable, userId: "user-1", message: { id: stoppable, text: "Still answering" }, turn: { runId: `run-${stoppable}`, kind: "chat" } });
   const memory = await remember(bed.db.pool, { userId: "user-1", text: "Prefers metric units." });
   if (memory.status !== "remembered") throw new Error("user-1's memory was not stored");
+  // A thread whose turn has started and not finished: what useChat's resume streams.
+  const running = randomUUID();
+  await beginTurn(bed.db.pool, { threadId: running, userId: "user-1", message: { id: running, text: "Still thinking?" }, turn: { runId: `run-${running}`, kind: "chat" } });
   Object.assign(thread, {
     threadId,
     first: messageIds[0]!,
     offPath: messageIds[1]!,
     answer: page.messages.find((m) => m.role === "assistant")!.id,
     disposable: disposable.id,
-    running,
     memory: memory.id,
+    running,
+    stoppable,
   });
 });
 /** An app with its own LISTEN connection for the event stream case, closed after the file. */
@@ -78,9 +91,9 @@ afterAll(async () => {
 });
 
 /** Opens the endless event stream, keeps its status and headers, and disconnects. */
-async function openedStream(path: string) {
+async function openedStream(path: string, init: RequestInit = {}) {
   const controller = new AbortController();
-  const response = await streaming.app.request(path, { headers: await headersFor("user-1"), signal: controller.signal });
+  const response = await streaming.app.request(path, { headers: await headersFor("user-1"), ...init, signal: controller.signal });
   controller.abort();
   await response.body?.cancel();
   return new Response("", { status: response.status, headers: response.headers });
@@ -255,10 +268,10 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "a regenerate", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.first}/regenerate`, status: 202, send: (p, m) => authenticated(m, p, json({ reason: "retry" })) },
   { name: "a regenerate off the current path", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.offPath}/regenerate`, status: 409, send: (p, m) => authenticated(m, p, json({})) },
   { name: "a regenerate of an answer", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.answer}/regenerate`, status: 422, send: (p, m) => authenticated(m, p, json({})) },
-  { name: "a stop of a running turn", method: "POST", path: () => `/api/threads/${thread.running}/stop`, status: 202, send: (p, m) => authenticated(m, p, json({})) },
+  { name: "a stop of a running turn", method: "POST", path: () => `/api/threads/${thread.stoppable}/stop`, status: 202, send: (p, m) => authenticated(m, p, json({})) },
   { name: "a stop with nothing running", method: "POST", path: () => `/api/threads/${thread.threadId}/stop`, status: 409, send: (p, m) => authenticated(m, p, json({})) },
-  { name: "another user's stop", method: "POST", path: () => `/api/threads/${thread.running}/stop`, status: 404, send: (p) => asUser(app, "user-2").post(p, {}) },
-  { name: "a stop naming a bad message id", method: "POST", path: () => `/api/threads/${thread.running}/stop`, status: 400, send: (p, m) => authenticated(m, p, json({ messageId: "m-1" })) },
+  { name: "another user's stop", method: "POST", path: () => `/api/threads/${thread.stoppable}/stop`, status: 404, send: (p) => asUser(app, "user-2").post(p, {}) },
+  { name: "a stop naming a bad message id", method: "POST", path: () => `/api/threads/${thread.stoppable}/stop`, status: 400, send: (p, m) => authenticated(m, p, json({ messageId: "m-1" })) },
   { name: "the caller's threads", method: "GET", path: () => "/api/threads", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "the caller's threads with a bad limit", method: "GET", path: () => "/api/threads?limit=0", status: 400, send: (p, m) => authenticated(m, p) },
   { name: "a new thread", method: "POST", path: () => "/api/threads", status: 201, send: (p, m) => authenticated(m, p, json({ title: "Plans" })) },
@@ -271,6 +284,40 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "a thread's event stream", method: "GET", path: () => `/api/threads/${thread.threadId}/events?after=0`, status: 200, send: (p) => openedStream(p) },
   { name: "another user's event stream", method: "GET", path: () => `/api/threads/${thread.threadId}/events`, status: 404, send: (p) => asUser(app, "user-2").get(p) },
   { name: "an event stream after a bad id", method: "GET", path: () => `/api/threads/${thread.threadId}/events?after=x`, status: 400, send: (p, m) => authenticated(m, p) },
+  {
+    name: "a useChat message",
+    method: "POST",
+    path: () => "/api/ui/chat",
+    status: 200,
+    send: (p, m) => openedStream(p, { method: m, body: json({ id: randomUUID(), messages: [uiMessage("Hello")], trigger: "submit-message" }) }),
+  },
+  {
+    name: "a useChat message to another user's thread",
+    method: "POST",
+    path: () => "/api/ui/chat",
+    status: 404,
+    send: (p) => asUser(app, "user-2").post(p, { id: thread.threadId, messages: [uiMessage("Hi")], trigger: "submit-message" }),
+  },
+  { name: "a useChat message with a chat id that is not a UUID", method: "POST", path: () => "/api/ui/chat", status: 400, send: (p, m) => authenticated(m, p, json({ id: "chat-1", messages: [uiMessage("Hi")], trigger: "submit-message" })) },
+  { name: "useChat's resume while a turn runs", method: "GET", path: () => `/api/ui/chat/${thread.running}/stream`, status: 200, send: (p) => openedStream(p) },
+  { name: "useChat's resume with nothing running", method: "GET", path: () => `/api/ui/chat/${thread.threadId}/stream`, status: 204, send: (p, m) => authenticated(m, p) },
+  { name: "useChat's resume of a thread id that is not a UUID", method: "GET", path: () => "/api/ui/chat/chat-1/stream", status: 400, send: (p, m) => authenticated(m, p) },
+  {
+    name: "a realtime token",
+    method: "POST",
+    path: () => "/api/realtime/token",
+    status: 200,
+    send: (p, m) => authenticated(m, p, json({}), createTestApp(bed.db.pool, { realtime: fakeRealtime }).app),
+  },
+  { name: "a realtime token while realtime is off", method: "POST", path: () => "/api/realtime/token", status: 404, send: (p, m) => authenticated(m, p, json({})) },
+  {
+    name: "a realtime token while Inngest is unreachable",
+    method: "POST",
+    path: () => "/api/realtime/token",
+    status: 503,
+    send: (p, m) =>
+      authenticated(m, p, json({}), createTestApp(bed.db.pool, { realtime: { ...fakeRealtime, subscriptionToken: () => Promise.reject(new Error("ECONNREFUSED")) } }).app),
+  },
   { name: "the caller's export", method: "GET", path: () => "/api/export", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "a search", method: "GET", path: () => "/api/search?q=hello", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "a search without a query", method: "GET", path: () => "/api/search", status: 400, send: (p, m) => authenticated(m, p) },

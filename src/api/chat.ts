@@ -3,9 +3,9 @@ import { describeRoute } from "hono-openapi";
 import { z } from "zod";
 import { chatMessageSentData } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
-import { checkSendable } from "../history/store.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
+import { sendChatMessage } from "./send-message.js";
 import { validate } from "./validate.js";
 
 /** The message as a client sends it: everything the event carries except the user, who is the caller. */
@@ -22,7 +22,7 @@ export const chatAcceptedResponse = z.object({
  * turn runs in Inngest. Answers 202 with the ids the client needs to follow it (a new thread's id
  * is the message id).
  */
-export function chatRoutes({ db, sendEvent }: ApiDeps) {
+export function chatRoutes(deps: ApiDeps) {
   return new Hono<AuthEnv>().post(
     "/",
     describeRoute({
@@ -33,11 +33,8 @@ export function chatRoutes({ db, sendEvent }: ApiDeps) {
     }),
     validate("json", chatBody),
     async (c) => {
-      const data = { ...c.req.valid("json"), userId: callerId(c) };
-      // Refused here (404 / 409) rather than accepted and refused inside the run, where the sender cannot see it.
-      await checkSendable(db, data);
-      const { ids } = await sendEvent({ id: `chat-message-${data.messageId}`, name: "chat/message.sent", data });
-      return c.json({ threadId: data.threadId ?? data.messageId, messageId: data.messageId, eventId: ids[0]! } satisfies z.infer<typeof chatAcceptedResponse>, 202);
+      const sent = await sendChatMessage(deps, { ...c.req.valid("json"), userId: callerId(c) });
+      return c.json(sent satisfies z.infer<typeof chatAcceptedResponse>, 202);
     },
   );
 }

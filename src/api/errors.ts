@@ -36,6 +36,14 @@ export class EventNotSent extends Error {
   }
 }
 
+/** Inngest realtime could not be reached (a subscription token could not be had): the client may ask again. */
+export class RealtimeUnavailable extends Error {
+  constructor(cause: unknown) {
+    super("Inngest realtime could not be reached", { cause });
+    this.name = "RealtimeUnavailable";
+  }
+}
+
 /** The event would exceed Inngest's event size limit: sending it again can never succeed. */
 export class EventTooLarge extends Error {
   constructor(
@@ -85,7 +93,7 @@ const refusalCodes = (status: ContentfulStatusCode) =>
 
 export const invalidRequestBody = z.object({ error: errorText, issues: fieldIssues.min(1) }).meta({ id: "InvalidRequest" });
 export const unauthenticatedBody = z.object({ error: errorText, code: z.literal("unauthenticated") }).meta({ id: "Unauthenticated" });
-export const notFoundBody = z.object({ error: errorText, code: z.enum(["thread_not_found", "memory_not_found", ...refusalCodes(404)]) }).meta({ id: "NotFound" });
+export const notFoundBody = z.object({ error: errorText, code: z.enum(["thread_not_found", "memory_not_found", "realtime_off", ...refusalCodes(404)]) }).meta({ id: "NotFound" });
 export const conflictBody = z.object({ error: errorText, code: z.enum(refusalCodes(409)) }).meta({ id: "Conflict" });
 export const tooLargeBody = z.object({ error: errorText, issues: fieldIssues.optional() }).meta({ id: "TooLarge" });
 export const unsupportedMediaTypeBody = z.object({ error: errorText }).meta({ id: "UnsupportedMediaType" });
@@ -115,6 +123,19 @@ export function answerError(error: Error, c: Context<AppEnv>) {
           "The request was not accepted: Threadline could not hand it to Inngest, its event service. Nothing was stored: " +
           "send the same request again in a few seconds. If it keeps failing, the operator should check that Inngest is reachable " +
           `(INNGEST_EVENT_KEY set for Inngest Cloud, or the dev server running: npx inngest-cli@latest dev); request id ${requestId}.`,
+        requestId,
+      },
+      503,
+    );
+  }
+  if (error instanceof RealtimeUnavailable) {
+    logger.error({ requestId, err: error.cause }, "realtime subscription token not issued");
+    c.header("Retry-After", "5");
+    return c.json(
+      {
+        error:
+          "No realtime subscription token: Threadline could not reach Inngest realtime. Ask again in a few seconds; if it keeps failing, the operator " +
+          `should check that Inngest is reachable (INNGEST_SIGNING_KEY for Inngest Cloud, or the dev server running); request id ${requestId}.`,
         requestId,
       },
       503,

@@ -6,6 +6,7 @@ import { callerId, type AuthEnv } from "../auth/identity.js";
 import { HistoryRefusal } from "../history/errors.js";
 import { ownsThread, readEventsAfter } from "../history/events.js";
 import { logger } from "../logger.js";
+import { followThread } from "../stream/follow.js";
 import type { EventNotifier } from "../stream/notifier.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors } from "./openapi.js";
@@ -61,35 +62,14 @@ export function eventRoutes({ db, events }: ApiDeps & { events: EventNotifier },
       if (!(await ownsThread(db, threadId, callerId(c)))) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
       const after = c.req.valid("header")["last-event-id"] ?? c.req.valid("query").after ?? 0;
       // Listening before the first read: whatever commits after it wakes this stream.
-      let woken = true;
-      let wakeUp: () => void = () => undefined;
-      const unsubscribe = await events.subscribe(threadId, () => {
-        woken = true;
-        wakeUp();
-      });
+      const follower = await followThread(events, threadId);
       return streamSSE(c, async (stream) => {
-        stream.onAbort(() => wakeUp());
         let last = after;
-        try {
-          while (!stream.aborted && !events.closed) {
-            if (woken) {
-              woken = false;
-              last = await sendEventsAfter(stream, threadId, last);
-              continue;
-            }
-            const heartbeat = await new Promise<boolean>((resolve) => {
-              const timer = setTimeout(() => resolve(true), heartbeatMs);
-              wakeUp = () => {
-                clearTimeout(timer);
-                resolve(false);
-              };
-            });
-            wakeUp = () => undefined;
-            if (heartbeat && !stream.aborted) await stream.write(": heartbeat\n\n");
-          }
-        } finally {
-          unsubscribe();
-        }
+        // Never complete: the stream stays open across turns until the client or the notifier ends it.
+        await follower.follow(stream, heartbeatMs, async () => {
+          last = await sendEventsAfter(stream, threadId, last);
+          return false;
+        });
       }, async (error) => {
         // Headers are sent: the client sees the stream end and resumes with Last-Event-ID.
         logger.error({ err: error, threadId }, "event stream failed");

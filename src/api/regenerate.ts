@@ -3,9 +3,9 @@ import { describeRoute } from "hono-openapi";
 import { z } from "zod";
 import { chatMessageRegenerateData, type ChatMessageRegenerate } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
-import { loadUserMessage } from "../history/store.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
+import { sendRegenerate } from "./send-message.js";
 import { validate } from "./validate.js";
 
 const messageParams = chatMessageRegenerateData.pick({ threadId: true, messageId: true });
@@ -22,7 +22,7 @@ export const regenerateAcceptedResponse = z.object({
  * message of the caller's thread (refusing with a 4xx and writing nothing otherwise), then sends
  * `chat/message.regenerate`; the new answer is generated in Inngest. Answers 202 with the ids.
  */
-export function regenerateRoutes({ db, sendEvent }: ApiDeps) {
+export function regenerateRoutes(deps: ApiDeps) {
   return new Hono<AuthEnv>().post(
     "/:threadId/messages/:messageId/regenerate",
     describeRoute({
@@ -38,9 +38,7 @@ export function regenerateRoutes({ db, sendEvent }: ApiDeps) {
     validate("json", regenerateBody),
     async (c) => {
       const data: ChatMessageRegenerate = { ...c.req.valid("param"), ...c.req.valid("json"), userId: callerId(c) };
-      await loadUserMessage(db, data);
-      const { ids } = await sendEvent({ name: "chat/message.regenerate", data });
-      return c.json({ threadId: data.threadId, messageId: data.messageId, eventId: ids[0]! } satisfies z.infer<typeof regenerateAcceptedResponse>, 202);
+      return c.json((await sendRegenerate(deps, data)) satisfies z.infer<typeof regenerateAcceptedResponse>, 202);
     },
   );
 }

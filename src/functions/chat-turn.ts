@@ -8,6 +8,7 @@ import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
 import { turnPublisher } from "../stream/publish.js";
 import { summaryLag, turnSkipReason } from "../run-state.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
+import { inferenceMiddleware, type Inference } from "./streaming-inference.js";
 import { threadConcurrency } from "./thread-concurrency.js";
 import { createTurnNetwork, type AgentsConfig } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
@@ -28,6 +29,11 @@ export type FunctionDeps = {
    * the statements that record the answer, the failure or the cancellation, at no extra cost.
    */
   eventLog?: boolean;
+  /**
+   * Who calls the model in a turn (INFERENCE): the Inngest server through step.ai.infer (gateway,
+   * the default) or this process, streaming the answer into the event log (stream).
+   */
+  inference?: Inference;
 };
 
 export const CHAT_TURN_ID = "chat-turn";
@@ -41,7 +47,7 @@ export const TURN_RETRIES = 4;
  * points, and each call is its own durable step; the agents' memory components and thread state
  * add steps of their own when configured (turn-network.ts).
  */
-export function createChatTurn({ db, model, historyEnvironment, agents, eventLog }: FunctionDeps) {
+export function createChatTurn({ db, model, historyEnvironment, agents, eventLog, inference }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: CHAT_TURN_ID,
@@ -55,10 +61,10 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
       // The user's stop (POST /api/threads/:threadId/stop) ends the run.
       cancelOn: cancelOnStop,
       onFailure: recordTurnFailure(db),
-      middleware: [ModelErrorMiddleware],
+      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
-    async ({ event, runId, step, logger }) => {
+    async ({ event, runId, step, logger, inferenceStream }) => {
       const data = event.data;
       const policy = resolveHistoryPolicy({ environment: historyEnvironment, request: data.history });
 
@@ -78,6 +84,7 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
         ...(data.threadId ? { threadId: data.threadId } : {}),
         ...(data.conversation ? { messages: data.conversation as Message[] } : {}),
       });
+      inferenceStream.writeTo(state);
       const publish = turnPublisher({ db, step, runId, state, chunks: eventLog === true });
       const run = await network.run({ id: data.messageId, content: data.content, role: "user" }, { state, streaming: { publish } });
       const outcome = turnOutcome(run.state, data.messageId);

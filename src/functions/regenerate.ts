@@ -7,6 +7,7 @@ import { resolveHistoryPolicy } from "../history/policy.js";
 import { turnPublisher } from "../stream/publish.js";
 import { TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
+import { inferenceMiddleware } from "./streaming-inference.js";
 import { threadConcurrency } from "./thread-concurrency.js";
 import { createTurnNetwork } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
@@ -22,7 +23,7 @@ export const REGENERATE_ID = "regenerate";
  * then the message once; the new answer becomes the current variant, the previous one is kept,
  * and the turns after the message leave the current path. A failed turn is completed this way.
  */
-export function createRegenerate({ db, model, historyEnvironment, agents, eventLog }: FunctionDeps) {
+export function createRegenerate({ db, model, historyEnvironment, agents, eventLog, inference }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: REGENERATE_ID,
@@ -35,10 +36,10 @@ export function createRegenerate({ db, model, historyEnvironment, agents, eventL
       // The user's stop (POST /api/threads/:threadId/stop) ends the run.
       cancelOn: cancelOnStop,
       onFailure: recordTurnFailure(db),
-      middleware: [ModelErrorMiddleware],
+      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
-    async ({ event, runId, step }) => {
+    async ({ event, runId, step, inferenceStream }) => {
       const data = event.data;
 
       // The event carries only ids: the words the model answers are the stored ones.
@@ -55,6 +56,7 @@ export function createRegenerate({ db, model, historyEnvironment, agents, eventL
       });
       const network = createTurnNetwork({ db, step, model, userId: data.userId, kind: "regenerate", history, agents });
       const state = createState({}, { threadId: data.threadId });
+      inferenceStream.writeTo(state);
       const publish = turnPublisher({ db, step, runId, state, chunks: eventLog === true });
       const run = await network.run({ id: data.messageId, content: message.text, role: "user" }, { state, streaming: { publish } });
       const outcome = turnOutcome(run.state, data.messageId);

@@ -14,3 +14,10 @@ export const summaryId = (threadId: string, coversThroughTurnSeq: number) =>
 /** A user's memory: the same fact (after normalizeMemoryText) is one memory, however often it is remembered. */
 export const memoryId = (userId: string, normalizedText: string) =>
   uuidv5(`memory:${JSON.stringify([userId, normalizedText])}`, NAMESPACE);
+
+/**
+ * A user message's id when the client's own id is not a UUID (useChat's default ids): the same
+ * client id in the same thread is always the same message, so re-sending it stores nothing twice.
+ */
+export const clientMessageId = (threadId: string, clientId: string) =>
+  uuidv5(`client-message:${threadId}:${clientId}`, NAMESPACE);

@@ -13,6 +13,12 @@ export type EventNotifier = {
    * the unsubscribe function.
    */
   subscribe: (threadId: string, wake: Wake) => Promise<() => void>;
+  /**
+   * Like subscribe, for every thread: `wake` gets the thread that may have new events, or null
+   * after the LISTEN connection was re-established (any thread may have). Resolves once LISTEN is
+   * active; returns the unsubscribe function.
+   */
+  subscribeAll: (wake: (threadId: string | null) => void) => Promise<() => void>;
   /** Subscriptions open now (each open event stream holds one). */
   readonly subscriptions: number;
   /** True once close() was called: subscribers stop when woken and find it closed. */
@@ -31,6 +37,7 @@ const RECONNECT_DELAYS_MS = [100, 500, 1_000, 5_000];
  */
 export function createEventNotifier(db: pg.Pool): EventNotifier {
   const subscribers = new Map<string, Set<Wake>>();
+  const watchers = new Set<(threadId: string | null) => void>();
   let client: pg.Client | null = null;
   let listening: Promise<void> | null = null;
   let closed = false;
@@ -39,6 +46,7 @@ export function createEventNotifier(db: pg.Pool): EventNotifier {
 
   const wakeAll = () => {
     for (const wakes of subscribers.values()) for (const wake of wakes) wake();
+    for (const watch of watchers) watch(null);
   };
 
   const connect = async (): Promise<void> => {
@@ -46,6 +54,7 @@ export function createEventNotifier(db: pg.Pool): EventNotifier {
     next.on("notification", (message) => {
       const threadId = message.payload?.split(" ")[0];
       for (const wake of (threadId && subscribers.get(threadId)) || []) wake();
+      if (threadId) for (const watch of watchers) watch(threadId);
     });
     next.on("error", (error) => {
       logger.warn({ err: error }, "event notifier: LISTEN connection failed");
@@ -80,7 +89,7 @@ export function createEventNotifier(db: pg.Pool): EventNotifier {
     failures += 1;
     reconnectTimer = setTimeout(() => {
       reconnectTimer = null;
-      if (closed || subscribers.size === 0) return;
+      if (closed || (subscribers.size === 0 && watchers.size === 0)) return;
       ensureListening()
         // Notifications sent while the connection was down are lost: every subscriber re-reads.
         .then(wakeAll)
@@ -113,6 +122,20 @@ export function createEventNotifier(db: pg.Pool): EventNotifier {
       const unsubscribe = () => {
         wakes.delete(wake);
         if (wakes.size === 0 && subscribers.get(threadId) === wakes) subscribers.delete(threadId);
+      };
+      try {
+        await ensureListening();
+      } catch (error) {
+        unsubscribe();
+        throw error;
+      }
+      return unsubscribe;
+    },
+    async subscribeAll(watch) {
+      if (closed) throw new Error("the event notifier is closed");
+      watchers.add(watch);
+      const unsubscribe = () => {
+        watchers.delete(watch);
       };
       try {
         await ensureListening();

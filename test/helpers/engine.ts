@@ -149,6 +149,24 @@ export function observeSteps(stepIds: string[], beforeStep?: (id: string) => Pro
   };
 }
 
+/**
+ * Inngest's serve handler gives every execution fresh instances of the client's and the function's
+ * middleware; InngestTestEngine only the client's. This runs the function's middleware too, so a
+ * test executes what production executes.
+ */
+export function withFunctionMiddleware(fn: InngestFunction.Like): InngestFunction.Like {
+  type Cls = new (args: { client: unknown }) => unknown;
+  type Execution = { partialOptions: Record<string, unknown> };
+  const original = fn as unknown as { client: { middleware?: Cls[] }; opts: { middleware?: Cls[] }; createExecution: (opts: Execution) => unknown };
+  const withMiddleware = Object.create(fn) as typeof original;
+  withMiddleware.createExecution = (opts) => {
+    const middleware = [...(original.client.middleware ?? []), ...(original.opts.middleware ?? [])];
+    const middlewareInstances = middleware.map((Middleware) => new Middleware({ client: original.client }));
+    return original.createExecution({ ...opts, partialOptions: { ...opts.partialOptions, middlewareInstances } });
+  };
+  return withMiddleware as unknown as InngestFunction.Like;
+}
+
 export type Memo = InngestTestEngine.MockedStep[];
 
 export type Execution = {
@@ -166,6 +184,12 @@ export type Execution = {
 export type ExecuteOptions = {
   memo?: Memo;
   runId?: string;
+  /**
+   * The attempt Inngest reports for the step this execution runs (ctx.attempt: 0, then 1 on its
+   * first retry…); the test engine itself always says 0. Pass 1 with an earlier execution's memo
+   * to retry the step that failed in it.
+   */
+  attempt?: number;
   /** How each step.waitForEvent ends (default: waitForEventOnBus, in virtual time). */
   waits?: WaitResolver;
   /** Called before a step's work runs (not for memoized steps). */
@@ -185,10 +209,12 @@ export async function execute(
   const sentEvents: SentEvent[] = [];
   const stepIds: string[] = [];
   const engine = new InngestTestEngine({
-    function: fn,
+    function: withFunctionMiddleware(fn),
     events: [{ id: event.id ?? `event-${randomUUID()}`, ...event }],
-    transformCtx: (ctx) =>
-      resolveWaits(options.waits ?? waitForEventOnBus)(recordSentEvents(sentEvents)(inferOverHttp(runId)(observeSteps(stepIds, options.beforeStep)(ctx)))),
+    transformCtx: (ctx) => ({
+      ...resolveWaits(options.waits ?? waitForEventOnBus)(recordSentEvents(sentEvents)(inferOverHttp(runId)(observeSteps(stepIds, options.beforeStep)(ctx)))),
+      attempt: options.attempt ?? 0,
+    }),
   });
   const output = (await engine.execute({ steps: options.memo ?? [] })) as unknown as {
     result?: unknown;

@@ -5,6 +5,7 @@ import type { SendEvent } from "../../src/api/deps.js";
 import type { AuthSettings } from "../../src/auth/settings.js";
 import type { InngestServing } from "../../src/inngest-serve.js";
 import { createApp } from "../../src/server.js";
+import type { RealtimePublisher } from "../../src/realtime/publisher.js";
 import type { EventNotifier } from "../../src/stream/notifier.js";
 import type { SentEvent } from "./engine.js";
 
@@ -46,7 +47,7 @@ export type { SentEvent };
  */
 export function createTestApp(
   db: pg.Pool,
-  overrides: { sendEvent?: SendEvent; functions?: InngestFunction.Any[]; auth?: AuthSettings; serving?: InngestServing; events?: EventNotifier } = {},
+  overrides: { sendEvent?: SendEvent; functions?: InngestFunction.Any[]; auth?: AuthSettings; serving?: InngestServing; events?: EventNotifier; realtime?: RealtimePublisher } = {},
 ) {
   const sent: SentEvent[] = [];
   const recordEvent: SendEvent = async (event) => {
@@ -60,6 +61,7 @@ export function createTestApp(
     auth: overrides.auth ?? testAuth,
     serving: overrides.serving ?? { mode: "dev" },
     ...(overrides.events ? { events: overrides.events } : {}),
+    ...(overrides.realtime ? { realtime: overrides.realtime } : {}),
   });
   return { app, sent };
 }

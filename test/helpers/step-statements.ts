@@ -4,7 +4,7 @@ import { InngestTestEngine } from "@inngest/test";
 import type { InngestFunction } from "inngest";
 import type pg from "pg";
 import { countingPool } from "./counting-pool.js";
-import { inferOverHttp, recordSentEvents } from "./engine.js";
+import { inferOverHttp, recordSentEvents, withFunctionMiddleware } from "./engine.js";
 
 /** Where a statement sent by no step is counted (code outside steps must send none). */
 export const OUTSIDE_STEPS = "(outside any step)";
@@ -35,7 +35,7 @@ export function statementsPerStep(db: pg.Pool) {
     sqlTime.ms = 0;
     const runId = `run-${randomUUID()}`;
     const engine = new InngestTestEngine({
-      function: fn,
+      function: withFunctionMiddleware(fn),
       events: [{ id: `event-${randomUUID()}`, ...event }],
       transformCtx: (raw) => {
         const ctx = recordSentEvents([])(inferOverHttp(runId)(raw)) as typeof raw & { step: { run: (id: string, work: () => unknown) => unknown } };

@@ -1,0 +1,29 @@
+import type { ChatMessageRegenerate, ChatMessageSent } from "../../inngest.config.js";
+import { checkSendable, loadUserMessage } from "../history/store.js";
+import type { ApiDeps } from "./deps.js";
+
+/** What a sending route answers: the ids the client follows the turn with. */
+export type Sent = { threadId: string; messageId: string; eventId: string };
+
+/**
+ * Sends a chat message for its user, as POST /api/chat and POST /api/ui/chat both do: refused first
+ * (404 another user's thread, 409 a message id used for other words) rather than accepted and
+ * refused inside the run, where the sender cannot see it. The event id is the message's, so a
+ * re-sent message starts no second run.
+ */
+export async function sendChatMessage({ db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">, data: ChatMessageSent): Promise<Sent> {
+  await checkSendable(db, data);
+  const { ids } = await sendEvent({ id: `chat-message-${data.messageId}`, name: "chat/message.sent", data });
+  return { threadId: data.threadId ?? data.messageId, messageId: data.messageId, eventId: ids[0]! };
+}
+
+/**
+ * Asks for a new answer to a user message, as the regenerate route and POST /api/ui/chat both do:
+ * the message must be a user message of the caller's thread on its current path (a 4xx and nothing
+ * sent otherwise).
+ */
+export async function sendRegenerate({ db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">, data: ChatMessageRegenerate): Promise<Sent> {
+  await loadUserMessage(db, data);
+  const { ids } = await sendEvent({ name: "chat/message.regenerate", data });
+  return { threadId: data.threadId, messageId: data.messageId, eventId: ids[0]! };
+}

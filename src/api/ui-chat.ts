@@ -1,0 +1,225 @@
+import type { Context } from "hono";
+import { Hono } from "hono";
+import { describeRoute, resolver } from "hono-openapi";
+import { streamSSE, type SSEStreamingApi } from "hono/streaming";
+import { z } from "zod";
+import { chatMessageSentData } from "../../inngest.config.js";
+import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
+import { HistoryRefusal } from "../history/errors.js";
+import { clientMessageId } from "../history/ids.js";
+import { ownsThread } from "../history/events.js";
+import { agentContent, textOf } from "../history/messages.js";
+import { checkOwnedThread, listAnswerVariants } from "../history/store.js";
+import { answeredMessage, messageTurns, readRunEventsAfter, runningTurn, type TurnRun } from "../history/turn-runs.js";
+import { logger } from "../logger.js";
+import { followThread, type ThreadFollower } from "../stream/follow.js";
+import type { EventNotifier } from "../stream/notifier.js";
+import { UiMessageStream, type FollowedRun, type UiMessageChunk } from "../stream/ui-message-stream.js";
+import type { ApiDeps } from "./deps.js";
+import { badRequest } from "./errors.js";
+import { EVENT_PAGE_SIZE, HEARTBEAT_MS } from "./events.js";
+import { apiErrors } from "./openapi.js";
+import { sendChatMessage, sendRegenerate } from "./send-message.js";
+import { validate } from "./validate.js";
+
+/** The answer, as documented: the AI SDK's UI message stream (protocol v1) over Server-Sent Events. */
+export const uiMessageStream = z.string().meta({ description: "Server-Sent Events: `data: <UI message chunk JSON>` lines, then `data: [DONE]`." });
+
+const UI_STREAM_HEADER = "x-vercel-ai-ui-message-stream";
+
+const clientId = z.string().min(1, "must not be empty").max(200, "must be at most 200 characters");
+
+/** A useChat message: only its id, role and text parts are read (the last one, and only when sending). */
+const uiMessage = z.looseObject({
+  id: clientId,
+  role: z.enum(["system", "user", "assistant"]),
+  parts: z.array(z.looseObject({ type: z.string() })),
+});
+
+/** What useChat's DefaultChatTransport sends. */
+const uiChatBody = z.looseObject({
+  id: z
+    .uuid({ error: "id must be the thread's UUID: give useChat an id from crypto.randomUUID() (a new thread) or an existing thread's id" })
+    .meta({ description: "The chat's id: the thread's id (a new thread is created by its first message)." }),
+  messages: z
+    .array(uiMessage)
+    .min(1, "messages must hold at least the message to send")
+    .meta({ description: "useChat's messages; only the last one is read (it may send just that one)." }),
+  trigger: z.enum(["submit-message", "regenerate-message"], { error: 'trigger must be "submit-message" or "regenerate-message"' }),
+  messageId: clientId
+    .optional()
+    .meta({ description: "regenerate-message: the answer (or user message) to answer again; absent: the thread's last user message." }),
+  userId: userIdNotAccepted,
+});
+
+const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UUID" }) });
+
+const streamAnswer = (description: string) => ({
+  description,
+  headers: { [UI_STREAM_HEADER]: { description: "v1: the AI SDK's UI message stream protocol.", required: true, schema: { type: "string" as const } } },
+  content: { "text/event-stream": { schema: resolver(uiMessageStream) } },
+});
+
+const streamDescription =
+  "`data: {json}` lines, each a UI message chunk: `start` (the answer's id, with the thread, user message, run and variant as metadata), " +
+  "then per inference step `start-step`, `text-start`, `text-delta`…, `text-end`, `finish-step`; `finish` (metadata: the turn's status), " +
+  "preceded by `error` (a failed turn, with its cause) or `abort` (a cancelled one); then `data: [DONE]`. A retried inference step supersedes " +
+  "its failed attempt's text: that part ends with providerMetadata.threadline.superseded = true, a `data-superseded` part names it, and the " +
+  "retry streams as a new part. Comment lines are heartbeats.";
+
+/** A user message's id: the client's when it is a UUID, else one derived from it (useChat's default ids are not UUIDs). */
+const userMessageId = (threadId: string, id: string) => (z.uuid().safeParse(id).success ? id : clientMessageId(threadId, id));
+
+/**
+ * POST /api/ui/chat (useChat's DefaultChatTransport) and GET /api/ui/chat/:threadId/stream (its
+ * resume). Sending checks and sends exactly as POST /api/chat or the regenerate route do, then
+ * answers with the turn's run as a UI message stream, read from the thread's event log.
+ */
+export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbeatMs = HEARTBEAT_MS) {
+  const { db, events } = deps;
+  return new Hono<AuthEnv>()
+    .post(
+      "/",
+      describeRoute({
+        operationId: "sendUiChatMessage",
+        tags: ["Chat"],
+        summary: "Send useChat's last message (or regenerate an answer) and stream the answer (AI SDK UI message stream v1)",
+        description: `submit-message sends the last message (a user message; its text parts joined) as POST /api/chat does; regenerate-message asks again as the regenerate route does. ${streamDescription}`,
+        responses: { 200: streamAnswer("The turn's answer as a UI message stream, until the turn ends."), ...apiErrors(400, 404, 409, 413, 415, 422) },
+      }),
+      validate("json", uiChatBody),
+      async (c) => {
+        const body = c.req.valid("json");
+        const userId = callerId(c);
+        const threadId = body.id;
+        if (body.trigger === "submit-message") {
+          const last = body.messages.length - 1;
+          const message = body.messages[last]!;
+          const refused = (field: string, text: string) => badRequest(c, { issues: [{ path: ["messages", last, field], message: text }] });
+          if (message.role !== "user") return refused("role", "the last message must be the user's message to send");
+          if (message.parts.some((part) => part.type !== "text")) return refused("parts", "only text parts can be sent (files and other parts are not accepted)");
+          const content = message.parts.map((part) => (typeof part.text === "string" ? part.text : "")).join("");
+          const parsed = chatMessageSentData.safeParse({ messageId: userMessageId(threadId, message.id), content, threadId, userId });
+          if (!parsed.success) return badRequest(c, { issues: parsed.error.issues.map((issue) => ({ ...issue, path: ["messages", last, "parts"] })) });
+          const data = parsed.data;
+          return streamTurn(c, threadId, data.messageId, "submit", () => sendChatMessage(deps, data));
+        }
+        await checkOwnedThread(db, threadId, userId);
+        const answered = await answeredMessage(db, threadId, body.messageId === undefined ? undefined : userMessageId(threadId, body.messageId));
+        if (!answered) {
+          throw new HistoryRefusal(
+            "message_not_found",
+            body.messageId === undefined ? `Thread ${threadId} has no message to answer again: send one first.` : `Message ${body.messageId} is not a message of thread ${threadId}.`,
+          );
+        }
+        return streamTurn(c, threadId, answered, "regenerate", () => sendRegenerate(deps, { threadId, messageId: answered, userId }));
+      },
+    )
+    .get(
+      "/:threadId/stream",
+      describeRoute({
+        operationId: "resumeUiChatStream",
+        tags: ["Chat"],
+        summary: "Resume useChat's stream: the running turn's answer from its beginning, then live; 204 when nothing runs",
+        description:
+          `The thread's running turn, replayed from the event log and then followed live, as POST /api/ui/chat streams it. ${streamDescription} ` +
+          "204 when no turn of the caller runs on the thread (an unknown thread and another user's thread answer the same 204, so a new chat can resume on mount).",
+        responses: { 200: streamAnswer("The running turn's answer as a UI message stream."), 204: { description: "No turn runs on the thread." }, ...apiErrors(400) },
+      }),
+      validate("param", threadParams),
+      async (c) => {
+        const { threadId } = c.req.valid("param");
+        if (!(await ownsThread(db, threadId, callerId(c)))) return c.body(null, 204);
+        const running = await runningTurn(db, threadId);
+        if (!running) return c.body(null, 204);
+        // Subscribed before the first read of the run's events: nothing written meanwhile is missed.
+        const follower = await followThread(events, threadId);
+        const run: FollowedRun = { threadId, runId: running.runId, userMessageId: running.messageId, variant: running.variant };
+        return respond(c, follower, threadId, () => Promise.resolve(run));
+      },
+    );
+
+  /**
+   * Subscribes, notes the message's runs so far, sends, then streams the run the send started (a
+   * message sent before, submitted again, streams its latest run: Inngest drops the repeated event).
+   */
+  async function streamTurn(c: Context<AuthEnv>, threadId: string, messageId: string, kind: "submit" | "regenerate", send: () => Promise<unknown>) {
+    const follower = await followThread(events, threadId);
+    let known: TurnRun[];
+    try {
+      known = await messageTurns(db, threadId, messageId);
+      await send();
+    } catch (error) {
+      follower.stop();
+      throw error;
+    }
+    const toRun = (turn: TurnRun): FollowedRun => ({
+      threadId,
+      runId: turn.runId,
+      userMessageId: messageId,
+      variant: turn.variant,
+      ...(turn.status === "running" ? {} : { ended: { status: turn.status, ...(turn.error === null ? {} : { cause: turn.error }) } }),
+    });
+    const earlier = kind === "submit" ? known.at(-1) : undefined;
+    return respond(c, follower, threadId, async () => {
+      if (earlier) return toRun(earlier);
+      const started = (await messageTurns(db, threadId, messageId)).find((turn) => !known.some((k) => k.runId === turn.runId));
+      return started && toRun(started);
+    });
+  }
+
+  /** The UI message stream of the run `findRun` names (undefined: not started yet, asked again on the next wake-up). */
+  function respond(c: Context<AuthEnv>, follower: ThreadFollower, threadId: string, findRun: () => Promise<FollowedRun | undefined>) {
+    c.header(UI_STREAM_HEADER, "v1");
+    return streamSSE(
+      c,
+      async (stream) => {
+        let translator: UiMessageStream | undefined;
+        let last = 0;
+        await follower.follow(stream, heartbeatMs, async () => {
+          if (!translator) {
+            const run = await findRun();
+            if (!run) return false;
+            translator = new UiMessageStream(run);
+            await write(stream, translator.start());
+          }
+          const rows = [];
+          for (;;) {
+            const page = await readRunEventsAfter(db, { threadId, runId: translator.run.runId, afterId: last, limit: EVENT_PAGE_SIZE });
+            rows.push(...page);
+            last = page.at(-1)?.id ?? last;
+            if (page.length < EVENT_PAGE_SIZE) break;
+          }
+          await write(stream, translator.push(rows));
+          if (!translator.ending) return false;
+          const stored = translator.needsStoredAnswer ? await storedAnswerTexts(translator.run, callerId(c)) : [];
+          await write(stream, translator.finish(stored));
+          await stream.writeSSE({ data: "[DONE]" });
+          return true;
+        });
+      },
+      async (error, stream) => {
+        // Headers are sent: the client is told, and resumes with GET /api/ui/chat/:threadId/stream.
+        logger.error({ err: error, threadId }, "UI message stream failed");
+        await write(stream, [{ type: "error", errorText: "The stream was interrupted: resume it (GET /api/ui/chat/:threadId/stream) or reload the thread." }]);
+      },
+    );
+  }
+
+  /** The texts of the answer the run stored (or found, skipped), one per stored result. */
+  async function storedAnswerTexts(run: FollowedRun, userId: string): Promise<string[]> {
+    const variants = await listAnswerVariants(db, { threadId: run.threadId, messageId: run.userMessageId, userId });
+    const results = variants.find((variant) => variant.variant === run.variant)?.results ?? [];
+    return results.map((result) =>
+      agentContent
+        .parse(result.content)
+        .output.flatMap((message) => (message.type === "text" && message.role === "assistant" ? [textOf(message.content)] : []))
+        .join(""),
+    );
+  }
+}
+
+async function write(stream: SSEStreamingApi, chunks: readonly UiMessageChunk[]) {
+  for (const chunk of chunks) await stream.writeSSE({ data: JSON.stringify(chunk) });
+}
+

@@ -1,0 +1,42 @@
+import type pg from "pg";
+import type { ThreadEvent } from "./events.js";
+import * as sql from "./turn-runs-sql.js";
+
+/**
+ * The runs behind a conversation turn, for the streams that follow one run (POST /api/ui/chat and
+ * its resume route): which run answers a message, which one is generating now, and that run's
+ * events from the thread's log.
+ */
+
+/** One run of a turn: the answer variant it writes (or, skipped, the one it found), its status and a failure's cause. */
+export type TurnRun = { runId: string; variant: number; status: string; error: string | null };
+
+/** The runs that answered (or are answering) a user message of the thread, oldest first. */
+export async function messageTurns(db: pg.Pool, threadId: string, messageId: string): Promise<TurnRun[]> {
+  const { rows } = await db.query<{ run_id: string; variant: number; status: string; error: string | null }>(sql.selectMessageTurns, [threadId, messageId]);
+  return rows.map((row) => ({ runId: row.run_id, variant: row.variant, status: row.status, error: row.error }));
+}
+
+/** The thread's turn whose answer is being generated now, or null when none runs. */
+export async function runningTurn(db: pg.Pool, threadId: string): Promise<{ runId: string; messageId: string; variant: number } | null> {
+  const row = (await db.query<{ run_id: string; message_id: string; variant: number }>(sql.selectRunningTurn, [threadId])).rows[0];
+  return row ? { runId: row.run_id, messageId: row.message_id, variant: row.variant } : null;
+}
+
+/** One run's events in the thread's log after `afterId`, in id order, at most `limit`. */
+export async function readRunEventsAfter(db: pg.Pool, input: { threadId: string; runId: string; afterId: number; limit: number }): Promise<ThreadEvent[]> {
+  const { rows } = await db.query<{ id: string; event: string; data: Record<string, unknown> }>(sql.selectRunEventsAfter, [
+    input.threadId, input.runId, input.afterId, input.limit,
+  ]);
+  return rows.map((row) => ({ id: Number(row.id), event: row.event, data: row.data }));
+}
+
+/**
+ * The user message a regenerate request names: the message itself when it is a user message, the
+ * one it answers when it is an answer, the last user message on the current path when none is
+ * named; undefined when the thread holds no such message. Callers check ownership first.
+ */
+export async function answeredMessage(db: pg.Pool, threadId: string, messageId: string | undefined): Promise<string | undefined> {
+  const { rows } = await db.query<{ message_id: string }>(sql.selectAnsweredMessage, [threadId, messageId ?? null]);
+  return rows[0]?.message_id;
+}

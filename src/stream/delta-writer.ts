@@ -1,0 +1,54 @@
+import type pg from "pg";
+import { appendEvents } from "../history/events.js";
+import type { InferenceDelta } from "./deltas.js";
+
+/** Longest a piece of streamed text waits before it is written: a reader sees it about this late. */
+export const DELTA_FLUSH_MS = 50;
+
+/** Text at which a batch is written at once, however young: a fast model still gets steady rows. */
+export const DELTA_FLUSH_CHARS = 1_000;
+
+/**
+ * Writes one inference attempt's streamed text to the thread's event log as `text.delta` rows,
+ * in batches: a batch is written DELTA_FLUSH_MS after its first piece arrived, or as soon as it
+ * holds DELTA_FLUSH_CHARS, so a long answer costs a statement per batch, not per token. Batches
+ * are written one after the other (their ids follow the text's order), each keyed
+ * `<stepId>:delta:<n>` under the step's attempt: the same attempt run again writes nothing twice.
+ *
+ * `finish()` writes what is left and waits for every batch; a failed write fails it (the step
+ * then fails and is retried), so no text is silently missing from the log. A stream that broke
+ * off is finished too: its text so far is logged, and the retry's attempt supersedes it.
+ */
+export function deltaWriter(db: pg.Pool, target: { threadId: string; runId: string; stepId: string; attempt: number }) {
+  let pending = "";
+  let batches = 0;
+  let timer: NodeJS.Timeout | undefined;
+  let writing: Promise<void> = Promise.resolve();
+
+  const flush = () => {
+    clearTimeout(timer);
+    timer = undefined;
+    if (pending === "") return;
+    const data: InferenceDelta = { runId: target.runId, stepId: target.stepId, attempt: target.attempt, delta: pending };
+    const events = [{ key: `${target.stepId}:delta:${batches}`, event: "text.delta", data }];
+    pending = "";
+    batches += 1;
+    writing = writing.then(async () => {
+      await appendEvents(db, { threadId: target.threadId, runId: target.runId, attempt: target.attempt, events });
+    });
+    // A failed write is reported by finish(); until then it must not count as unhandled.
+    writing.catch(() => undefined);
+  };
+
+  return {
+    push: (text: string) => {
+      pending += text;
+      if (pending.length >= DELTA_FLUSH_CHARS) flush();
+      else timer ??= setTimeout(flush, DELTA_FLUSH_MS);
+    },
+    finish: async () => {
+      flush();
+      await writing;
+    },
+  };
+}

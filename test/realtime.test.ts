@@ -1,0 +1,181 @@
+import { randomUUID } from "node:crypto";
+import { Inngest } from "inngest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createChatTurn } from "../src/functions/chat-turn.js";
+import { appendEvents } from "../src/history/events.js";
+import { inngestRealtime, userChannel, type AgentStreamChunk, type RealtimePublisher } from "../src/realtime/publisher.js";
+import { startRealtimeRelay, type RealtimeRelay } from "../src/realtime/relay.js";
+import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
+import { execute } from "./helpers/engine.js";
+import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
+import { asUser, createTestApp } from "./helpers/http.js";
+import { useTestBed } from "./helpers/test-bed.js";
+
+const bed = useTestBed();
+
+/** Inngest realtime as the tests see it: what was published, on which channel and topic, and the channels tokens were asked for. */
+function fakeRealtime(fail: { publish?: boolean; token?: boolean } = {}) {
+  const published: { channel: string; topic: string; chunk: AgentStreamChunk }[] = [];
+  const tokensFor: string[] = [];
+  const attempts = { publish: 0 };
+  const publisher: RealtimePublisher = {
+    async publish(userId, chunk) {
+      attempts.publish += 1;
+      if (fail.publish) throw new Error("realtime unreachable");
+      published.push({ channel: userChannel(userId), topic: "agent_stream", chunk });
+    },
+    async subscriptionToken(userId) {
+      tokensFor.push(userChannel(userId));
+      if (fail.token) throw new Error("ECONNREFUSED");
+      return { key: `token-for-${userId}`, channel: userChannel(userId), topics: ["agent_stream"] };
+    },
+  };
+  return { publisher, published, tokensFor, fail, attempts };
+}
+
+async function threadOf(userId: string) {
+  const threadId = randomUUID();
+  await bed.db.pool.query("INSERT INTO threads (id, user_id) VALUES ($1, $2)", [threadId, userId]);
+  return threadId;
+}
+
+const write = (threadId: string, ...deltas: string[]) =>
+  appendEvents(bed.db.pool, { threadId, runId: null, attempt: 0, events: deltas.map((delta) => ({ key: delta, event: "text.delta", data: { delta } })) });
+
+/** Waits until `done()` holds, polling briefly, at most 5 seconds. */
+async function until(done: () => boolean) {
+  const deadline = Date.now() + 5_000;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error("condition not reached within 5 s");
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+describe("the realtime relay", () => {
+  let events: EventNotifier;
+  let relay: RealtimeRelay;
+  const fake = fakeRealtime();
+  let before: string;
+
+  beforeAll(async () => {
+    events = createEventNotifier(bed.db.pool);
+    before = await threadOf("user-1");
+    await write(before, "written before the relay started");
+    relay = await startRealtimeRelay({ db: bed.db.pool, events, publisher: fake.publisher });
+  });
+  afterAll(async () => {
+    await relay.close();
+    await events.close();
+  });
+
+  it("publishes each event written to the log once, in order, on its thread owner's channel, topic agent_stream, in AgentKit's chunk shape", async () => {
+    const alices = await threadOf("alice");
+    const bobs = await threadOf("bob");
+    await write(alices, "a1", "a2");
+    await write(bobs, "b1");
+    await write(alices, "a3");
+    await write(before, "after the start");
+    await until(() => fake.published.length >= 5);
+    await relay.idle();
+
+    const of = (channel: string) => fake.published.filter((p) => p.channel === channel);
+    expect(of("user:alice").map((p) => [p.topic, p.chunk.data.delta, p.chunk.data.threadId, p.chunk.sequenceNumber])).toEqual([
+      ["agent_stream", "a1", alices, 1],
+      ["agent_stream", "a2", alices, 2],
+      ["agent_stream", "a3", alices, 3],
+    ]);
+    expect(of("user:bob").map((p) => p.chunk)).toEqual([
+      { event: "text.delta", data: { delta: "b1", threadId: bobs }, timestamp: expect.any(Number), sequenceNumber: 1, id: `${bobs}:1` },
+    ]);
+    // What was written before the relay started is not published; what came after is.
+    expect(of("user:user-1").map((p) => p.chunk.data.delta)).toEqual(["after the start"]);
+
+    // A dropped LISTEN connection wakes the relay for every thread it knows: nothing is published twice.
+    await bed.db.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN threadline_events' AND datname = current_database()");
+    await write(alices, "a4");
+    await until(() => fake.published.some((p) => p.chunk.data.delta === "a4"));
+    await relay.idle();
+    expect(of("user:alice").map((p) => p.chunk.data.delta)).toEqual(["a1", "a2", "a3", "a4"]);
+    expect(fake.published).toHaveLength(6);
+  });
+
+  it("a chat turn's ending reaches its owner's channel", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    bed.model.script({ text: "Hello" });
+    const event = chatEvent({ content: "Hi", userId: "carol" });
+    const run = await execute(chatTurn, event);
+    expect(run.error).toBeUndefined();
+    await until(() => fake.published.some((p) => p.chunk.event === "stream.ended" && p.chunk.data.runId === run.runId));
+    const ended = fake.published.find((p) => p.chunk.event === "stream.ended" && p.chunk.data.runId === run.runId)!;
+    expect(ended.channel).toBe("user:carol");
+    expect(ended.chunk.data).toMatchObject({ status: "completed", threadId: event.data.messageId, messageId: event.data.messageId });
+  });
+});
+
+describe("a relay whose publishing fails", () => {
+  it("logs it and publishes the same events, in order, on the thread's next event", async () => {
+    const events = createEventNotifier(bed.db.pool);
+    const fake = fakeRealtime({ publish: true });
+    const relay = await startRealtimeRelay({ db: bed.db.pool, events, publisher: fake.publisher });
+    const threadId = await threadOf("dave");
+    await write(threadId, "first");
+    await until(() => fake.attempts.publish === 1);
+    await relay.idle();
+    expect(fake.published).toEqual([]);
+    fake.fail.publish = false;
+    await write(threadId, "second");
+    await until(() => fake.published.length >= 2);
+    await relay.idle();
+    expect(fake.published.map((p) => p.chunk.data.delta)).toEqual(["first", "second"]);
+    await relay.close();
+    await events.close();
+  });
+});
+
+describe("Inngest realtime through the app's Inngest client (its HTTP calls answered by a stand-in)", () => {
+  it("publishes a chunk to user:<id>, topic agent_stream, and asks for a token of the caller's channel and that topic only", async () => {
+    const calls: { url: URL; body: unknown }[] = [];
+    const fakeFetch = (async (input: string | URL | Request, init?: RequestInit) => {
+      const url = new URL(input instanceof Request ? input.url : String(input));
+      calls.push({ url, body: JSON.parse(String(init?.body ?? "null")) });
+      return Response.json(url.pathname.endsWith("/token") ? { jwt: "signed-token" } : {});
+    }) as typeof fetch;
+    const realtime = inngestRealtime(new Inngest({ id: "realtime-test", isDev: true, baseUrl: "http://inngest.test", fetch: fakeFetch }));
+    const chunk: AgentStreamChunk = { event: "stream.ended", data: { status: "completed", threadId: "t" }, timestamp: 1, sequenceNumber: 7, id: "t:7" };
+    await realtime.publish("alice", chunk);
+    expect(await realtime.subscriptionToken("alice")).toMatchObject({ key: "signed-token", channel: "user:alice", topics: ["agent_stream"] });
+
+    const [published, token] = calls;
+    expect(published!.url.pathname).toBe("/v1/realtime/publish");
+    expect([published!.url.searchParams.get("channel"), published!.url.searchParams.getAll("topic"), published!.body]).toEqual(["user:alice", ["agent_stream"], chunk]);
+    expect(token!.url.pathname).toBe("/v1/realtime/token");
+    expect(token!.body).toEqual([{ channel: "user:alice", name: "agent_stream", kind: "run" }]);
+    // A chunk that is not AgentKit's shape is refused before anything is sent.
+    await expect(realtime.publish("alice", { event: "x" } as AgentStreamChunk)).rejects.toThrow(/Schema validation failed/);
+    expect(calls).toHaveLength(2);
+  });
+});
+
+describe("POST /api/realtime/token", () => {
+  it("asks for the caller's channel only, whatever the body names", async () => {
+    const fake = fakeRealtime();
+    const { app } = createTestApp(bed.db.pool, { realtime: fake.publisher });
+    const response = await asUser(app, "alice").post("/api/realtime/token", { threadId: randomUUID(), channelKey: "user:bob" });
+    expect(response.status).toBe(200);
+    expect(await response.json()).toEqual({ key: "token-for-alice", channel: "user:alice", topics: ["agent_stream"] });
+    expect(fake.tokensFor).toEqual(["user:alice"]);
+    expect((await asUser(app, "alice").post("/api/realtime/token", { userId: "bob" })).status).toBe(400);
+    expect(fake.tokensFor).toEqual(["user:alice"]);
+  });
+
+  it("404 when realtime is off; 503 when Inngest cannot issue a token", async () => {
+    const off = createTestApp(bed.db.pool).app;
+    const response = await asUser(off, "alice").post("/api/realtime/token", {});
+    expect(response.status).toBe(404);
+    expect(await response.json()).toMatchObject({ code: "realtime_off" });
+    const unreachable = createTestApp(bed.db.pool, { realtime: fakeRealtime({ token: true }).publisher }).app;
+    const failed = await asUser(unreachable, "alice").post("/api/realtime/token", {});
+    expect(failed.status).toBe(503);
+    expect(failed.headers.get("retry-after")).toBe("5");
+  });
+});
