@@ -1,13 +1,19 @@
 import { randomUUID } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { streamCompletion } from "../src/agents/streamed-completion.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { TURN_STOPPED_ERROR } from "../src/functions/streaming-inference.js";
 import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
 import { appendDeltas, appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
+import { deltaWriter } from "../src/stream/delta-writer.js";
 import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
 import { execute, executeFailureHandler, type SentEvent, type Wait } from "./helpers/engine.js";
 import { chatEvent, conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
 import { asUser, createTestApp, headersFor, tokenFor } from "./helpers/http.js";
+import { gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -229,11 +235,95 @@ describe("POST /api/threads/:threadId/stop", () => {
   });
 });
 
+describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
+  it("stores the text logged before the stop as its answer; the model's later text is never logged; the run ends at the inference, non-retriably; the next message is answered at once", async () => {
+    const streamingTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), inference: "stream" });
+    const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
+    const event = chatEvent({ threadId, content: "Tell me a long story." });
+    const held = gate();
+    bed.model.script({ text: "Once upon a time there was a compiler.", stream: { chunks: ["Once upon", " a time", " there was", " a compiler."], holdAfter: { chunks: 2, gate: held } } });
+
+    const running = execute(streamingTurn, event);
+    await held.reached;
+    await until(async () => streamedTexts(await readEventsAfter(bed.db.pool, threadId, 0, 1_000))[0]?.text === "Once upon a time");
+    const stopped = await stop(threadId, {});
+    expect(stopped.status).toBe(202);
+    const { runId } = (await stopped.json()) as { runId: string };
+    // The model goes on; its next text finds the turn stopped, and the run ends there.
+    held.release();
+    const run = await running;
+    expect(run.runId).toBe(runId);
+    expect((run.error as Error).message).toBe(TURN_STOPPED_ERROR);
+    expect(bed.model.requests).toHaveLength(1);
+
+    const log = await runLog(threadId, runId);
+    expect(log.map((row) => row.event)).toEqual([...log.filter((row) => row.event === "text.delta").map(() => "text.delta"), "turn.stopped", "stream.ended"]);
+    expect(streamedTexts(await readEventsAfter(bed.db.pool, threadId, 0, 1_000), runId).map((t) => t.text)).toEqual(["Once upon a time"]);
+    expect((await messagesOf(threadId)).slice(-2)).toMatchObject([
+      { id: event.data.messageId, turn: { status: "stopped", runId } },
+      { role: "assistant", stopped: true, content: { output: [{ content: "Once upon a time" }] } },
+    ]);
+
+    // Inngest calls the onFailure handler of the run it failed: the stopped turn stays as it is.
+    await executeFailureHandler(streamingTurn, { runId, event, error: { name: "NonRetriableError", message: TURN_STOPPED_ERROR } });
+    expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "stopped", error: null }]);
+    expect(await endings(threadId, runId)).toHaveLength(2);
+
+    bed.model.script({ text: "It was about a compiler." });
+    const next = await execute(streamingTurn, chatEvent({ threadId, content: "What was it about?" }), { waits: neverWaits });
+    expect(next.result).toMatchObject({ status: "completed", answer: "It was about a compiler." });
+    expect(bed.model.requests.at(-1)!.messages.slice(-2)).toEqual([
+      { role: "assistant", content: "Once upon a time" },
+      { role: "user", content: "What was it about?" },
+    ]);
+  });
+
+  it("the delta writer: a batch that finds the turn stopped is not written, and `stopped` aborts", async () => {
+    const { threadId, attempt } = await threadWithRunningTurn();
+    const writer = deltaWriter(bed.db.pool, { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 });
+    writer.push("Once");
+    await writer.finish();
+    expect(writer.stopped.aborted).toBe(false);
+    expect((await stop(threadId, {})).status).toBe(202);
+
+    const late = deltaWriter(bed.db.pool, { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 });
+    late.push(" upon a time");
+    await late.finish();
+    expect(late.stopped.aborted).toBe(true);
+    expect((await runLog(threadId, attempt.runId)).map((row) => row.event)).toEqual(["text.delta", "turn.stopped", "stream.ended"]);
+  });
+
+  it("a model call whose signal aborts ends at once: the provider's connection is closed mid-stream", async () => {
+    const server = createServer();
+    const connectionClosed = new Promise<void>((resolve) => {
+      server.once("request", (_request, response) => {
+        response.writeHead(200, { "content-type": "text/event-stream" });
+        response.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: "assistant", content: "Once" } }] })}\n\n`);
+        // Never ends by itself: only the caller's abort closes it.
+        response.on("close", () => resolve());
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const stopped = new AbortController();
+    const call = streamCompletion({
+      model: { url: `http://127.0.0.1:${port}/v1/chat/completions`, authKey: "test-key", format: "openai-chat" },
+      body: { model: "scripted-model", messages: [] },
+      signal: stopped.signal,
+      onText: () => stopped.abort(),
+    });
+    await expect(call).rejects.toThrow(/broke off after 4 characters/);
+    await connectionClosed;
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+});
+
 describe("the streaming writer's delta appends (appendDeltas)", () => {
-  it("are logged while the turn runs; a batch racing a stop waits for it, then is refused (running: false) and nothing follows the stop's ending", async () => {
+  it("are logged while the turn runs; a batch racing a stop waits for it, then is refused (stopped: true) and nothing follows the stop's ending", async () => {
     const { threadId, event, attempt } = await threadWithRunningTurn();
     const runId = attempt.runId;
-    expect(await appendDeltas(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "Once")] })).toMatchObject({ running: true });
+    expect(await appendDeltas(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "Once")] })).toMatchObject({ stopped: false });
 
     // The stop's statement holds the thread's lock (its transaction left open) while a batch arrives.
     const client = await bed.db.pool.connect();
@@ -243,7 +333,7 @@ describe("the streaming writer's delta appends (appendDeltas)", () => {
       const racing = appendDeltas(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 1, " upon")] });
       await until(async () => (await bed.db.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%threadline_append_deltas%'")).rowCount === 1);
       await client.query("COMMIT");
-      expect(await racing).toEqual({ lastId: null, running: false });
+      expect(await racing).toEqual({ lastId: null, stopped: true });
     } finally {
       client.release();
     }

@@ -26,16 +26,16 @@ export async function appendEvents(
 }
 
 /**
- * Appends a batch of a run's streamed `text.delta` events, like appendEvents, but only while the
- * run's turn is running. `running: false`: the turn was stopped (or ended otherwise): nothing was
- * written, and the writer should stop calling the model.
+ * Appends a batch of a run's streamed `text.delta` events, like appendEvents, unless the user
+ * stopped the run's turn. `stopped: true`: nothing was written, and the writer should stop calling
+ * the model (the stop stored what was logged before it).
  */
 export async function appendDeltas(
   db: pg.Pool,
   input: { threadId: string; runId: string; attempt: number; events: NewEvent[] },
-): Promise<{ lastId: number | null; running: boolean }> {
-  const { rows } = await db.query<{ last_id: string | null; running: boolean }>(sql.appendDeltas, [input.threadId, input.runId, input.attempt, JSON.stringify(input.events)]);
-  return { lastId: rows[0]!.last_id === null ? null : Number(rows[0]!.last_id), running: rows[0]!.running };
+): Promise<{ lastId: number | null; stopped: boolean }> {
+  const { rows } = await db.query<{ last_id: string | null; stopped: boolean }>(sql.appendDeltas, [input.threadId, input.runId, input.attempt, JSON.stringify(input.events)]);
+  return { lastId: rows[0]!.last_id === null ? null : Number(rows[0]!.last_id), stopped: rows[0]!.stopped };
 }
 
 /** The thread's events after `afterId`, in id order, at most `limit`. */

@@ -115,18 +115,18 @@ LANGUAGE sql STABLE AS $$
   SELECT coalesce(jsonb_agg(to_jsonb(s.text) ORDER BY s.first_id), '[]'::jsonb) FROM steps s WHERE s.text <> ''
 $$;
 
--- In-process streaming inference's text.delta batches: appended only while the run's turn is
--- running. Once it is stopped (or recorded failed or cancelled) nothing more is logged after its
--- ending, and the writer learns it (running false) and stops calling the model. The thread's row is
--- share-locked first: a stop holds it for update, so a batch waits for the stop to commit and then
--- sees the turn stopped; the partial answer holds exactly the text logged before it.
+-- In-process streaming inference's text.delta batches, as threadline_append_events, except for a
+-- run whose turn the user stopped: nothing more is logged after its ending, and the writer learns
+-- it (stopped true) and stops calling the model. The thread's row is share-locked first: a stop
+-- holds it for update, so a batch waits for the stop to commit and then sees the turn stopped; the
+-- partial answer holds exactly the text logged before it.
 CREATE FUNCTION threadline_append_deltas(p_thread_id uuid, p_run_id text, p_attempt integer, p_events jsonb)
-RETURNS TABLE (last_id bigint, running boolean)
+RETURNS TABLE (last_id bigint, stopped boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM 1 FROM threads t WHERE t.id = p_thread_id FOR KEY SHARE;
-  running := EXISTS (SELECT 1 FROM turns u WHERE u.run_id = p_run_id AND u.status = 'running');
-  last_id := CASE WHEN running THEN threadline_append_events(p_thread_id, p_run_id, p_attempt, p_events) END;
+  stopped := EXISTS (SELECT 1 FROM turns u WHERE u.run_id = p_run_id AND u.status = 'stopped');
+  last_id := CASE WHEN NOT stopped THEN threadline_append_events(p_thread_id, p_run_id, p_attempt, p_events) END;
   RETURN NEXT;
 END
 $$;
