@@ -7,7 +7,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { TURN_STOPPED_ERROR } from "../src/functions/streaming-inference.js";
 import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
-import { appendDeltas, appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
+import { appendRunEvents, appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
 import { deltaWriter } from "../src/stream/delta-writer.js";
 import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
 import { execute, executeFailureHandler, type SentEvent, type Wait } from "./helpers/engine.js";
@@ -181,6 +181,26 @@ describe("POST /api/threads/:threadId/stop", () => {
     expect(await endings(threadId, attempt.runId)).toEqual(log);
   });
 
+  it("with AgentKit's chunks logged (EVENT_LOG_CHUNKS): the run's chunks after the stop are not logged; the stop's ending stays last", async () => {
+    const chunkedTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
+    const { threadId } = await conversation(chatTurn, bed.model, [["Say hi", "Hi"]]);
+    bed.model.script({ text: "A story." });
+    let inferred = false;
+    let stopped: Response | undefined;
+    const run = await execute(chunkedTurn, chatEvent({ threadId, content: "Tell me a story." }), {
+      beforeStep: async (id) => {
+        if (id === "assistant") inferred = true;
+        else if (inferred && id.startsWith("publish-") && !stopped) stopped = await stop(threadId, {});
+      },
+    });
+    expect(stopped!.status).toBe(202);
+    expect(run.result).toMatchObject({ status: "stopped" });
+    const events = (await runLog(threadId, run.runId)).map((row) => row.event);
+    expect(events.slice(0, 2)).toEqual(["run.started", "run.started"]);
+    expect(events.slice(-2)).toEqual(["turn.stopped", "stream.ended"]);
+    expect(events.filter((event) => event === "part.completed" || event === "stream.ended")).toEqual(["stream.ended"]);
+  });
+
   it("stops only the turn of the message named: another message's id is a 409 and leaves the running turn alone", async () => {
     const { threadId, event } = await threadWithRunningTurn();
     const [answered] = (await messagesOf(threadId)).filter((m) => m.role === "user");
@@ -319,19 +339,19 @@ describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
   });
 });
 
-describe("the streaming writer's delta appends (appendDeltas)", () => {
+describe("the streaming writer's delta appends (appendRunEvents)", () => {
   it("are logged while the turn runs; a batch racing a stop waits for it, then is refused (stopped: true) and nothing follows the stop's ending", async () => {
     const { threadId, event, attempt } = await threadWithRunningTurn();
     const runId = attempt.runId;
-    expect(await appendDeltas(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "Once")] })).toMatchObject({ stopped: false });
+    expect(await appendRunEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "Once")] })).toMatchObject({ stopped: false });
 
     // The stop's statement holds the thread's lock (its transaction left open) while a batch arrives.
     const client = await bed.db.pool.connect();
     try {
       await client.query("BEGIN");
       await client.query("SELECT * FROM threadline_stop_turn($1, 'user-1', $2, $3, 'assistant')", [threadId, runId, randomUUID()]);
-      const racing = appendDeltas(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 1, " upon")] });
-      await until(async () => (await bed.db.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%threadline_append_deltas%'")).rowCount === 1);
+      const racing = appendRunEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 1, " upon")] });
+      await until(async () => (await bed.db.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%threadline_append_run_events%'")).rowCount === 1);
       await client.query("COMMIT");
       expect(await racing).toEqual({ lastId: null, stopped: true });
     } finally {

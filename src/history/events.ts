@@ -26,15 +26,15 @@ export async function appendEvents(
 }
 
 /**
- * Appends a batch of a run's streamed `text.delta` events, like appendEvents, unless the user
- * stopped the run's turn. `stopped: true`: nothing was written, and the writer should stop calling
- * the model (the stop stored what was logged before it).
+ * Appends what a turn's run logs while it answers (streamed `text.delta` batches, AgentKit's
+ * chunks), like appendEvents, unless the user stopped the run's turn. `stopped: true`: nothing was
+ * written (nothing follows the stop's ending), and a streaming writer should stop calling the model.
  */
-export async function appendDeltas(
+export async function appendRunEvents(
   db: pg.Pool,
   input: { threadId: string; runId: string; attempt: number; events: NewEvent[] },
 ): Promise<{ lastId: number | null; stopped: boolean }> {
-  const { rows } = await db.query<{ last_id: string | null; stopped: boolean }>(sql.appendDeltas, [input.threadId, input.runId, input.attempt, JSON.stringify(input.events)]);
+  const { rows } = await db.query<{ last_id: string | null; stopped: boolean }>(sql.appendRunEvents, [input.threadId, input.runId, input.attempt, JSON.stringify(input.events)]);
   return { lastId: rows[0]!.last_id === null ? null : Number(rows[0]!.last_id), stopped: rows[0]!.stopped };
 }
 

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { appendDeltas } from "../history/events.js";
+import { appendRunEvents } from "../history/events.js";
 import type { InferenceDelta } from "./deltas.js";
 
 /** Longest a piece of streamed text waits before it is written: a reader sees it about this late. */
@@ -19,7 +19,7 @@ export const DELTA_FLUSH_CHARS = 1_000;
  * then fails and is retried), so no text is silently missing from the log. A stream that broke
  * off is finished too: its text so far is logged, and the retry's attempt supersedes it.
  *
- * Once the user stopped the run's turn, a batch is refused (appendDeltas), nothing more is written,
+ * Once the user stopped the run's turn, a batch is refused (appendRunEvents), nothing more is written,
  * and `stopped` aborts, so the caller stops reading the model. The stop stored the text logged
  * before it as the answer.
  */
@@ -40,7 +40,7 @@ export function deltaWriter(db: pg.Pool, target: { threadId: string; runId: stri
     batches += 1;
     writing = writing.then(async () => {
       if (stop.signal.aborted) return;
-      const { stopped } = await appendDeltas(db, { threadId: target.threadId, runId: target.runId, attempt: target.attempt, events });
+      const { stopped } = await appendRunEvents(db, { threadId: target.threadId, runId: target.runId, attempt: target.attempt, events });
       if (stopped) stop.abort();
     });
     // A failed write is reported by finish(); until then it must not count as unhandled.

@@ -115,12 +115,13 @@ LANGUAGE sql STABLE AS $$
   SELECT coalesce(jsonb_agg(to_jsonb(s.text) ORDER BY s.first_id), '[]'::jsonb) FROM steps s WHERE s.text <> ''
 $$;
 
--- In-process streaming inference's text.delta batches, as threadline_append_events, except for a
--- run whose turn the user stopped: nothing more is logged after its ending, and the writer learns
--- it (stopped true) and stops calling the model. The thread's row is share-locked first: a stop
--- holds it for update, so a batch waits for the stop to commit and then sees the turn stopped; the
--- partial answer holds exactly the text logged before it.
-CREATE FUNCTION threadline_append_deltas(p_thread_id uuid, p_run_id text, p_attempt integer, p_events jsonb)
+-- What a turn's run logs while it answers (in-process inference's text.delta batches, AgentKit's
+-- chunks), as threadline_append_events, except for a run whose turn the user stopped: nothing more
+-- is logged after its ending, and the writer learns it (stopped true), so streaming inference
+-- stops calling the model. The thread's row is share-locked first: a stop holds it for update, so
+-- a batch waits for the stop to commit and then sees the turn stopped; the partial answer holds
+-- exactly the text logged before it.
+CREATE FUNCTION threadline_append_run_events(p_thread_id uuid, p_run_id text, p_attempt integer, p_events jsonb)
 RETURNS TABLE (last_id bigint, stopped boolean)
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -186,7 +187,7 @@ $$;
 
 -- Down Migration
 DROP FUNCTION threadline_stop_turn(uuid, text, text, uuid, text);
-DROP FUNCTION threadline_append_deltas(uuid, text, integer, jsonb);
+DROP FUNCTION threadline_append_run_events(uuid, text, integer, jsonb);
 DROP FUNCTION threadline_streamed_texts(uuid, text);
 CREATE OR REPLACE FUNCTION threadline_store_answer(
   p_thread_id uuid, p_user_id text, p_run_id text, p_message_id uuid, p_message_seq bigint, p_variant integer,
