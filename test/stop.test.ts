@@ -8,9 +8,11 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { TURN_STOPPED_ERROR } from "../src/functions/streaming-inference.js";
 import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
 import { appendRunEvents, appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
+import * as stopSql from "../src/history/turn-stop-sql.js";
 import { deltaWriter } from "../src/stream/delta-writer.js";
 import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
 import { execute, executeFailureHandler, type SentEvent, type Wait } from "./helpers/engine.js";
+import { countingPool } from "./helpers/counting-pool.js";
 import { chatEvent, conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
 import { asUser, createTestApp, headersFor, tokenFor } from "./helpers/http.js";
 import { gate } from "./helpers/model-server.js";
@@ -199,6 +201,18 @@ describe("POST /api/threads/:threadId/stop", () => {
     expect(events.slice(0, 2)).toEqual(["run.started", "run.started"]);
     expect(events.slice(-2)).toEqual(["turn.stopped", "stream.ended"]);
     expect(events.filter((event) => event === "part.completed" || event === "stream.ended")).toEqual(["stream.ended"]);
+  });
+
+  it("costs two statements: the lookup of the running turn and the stop; a stop with nothing running, the lookup alone", async () => {
+    const { threadId } = await threadWithRunningTurn();
+    const counting = countingPool(bed.db.pool);
+    const counted = createTestApp(counting.pool).app;
+    const post = async () => counted.request(`/api/threads/${threadId}/stop`, { method: "POST", headers: await headersFor("user-1"), body: "{}" });
+    expect((await post()).status).toBe(202);
+    expect(counting.queries).toEqual([stopSql.selectRunningTurn, stopSql.stopTurn]);
+    counting.queries.length = 0;
+    expect((await post()).status).toBe(409);
+    expect(counting.queries).toEqual([stopSql.selectRunningTurn]);
   });
 
   it("stops only the turn of the message named: another message's id is a 409 and leaves the running turn alone", async () => {
