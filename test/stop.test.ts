@@ -183,6 +183,24 @@ describe("POST /api/threads/:threadId/stop", () => {
     expect(await endings(threadId, attempt.runId)).toEqual(log);
   });
 
+  it("a turn already waiting for the stopped one is released by the stop's turn.finished, in its first wait", async () => {
+    const { threadId, attempt } = await threadWithRunningTurn();
+    const waits: Wait[] = [];
+    bed.model.script({ text: "Then the end." });
+    const later = await execute(chatTurn, chatEvent({ threadId, content: "And then?" }), {
+      waits: async (wait) => {
+        waits.push(wait);
+        expect((await stop(threadId, {})).status).toBe(202);
+        // What Inngest would deliver to this wait: an event the stop sent, not the round's timeout.
+        const released = sent.find((e) => e.name === wait.event && e.data[wait.match!.field] === wait.match!.value);
+        expect(released?.data).toMatchObject({ status: "stopped" });
+        return released ?? null;
+      },
+    });
+    expect(waits.map((w) => w.match?.value)).toEqual([attempt.runId]);
+    expect(later.result).toMatchObject({ status: "completed", answer: "Then the end." });
+  });
+
   it("with AgentKit's chunks logged (EVENT_LOG_CHUNKS): the run's chunks after the stop are not logged; the stop's ending stays last", async () => {
     const chunkedTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
     const { threadId } = await conversation(chatTurn, bed.model, [["Say hi", "Hi"]]);
