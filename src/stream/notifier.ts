@@ -105,6 +105,17 @@ export function createEventNotifier(db: pg.Pool): EventNotifier {
     return listening;
   };
 
+  // A subscription that cannot start listening is undone before the error reaches its caller.
+  const listenOrUndo = async (unsubscribe: () => void) => {
+    try {
+      await ensureListening();
+    } catch (error) {
+      unsubscribe();
+      throw error;
+    }
+    return unsubscribe;
+  };
+
   return {
     get closed() {
       return closed;
@@ -123,13 +134,7 @@ export function createEventNotifier(db: pg.Pool): EventNotifier {
         wakes.delete(wake);
         if (wakes.size === 0 && subscribers.get(threadId) === wakes) subscribers.delete(threadId);
       };
-      try {
-        await ensureListening();
-      } catch (error) {
-        unsubscribe();
-        throw error;
-      }
-      return unsubscribe;
+      return listenOrUndo(unsubscribe);
     },
     async subscribeAll(watch) {
       if (closed) throw new Error("the event notifier is closed");
@@ -137,13 +142,7 @@ export function createEventNotifier(db: pg.Pool): EventNotifier {
       const unsubscribe = () => {
         watchers.delete(watch);
       };
-      try {
-        await ensureListening();
-      } catch (error) {
-        unsubscribe();
-        throw error;
-      }
-      return unsubscribe;
+      return listenOrUndo(unsubscribe);
     },
     async close() {
       if (closed) return;
