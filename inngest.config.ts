@@ -170,9 +170,9 @@ export type MemoryExtractRequested = z.infer<typeof memoryExtractRequestedData>;
 export const memoryExtractRequested = eventType("memory/extract.requested", { schema: memoryExtractRequestedData });
 
 /**
- * A turn (chat turn or regenerate run) finished: completed, skipped, failed or cancelled. Sent by
- * the turn functions, their onFailure handler and the cancellation handler; a later turn of the
- * thread that waits for this run (step.waitForEvent on runId) is released by it.
+ * A turn (chat turn or regenerate run) finished: completed, skipped, failed, cancelled or stopped.
+ * Sent by the turn functions, their onFailure handler, the cancellation handler and the stop route;
+ * a later turn of the thread that waits for this run (step.waitForEvent on runId) is released by it.
  */
 export const turnFinishedData = z.object({
   threadId: z.uuid(),
@@ -180,11 +180,28 @@ export const turnFinishedData = z.object({
   runId: z.string().min(1),
   /** The user message the turn answered. */
   messageId: z.uuid(),
-  status: z.enum(["completed", "skipped", "superseded", "failed", "cancelled"]),
+  status: z.enum(["completed", "skipped", "superseded", "failed", "cancelled", "stopped"]),
 });
 export type TurnFinished = z.infer<typeof turnFinishedData>;
 
 export const turnFinished = eventType("threadline/turn.finished", { schema: turnFinishedData });
+
+/**
+ * The user stopped a running turn (POST /api/threads/:threadId/stop), already recorded as stopped
+ * with its partial answer: the turn functions cancel their run on it (cancelOn, matched on the
+ * user message the run answers), so the model is not called again for it.
+ */
+export const turnStopRequestedData = z.object({
+  threadId: z.uuid(),
+  userId,
+  /** The stopped run (for the record: cancelOn matches on messageId, which the trigger events carry). */
+  runId: z.string().min(1),
+  /** The user message the stopped turn answered. */
+  messageId: z.uuid(),
+});
+export type TurnStopRequested = z.infer<typeof turnStopRequestedData>;
+
+export const turnStopRequested = eventType("chat/turn.stop.requested", { schema: turnStopRequestedData });
 
 /**
  * A thread and everything keyed by it were deleted (by its owner, or by retention). Sent after the

@@ -9,12 +9,17 @@ const SKIP = "threadline.turn.skip";
 const PRIOR_RESULTS = "threadline.history.prior-results";
 const SUMMARY_LAG = "threadline.history.summary-lag";
 const USER_TEXT = "threadline.turn.user-text";
+const STOPPED = "threadline.turn.stopped";
 
 type AnyState = State<Record<string, unknown>>;
 
 /** The turn writes nothing (a re-run of an answered message): the agents must not run. */
 export const markTurnSkipped = (state: AnyState, reason: string) => state.kv.set(SKIP, reason);
 export const turnSkipReason = (state: AnyState): string | undefined => state.kv.get(SKIP);
+
+/** The user stopped the turn while its run went on: the answer it reached was not stored. */
+export const markTurnStopped = (state: AnyState) => state.kv.set(STOPPED, true);
+export const turnStopped = (state: AnyState): boolean => state.kv.get(STOPPED) === true;
 
 /** How many of state.results came from before this turn (stored or client-sent history). */
 export const setPriorResultCount = (state: AnyState, count: number) => state.kv.set(PRIOR_RESULTS, count);

@@ -21,6 +21,7 @@ import { playgroundRoutes } from "./api/playground.js";
 import { realtimeTokenRoutes } from "./api/realtime-token.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
+import { stopRoutes } from "./api/stop.js";
 import { threadRoutes } from "./api/threads.js";
 import { uiChatRoutes } from "./api/ui-chat.js";
 import type { AuthEnv } from "./auth/identity.js";
@@ -81,6 +82,7 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/threads", threadRoutes(deps))
     .route("/threads", regenerateRoutes(deps))
     .route("/threads", eventRoutes(deps))
+    .route("/threads", stopRoutes(deps))
     .route("/ui/chat", uiChatRoutes(deps))
     .route("/realtime", realtimeTokenRoutes(deps))
     .route("/export", exportRoutes(deps))

@@ -33,9 +33,10 @@ const unreachableDatabase = new pg.Pool({ connectionString: "postgres://postgres
 
 /**
  * user-1's thread of two turns whose first answer was regenerated: two variants, the second turn off
- * the path; an empty thread of user-1's that the delete case removes; and a memory of user-1's.
+ * the path; an empty thread of user-1's that the delete case removes; a thread of user-1's whose turn
+ * is running (useChat's resume streams it) and another one (the stop case stops it); and a memory of user-1's.
  */
-const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "", memory: "", running: "" };
+const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "", memory: "", running: "", stoppable: "" };
 
 /** Inngest realtime stand-in: tokens for whoever asks. */
 const fakeRealtime: RealtimePublisher = {
@@ -61,6 +62,8 @@ beforeAll(async () => {
   expect((await execute(createRegenerate({ db: bed.db.pool, model }), sent.pop()!)).error).toBeUndefined();
   const page = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as { messages: { id: string; role: string }[] };
   const disposable = (await (await asUser(app, "user-1").post("/api/threads", { title: "To delete" })).json()) as { id: string };
+  const stoppable = randomUUID();
+  await beginTurn(bed.db.pool, { threadId: stoppable, userId: "user-1", message: { id: stoppable, text: "Still answering" }, turn: { runId: `run-${stoppable}`, kind: "chat" } });
   const memory = await remember(bed.db.pool, { userId: "user-1", text: "Prefers metric units." });
   if (memory.status !== "remembered") throw new Error("user-1's memory was not stored");
   // A thread whose turn has started and not finished: what useChat's resume streams.
@@ -74,6 +77,7 @@ beforeAll(async () => {
     disposable: disposable.id,
     memory: memory.id,
     running,
+    stoppable,
   });
 });
 /** An app with its own LISTEN connection for the event stream case, closed after the file. */
@@ -265,6 +269,10 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "a regenerate", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.first}/regenerate`, status: 202, send: (p, m) => authenticated(m, p, json({ reason: "retry" })) },
   { name: "a regenerate off the current path", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.offPath}/regenerate`, status: 409, send: (p, m) => authenticated(m, p, json({})) },
   { name: "a regenerate of an answer", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.answer}/regenerate`, status: 422, send: (p, m) => authenticated(m, p, json({})) },
+  { name: "a stop of a running turn", method: "POST", path: () => `/api/threads/${thread.stoppable}/stop`, status: 202, send: (p, m) => authenticated(m, p, json({})) },
+  { name: "a stop with nothing running", method: "POST", path: () => `/api/threads/${thread.threadId}/stop`, status: 409, send: (p, m) => authenticated(m, p, json({})) },
+  { name: "another user's stop", method: "POST", path: () => `/api/threads/${thread.stoppable}/stop`, status: 404, send: (p) => asUser(app, "user-2").post(p, {}) },
+  { name: "a stop naming a bad message id", method: "POST", path: () => `/api/threads/${thread.stoppable}/stop`, status: 400, send: (p, m) => authenticated(m, p, json({ messageId: "m-1" })) },
   { name: "the caller's threads", method: "GET", path: () => "/api/threads", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "the caller's threads with a bad limit", method: "GET", path: () => "/api/threads?limit=0", status: 400, send: (p, m) => authenticated(m, p) },
   { name: "a new thread", method: "POST", path: () => "/api/threads", status: 201, send: (p, m) => authenticated(m, p, json({ title: "Plans" })) },

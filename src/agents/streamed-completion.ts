@@ -28,6 +28,8 @@ export async function streamCompletion(input: {
   body: Record<string, unknown>;
   onText: (text: string) => void;
   idleTimeoutMs?: number;
+  /** Aborting it ends the call at once (the user stopped the turn): the call then fails. */
+  signal?: AbortSignal | undefined;
 }): Promise<unknown> {
   const call = { ...input.model };
   input.model.onCall?.(call, input.body);
@@ -38,7 +40,7 @@ export async function streamCompletion(input: {
       method: "POST",
       headers: headersFor(format, call.authKey),
       body: JSON.stringify({ ...input.body, stream: true, ...(format === "openai-chat" ? { stream_options: { include_usage: true } } : {}) }),
-      signal: idle.signal,
+      signal: input.signal ? AbortSignal.any([idle.signal, input.signal]) : idle.signal,
     }).catch((error: unknown) => {
       // What the gateway says when no answer came, with the reason (ECONNREFUSED, ENOTFOUND…).
       throw new Error(`${NO_ANSWER_PREFIX} (could not connect: ${describe(error)})`);

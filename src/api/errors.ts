@@ -64,6 +64,7 @@ const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
   message_not_found: 404,
   message_conflict: 409,
   message_not_on_path: 409,
+  no_running_turn: 409,
   not_a_user_message: 422,
 };
 

@@ -36,7 +36,7 @@ export const threadItem = z.object({
   lastActivityAt: z.iso.datetime(),
   createdAt: z.iso.datetime(),
   updatedAt: z.iso.datetime(),
-  /** The latest turn's status (running, completed, failed, cancelled, superseded); null before any turn. */
+  /** The latest turn's status (running, completed, failed, cancelled, superseded, stopped); null before any turn. */
   latestTurnStatus: z.string().nullable(),
 });
 
@@ -138,7 +138,7 @@ const pageQuery = z
 
 const timestamp = z.iso.datetime();
 /** A turn's state; `skipped` turns (a duplicate delivery that did nothing) are never shown. */
-const turnStatus = z.enum(["running", "completed", "failed", "cancelled", "superseded"]);
+const turnStatus = z.enum(["running", "completed", "failed", "cancelled", "superseded", "stopped"]);
 const messageContent = z
   .union([textContent, agentContent])
   .meta({ description: "`{text}` for user, system and summary messages; an assistant answer's AgentKit output and tool calls." });
@@ -151,6 +151,7 @@ const threadMessage = z.object({
   createdAt: timestamp,
   answers: z.uuid().optional().meta({ description: "An answer's user message." }),
   variant: z.int().optional().meta({ description: "An answer's variant (0 for the first answer, one more per regenerate)." }),
+  stopped: z.literal(true).optional().meta({ description: "An answer the user stopped: what the model had streamed by then." }),
   variantCount: z.int().optional().meta({ description: "A user message's number of answer variants." }),
   turn: z
     .object({ status: turnStatus, runId: z.string(), error: z.string().nullable() })
@@ -174,6 +175,7 @@ export const answerVariantsResponse = z.object({
     z.object({
       variant: z.int(),
       current: z.boolean().meta({ description: "The answer the thread's current path shows." }),
+      stopped: z.literal(true).optional().meta({ description: "The user stopped this answer: what the model had streamed by then." }),
       createdAt: timestamp,
       results: z.array(z.object({ id: z.string(), agentName: z.string(), content: agentContent })),
     }),

@@ -13,6 +13,7 @@ import { threadConcurrency } from "./thread-concurrency.js";
 import { createTurnNetwork, type AgentsConfig } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { announceTurnFinished } from "./turn-finished.js";
+import { cancelOnStop } from "./turn-stop.js";
 import { turnOutcome } from "./turn-outcome.js";
 
 export type FunctionDeps = {
@@ -57,6 +58,8 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
       // A new thread's id is its first message's id.
       concurrency: threadConcurrency("has(event.data.threadId) ? event.data.threadId : event.data.messageId"),
       retries: TURN_RETRIES,
+      // The user's stop (POST /api/threads/:threadId/stop) ends the run.
+      cancelOn: cancelOnStop,
       onFailure: recordTurnFailure(db),
       middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
     },

@@ -1,4 +1,4 @@
-import { Middleware } from "inngest";
+import { Middleware, NonRetriableError } from "inngest";
 import type pg from "pg";
 import { streamCompletion, type ModelCall } from "../agents/streamed-completion.js";
 import { logger } from "../logger.js";
@@ -54,15 +54,25 @@ export function inferenceMiddleware(db: pg.Pool, inference: Inference) {
   };
 }
 
+/**
+ * The run ends here once the user stopped its turn: the stop stored what was streamed, and no retry
+ * or later inference may call the model for it again. Inngest's cancellation, sent by the stop, may
+ * land after this step began (a step that executes runs to its end).
+ */
+export const TURN_STOPPED_ERROR =
+  "The user stopped this turn while the model was answering: the text streamed before the stop is its answer, and the model is not called again for it.";
+
 async function streamInference(input: { db: pg.Pool; threadId: string | undefined; runId: string; stepId: string; attempt: number } & InferInput) {
   const { db, threadId, runId, stepId, attempt, model, body } = input;
   // Without a thread (it is known once the user's message is stored) there is no log to write to.
   const writer = threadId ? deltaWriter(db, { threadId, runId, stepId, attempt }) : undefined;
-  const answer = await streamCompletion({ model, body, onText: (text) => writer?.push(text) }).catch(async (error: unknown) => {
+  const answer = await streamCompletion({ model, body, signal: writer?.stopped, onText: (text) => writer?.push(text) }).catch(async (error: unknown) => {
+    if (writer?.stopped.aborted) throw new NonRetriableError(TURN_STOPPED_ERROR);
     // The text that arrived before the failure is logged (a retry supersedes it); the step fails with the model's cause.
     await writer?.finish().catch((writeError: unknown) => logger.warn({ err: writeError, runId, stepId }, "streamed text of a failed inference not logged"));
     throw error;
   });
   await writer?.finish();
+  if (writer?.stopped.aborted) throw new NonRetriableError(TURN_STOPPED_ERROR);
   return answer;
 }

@@ -1,16 +1,15 @@
 import type { AgentResult, State, StateData } from "@inngest/agent-kit";
 import { textOf } from "../history/messages.js";
-import { turnSkipReason } from "../run-state.js";
+import { turnSkipReason, turnStopped } from "../run-state.js";
 
-/** What a turn function's run returns: shown in the dev server's run output. */
+/**
+ * What a turn function's run returns: shown in the dev server's run output. "stopped": the user
+ * stopped the turn while the run went on; the answer it still reached was not stored.
+ */
 export function turnOutcome(state: State<StateData>, messageId: string) {
   const skipped = turnSkipReason(state);
-  return {
-    threadId: state.threadId,
-    messageId,
-    status: skipped ? ("skipped" as const) : ("completed" as const),
-    ...(skipped ? { reason: skipped } : { answer: answerText(state.results.at(-1)) }),
-  };
+  if (skipped) return { threadId: state.threadId, messageId, status: "skipped" as const, reason: skipped };
+  return { threadId: state.threadId, messageId, status: turnStopped(state) ? ("stopped" as const) : ("completed" as const), answer: answerText(state.results.at(-1)) };
 }
 
 /** The text of an agent result's answer (a turn's final answer, a summary). */

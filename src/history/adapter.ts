@@ -1,11 +1,11 @@
 import type { HistoryConfig, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
-import { markTurnSkipped, setPriorResultCount, setSummaryLag, setUserMessageText } from "../run-state.js";
+import { markTurnSkipped, markTurnStopped, setPriorResultCount, setSummaryLag, setUserMessageText } from "../run-state.js";
 import { durably } from "./durable.js";
 import { resultId } from "./ids.js";
 import { toAgentContent, toAgentResults } from "./messages.js";
 import { historyWindow, type ResolvedHistoryPolicy } from "./policy.js";
-import { beginTurn, storeAnswer, type TurnKind, type TurnStart } from "./store.js";
+import { beginTurn, storeAnswer, type StoredAnswer, type TurnKind, type TurnStart } from "./store.js";
 import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES, type HistoryRead } from "./summaries.js";
 import { applyHistoryBudgets, type BudgetReport, type ByteBudgetReport } from "./token-budget.js";
 import { waitForEarlierTurns } from "./turn-waits.js";
@@ -119,7 +119,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
       return results;
     },
 
-    appendResults: async ({ step, newResults, threadId }) => {
+    appendResults: async ({ state, step, newResults, threadId }) => {
       if (!started || started.status === "skipped") return;
       const { messageSeq, variant } = started;
       const results = newResults.map((result, position) => ({
@@ -127,7 +127,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
         agentName: result.agentName,
         content: toAgentContent(result),
       }));
-      await durably(step, "history.append-results", () =>
+      const stored = (await durably(step, "history.append-results", () =>
         storeAnswer(db, {
           threadId: threadId!,
           userId: turn.userId,
@@ -139,7 +139,8 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           results,
           context: { history: loaded },
         }),
-      );
+      )) as StoredAnswer;
+      if (stored.status === "stopped") markTurnStopped(state);
     },
   };
 }

@@ -4,7 +4,7 @@
  */
 export class HistoryRefusal extends Error {
   constructor(
-    readonly code: "thread_not_owned" | "thread_not_found" | "message_not_found" | "message_conflict" | "not_a_user_message" | "message_not_on_path",
+    readonly code: "thread_not_owned" | "thread_not_found" | "message_not_found" | "message_conflict" | "not_a_user_message" | "message_not_on_path" | "no_running_turn",
     message: string,
   ) {
     super(message);

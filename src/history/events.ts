@@ -25,6 +25,19 @@ export async function appendEvents(
   return rows[0]!.last_id === null ? null : Number(rows[0]!.last_id);
 }
 
+/**
+ * Appends what a turn's run logs while it answers (streamed `text.delta` batches, AgentKit's
+ * chunks), like appendEvents, unless the user stopped the run's turn. `stopped: true`: nothing was
+ * written (nothing follows the stop's ending), and a streaming writer should stop calling the model.
+ */
+export async function appendRunEvents(
+  db: pg.Pool,
+  input: { threadId: string; runId: string; attempt: number; events: NewEvent[] },
+): Promise<{ lastId: number | null; stopped: boolean }> {
+  const { rows } = await db.query<{ last_id: string | null; stopped: boolean }>(sql.appendRunEvents, [input.threadId, input.runId, input.attempt, JSON.stringify(input.events)]);
+  return { lastId: rows[0]!.last_id === null ? null : Number(rows[0]!.last_id), stopped: rows[0]!.stopped };
+}
+
 /** The thread's events after `afterId`, in id order, at most `limit`. */
 export async function readEventsAfter(db: pg.Pool, threadId: string, afterId: number, limit: number): Promise<ThreadEvent[]> {
   const { rows } = await db.query<{ id: string; event: string; data: Record<string, unknown> }>(sql.selectEventsAfter, [threadId, afterId, limit]);

@@ -38,6 +38,7 @@ type MessageRow = {
   content: unknown;
   answers: string | null;
   variant: number | null;
+  stopped: boolean;
   created_at: Date;
 };
 
@@ -90,7 +91,7 @@ async function* threadMessages(client: pg.PoolClient, threadId: string): AsyncGe
         agentName: row.agent_name,
         content: row.content,
         createdAt: row.created_at.toISOString(),
-        ...(row.kind === "agent" ? { answers: row.answers!, variant: row.variant! } : {}),
+        ...(row.kind === "agent" ? { answers: row.answers!, variant: row.variant!, ...(row.stopped ? { stopped: true as const } : {}) } : {}),
       };
     }
     if (rows.length < EXPORT_MESSAGE_BATCH) return;

@@ -35,9 +35,10 @@ export type ThreadMessage = {
   agentName: string;
   content: unknown;
   createdAt: string;
-  /** For an agent result: the user message it answers and its variant. */
+  /** For an agent result: the user message it answers and its variant; `stopped`: cut short by a stop. */
   answers?: string;
   variant?: number;
+  stopped?: true;
   /** For a user message: how many answer variants exist, and its latest turn. */
   variantCount?: number;
   turn?: { status: string; runId: string; error: string | null } | null;
@@ -72,6 +73,7 @@ type PageRow = {
   content: unknown;
   answers: string | null;
   variant: number | null;
+  stopped: boolean;
   created_at: Date;
   turn_status: string | null;
   turn_run_id: string;
@@ -109,7 +111,7 @@ function toMessage(row: PageRow): ThreadMessage {
     agentName: row.agent_name,
     content: row.content,
     createdAt: row.created_at.toISOString(),
-    ...(row.kind === "agent" ? { answers: row.answers!, variant: row.variant! } : {}),
+    ...(row.kind === "agent" ? { answers: row.answers!, variant: row.variant!, ...(row.stopped ? { stopped: true as const } : {}) } : {}),
     ...(row.kind === "user"
       ? { variantCount: row.variant_count!, turn: row.turn_status ? { status: row.turn_status, runId: row.turn_run_id, error: row.turn_error } : null }
       : {}),

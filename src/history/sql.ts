@@ -28,8 +28,9 @@ export const beginTurn = `
 
 /**
  * history.append-results in one statement: the answer stored (off the current path, the turn
- * superseded, when its user message left the path meanwhile) and the turn completed. Defined in
- * migrations/0006_one_statement_steps.sql. Returns one row: a refusal code, or rows inserted and the turn's status.
+ * superseded, when its user message left the path meanwhile) and the turn completed; nothing for
+ * a turn the user stopped. Defined in migrations/0006_one_statement_steps.sql (0011 and 0012 replace it).
+ * Returns one row: a refusal code, or rows inserted and the turn's status.
  */
 export const storeAnswer = `
   SELECT refusal, inserted, status
@@ -143,7 +144,7 @@ export const selectThreadMessage = `
 
 /** Every answer variant of a user message, oldest variant first, each in its stored order. */
 export const selectAnswerVariants = `
-  SELECT id, variant, position, agent_name, content, on_path, created_at
+  SELECT id, variant, position, agent_name, content, on_path, stopped, created_at
   FROM messages WHERE answers = $1
   ORDER BY variant, position`;
 
@@ -222,7 +223,7 @@ export const revokeApiKey = `
  * page costs the same however long the thread is.
  */
 const pageExtras = `
-  SELECT p.id, p.turn_seq, p.seq, p.kind, p.agent_name, p.content, p.answers, p.variant, p.created_at,
+  SELECT p.id, p.turn_seq, p.seq, p.kind, p.agent_name, p.content, p.answers, p.variant, p.stopped, p.created_at,
          t.status AS turn_status, t.run_id AS turn_run_id, t.error AS turn_error,
          CASE WHEN p.kind = 'user'
            THEN (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = p.id) END AS variant_count
@@ -239,7 +240,7 @@ const pageExtras = `
  */
 export const selectPageBefore = `
   WITH page AS (
-    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, created_at FROM messages
+    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, stopped, created_at FROM messages
     WHERE thread_id = $1 AND on_path AND (turn_seq, seq) < ($2::bigint, $3::bigint)
     ORDER BY turn_seq DESC, seq DESC
     LIMIT $4
@@ -249,7 +250,7 @@ export const selectPageBefore = `
 /** Up to $4 current-path messages after position ($2, $3) in thread order, the nearest first. */
 export const selectPageAfter = `
   WITH page AS (
-    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, created_at FROM messages
+    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, stopped, created_at FROM messages
     WHERE thread_id = $1 AND on_path AND (turn_seq, seq) > ($2::bigint, $3::bigint)
     ORDER BY turn_seq, seq
     LIMIT $4

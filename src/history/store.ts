@@ -213,11 +213,14 @@ export async function readHistory(
 
 /**
  * Stores a turn's answer and completes the turn, in one statement under the thread's lock
- * (threadline_store_answer, migration 0006). Result ids are derived by the caller, so storing the
- * same answer twice inserts nothing. The answer becomes the current variant of its user message,
- * unless that message left the current path while the turn ran (an earlier message was
- * regenerated): then it is stored off the path and the turn is "superseded".
+ * (threadline_store_answer, migrations 0006 and 0012). Result ids are derived by the caller, so
+ * storing the same answer twice inserts nothing. The answer becomes the current variant of its
+ * user message, unless that message left the current path while the turn ran (an earlier message
+ * was regenerated): then it is stored off the path and the turn is "superseded". A turn the user
+ * stopped meanwhile keeps its stopped answer: nothing is stored and the status is "stopped".
  */
+export type StoredAnswer = { inserted: number; status: "completed" | "superseded" | "stopped" };
+
 export async function storeAnswer(
   db: pg.Pool,
   input: {
@@ -233,9 +236,9 @@ export async function storeAnswer(
     /** Merged into what the turn recorded of its history when it started (e.g. message counts). */
     context?: Record<string, unknown> | undefined;
   },
-): Promise<{ inserted: number; status: "completed" | "superseded" }> {
+): Promise<StoredAnswer> {
   const { threadId, userId, runId, messageId, messageSeq, variant, results } = input;
-  const { rows } = await db.query<{ refusal: string | null; inserted: number; status: "completed" | "superseded" }>(sql.storeAnswer, [
+  const { rows } = await db.query<{ refusal: string | null } & StoredAnswer>(sql.storeAnswer, [
     threadId, userId, runId, messageId, messageSeq, variant, input.detachLaterTurns, JSON.stringify(results), input.context ?? null,
   ]);
   const row = rows[0]!;
@@ -285,6 +288,8 @@ export type AnswerVariant = {
   variant: number;
   /** The answer the thread's current path shows. */
   current: boolean;
+  /** Cut short by a stop: what the model had streamed when the user stopped it. */
+  stopped?: true;
   createdAt: string;
   results: { id: string; agentName: string; content: unknown }[];
 };
@@ -292,7 +297,7 @@ export type AnswerVariant = {
 /** Every answer variant of one of the user's messages, the superseded ones included. */
 export async function listAnswerVariants(db: pg.Pool, input: { threadId: string; messageId: string; userId: string }): Promise<AnswerVariant[]> {
   await findUserMessage(db, input);
-  const { rows } = await db.query<{ id: string; variant: number; agent_name: string; content: unknown; on_path: boolean; created_at: Date }>(
+  const { rows } = await db.query<{ id: string; variant: number; agent_name: string; content: unknown; on_path: boolean; stopped: boolean; created_at: Date }>(
     sql.selectAnswerVariants,
     [input.messageId],
   );
@@ -300,7 +305,7 @@ export async function listAnswerVariants(db: pg.Pool, input: { threadId: string;
   for (const row of rows) {
     let variant = variants.at(-1);
     if (variant?.variant !== row.variant) {
-      variant = { variant: row.variant, current: row.on_path, createdAt: row.created_at.toISOString(), results: [] };
+      variant = { variant: row.variant, current: row.on_path, ...(row.stopped ? { stopped: true as const } : {}), createdAt: row.created_at.toISOString(), results: [] };
       variants.push(variant);
     }
     variant.results.push({ id: row.id, agentName: row.agent_name, content: row.content });

@@ -133,7 +133,7 @@ export const beginSnapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
 /** Current-path messages of thread $1 after position ($2, $3), $4 of them (messages_path_idx). */
 export const selectExportMessages = `
-  SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, created_at FROM messages
+  SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, stopped, created_at FROM messages
   WHERE thread_id = $1 AND on_path AND (turn_seq, seq) > ($2::bigint, $3::bigint)
   ORDER BY turn_seq, seq
   LIMIT $4`;

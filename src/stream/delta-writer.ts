@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { appendEvents } from "../history/events.js";
+import { appendRunEvents } from "../history/events.js";
 import type { InferenceDelta } from "./deltas.js";
 
 /** Longest a piece of streamed text waits before it is written: a reader sees it about this late. */
@@ -18,29 +18,38 @@ export const DELTA_FLUSH_CHARS = 1_000;
  * `finish()` writes what is left and waits for every batch; a failed write fails it (the step
  * then fails and is retried), so no text is silently missing from the log. A stream that broke
  * off is finished too: its text so far is logged, and the retry's attempt supersedes it.
+ *
+ * Once the user stopped the run's turn, a batch is refused (appendRunEvents), nothing more is written,
+ * and `stopped` aborts, so the caller stops reading the model. The stop stored the text logged
+ * before it as the answer.
  */
 export function deltaWriter(db: pg.Pool, target: { threadId: string; runId: string; stepId: string; attempt: number }) {
   let pending = "";
   let batches = 0;
   let timer: NodeJS.Timeout | undefined;
   let writing: Promise<void> = Promise.resolve();
+  const stop = new AbortController();
 
   const flush = () => {
     clearTimeout(timer);
     timer = undefined;
-    if (pending === "") return;
+    if (pending === "" || stop.signal.aborted) return;
     const data: InferenceDelta = { runId: target.runId, stepId: target.stepId, attempt: target.attempt, delta: pending };
     const events = [{ key: `${target.stepId}:delta:${batches}`, event: "text.delta", data }];
     pending = "";
     batches += 1;
     writing = writing.then(async () => {
-      await appendEvents(db, { threadId: target.threadId, runId: target.runId, attempt: target.attempt, events });
+      if (stop.signal.aborted) return;
+      const { stopped } = await appendRunEvents(db, { threadId: target.threadId, runId: target.runId, attempt: target.attempt, events });
+      if (stopped) stop.abort();
     });
     // A failed write is reported by finish(); until then it must not count as unhandled.
     writing.catch(() => undefined);
   };
 
   return {
+    /** Aborts once a batch found the turn stopped by the user. */
+    stopped: stop.signal,
     push: (text: string) => {
       pending += text;
       if (pending.length >= DELTA_FLUSH_CHARS) flush();

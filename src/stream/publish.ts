@@ -1,6 +1,6 @@
 import type { AgentMessageChunk, State, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
-import { appendEvents } from "../history/events.js";
+import { appendRunEvents } from "../history/events.js";
 import { turnSkipReason } from "../run-state.js";
 
 type StepRunner = { run: <T>(id: string, fn: () => Promise<T>) => Promise<unknown> };
@@ -35,7 +35,8 @@ export function turnPublisher(input: { db: pg.Pool; step: unknown; runId: string
           { key: "stream.ended", event: "stream.ended", data: { scope: "network", status: "skipped", runId } },
         ]
       : [{ key: chunk.id, event: chunk.event, data: chunk.data }];
-    const write = () => appendEvents(db, { threadId, runId, attempt: 0, events });
+    // Once the user stopped the turn, its run's later chunks are not logged: the stop's ending stays last.
+    const write = () => appendRunEvents(db, { threadId, runId, attempt: 0, events });
     if (step) await (step as StepRunner).run(chunk.id, write);
     else await write();
   };
