@@ -28,6 +28,8 @@ export async function streamCompletion(input: {
   body: Record<string, unknown>;
   onText: (text: string) => void;
   idleTimeoutMs?: number;
+  /** Ends the call early (the caller can no longer use the answer); the call then fails with the signal's reason. */
+  signal?: AbortSignal;
 }): Promise<unknown> {
   const call = { ...input.model };
   input.model.onCall?.(call, input.body);
@@ -38,7 +40,7 @@ export async function streamCompletion(input: {
       method: "POST",
       headers: headersFor(format, call.authKey),
       body: JSON.stringify({ ...input.body, stream: true, ...(format === "openai-chat" ? { stream_options: { include_usage: true } } : {}) }),
-      signal: idle.signal,
+      signal: input.signal ? AbortSignal.any([idle.signal, input.signal]) : idle.signal,
     }).catch((error: unknown) => {
       // What the gateway says when no answer came, with the reason (ECONNREFUSED, ENOTFOUND…).
       throw new Error(`${NO_ANSWER_PREFIX} (could not connect: ${describe(error)})`);
@@ -48,6 +50,7 @@ export async function streamCompletion(input: {
     if (!response.body) throw new Error("Model answered without a body");
     return await readCompletion(format, response.body, input.onText, idle.touch);
   } catch (error) {
+    if (input.signal?.aborted) throw input.signal.reason;
     throw idle.signal.aborted ? new Error(`The model stream was silent for more than ${idle.ms / 1000} s: it timed out`) : error;
   } finally {
     idle.stop();
