@@ -8,7 +8,7 @@ import type { AgentStreamChunk, RealtimePublisher } from "./publisher.js";
 const RELAY_PAGE_SIZE = 500;
 
 /** How often the relay forgets the threads that were quiet since the previous sweep. */
-export const RELAY_SWEEP_MS = 10 * 60_000;
+const RELAY_SWEEP_MS = 10 * 60_000;
 
 export type RealtimeRelay = {
   /** Resolves once everything the relay was woken for so far is published (or failed and logged). */
@@ -32,7 +32,7 @@ const toAgentStreamChunk = (threadId: string, event: RelayedEvent): AgentStreamC
   id: `${threadId}:${event.id}`,
 });
 
-/** A thread the relay follows: the last id published, what an unpublished row was written after, and whether it woke since the last sweep. */
+/** A thread the relay follows: the last id published, the time its unpublished rows were written from, and whether it woke since the last sweep. */
 type Followed = { lastId: number; since: Date; woken: boolean };
 
 /**
@@ -49,10 +49,7 @@ type Followed = { lastId: number; since: Date; woken: boolean };
  * its new rows and none it published (a row whose transaction began before that time and committed
  * after it, more than a sweep interval later, would be missed).
  */
-export async function startRealtimeRelay(
-  { db, events, publisher }: { db: pg.Pool; events: EventNotifier; publisher: RealtimePublisher },
-  sweepMs = RELAY_SWEEP_MS,
-): Promise<RealtimeRelay> {
+export async function startRealtimeRelay({ db, events, publisher }: { db: pg.Pool; events: EventNotifier; publisher: RealtimePublisher }): Promise<RealtimeRelay> {
   const started = await databaseNow(db);
   const followed = new Map<string, Followed>();
   /** Where a thread the relay does not hold starts: when the flags the last sweep judged by were reset. */
@@ -116,7 +113,7 @@ export async function startRealtimeRelay(
     });
 
   const unsubscribe = await events.subscribeAll(wake);
-  const timer = setInterval(() => void sweep(), sweepMs);
+  const timer = setInterval(() => void sweep(), RELAY_SWEEP_MS);
   timer.unref();
   return {
     idle: () => queue,
