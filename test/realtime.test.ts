@@ -132,6 +132,35 @@ describe("a relay whose publishing fails", () => {
   });
 });
 
+describe("a relay that has followed many threads", () => {
+  it("holds only the threads active since its previous sweep; a forgotten thread's next event is published once, its earlier ones not again", async () => {
+    const events = createEventNotifier(bed.db.pool);
+    const fake = fakeRealtime();
+    const relay = await startRealtimeRelay({ db: bed.db.pool, events, publisher: fake.publisher });
+    const quiet = await threadOf("erin");
+    const busy = await threadOf("frank");
+    await write(quiet, "one");
+    await until(() => fake.published.length === 1);
+    await relay.sweep();
+    await write(busy, "still talking");
+    await until(() => fake.published.length === 2);
+    await relay.sweep();
+    // The quiet thread is forgotten; the one written to since the first sweep is kept.
+    expect(relay.threads).toBe(1);
+
+    await write(quiet, "two");
+    await until(() => fake.published.some((p) => p.chunk.data.delta === "two"));
+    await relay.idle();
+    const erins = fake.published.filter((p) => p.channel === "user:erin").map((p) => [p.chunk.data.delta, p.chunk.sequenceNumber]);
+    expect(erins).toEqual([["one", 1], ["two", 2]]);
+    await relay.sweep();
+    await relay.sweep();
+    expect(relay.threads).toBe(0);
+    await relay.close();
+    await events.close();
+  });
+});
+
 describe("Inngest realtime through the app's Inngest client (its HTTP calls answered by a stand-in)", () => {
   it("publishes a chunk to user:<id>, topic agent_stream, and asks for a token of the caller's channel and that topic only", async () => {
     const calls: { url: URL; body: unknown }[] = [];

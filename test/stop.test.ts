@@ -332,16 +332,19 @@ describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
 
   it("the delta writer: a batch that finds the turn stopped is not written, and `stopped` aborts", async () => {
     const { threadId, attempt } = await threadWithRunningTurn();
-    const writer = deltaWriter(bed.db.pool, { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 });
+    const failures: unknown[] = [];
+    const writer = deltaWriter(bed.db.pool, { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 }, (error) => failures.push(error));
     writer.push("Once");
     await writer.finish();
     expect(writer.stopped.aborted).toBe(false);
     expect((await stop(threadId, {})).status).toBe(202);
 
-    const late = deltaWriter(bed.db.pool, { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 });
+    const late = deltaWriter(bed.db.pool, { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 }, (error) => failures.push(error));
     late.push(" upon a time");
     await late.finish();
     expect(late.stopped.aborted).toBe(true);
+    // A refused batch is a stop, not a failed write.
+    expect(failures).toEqual([]);
     expect((await runLog(threadId, attempt.runId)).map((row) => row.event)).toEqual(["text.delta", "turn.stopped", "stream.ended"]);
   });
 
@@ -362,9 +365,10 @@ describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
       model: { url: `http://127.0.0.1:${port}/v1/chat/completions`, authKey: "test-key", format: "openai-chat" },
       body: { model: "scripted-model", messages: [] },
       signal: stopped.signal,
-      onText: () => stopped.abort(),
+      onText: () => stopped.abort(new Error("stopped by the user")),
     });
-    await expect(call).rejects.toThrow(/broke off after 4 characters/);
+    // The call fails with the signal's reason, not as a broken stream.
+    await expect(call).rejects.toThrow("stopped by the user");
     await connectionClosed;
     server.closeAllConnections();
     await new Promise((resolve) => server.close(resolve));

@@ -136,6 +136,25 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     expect(streamedTexts(await logOf(threadId), run.runId).map((s) => s.text)).toEqual([text]);
   });
 
+  it("text that cannot be logged stops the model at once and fails the step with the database's reason", async () => {
+    // The log refuses one batch, as a database that fails mid-answer would.
+    await bed.db.pool.query(`
+      CREATE FUNCTION refuse_poisoned_delta() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN IF NEW.data->>'delta' LIKE '%POISON%' THEN RAISE EXCEPTION 'the log refused this batch'; END IF; RETURN NEW; END $$;
+      CREATE TRIGGER refuse_poisoned_delta BEFORE INSERT ON thread_events FOR EACH ROW EXECUTE FUNCTION refuse_poisoned_delta()`);
+    try {
+      // Held for good after the refused text: only stopping the call ends this step.
+      const held = gate();
+      bed.model.script({ text: "Fine, POISON, never sent", stream: { chunks: ["Fine, ", "POISON", ", never sent"], holdAfter: { chunks: 2, gate: held } } });
+      const event = chatEvent({ content: "Go." });
+      const failed = await execute(createChatTurn(streaming()), event);
+      expect(describeFailure(failed.error as Error)).toMatch(/^The answer's text could not be written to the thread's event log while it streamed: the log refused this batch/);
+      expect(await storedAnswer(event.data.messageId)).toBeUndefined();
+    } finally {
+      await bed.db.pool.query("DROP TRIGGER refuse_poisoned_delta ON thread_events; DROP FUNCTION refuse_poisoned_delta()");
+    }
+  });
+
   it("tool calls are assembled from the stream: the tool runs, the second inference streams under its own step id", async () => {
     bed.model.script({ toolCalls: [{ name: "current_time", id: "call_time_1" }] }, { text: "It is noon.", stream: { chunks: ["It is", " noon."] } });
     const event = chatEvent({ content: "What time is it?" });

@@ -11,6 +11,7 @@ import { beginTurn } from "../src/history/store.js";
 import { cancelTurn } from "../src/history/turn-waits.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute, executeFailureHandler } from "./helpers/engine.js";
+import { gate } from "./helpers/model-server.js";
 import { scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
 import { asUser, createTestApp, headersFor, type SentEvent } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -340,5 +341,37 @@ describe("GET /api/ui/chat/:threadId/stream (useChat's resume)", () => {
     expect(answer.parts.filter((part) => part.type === "text").map((part) => part.text)).toEqual(["Hello world"]);
     expect(answer.id).toBe((await firstAnswer).id);
     expect(answer.metadata).toMatchObject({ runId, status: "completed" });
+  });
+});
+
+describe("useChat against a real streaming turn (INFERENCE=stream)", () => {
+  it("text-delta chunks reach useChat's transport while the model is still answering, and the final message's text is the stored answer", async () => {
+    const streamingTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), inference: "stream" });
+    const threadId = randomUUID();
+    const { chunks, stream, done } = collect(await send(threadId, [userMessage("Stream to me")]));
+    const parsed = finalMessage(stream);
+    const held = gate();
+    bed.model.script({ text: "Tokens arrive one by one.", stream: { chunks: ["Tokens", " arrive", " one by one."], holdAfter: { chunks: 2, gate: held } } });
+
+    const running = execute(streamingTurn, lastSent());
+    await held.reached;
+    // The model is held after two pieces: the client already shows them, and the turn has not ended.
+    const shown = () => chunks.flatMap((chunk) => (chunk.type === "text-delta" ? [chunk.delta] : [])).join("");
+    await until(() => shown() === "Tokens arrive");
+    expect(chunks.map((chunk) => chunk.type)).not.toContain("finish");
+    expect((await threadRows(bed.db.pool, threadId)).map((row) => row.kind)).toEqual(["user"]);
+
+    held.release();
+    const run = await running;
+    expect(run.error).toBeUndefined();
+    const answer = await parsed;
+    await done;
+    const stored = (await threadRows(bed.db.pool, threadId)).find((row) => row.kind === "agent")!;
+    const storedText = (stored.content as { output: { type: string; content?: string }[] }).output.find((m) => m.type === "text")?.content;
+    expect(storedText).toBe("Tokens arrive one by one.");
+    expect(visibleText(answer)).toBe(storedText);
+    expect(answer.id).toBe(stored.id);
+    expect(answer.metadata).toMatchObject({ threadId, runId: run.runId, status: "completed" });
+    expect(chunks.at(-1)).toMatchObject({ type: "finish", finishReason: "stop" });
   });
 });

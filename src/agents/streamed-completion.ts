@@ -28,7 +28,7 @@ export async function streamCompletion(input: {
   body: Record<string, unknown>;
   onText: (text: string) => void;
   idleTimeoutMs?: number;
-  /** Aborting it ends the call at once (the user stopped the turn): the call then fails. */
+  /** Ends the call early (the user stopped the turn, or its text cannot be logged); the call then fails with the signal's reason. */
   signal?: AbortSignal | undefined;
 }): Promise<unknown> {
   const call = { ...input.model };
@@ -50,6 +50,7 @@ export async function streamCompletion(input: {
     if (!response.body) throw new Error("Model answered without a body");
     return await readCompletion(format, response.body, input.onText, idle.touch);
   } catch (error) {
+    if (input.signal?.aborted) throw input.signal.reason;
     throw idle.signal.aborted ? new Error(`The model stream was silent for more than ${idle.ms / 1000} s: it timed out`) : error;
   } finally {
     idle.stop();

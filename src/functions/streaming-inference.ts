@@ -64,9 +64,14 @@ export const TURN_STOPPED_ERROR =
 
 async function streamInference(input: { db: pg.Pool; threadId: string | undefined; runId: string; stepId: string; attempt: number } & InferInput) {
   const { db, threadId, runId, stepId, attempt, model, body } = input;
+  // Text that cannot be logged fails the step: the model is stopped at once rather than left to answer for nothing.
+  const stop = new AbortController();
+  const unlogged = (error: unknown) =>
+    stop.abort(new Error(`The answer's text could not be written to the thread's event log while it streamed: ${error instanceof Error ? error.message : String(error)}`, { cause: error }));
   // Without a thread (it is known once the user's message is stored) there is no log to write to.
-  const writer = threadId ? deltaWriter(db, { threadId, runId, stepId, attempt }) : undefined;
-  const answer = await streamCompletion({ model, body, signal: writer?.stopped, onText: (text) => writer?.push(text) }).catch(async (error: unknown) => {
+  const writer = threadId ? deltaWriter(db, { threadId, runId, stepId, attempt }, unlogged) : undefined;
+  const signal = writer ? AbortSignal.any([stop.signal, writer.stopped]) : stop.signal;
+  const answer = await streamCompletion({ model, body, signal, onText: (text) => writer?.push(text) }).catch(async (error: unknown) => {
     if (writer?.stopped.aborted) throw new NonRetriableError(TURN_STOPPED_ERROR);
     // The text that arrived before the failure is logged (a retry supersedes it); the step fails with the model's cause.
     await writer?.finish().catch((writeError: unknown) => logger.warn({ err: writeError, runId, stepId }, "streamed text of a failed inference not logged"));

@@ -16,14 +16,16 @@ export const DELTA_FLUSH_CHARS = 1_000;
  * `<stepId>:delta:<n>` under the step's attempt: the same attempt run again writes nothing twice.
  *
  * `finish()` writes what is left and waits for every batch; a failed write fails it (the step
- * then fails and is retried), so no text is silently missing from the log. A stream that broke
- * off is finished too: its text so far is logged, and the retry's attempt supersedes it.
+ * then fails and is retried), so no text is silently missing from the log. A failed write is also
+ * reported to `onFailure` at once, so the caller can stop the model instead of letting it answer
+ * to the end for nothing (nothing after the failed batch is written). A stream that broke off is
+ * finished too: its text so far is logged, and the retry's attempt supersedes it.
  *
  * Once the user stopped the run's turn, a batch is refused (appendRunEvents), nothing more is written,
  * and `stopped` aborts, so the caller stops reading the model. The stop stored the text logged
  * before it as the answer.
  */
-export function deltaWriter(db: pg.Pool, target: { threadId: string; runId: string; stepId: string; attempt: number }) {
+export function deltaWriter(db: pg.Pool, target: { threadId: string; runId: string; stepId: string; attempt: number }, onFailure: (error: unknown) => void) {
   let pending = "";
   let batches = 0;
   let timer: NodeJS.Timeout | undefined;
@@ -43,8 +45,8 @@ export function deltaWriter(db: pg.Pool, target: { threadId: string; runId: stri
       const { stopped } = await appendRunEvents(db, { threadId: target.threadId, runId: target.runId, attempt: target.attempt, events });
       if (stopped) stop.abort();
     });
-    // A failed write is reported by finish(); until then it must not count as unhandled.
-    writing.catch(() => undefined);
+    // Reported now, and again by finish(): the rejection is handled here, so it never counts as unhandled.
+    writing.catch(onFailure);
   };
 
   return {
