@@ -3,9 +3,10 @@ import fc from "fast-check";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApiKey } from "../src/auth/api-keys.js";
+import { TURN_STOPPED_ERROR } from "../src/functions/streaming-inference.js";
 import type { ThreadEvent } from "../src/history/events.js";
 import { streamedTexts } from "../src/stream/deltas.js";
-import { startLiveApp, type LiveApp } from "./helpers/live-app.js";
+import { startLiveApp, type LiveApp, type LiveRun } from "./helpers/live-app.js";
 import { gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -131,6 +132,86 @@ if (!existsSync(CHROMIUM)) {
       expect(pageProblems).toEqual(Array(2).fill(expect.stringMatching(/net::ERR_INCOMPLETE_CHUNKED_ENCODING \(.*\/events\)$/)));
     });
 
+    it("stops the answer being written: the text so far stays, marked Stopped; nothing more arrives though the model goes on; the next message is answered at once", async () => {
+      const held = gate();
+      bed.model.script(
+        { text: "The quick brown fox jumps over the lazy dog.", stream: { chunks: ["The ", "quick ", "brown fox ", "jumps over the lazy dog."], holdAfter: { chunks: 2, gate: held } } },
+        { text: "Foxes are quick." },
+      );
+      await openPlayground();
+      const stopBodies: unknown[] = [];
+      page.on("request", (request) => {
+        if (request.url().endsWith("/stop")) stopBodies.push(request.postDataJSON());
+      });
+      await sendMessage("Tell me about the fox");
+      const answers = page.locator("#messages li.assistant");
+      let run: LiveRun;
+      try {
+        await held.reached;
+        run = app.runs.at(-1)!;
+        await eventually(() => liveAnswer()).toBe("The quick ");
+        await page.getByRole("button", { name: "Stop" }).click();
+        await eventually(() => answers.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
+        expect(await answers.innerText()).toContain("The quick");
+        expect(await page.locator("#live-answer").isHidden()).toBe(true);
+        expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
+        expect(await page.locator("#status").textContent()).toBe("");
+        // The page named the turn it showed arriving, and the stop cancelled that run.
+        expect(stopBodies).toEqual([{ messageId: run.event.data.messageId }]);
+        expect(run.cancelled).toBe(true);
+      } finally {
+        held.release();
+      }
+      // The model goes on writing; its next text finds the turn stopped, which ends the run.
+      expect(((await run.execution).error as Error).message).toBe(TURN_STOPPED_ERROR);
+      const shownBeforeNext = (await liveTexts()).length;
+
+      await sendMessage("And then?");
+      await eventually(() => answers.count()).toBe(2);
+      expect(await answers.nth(1).innerText()).toContain("Foxes are quick.");
+      const next = await app.runs.at(-1)!.execution;
+      expect(next.stepIds.filter((id) => id.startsWith("history.wait-for-turn"))).toEqual([]);
+      // The log reaches the page in order: text the model wrote after the stop would have come before this answer.
+      expect(await answers.first().innerText()).not.toContain("brown");
+      expect(await answers.first().getByText("Stopped", { exact: true }).isVisible()).toBe(true);
+      const shown = await liveTexts();
+      expect(shown.slice(0, shownBeforeNext).every((text) => "The quick ".startsWith(text)), JSON.stringify(shown)).toBe(true);
+      expect(shown.slice(shownBeforeNext).every((text) => "Foxes are quick.".startsWith(text)), JSON.stringify(shown)).toBe(true);
+      mkdirSync(ARTIFACTS, { recursive: true });
+      await page.screenshot({ path: `${ARTIFACTS}/playground-stopped.png`, fullPage: true });
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("a stop that finds nothing running (another tab stopped the turn just before) says so without an error, and shows the turn stopped", async () => {
+      const held = gate();
+      bed.model.script({ text: "Once upon a time.", stream: { chunks: ["Once ", "upon a time."], holdAfter: { chunks: 1, gate: held } } });
+      await openPlayground();
+      await sendMessage("Tell me a story");
+      let run: LiveRun;
+      try {
+        await held.reached;
+        run = app.runs.at(-1)!;
+        await eventually(() => liveAnswer()).toBe("Once ");
+        const threadId = run.event.data.threadId as string;
+        await page.route("**/stop", async (route) => {
+          const elsewhere = await fetch(`${app.url}/api/threads/${threadId}/stop`, { method: "POST", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: "{}" });
+          expect(elsewhere.status).toBe(202);
+          await route.continue();
+        });
+        await page.getByRole("button", { name: "Stop" }).click();
+        await eventually(() => page.getByRole("status").textContent()).toBe("Nothing to stop: no answer is being written right now.");
+        const answer = page.locator("#messages li.assistant");
+        await eventually(() => answer.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
+        expect(await answer.innerText()).toContain("Once");
+        expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
+      } finally {
+        held.release();
+      }
+      await run.execution;
+      // The browser logs the refused request itself.
+      expect(pageProblems).toEqual([expect.stringMatching(/status of 409 \(Conflict\)/)]);
+    });
+
     it("shows a failed turn's cause with Retry, which answers it; flips through the answer's variants; search opens the thread it found", async () => {
       bed.model.script(
         { status: 401, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error" } } },
@@ -209,6 +290,12 @@ async function dropAndExpectResumeAfter(lastId: number) {
   app.dropConnections();
   await eventually(() => resumedFrom.length).toBe(requests + 1);
   expect(resumedFrom.at(-1)).toBe(String(lastId));
+}
+
+/** Types a message in the composer and sends it. */
+async function sendMessage(text: string) {
+  await page.getByRole("textbox", { name: "Message", exact: true }).fill(text);
+  await page.getByRole("button", { name: "Send" }).click();
 }
 
 const liveTexts = async () => (await page.evaluate("window.liveTexts")) as string[];

@@ -3,10 +3,12 @@
  * `Authorization: Bearer`, a dev user name (servers run with AUTH=dev) in X-Threadline-User.
  */
 export class ApiError extends Error {
-  constructor(status, message) {
+  /** `code`: the machine-readable reason some refusals carry (e.g. no_running_turn). */
+  constructor(status, message, code) {
     super(message);
     this.name = "ApiError";
     this.status = status;
+    this.code = code;
   }
 }
 
@@ -20,7 +22,7 @@ export function apiFor(credentials) {
     const headers = { ...authHeaders(credentials), ...(body === undefined ? {} : { "content-type": "application/json" }) };
     const response = await fetch(path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
     const answer = await response.json().catch(() => ({}));
-    if (!response.ok) throw new ApiError(response.status, answer.error ?? `${method} ${path} answered HTTP ${response.status}`);
+    if (!response.ok) throw new ApiError(response.status, answer.error ?? `${method} ${path} answered HTTP ${response.status}`, answer.code);
     return answer;
   }
   const thread = (threadId) => `/api/threads/${encodeURIComponent(threadId)}`;
@@ -30,7 +32,8 @@ export function apiFor(credentials) {
     createThread: () => call("POST", "/api/threads", {}),
     readMessages: (threadId) => call("GET", `${thread(threadId)}/messages?limit=200`),
     send: (threadId, content) => call("POST", "/api/chat", { threadId, messageId: crypto.randomUUID(), content }),
-    stop: (threadId) => call("POST", `${thread(threadId)}/stop`, {}),
+    /** Stops the turn answering `messageId` (absent: whichever turn the thread is answering now). */
+    stop: (threadId, messageId) => call("POST", `${thread(threadId)}/stop`, messageId === undefined ? {} : { messageId }),
     regenerate: (threadId, messageId) => call("POST", `${message(threadId, messageId)}/regenerate`, { requestId: crypto.randomUUID() }),
     variants: (threadId, messageId) => call("GET", `${message(threadId, messageId)}/variants`),
     search: (q) => call("GET", `/api/search?q=${encodeURIComponent(q)}`),

@@ -16,6 +16,8 @@ const state = {
   /** The last event id seen on the open thread, and its rows of inference deltas of turns not ended. */
   lastId: 0,
   pending: [],
+  /** Runs of the open thread whose ending the page saw or made (a stop): a late delta of theirs is not shown. */
+  endedRuns: new Set(),
   messages: [],
   /** Older messages exist than the page read (the playground shows the newest 200). */
   olderHidden: false,
@@ -31,6 +33,7 @@ const threadHash = (threadId) => `#/threads/${threadId}`;
 const say = (text) => {
   $("status").textContent = text;
 };
+const generating = "Generating a new answer…";
 
 /** An event handler that shows what went wrong instead of dropping it. */
 const guarded =
@@ -107,7 +110,7 @@ async function showRoute() {
 
 function closeThread() {
   stopFollowing();
-  Object.assign(state, { threadId: null, messages: [], olderHidden: false, pending: [], outbox: new Map(), awaiting: new Set(), variants: new Map() });
+  Object.assign(state, { threadId: null, messages: [], olderHidden: false, pending: [], endedRuns: new Set(), outbox: new Map(), awaiting: new Set(), variants: new Map() });
   renderThreads();
   renderMessages();
 }
@@ -116,7 +119,7 @@ async function openThread(threadId) {
   stopFollowing();
   // A reload resumes where this tab was: after the last event seen, with the text streamed so far.
   const { lastId, pending } = session.loadStreamPosition(threadId);
-  Object.assign(state, { threadId, lastId, pending, messages: [], olderHidden: false, outbox: new Map(), awaiting: new Set(), variants: new Map() });
+  Object.assign(state, { threadId, lastId, pending, endedRuns: new Set(), messages: [], olderHidden: false, outbox: new Map(), awaiting: new Set(), variants: new Map() });
   renderThreads();
   renderMessages();
   const interrupted = "The event stream was interrupted; resuming where it stopped…";
@@ -170,11 +173,10 @@ function receive(threadId, batch) {
   let ended = false;
   let renamed = false;
   for (const row of batch) {
-    if (row.event === "text.delta" && isInferenceDelta(row.data)) state.pending.push(row);
+    if (row.event === "text.delta" && isInferenceDelta(row.data) && !state.endedRuns.has(row.data.runId)) state.pending.push(row);
     if (row.event === "stream.ended") {
       ended = true;
-      state.pending = state.pending.filter((pending) => pending.data.runId !== row.data.runId);
-      state.awaiting.delete(row.data.messageId);
+      forgetTurn(row.data);
     }
     if (row.event === "title.changed") renamed = true;
     state.lastId = row.id;
@@ -182,14 +184,25 @@ function receive(threadId, batch) {
   session.saveStreamPosition(threadId, { lastId: state.lastId, pending: state.pending });
   renderLive();
   if (ended) {
-    say("");
+    // Other news (a stop that found nothing to stop, a failed request) stays until the next action.
+    if ($("status").textContent === generating) say("");
     guarded(() => Promise.all([loadMessages(threadId), refreshThreads()]))();
   } else if (renamed) {
     guarded(refreshThreads)();
   }
 }
 
-const running = () => state.awaiting.size > 0 || state.pending.length > 0 || state.messages.some((m) => m.turn?.status === "running");
+/** A turn that ended (`{runId, messageId}`): its arriving text goes; the thread's messages show its outcome. */
+function forgetTurn({ runId, messageId }) {
+  state.endedRuns.add(runId);
+  state.pending = state.pending.filter((pending) => pending.data.runId !== runId);
+  state.awaiting.delete(messageId);
+}
+
+/** User messages the thread showed as being answered, less those whose turn has ended since. */
+const answering = () => state.messages.filter((m) => m.turn?.status === "running" && !state.endedRuns.has(m.turn.runId));
+
+const running = () => state.awaiting.size > 0 || state.pending.length > 0 || answering().length > 0;
 
 function renderLive() {
   const texts = streamedTexts(state.pending);
@@ -237,12 +250,16 @@ function turnItems({ user, answers }) {
   const choice = state.variants.get(user.id);
   const flipped = choice && !choice.list[choice.index].current ? choice.list[choice.index] : null;
   const shown = flipped
-    ? [{ agentName: flipped.results[0]?.agentName ?? "assistant", text: flipped.results.map((r) => answerText(r.content)).join("\n\n") }]
-    : answers.map((answer) => ({ agentName: answer.agentName, text: messageText(answer) }));
-  const answerItems = shown.map(({ agentName, text }) => h("li", { class: "message assistant" }, h("div", { class: "meta" }, agentName), text));
+    ? [{ agentName: flipped.results[0]?.agentName ?? "assistant", text: flipped.results.map((r) => answerText(r.content)).join("\n\n"), stopped: flipped.stopped === true }]
+    : answers.map((answer) => ({ agentName: answer.agentName, text: messageText(answer), stopped: answer.stopped === true }));
+  const answerItems = shown.map(({ agentName, text, stopped }) =>
+    h("li", { class: "message assistant" }, h("div", { class: "meta" }, agentName, stopped ? [" · ", stoppedLabel()] : null), text),
+  );
   answerItems[answerItems.length - 1].append(answerTools(user.id, choice));
   return [userItem, ...answerItems];
 }
+
+const stoppedLabel = () => h("strong", { class: "stopped", title: "You stopped this answer: it is what the model had written by then." }, "Stopped");
 
 /** Regenerate, and ‹ n/m › through the variants when there are several. */
 function answerTools(messageId, choice) {
@@ -275,7 +292,7 @@ async function regenerate(messageId) {
   await state.api.regenerate(state.threadId, messageId);
   state.awaiting.add(messageId);
   state.variants.delete(messageId);
-  say("Generating a new answer…");
+  say(generating);
   renderMessages();
 }
 
@@ -306,9 +323,31 @@ async function send(event) {
   }
 }
 
+/** The user message whose answer is being written: the thread's earliest turn not ended (it answers one at a time, in order). */
+const runningMessageId = () => answering()[0]?.id ?? state.awaiting.values().next().value;
+
+/**
+ * Stops the turn whose answer is arriving, named by its user message, so a click that comes as
+ * that turn ends cannot stop the next one. The page is ready for the next message at once; the
+ * thread's messages then show the partial answer, marked Stopped.
+ */
 async function stop() {
-  await state.api.stop(state.threadId);
-  say("Stopped.");
+  const threadId = state.threadId;
+  $("stop").disabled = true;
+  try {
+    const stopped = await state.api.stop(threadId, runningMessageId());
+    if (threadId !== state.threadId) return;
+    say("");
+    forgetTurn(stopped);
+    session.saveStreamPosition(threadId, { lastId: state.lastId, pending: state.pending });
+  } catch (error) {
+    // The answer ended (or has not started) as the user clicked: nothing went wrong.
+    if (error.code !== "no_running_turn") throw error;
+    say("Nothing to stop: no answer is being written right now.");
+  } finally {
+    renderLive();
+  }
+  await Promise.all([loadMessages(threadId), refreshThreads()]);
 }
 
 async function search(event) {

@@ -4,17 +4,23 @@ import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import type { InngestFunction } from "inngest";
 import type pg from "pg";
-import { chatMessageRegenerate, chatMessageSent } from "../../inngest.config.js";
-import { createChatTurn } from "../../src/functions/chat-turn.js";
-import { createRegenerate } from "../../src/functions/regenerate.js";
+import { chatMessageRegenerate, chatMessageSent, inngest, turnStopRequested } from "../../inngest.config.js";
+import { CHAT_TURN_ID, createChatTurn } from "../../src/functions/chat-turn.js";
+import { createRegenerate, REGENERATE_ID } from "../../src/functions/regenerate.js";
+import { createTurnCancellation } from "../../src/functions/turn-cancellation.js";
 import { createEventNotifier } from "../../src/stream/notifier.js";
 import { execute, executeFailureHandler, type Execution, type SentEvent } from "./engine.js";
 import { scriptedModel } from "./fixtures.js";
 import { createTestApp } from "./http.js";
 import type { ModelServer } from "./model-server.js";
 
-/** A turn the app started: its run id, its event and its execution (settled when the run ends). */
-export type LiveRun = { runId: string; event: SentEvent; execution: Promise<Execution> };
+/**
+ * A turn the app started: its run id, its event and its execution (settled when the run ends);
+ * `cancelled` once a stop of its user message cancelled it.
+ */
+export type LiveRun = { runId: string; event: SentEvent; execution: Promise<Execution>; cancelled: boolean };
+
+const CANCELLED = "the run was cancelled (cancelOn): Inngest starts none of its steps";
 
 export type LiveApp = {
   url: string;
@@ -30,25 +36,40 @@ export type LiveApp = {
  * regenerate it accepts runs at once, in the background, in this process: the real turn function
  * under the test engine, streaming the scripted model's answer into the event log. Each run gets
  * one attempt: one that fails has failed for good, and its onFailure handler runs as Inngest
- * would run it then.
+ * would run it then. A stop (chat/turn.stop.requested) cancels the unfinished runs answering its
+ * user message as the functions' cancelOn makes Inngest do: a step executing goes on to its end (a
+ * streaming inference ends at its next batch of text), no later step starts, no onFailure runs,
+ * and inngest/function.cancelled reaches the turn-cancelled function.
  */
 export async function startLiveApp(db: pg.Pool, model: ModelServer): Promise<LiveApp> {
   const deps = { db, model: scriptedModel(model), inference: "stream" as const };
-  const functions: Record<string, InngestFunction.Like> = {
-    [chatMessageSent.name]: createChatTurn(deps),
-    [chatMessageRegenerate.name]: createRegenerate(deps),
+  const functions: Record<string, { fn: InngestFunction.Like; id: string }> = {
+    [chatMessageSent.name]: { fn: createChatTurn(deps), id: CHAT_TURN_ID },
+    [chatMessageRegenerate.name]: { fn: createRegenerate(deps), id: REGENERATE_ID },
   };
+  const turnCancellation = createTurnCancellation({ db });
   const runs: LiveRun[] = [];
+  const ended = new Set<LiveRun>();
   const events = createEventNotifier(db);
   const { app } = createTestApp(db, {
     auth: { dev: true },
     events,
     sendEvent: async (event) => {
-      const fn = functions[event.name];
-      if (fn) {
-        const run = { runId: `run-${randomUUID()}`, event } as LiveRun;
-        run.execution = execute(fn, event, { runId: run.runId }).then(async (execution) => {
-          if (execution.error !== undefined) {
+      if (event.name === turnStopRequested.name) {
+        for (const run of runs) if (!ended.has(run) && run.event.data.messageId === event.data.messageId) run.cancelled = true;
+      }
+      const started = functions[event.name];
+      if (started) {
+        const { fn, id } = started;
+        const run = { runId: `run-${randomUUID()}`, event, cancelled: false } as LiveRun;
+        const beforeStep = async () => {
+          if (run.cancelled) throw new Error(CANCELLED);
+        };
+        run.execution = execute(fn, event, { runId: run.runId, beforeStep }).then(async (execution) => {
+          ended.add(run);
+          if (run.cancelled) {
+            await execute(turnCancellation, { name: "inngest/function.cancelled", data: { function_id: `${inngest.id}-${id}`, run_id: run.runId } });
+          } else if (execution.error !== undefined) {
             const { name, message } = execution.error as Error;
             await executeFailureHandler(fn, { runId: run.runId, event, error: { name, message } });
           }
