@@ -3,7 +3,8 @@
  * step and per turn, and in time next to a bare Inngest function with the same number of no-op
  * steps under the same engine (InngestTestEngine, the scripted model answering at once). The time
  * above that floor is the turn's own work: database round trips, the model call over HTTP,
- * AgentKit. Also shows the plans of the history read and of the latest-turn lookup (with and
+ * AgentKit. One row runs the turn with INFERENCE=stream (the model streamed in-process, its text
+ * logged as text.delta batches) next to the gateway's. Also shows the plans of the history read and of the latest-turn lookup (with and
  * without its index, on 50,000 turns).
  *
  * Uses DATABASE_URL's server (or the embedded PostgreSQL) in a database created for the run.
@@ -39,12 +40,18 @@ async function main() {
     const deps = { db: counting.pool, model: chooseModel(readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "bench", MODEL: "bench-model" })) };
     const chatTurn = createChatTurn(deps);
     const regenerate = createRegenerate(deps);
+    // The same turn with the model called in-process and its text logged as it streams (one batch here).
+    const streamingTurn = createChatTurn({ ...deps, inference: "stream" });
 
     const scenarios: Scenario[] = [
       { name: "chat turn, new thread", run: async () => ({ fn: chatTurn, event: chatEvent({}) }) },
       {
         name: `chat turn, ${SEEDED_TURNS * 2}-message thread`,
         run: async () => ({ fn: chatTurn, event: chatEvent({ threadId: (await seedThread(pool, { turns: SEEDED_TURNS })).threadId }) }),
+      },
+      {
+        name: `chat turn, ${SEEDED_TURNS * 2}-message thread, INFERENCE=stream`,
+        run: async () => ({ fn: streamingTurn, event: chatEvent({ threadId: (await seedThread(pool, { turns: SEEDED_TURNS })).threadId }) }),
       },
       {
         name: `regenerate, ${SEEDED_TURNS * 2}-message thread`,
