@@ -212,6 +212,30 @@ if (!existsSync(CHROMIUM)) {
       expect(pageProblems).toEqual([expect.stringMatching(/status of 409 \(Conflict\)/)]);
     });
 
+    it("a turn stopped before any text arrived offers Retry (there is no answer to regenerate), which answers the message", async () => {
+      const held = gate();
+      // The first content chunk is empty: the model is held having streamed no text at all.
+      bed.model.script({ text: "Once upon a time.", stream: { chunks: ["", "Once upon a time."], holdAfter: { chunks: 1, gate: held } } }, { text: "A short story." });
+      await openPlayground();
+      await sendMessage("Tell me a story");
+      let run: LiveRun;
+      try {
+        await held.reached;
+        run = app.runs.at(-1)!;
+        await eventually(() => page.locator("#messages li.user").innerText()).toContain("Tell me a story");
+        await page.getByRole("button", { name: "Stop" }).click();
+        await eventually(() => page.locator("#messages li.user").innerText()).toContain("stopped");
+      } finally {
+        held.release();
+      }
+      await run.execution;
+      expect(await page.locator("#messages li.assistant").count()).toBe(0);
+      await page.getByRole("button", { name: "Retry" }).click();
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("A short story.");
+      expect(await page.getByRole("button", { name: "Retry" }).count()).toBe(0);
+      expect(pageProblems).toEqual([]);
+    });
+
     it("shows a failed turn's cause with Retry, which answers it; flips through the answer's variants; search opens the thread it found", async () => {
       bed.model.script(
         { status: 401, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error" } } },
