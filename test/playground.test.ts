@@ -274,6 +274,31 @@ if (!existsSync(CHROMIUM)) {
       expect(pageProblems).toEqual([]);
     });
 
+    it("is served with its Content Security Policy, and shows HTML in a title, a message, an answer and a search hit as text", async () => {
+      const page0 = await fetch(app.url);
+      expect(page0.headers.get("content-security-policy")).toMatch(/script-src 'self'/);
+      const html = `<img src=x onerror="window.injected=1"><b>bold</b>`;
+      bed.model.script({ text: `Answer ${html}` });
+      const created = await fetch(`${app.url}/api/threads`, { method: "POST", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: JSON.stringify({ title: `Title ${html}` }) });
+      const { id: threadId } = (await created.json()) as { id: string };
+      await openPlayground();
+      await page.getByRole("link", { name: /^Title </ }).click();
+      await eventually(() => page.locator("#thread-title").textContent()).toBe(`Title ${html}`);
+      await sendMessage(`Question ${html}`);
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain(`Answer ${html}`);
+      expect(await page.locator("#messages li.user").textContent()).toContain(`Question ${html}`);
+      await page.getByRole("searchbox", { name: "Search messages" }).fill("bold");
+      await page.getByRole("button", { name: "Search", exact: true }).click();
+      await eventually(() => page.locator("#search-results li").count()).toBe(2);
+      expect(await page.locator("#search-results").textContent()).toContain("<img");
+      expect(await page.locator("#search-results mark").first().textContent()).toBe("bold");
+      // Nothing of it became markup: no image, no bold element, no script ran.
+      expect(await page.locator("#workspace img, #workspace b").count()).toBe(0);
+      expect(await page.evaluate("window.injected")).toBeUndefined();
+      expect(page.url()).toBe(`${app.url}/#/threads/${threadId}`);
+      expect(pageProblems).toEqual([]);
+    });
+
     it("signs in with a pasted API key (a refused one leaves the page signed out, saying why) and signs out", async () => {
       const { key } = await createApiKey(bed.db.pool, { userId: "key-holder", name: "playground" });
       await bed.db.pool.query("INSERT INTO threads (id, user_id, title, title_source) VALUES ($1, 'key-holder', 'Only for the key holder', 'user')", [crypto.randomUUID()]);
