@@ -194,7 +194,7 @@ describe("POST /api/threads/:threadId/stop", () => {
       BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$;
       CREATE TRIGGER hold_failure BEFORE UPDATE ON turns FOR EACH ROW WHEN (NEW.status = 'failed') EXECUTE FUNCTION pg_temp_hold_failure();`);
     const waiting = async (where: string) =>
-      until(async () => (await bed.db.pool.query(`SELECT 1 FROM pg_stat_activity WHERE ${where}`)).rowCount === 1);
+      until(async () => (await bed.db.pool.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND ${where}`)).rowCount === 1);
     try {
       await holder.query("SELECT pg_advisory_lock(4242)");
       const failure = failTurn(bed.db.pool, attempt.runId, "The model provider answered HTTP 503").then(() => "recorded", (error: Error) => error.message);
