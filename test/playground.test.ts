@@ -212,6 +212,30 @@ if (!existsSync(CHROMIUM)) {
       expect(pageProblems).toEqual([expect.stringMatching(/status of 409 \(Conflict\)/)]);
     });
 
+    it("a turn stopped before any text arrived offers Retry (there is no answer to regenerate), which answers the message", async () => {
+      const held = gate();
+      // The first content chunk is empty: the model is held having streamed no text at all.
+      bed.model.script({ text: "Once upon a time.", stream: { chunks: ["", "Once upon a time."], holdAfter: { chunks: 1, gate: held } } }, { text: "A short story." });
+      await openPlayground();
+      await sendMessage("Tell me a story");
+      let run: LiveRun;
+      try {
+        await held.reached;
+        run = app.runs.at(-1)!;
+        await eventually(() => page.locator("#messages li.user").innerText()).toContain("Tell me a story");
+        await page.getByRole("button", { name: "Stop" }).click();
+        await eventually(() => page.locator("#messages li.user").innerText()).toContain("stopped");
+      } finally {
+        held.release();
+      }
+      await run.execution;
+      expect(await page.locator("#messages li.assistant").count()).toBe(0);
+      await page.getByRole("button", { name: "Retry" }).click();
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("A short story.");
+      expect(await page.getByRole("button", { name: "Retry" }).count()).toBe(0);
+      expect(pageProblems).toEqual([]);
+    });
+
     it("shows a failed turn's cause with Retry, which answers it; flips through the answer's variants; search opens the thread it found", async () => {
       bed.model.script(
         { status: 401, body: { error: { message: "Incorrect API key provided", type: "invalid_request_error" } } },
@@ -247,6 +271,31 @@ if (!existsSync(CHROMIUM)) {
       await hit.click();
       await eventually(() => page.url()).toBe(threadUrl);
       await eventually(() => page.locator("#messages li.user").textContent()).toContain("What is a pangolin?");
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("is served with its Content Security Policy, and shows HTML in a title, a message, an answer and a search hit as text", async () => {
+      const page0 = await fetch(app.url);
+      expect(page0.headers.get("content-security-policy")).toMatch(/script-src 'self'/);
+      const html = `<img src=x onerror="window.injected=1"><b>bold</b>`;
+      bed.model.script({ text: `Answer ${html}` });
+      const created = await fetch(`${app.url}/api/threads`, { method: "POST", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: JSON.stringify({ title: `Title ${html}` }) });
+      const { id: threadId } = (await created.json()) as { id: string };
+      await openPlayground();
+      await page.getByRole("link", { name: /^Title </ }).click();
+      await eventually(() => page.locator("#thread-title").textContent()).toBe(`Title ${html}`);
+      await sendMessage(`Question ${html}`);
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain(`Answer ${html}`);
+      expect(await page.locator("#messages li.user").textContent()).toContain(`Question ${html}`);
+      await page.getByRole("searchbox", { name: "Search messages" }).fill("bold");
+      await page.getByRole("button", { name: "Search", exact: true }).click();
+      await eventually(() => page.locator("#search-results li").count()).toBe(2);
+      expect(await page.locator("#search-results").textContent()).toContain("<img");
+      expect(await page.locator("#search-results mark").first().textContent()).toBe("bold");
+      // Nothing of it became markup: no image, no bold element, no script ran.
+      expect(await page.locator("#workspace img, #workspace b").count()).toBe(0);
+      expect(await page.evaluate("window.injected")).toBeUndefined();
+      expect(page.url()).toBe(`${app.url}/#/threads/${threadId}`);
       expect(pageProblems).toEqual([]);
     });
 

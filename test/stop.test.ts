@@ -8,6 +8,7 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { TURN_STOPPED_ERROR } from "../src/functions/streaming-inference.js";
 import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
 import { appendRunEvents, appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
+import { failTurn } from "../src/history/store.js";
 import * as stopSql from "../src/history/turn-stop-sql.js";
 import { deltaWriter } from "../src/stream/delta-writer.js";
 import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
@@ -181,6 +182,33 @@ describe("POST /api/threads/:threadId/stop", () => {
     expect(await turnsOf(bed.db.pool, messageId)).toMatchObject([{ status: "stopped", error: null }]);
     expect((await threadRows(bed.db.pool, threadId)).filter((row) => row.answers === messageId)).toEqual([]);
     expect(await endings(threadId, attempt.runId)).toEqual(log);
+  });
+
+  it("racing the run's failure being recorded: no deadlock, whichever comes first wins (here the failure: the stop is a 409)", async () => {
+    const { threadId, attempt } = await threadWithRunningTurn();
+    // Holds the failure's statement right after it updated the turn row (a test-only trigger), so
+    // the stop arrives exactly between its two locks: the turn row and the thread's row.
+    const holder = await bed.db.pool.connect();
+    await bed.db.pool.query(`
+      CREATE FUNCTION pg_temp_hold_failure() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$;
+      CREATE TRIGGER hold_failure BEFORE UPDATE ON turns FOR EACH ROW WHEN (NEW.status = 'failed') EXECUTE FUNCTION pg_temp_hold_failure();`);
+    const waiting = async (where: string) =>
+      until(async () => (await bed.db.pool.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND ${where}`)).rowCount === 1);
+    try {
+      await holder.query("SELECT pg_advisory_lock(4242)");
+      const failure = failTurn(bed.db.pool, attempt.runId, "The model provider answered HTTP 503").then(() => "recorded", (error: Error) => error.message);
+      await waiting("wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE '%failed%'");
+      const stopped = stop(threadId, {}).then((response) => response.status);
+      await waiting("wait_event_type = 'Lock' AND query LIKE '%threadline_stop_turn%'");
+      await holder.query("SELECT pg_advisory_unlock(4242)");
+      expect(await Promise.all([failure, stopped])).toEqual(["recorded", 409]);
+    } finally {
+      holder.release();
+      await bed.db.pool.query("DROP TRIGGER hold_failure ON turns; DROP FUNCTION pg_temp_hold_failure()");
+    }
+    expect(await turnsOf(bed.db.pool, (await endings(threadId, attempt.runId))[0]!.data.messageId as string)).toMatchObject([{ status: "failed" }]);
+    expect((await endings(threadId, attempt.runId)).map((row) => [row.event, row.data.status])).toEqual([["turn.failed", undefined], ["stream.ended", "failed"]]);
   });
 
   it("a turn already waiting for the stopped one is released by the stop's turn.finished, in its first wait", async () => {

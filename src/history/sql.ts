@@ -50,13 +50,24 @@ const endStream = (status: "failed" | "cancelled") => `
   FROM ended e`;
 
 /**
+ * The CTE `locked`: the thread of run `runParam`, share-locked before the statement updates that
+ * run's turn. A stop (threadline_stop_turn) and storing an answer lock the thread first and the
+ * turn row second; taking them in the other order, a failure or cancellation recorded while the
+ * user stops the turn deadlocked with the stop. Now one waits for the other.
+ */
+const lockRunThread = (runParam: string) => `
+  locked AS (
+    SELECT t.id FROM threads t WHERE t.id = (SELECT u.thread_id FROM turns u WHERE u.run_id = ${runParam}) FOR KEY SHARE
+  )`;
+
+/**
  * A failed run only updates a turn it started: a refused event leaves no trace. The thread's
  * event log says so in the same statement (so "stream ended" always means "recorded").
  */
 export const failTurn = `
-  WITH ended AS (
+  WITH ${lockRunThread("$1")}, ended AS (
     UPDATE turns SET status = 'failed', error = $2, finished_at = now()
-    WHERE run_id = $1 AND status = 'running'
+    WHERE run_id = $1 AND status = 'running' AND thread_id IN (SELECT id FROM locked)
     RETURNING thread_id, run_id, message_id, error)
   ${endStream("failed")}`;
 
@@ -277,9 +288,9 @@ export const selectEarlierUnfinishedTurn = `
     SELECT t.run_id, t.thread_id, t.kind, t.message_id, t.started_at, m.seq
     FROM turns t JOIN messages m ON m.id = t.message_id
     WHERE t.run_id = $1
-  ), abandoned AS (
+  ), ${lockRunThread("$2")}, abandoned AS (
     UPDATE turns SET status = 'failed', error = $3, finished_at = now()
-    WHERE run_id = $2 AND status = 'running'
+    WHERE run_id = $2 AND status = 'running' AND thread_id IN (SELECT id FROM locked)
     RETURNING thread_id, run_id, message_id, error
   ), ended AS (
     SELECT * FROM abandoned
@@ -309,8 +320,8 @@ export const selectEarlierUnfinishedTurn = `
  * statement; returns what the finished event names.
  */
 export const cancelTurn = `
-  WITH ended AS (
+  WITH ${lockRunThread("$1")}, ended AS (
     UPDATE turns SET status = 'cancelled', error = $2, finished_at = now()
-    WHERE run_id = $1 AND status = 'running'
+    WHERE run_id = $1 AND status = 'running' AND thread_id IN (SELECT id FROM locked)
     RETURNING thread_id, run_id, message_id, error)
   ${endStream("cancelled")}`;

@@ -244,6 +244,10 @@ function turnItems({ user, answers }) {
     status === "failed"
       ? h("p", { class: "failure tools" }, `The answer failed: ${user.turn.error ?? "no cause recorded"}`, button("Retry", () => regenerate(user.id)))
       : null,
+    // Stopped before any text arrived: no answer carries a Regenerate button, so the message would be stranded.
+    status === "stopped" && answers.length === 0
+      ? h("p", { class: "failure tools" }, "You stopped this answer before any text arrived.", button("Retry", () => regenerate(user.id)))
+      : null,
   );
   if (answers.length === 0) return [userItem];
   // The thread shows its current answer; a variant the reader flipped to is shown in its place.
