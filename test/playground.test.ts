@@ -3,7 +3,7 @@ import fc from "fast-check";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApiKey } from "../src/auth/api-keys.js";
-import { TURN_STOPPED_ERROR } from "../src/functions/streaming-inference.js";
+import { TURN_ENDED_ERROR } from "../src/functions/streaming-inference.js";
 import type { ThreadEvent } from "../src/history/events.js";
 import { streamedTexts } from "../src/stream/deltas.js";
 import { startLiveApp, type LiveApp, type LiveRun } from "./helpers/live-app.js";
@@ -163,7 +163,7 @@ if (!existsSync(CHROMIUM)) {
         held.release();
       }
       // The model goes on writing; its next text finds the turn stopped, which ends the run.
-      expect(((await run.execution).error as Error).message).toBe(TURN_STOPPED_ERROR);
+      expect(((await run.execution).error as Error).message).toBe(TURN_ENDED_ERROR);
       const shownBeforeNext = (await liveTexts()).length;
 
       await sendMessage("And then?");

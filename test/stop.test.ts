@@ -5,10 +5,11 @@ import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { streamCompletion } from "../src/agents/streamed-completion.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import { TURN_STOPPED_ERROR } from "../src/functions/streaming-inference.js";
+import { TURN_ENDED_ERROR } from "../src/functions/streaming-inference.js";
 import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
 import { appendRunEvents, appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
 import { failTurn } from "../src/history/store.js";
+import { cancelTurn } from "../src/history/turn-waits.js";
 import * as stopSql from "../src/history/turn-stop-sql.js";
 import { deltaWriter } from "../src/stream/delta-writer.js";
 import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
@@ -66,7 +67,7 @@ const neverWaits = async (wait: Wait): Promise<SentEvent | null> => {
   throw new Error(`the turn was not expected to wait, but waited for ${wait.match?.value}`);
 };
 
-type ShownMessage = { id: string; role: string; content: { output?: { content: string }[] }; stopped?: boolean; variant?: number; turn?: { status: string } | null };
+type ShownMessage = { id: string; role: string; content: { output?: { content: string }[] }; answers?: string; stopped?: boolean; variant?: number; turn?: { status: string } | null };
 const messagesOf = async (threadId: string) => ((await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as { messages: ShownMessage[] }).messages;
 
 /** A thread with one answered turn and a second message whose turn is running: its inference failed once and awaits a retry. */
@@ -333,7 +334,7 @@ describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
     held.release();
     const run = await running;
     expect(run.runId).toBe(runId);
-    expect((run.error as Error).message).toBe(TURN_STOPPED_ERROR);
+    expect((run.error as Error).message).toBe(TURN_ENDED_ERROR);
     expect(bed.model.requests).toHaveLength(1);
 
     const log = await runLog(threadId, runId);
@@ -345,7 +346,7 @@ describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
     ]);
 
     // Inngest calls the onFailure handler of the run it failed: the stopped turn stays as it is.
-    await executeFailureHandler(streamingTurn, { runId, event, error: { name: "NonRetriableError", message: TURN_STOPPED_ERROR } });
+    await executeFailureHandler(streamingTurn, { runId, event, error: { name: "NonRetriableError", message: TURN_ENDED_ERROR } });
     expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "stopped", error: null }]);
     expect(await endings(threadId, runId)).toHaveLength(2);
 
@@ -364,13 +365,13 @@ describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
     const writer = deltaWriter(bed.db.pool, { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 }, (error) => failures.push(error));
     writer.push("Once");
     await writer.finish();
-    expect(writer.stopped.aborted).toBe(false);
+    expect(writer.ended.aborted).toBe(false);
     expect((await stop(threadId, {})).status).toBe(202);
 
     const late = deltaWriter(bed.db.pool, { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 }, (error) => failures.push(error));
     late.push(" upon a time");
     await late.finish();
-    expect(late.stopped.aborted).toBe(true);
+    expect(late.ended.aborted).toBe(true);
     // A refused batch is a stop, not a failed write.
     expect(failures).toEqual([]);
     expect((await runLog(threadId, attempt.runId)).map((row) => row.event)).toEqual(["text.delta", "turn.stopped", "stream.ended"]);
@@ -404,10 +405,10 @@ describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
 });
 
 describe("the streaming writer's delta appends (appendRunEvents)", () => {
-  it("are logged while the turn runs; a batch racing a stop waits for it, then is refused (stopped: true) and nothing follows the stop's ending", async () => {
+  it("are logged while the turn runs; a batch racing a stop waits for it, then is refused (ended: true) and nothing follows the stop's ending", async () => {
     const { threadId, event, attempt } = await threadWithRunningTurn();
     const runId = attempt.runId;
-    expect(await appendRunEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "Once")] })).toMatchObject({ stopped: false });
+    expect(await appendRunEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "Once")] })).toMatchObject({ ended: false });
 
     // The stop's statement holds the thread's lock (its transaction left open) while a batch arrives.
     const client = await bed.db.pool.connect();
@@ -417,7 +418,7 @@ describe("the streaming writer's delta appends (appendRunEvents)", () => {
       const racing = appendRunEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 1, " upon")] });
       await until(async () => (await bed.db.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%threadline_append_run_events%'")).rowCount === 1);
       await client.query("COMMIT");
-      expect(await racing).toEqual({ lastId: null, stopped: true });
+      expect(await racing).toEqual({ lastId: null, ended: true });
     } finally {
       client.release();
     }
@@ -426,9 +427,31 @@ describe("the streaming writer's delta appends (appendRunEvents)", () => {
     expect(log.map((row) => row.event)).toEqual(["text.delta", "turn.stopped", "stream.ended"]);
     expect((await messagesOf(threadId)).at(-1)).toMatchObject({ role: "assistant", answers: event.data.messageId, stopped: true, content: { output: [{ content: "Once" }] } });
   });
+
+  it("a cancelled run's still-executing inference logs nothing after the cancellation's ending, and learns it (ended: true)", async () => {
+    const { threadId, attempt } = await threadWithRunningTurn();
+    const runId = attempt.runId;
+    expect(await cancelTurn(bed.db.pool, runId)).not.toBeNull();
+    expect(await appendRunEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "Too late")] })).toEqual({ lastId: null, ended: true });
+    expect((await runLog(threadId, runId)).map((row) => row.event)).toEqual(["turn.cancelled", "stream.ended"]);
+  });
 });
 
 describe("the partial answer's text", () => {
+  it("a stop while only whitespace had streamed stores no answer (an empty assistant message breaks some providers)", async () => {
+    const { threadId, event, attempt } = await threadWithRunningTurn();
+    const runId = attempt.runId;
+    await appendRunEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "\n\n  ")] });
+    const answer = await stop(threadId, {});
+    expect(answer.status).toBe(202);
+    expect(await answer.json()).toMatchObject({ stopped: true, answerStored: false });
+    const shown = await messagesOf(threadId);
+    // The earlier turn's answer only: nothing answers the stopped message, whose turn shows stopped.
+    expect(shown.filter((m) => m.role === "assistant")).toHaveLength(1);
+    expect(shown.filter((m) => m.role === "assistant").map((m) => m.answers)).not.toContain(event.data.messageId);
+    expect(shown.find((m) => m.id === event.data.messageId)?.turn).toMatchObject({ status: "stopped" });
+  });
+
   it("follows the readers' rule (streamedTexts): per step its latest attempt, in id order; steps in the order they started", async () => {
     const threadId = randomUUID();
     await bed.db.pool.query("INSERT INTO threads (id, user_id) VALUES ($1, 'user-1')", [threadId]);

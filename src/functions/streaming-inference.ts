@@ -55,12 +55,13 @@ export function inferenceMiddleware(db: pg.Pool, inference: Inference) {
 }
 
 /**
- * The run ends here once the user stopped its turn: the stop stored what was streamed, and no retry
- * or later inference may call the model for it again. Inngest's cancellation, sent by the stop, may
- * land after this step began (a step that executes runs to its end).
+ * The run ends here once its turn has ended without it — the user stopped it (the stop stored what
+ * was streamed), or it was cancelled or failed — and no retry or later inference may call the model
+ * for it again. Inngest's cancellation may land after this step began (a step that executes runs to
+ * its end).
  */
-export const TURN_STOPPED_ERROR =
-  "The user stopped this turn while the model was answering: the text streamed before the stop is its answer, and the model is not called again for it.";
+export const TURN_ENDED_ERROR =
+  "This turn ended while the model was answering (the user stopped it, or it was cancelled): the text streamed before is what stays, and the model is not called again for it.";
 
 async function streamInference(input: { db: pg.Pool; threadId: string | undefined; runId: string; stepId: string; attempt: number } & InferInput) {
   const { db, threadId, runId, stepId, attempt, model, body } = input;
@@ -70,14 +71,14 @@ async function streamInference(input: { db: pg.Pool; threadId: string | undefine
     stop.abort(new Error(`The answer's text could not be written to the thread's event log while it streamed: ${error instanceof Error ? error.message : String(error)}`, { cause: error }));
   // Without a thread (it is known once the user's message is stored) there is no log to write to.
   const writer = threadId ? deltaWriter(db, { threadId, runId, stepId, attempt }, unlogged) : undefined;
-  const signal = writer ? AbortSignal.any([stop.signal, writer.stopped]) : stop.signal;
+  const signal = writer ? AbortSignal.any([stop.signal, writer.ended]) : stop.signal;
   const answer = await streamCompletion({ model, body, signal, onText: (text) => writer?.push(text) }).catch(async (error: unknown) => {
-    if (writer?.stopped.aborted) throw new NonRetriableError(TURN_STOPPED_ERROR);
+    if (writer?.ended.aborted) throw new NonRetriableError(TURN_ENDED_ERROR);
     // The text that arrived before the failure is logged (a retry supersedes it); the step fails with the model's cause.
     await writer?.finish().catch((writeError: unknown) => logger.warn({ err: writeError, runId, stepId }, "streamed text of a failed inference not logged"));
     throw error;
   });
   await writer?.finish();
-  if (writer?.stopped.aborted) throw new NonRetriableError(TURN_STOPPED_ERROR);
+  if (writer?.ended.aborted) throw new NonRetriableError(TURN_ENDED_ERROR);
   return answer;
 }

@@ -9,12 +9,12 @@ export const appendEvents = `
   SELECT threadline_append_events($1, $2, $3, $4) AS last_id`;
 
 /**
- * Appends what run $2 logs while it answers ($4: deltas, chunks) for attempt $3 unless the user
- * stopped its turn (threadline_append_run_events, migrations/0012_stopped_turns.sql); returns the
- * last id written and whether the turn is stopped.
+ * Appends what run $2 logs while it answers ($4: deltas, chunks) for attempt $3 unless its turn
+ * was stopped, cancelled or failed (threadline_append_run_events, migrations/0013_ended_run_events.sql);
+ * returns the last id written and whether the turn has so ended.
  */
 export const appendRunEvents = `
-  SELECT last_id, stopped FROM threadline_append_run_events($1, $2, $3, $4)`;
+  SELECT last_id, ended FROM threadline_append_run_events($1, $2, $3, $4)`;
 
 /** The thread's ($1) events after id $2, in id order, $3 of them. */
 export const selectEventsAfter = `

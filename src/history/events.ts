@@ -27,15 +27,16 @@ export async function appendEvents(
 
 /**
  * Appends what a turn's run logs while it answers (streamed `text.delta` batches, AgentKit's
- * chunks), like appendEvents, unless the user stopped the run's turn. `stopped: true`: nothing was
- * written (nothing follows the stop's ending), and a streaming writer should stop calling the model.
+ * chunks), like appendEvents, unless the run's turn has ended by a recorder's hand (stopped by the
+ * user, cancelled, failed). `ended: true`: nothing was written (nothing follows that ending), and a
+ * streaming writer should stop calling the model.
  */
 export async function appendRunEvents(
   db: pg.Pool,
   input: { threadId: string; runId: string; attempt: number; events: NewEvent[] },
-): Promise<{ lastId: number | null; stopped: boolean }> {
-  const { rows } = await db.query<{ last_id: string | null; stopped: boolean }>(sql.appendRunEvents, [input.threadId, input.runId, input.attempt, JSON.stringify(input.events)]);
-  return { lastId: rows[0]!.last_id === null ? null : Number(rows[0]!.last_id), stopped: rows[0]!.stopped };
+): Promise<{ lastId: number | null; ended: boolean }> {
+  const { rows } = await db.query<{ last_id: string | null; ended: boolean }>(sql.appendRunEvents, [input.threadId, input.runId, input.attempt, JSON.stringify(input.events)]);
+  return { lastId: rows[0]!.last_id === null ? null : Number(rows[0]!.last_id), ended: rows[0]!.ended };
 }
 
 /** The thread's events after `afterId`, in id order, at most `limit`. */

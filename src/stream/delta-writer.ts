@@ -21,9 +21,9 @@ export const DELTA_FLUSH_CHARS = 1_000;
  * to the end for nothing (nothing after the failed batch is written). A stream that broke off is
  * finished too: its text so far is logged, and the retry's attempt supersedes it.
  *
- * Once the user stopped the run's turn, a batch is refused (appendRunEvents), nothing more is written,
- * and `stopped` aborts, so the caller stops reading the model. The stop stored the text logged
- * before it as the answer.
+ * Once the run's turn has ended (the user stopped it: the stop stored the text logged before it as
+ * the answer; or it was cancelled or failed), a batch is refused (appendRunEvents), nothing more is
+ * written, and `ended` aborts, so the caller stops reading the model.
  */
 export function deltaWriter(db: pg.Pool, target: { threadId: string; runId: string; stepId: string; attempt: number }, onFailure: (error: unknown) => void) {
   let pending = "";
@@ -42,16 +42,16 @@ export function deltaWriter(db: pg.Pool, target: { threadId: string; runId: stri
     batches += 1;
     writing = writing.then(async () => {
       if (stop.signal.aborted) return;
-      const { stopped } = await appendRunEvents(db, { threadId: target.threadId, runId: target.runId, attempt: target.attempt, events });
-      if (stopped) stop.abort();
+      const { ended } = await appendRunEvents(db, { threadId: target.threadId, runId: target.runId, attempt: target.attempt, events });
+      if (ended) stop.abort();
     });
     // Reported now, and again by finish(): the rejection is handled here, so it never counts as unhandled.
     writing.catch(onFailure);
   };
 
   return {
-    /** Aborts once a batch found the turn stopped by the user. */
-    stopped: stop.signal,
+    /** Aborts once a batch found the turn ended: stopped by the user, cancelled or failed. */
+    ended: stop.signal,
     push: (text: string) => {
       pending += text;
       if (pending.length >= DELTA_FLUSH_CHARS) flush();

@@ -35,7 +35,7 @@ export function turnPublisher(input: { db: pg.Pool; step: unknown; runId: string
           { key: "stream.ended", event: "stream.ended", data: { scope: "network", status: "skipped", runId } },
         ]
       : [{ key: chunk.id, event: chunk.event, data: chunk.data }];
-    // Once the user stopped the turn, its run's later chunks are not logged: the stop's ending stays last.
+    // Once the turn was stopped, cancelled or failed, its run's later chunks are not logged: that ending stays last.
     const write = () => appendRunEvents(db, { threadId, runId, attempt: 0, events });
     if (step) await (step as StepRunner).run(chunk.id, write);
     else await write();
