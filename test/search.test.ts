@@ -82,6 +82,15 @@ describe("searching one's messages", () => {
     ]);
   });
 
+  it("marks a match that touches markup (under the embedded server's C locale too, where the parser counts every non-ASCII character as a letter)", async () => {
+    const userId = newUser();
+    await threadSaying(userId, [["Say it in <b>bold</b>, a<b\u0001", "ok"]]);
+
+    const { results } = await search(userId, { q: "bold" });
+
+    expect(results.map((r) => r.snippet)).toEqual(["Say it in &lt;b&gt;<mark>bold</mark>&lt;/b&gt;, a&lt;b\uFFFD"]);
+  });
+
   it("shows a passage around the match of a long message, not the whole message", async () => {
     const userId = newUser();
     const filler = (word: string) => Array.from({ length: 120 }, (_, i) => `${word}${i}`).join(" ");

@@ -23,13 +23,16 @@
  * cursor carries it as text, and a real's text depends on the session's extra_float_digits.
  * The snippet: ts_headline's passage of 15 to 35 words around the best match (the whole text when
  * shorter), matches between U+E000 and U+E001 (private use). In the text given to it those two are
- * first replaced by U+FFFD, so every marker is one ts_headline put there, and < > by U+E002/U+E003:
- * its parser drops what looks like an HTML tag, which would cut `<T>` or `a<b` out of a message.
+ * first replaced by U+FFFD, so every marker is one ts_headline put there, and < > by the controls
+ * U+0001/U+0002 (the text's own U+0001/U+0002 become U+FFFD): its parser drops what looks like an
+ * HTML tag, which would cut `<T>` or `a<b` out of a message. The stand-ins must be ASCII: under a C
+ * locale (the embedded server's) the parser counts every non-ASCII character as a letter, so a
+ * private-use stand-in glued `<b>bold` into one word and left the match unmarked.
  * search.ts turns the markers back into escaped HTML.
  */
 export const searchMessages = `
   SELECT m.id, m.thread_id, m.kind, m.on_path, m.created_at, page.rank,
-         ts_headline('english', translate(threadline_message_text(m.content), E'\\uE000\\uE001<>', E'\\uFFFD\\uFFFD\\uE002\\uE003'),
+         ts_headline('english', translate(threadline_message_text(m.content), E'\\uE000\\uE001\\u0001\\u0002<>', E'\\uFFFD\\uFFFD\\uFFFD\\uFFFD\\u0001\\u0002'),
                      websearch_to_tsquery('english', $2), E'StartSel=\\uE000, StopSel=\\uE001, MinWords=15, MaxWords=35') AS snippet
   FROM (
     SELECT id, rank FROM (

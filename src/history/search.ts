@@ -83,7 +83,7 @@ const HTML_ESCAPES: Record<string, string> = { "&": "&amp;", '"': "&quot;", "'":
 
 /**
  * The snippet as HTML a client may render as is: the text escaped, ts_headline's match markers
- * (U+E000/U+E001) as <mark> tags, and the text's own < > (U+E002/U+E003 while ts_headline ran, see
+ * (U+E000/U+E001) as <mark> tags, and the text's own < > (U+0001/U+0002 while ts_headline ran, see
  * search-sql.ts) as entities.
  */
 const highlighted = (snippet: string): string =>
@@ -91,5 +91,5 @@ const highlighted = (snippet: string): string =>
     .replace(/[&"']/g, (char) => HTML_ESCAPES[char]!)
     .replaceAll("\uE000", "<mark>")
     .replaceAll("\uE001", "</mark>")
-    .replaceAll("\uE002", "&lt;")
-    .replaceAll("\uE003", "&gt;");
+    .replaceAll("\u0001", "&lt;")
+    .replaceAll("\u0002", "&gt;");
