@@ -10,6 +10,7 @@ import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
 import { appendRunEvents, appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
 import { failTurn } from "../src/history/store.js";
 import { cancelTurn } from "../src/history/turn-waits.js";
+import * as runsSql from "../src/history/turn-runs-sql.js";
 import * as stopSql from "../src/history/turn-stop-sql.js";
 import { deltaWriter } from "../src/stream/delta-writer.js";
 import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
@@ -256,10 +257,10 @@ describe("POST /api/threads/:threadId/stop", () => {
     const counted = createTestApp(counting.pool).app;
     const post = async () => counted.request(`/api/threads/${threadId}/stop`, { method: "POST", headers: await headersFor("user-1"), body: "{}" });
     expect((await post()).status).toBe(202);
-    expect(counting.queries).toEqual([stopSql.selectRunningTurn, stopSql.stopTurn]);
+    expect(counting.queries).toEqual([runsSql.selectRunningTurn, stopSql.stopTurn]);
     counting.queries.length = 0;
     expect((await post()).status).toBe(409);
-    expect(counting.queries).toEqual([stopSql.selectRunningTurn]);
+    expect(counting.queries).toEqual([runsSql.selectRunningTurn]);
   });
 
   it("stops only the turn of the message named: another message's id is a 409 and leaves the running turn alone", async () => {

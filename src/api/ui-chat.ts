@@ -7,7 +7,6 @@ import { chatMessageSentData } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { HistoryRefusal } from "../history/errors.js";
 import { clientMessageId } from "../history/ids.js";
-import { ownsThread } from "../history/events.js";
 import { agentContent, textOf } from "../history/messages.js";
 import { checkOwnedThread, listAnswerVariants } from "../history/store.js";
 import { answeredMessage, messageTurns, readRunEventsAfter, runningTurn, type TurnRun } from "../history/turn-runs.js";
@@ -129,8 +128,8 @@ export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbea
       validate("param", threadParams),
       async (c) => {
         const { threadId } = c.req.valid("param");
-        if (!(await ownsThread(db, threadId, callerId(c)))) return c.body(null, 204);
-        const running = await runningTurn(db, threadId);
+        const found = await runningTurn(db, threadId);
+        const running = found?.ownerId === callerId(c) ? found.running : null;
         if (!running) return c.body(null, 204);
         // Subscribed before the first read of the run's events: nothing written meanwhile is missed.
         const follower = await followThread(events, threadId);

@@ -9,12 +9,23 @@ export const selectMessageTurns = `
   WHERE message_id = $2 AND thread_id = $1
   ORDER BY started_at, run_id`;
 
-/** The oldest running turn of thread $1: the one whose answer is being generated (later ones wait for it). */
+/**
+ * The thread's ($1) owner and its running turn: the one answering message $2 when given, else the
+ * one the thread is answering now, in the order later turns wait in (current path first, then
+ * message order, start time, run id: see selectEarlierUnfinishedTurn). No row: the thread does
+ * not exist; null run_id: nothing runs. Reads turns_running_idx.
+ */
 export const selectRunningTurn = `
-  SELECT run_id, message_id, variant FROM turns
-  WHERE thread_id = $1 AND status = 'running'
-  ORDER BY started_at, run_id
-  LIMIT 1`;
+  SELECT t.user_id, r.run_id, r.message_id, r.variant
+  FROM threads t
+  LEFT JOIN LATERAL (
+    SELECT u.run_id, u.message_id, u.variant
+    FROM turns u JOIN messages m ON m.id = u.message_id
+    WHERE u.thread_id = t.id AND u.status = 'running' AND ($2::uuid IS NULL OR u.message_id = $2::uuid)
+    ORDER BY m.on_path DESC, m.seq, u.started_at, u.run_id
+    LIMIT 1
+  ) r ON true
+  WHERE t.id = $1`;
 
 /** Run $2's events in thread $1 after id $3, in id order, $4 of them (the run's rows are found by its key index). */
 export const selectRunEventsAfter = `

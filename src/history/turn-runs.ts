@@ -17,10 +17,18 @@ export async function messageTurns(db: pg.Pool, threadId: string, messageId: str
   return rows.map((row) => ({ runId: row.run_id, variant: row.variant, status: row.status, error: row.error }));
 }
 
-/** The thread's turn whose answer is being generated now, or null when none runs. */
-export async function runningTurn(db: pg.Pool, threadId: string): Promise<{ runId: string; messageId: string; variant: number } | null> {
-  const row = (await db.query<{ run_id: string; message_id: string; variant: number }>(sql.selectRunningTurn, [threadId])).rows[0];
-  return row ? { runId: row.run_id, messageId: row.message_id, variant: row.variant } : null;
+/** A turn whose answer is being generated: its run, the user message it answers, the variant it writes. */
+export type RunningTurn = { runId: string; messageId: string; variant: number };
+
+/**
+ * The thread's owner and its running turn (the one answering `messageId` when given, else the one
+ * the thread is answering now: the first in the order later turns wait in), in one read; null
+ * `running` when nothing runs, undefined when the thread does not exist. Callers check the owner.
+ */
+export async function runningTurn(db: pg.Pool, threadId: string, messageId?: string): Promise<{ ownerId: string; running: RunningTurn | null } | undefined> {
+  const row = (await db.query<{ user_id: string; run_id: string | null; message_id: string | null; variant: number | null }>(sql.selectRunningTurn, [threadId, messageId ?? null])).rows[0];
+  if (!row) return undefined;
+  return { ownerId: row.user_id, running: row.run_id === null ? null : { runId: row.run_id, messageId: row.message_id!, variant: row.variant! } };
 }
 
 /** One run's events in the thread's log after `afterId`, in id order, at most `limit`. */

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { HistoryRefusal, threadNotOwned } from "./errors.js";
 import { resultId } from "./ids.js";
+import { runningTurn } from "./turn-runs.js";
 import * as sql from "./turn-stop-sql.js";
 
 /** The turn a stop ended: its run, the user message it answered, and whether a partial answer was stored. */
@@ -28,18 +29,19 @@ export async function stopRunningTurn(
   input: { threadId: string; userId: string; messageId?: string | undefined; agentName: string },
 ): Promise<StoppedTurn> {
   const { threadId, userId, messageId } = input;
-  const found = (await db.query<{ user_id: string; run_id: string | null; message_id: string | null; variant: number | null }>(sql.selectRunningTurn, [threadId, messageId ?? null])).rows[0];
+  const found = await runningTurn(db, threadId, messageId);
   if (!found) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
-  if (found.user_id !== userId) throw threadNotOwned(threadId);
-  if (found.run_id === null) throw nothingRunning(threadId, messageId);
+  if (found.ownerId !== userId) throw threadNotOwned(threadId);
+  const { running } = found;
+  if (!running) throw nothingRunning(threadId, messageId);
 
   const { rows } = await db.query<{ refusal: string | null; message_id: string; variant: number; stored: number }>(sql.stopTurn, [
-    threadId, userId, found.run_id, resultId(found.message_id!, found.variant!, 0), input.agentName,
+    threadId, userId, running.runId, resultId(running.messageId, running.variant, 0), input.agentName,
   ]);
   const row = rows[0]!;
   // The turn finished (or was stopped by another request) between the two statements.
   if (row.refusal === "not_running") throw nothingRunning(threadId, messageId);
   // The thread was deleted between them (its owner never changes).
   if (row.refusal) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
-  return { runId: found.run_id, messageId: row.message_id, variant: row.variant, answerStored: row.stored > 0 };
+  return { runId: running.runId, messageId: row.message_id, variant: row.variant, answerStored: row.stored > 0 };
 }
