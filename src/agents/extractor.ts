@@ -1,5 +1,5 @@
 import { createAgent } from "@inngest/agent-kit";
-import { agentContent, textOf } from "../history/messages.js";
+import { assistantTexts } from "../history/messages.js";
 import type { ModelChoice } from "./model.js";
 
 export const EXTRACTOR_NAME = "memory-extractor";
@@ -22,9 +22,7 @@ export function createExtractor(choice: Extract<ModelChoice, { configured: true 
 
 /** The extraction request for one turn: the user's words and the answer's text (tool calls left out). */
 export function extractionRequest(question: string, answers: readonly unknown[]): string {
-  const answer = answers
-    .flatMap((content) => agentContent.parse(content).output.flatMap((m) => (m.type === "text" && m.role === "assistant" ? [textOf(m.content)] : [])))
-    .join("\n");
+  const answer = answers.flatMap(assistantTexts).join("\n");
   return `User: ${question.slice(0, MAX_CHARS)}\n\nAssistant: ${answer.slice(0, MAX_CHARS)}`;
 }
 

@@ -7,7 +7,7 @@ import { chatMessageSentData } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { HistoryRefusal } from "../history/errors.js";
 import { clientMessageId } from "../history/ids.js";
-import { agentContent, textOf } from "../history/messages.js";
+import { assistantTexts } from "../history/messages.js";
 import { checkOwnedThread, listAnswerVariants } from "../history/store.js";
 import { answeredMessage, messageTurns, readRunEventsAfter, runningTurn, type TurnRun } from "../history/turn-runs.js";
 import { logger } from "../logger.js";
@@ -209,12 +209,7 @@ export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbea
   async function storedAnswerTexts(run: FollowedRun, userId: string): Promise<string[]> {
     const variants = await listAnswerVariants(db, { threadId: run.threadId, messageId: run.userMessageId, userId });
     const results = variants.find((variant) => variant.variant === run.variant)?.results ?? [];
-    return results.map((result) =>
-      agentContent
-        .parse(result.content)
-        .output.flatMap((message) => (message.type === "text" && message.role === "assistant" ? [textOf(message.content)] : []))
-        .join(""),
-    );
+    return results.map((result) => assistantTexts(result.content).join(""));
   }
 }
 

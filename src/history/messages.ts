@@ -54,6 +54,10 @@ export const textContent = z.object({ text: z.string() });
 export const textOf = (content: string | readonly { text: string }[]): string =>
   typeof content === "string" ? content : content.map((part) => part.text).join("");
 
+/** The assistant's texts in one stored agent result's content, in order (tool calls left out). */
+export const assistantTexts = (content: unknown): string[] =>
+  agentContent.parse(content).output.flatMap((message) => (message.type === "text" && message.role === "assistant" ? [textOf(message.content)] : []));
+
 /** A history row as the get step returns it (JSON: dates are strings). */
 export const historyRow = z.object({
   id: z.string(),

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { agentContent, textContent, textOf } from "./messages.js";
+import { assistantTexts, textContent } from "./messages.js";
 import { sanitizeText } from "./safe-text.js";
 import * as sql from "./threads-sql.js";
 
@@ -17,11 +17,7 @@ export async function readTitleSource(db: pg.Pool, threadId: string): Promise<Ti
   if (!row) return { status: "not-found" };
   if (row.titled) return { status: "titled" };
   if (row.question === null) return { status: "no-answer" };
-  const answer = (row.answer ?? [])
-    .flatMap((content) => agentContent.parse(content).output)
-    .flatMap((part) => (part.type === "text" && part.role === "assistant" ? [textOf(part.content)] : []))
-    .join("\n")
-    .trim();
+  const answer = (row.answer ?? []).flatMap(assistantTexts).join("\n").trim();
   if (!answer) return { status: "no-answer" };
   return { status: "ready", question: textContent.parse(row.question).text, answer };
 }
