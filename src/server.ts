@@ -100,16 +100,17 @@ export async function startServer() {
   const env = readEnvironment();
   const refusals = startupRefusals(env);
   if (refusals.length > 0) throw new Error(`refusing to start:\n  ${refusals.join("\n  ")}`);
+  const model = chooseModel(env);
+  // A configuration refusal, made before a database is started for nothing.
+  const unstreamable = env.INFERENCE === "stream" && model.configured ? streamingRefusal(model) : undefined;
+  if (unstreamable) throw new Error(`refusing to start: ${unstreamable}`);
   const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, embeddedPort: env.EMBEDDED_POSTGRES_PORT });
   logger.info(`database: ${database.source === "embedded" ? `embedded PostgreSQL (${env.DATA_DIR}/postgres)` : "DATABASE_URL"}`);
   const applied = await migrate(database.url);
   if (applied.length > 0) logger.info(`migrations applied: ${applied.join(", ")}`);
 
-  const model = chooseModel(env);
   if (model.configured) logger.info(`model: ${model.provider} ${model.name}`);
   else logger.warn(`${model.reason} Until then every chat turn fails (the user's message is still stored).`);
-  const unstreamable = env.INFERENCE === "stream" && model.configured ? streamingRefusal(model) : undefined;
-  if (unstreamable) throw new Error(`refusing to start: ${unstreamable}`);
   logger.info(`inference: ${env.INFERENCE === "stream" ? "in this process, streamed to the event log" : "through the Inngest server (step.ai.infer)"}`);
 
   const history = historyEnvironment(env);

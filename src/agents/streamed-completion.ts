@@ -20,6 +20,8 @@ export type ModelCall = {
 export const STREAMED_FORMATS = ["openai-chat", "anthropic"] as const;
 type StreamedFormat = (typeof STREAMED_FORMATS)[number];
 
+const isStreamedFormat = (format: string): format is StreamedFormat => (STREAMED_FORMATS as readonly string[]).includes(format);
+
 /** How long the stream may stay silent before the call is given up (the provider hung). */
 export const STREAM_IDLE_TIMEOUT_MS = 120_000;
 
@@ -58,7 +60,7 @@ export async function streamCompletion(input: {
 }
 
 function streamedFormat(format: string): StreamedFormat {
-  if ((STREAMED_FORMATS as readonly string[]).includes(format)) return format as StreamedFormat;
+  if (isStreamedFormat(format)) return format;
   throw new Error(`INFERENCE=stream cannot stream the ${format} format (only ${STREAMED_FORMATS.join(", ")})`);
 }
 
@@ -264,6 +266,6 @@ function idleTimer(ms: number) {
  * at start-up beats turns that fail on every message.
  */
 export function streamingRefusal(model: { provider: string; model: { format: string } }): string | undefined {
-  if ((STREAMED_FORMATS as readonly string[]).includes(model.model.format)) return undefined;
+  if (isStreamedFormat(model.model.format)) return undefined;
   return `INFERENCE=stream streams OpenAI-compatible and Anthropic models, not ${model.provider} (${model.model.format}): unset INFERENCE (the Inngest server then calls the model) or configure OPENAI_API_KEY / OPENAI_BASE_URL or ANTHROPIC_API_KEY`;
 }
