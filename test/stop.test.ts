@@ -16,7 +16,7 @@ import { deltaWriter } from "../src/stream/delta-writer.js";
 import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
 import { execute, executeFailureHandler, type SentEvent, type Wait } from "./helpers/engine.js";
 import { countingPool } from "./helpers/counting-pool.js";
-import { chatEvent, conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
+import { chatEvent, conversation, scriptedModel, threadRows, threadWithRunningTurn as runningTurnFixture, turnsOf } from "./helpers/fixtures.js";
 import { asUser, createTestApp, headersFor, tokenFor } from "./helpers/http.js";
 import { gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -71,17 +71,7 @@ const neverWaits = async (wait: Wait): Promise<SentEvent | null> => {
 type ShownMessage = { id: string; role: string; content: { output?: { content: string }[] }; answers?: string; stopped?: boolean; variant?: number; turn?: { status: string } | null };
 const messagesOf = async (threadId: string) => ((await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as { messages: ShownMessage[] }).messages;
 
-/** A thread with one answered turn and a second message whose turn is running: its inference failed once and awaits a retry. */
-async function threadWithRunningTurn() {
-  const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
-  const event = chatEvent({ threadId, content: "Tell me a long story." });
-  bed.model.script({ status: 503, body: { error: { message: "The engine is currently overloaded" } } });
-  const attempt = await execute(chatTurn, event);
-  expect(attempt.error).toBeDefined();
-  expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "running" }]);
-  bed.model.reset();
-  return { threadId, event, attempt };
-}
+const threadWithRunningTurn = () => runningTurnFixture(bed.db.pool, chatTurn, bed.model, "Tell me a long story.");
 
 describe("POST /api/threads/:threadId/stop", () => {
   it("mid-answer: what was streamed is stored as the answer, marked stopped; the log ends once; the run is cancelled; its late answer stores nothing; the next message is answered at once", async () => {

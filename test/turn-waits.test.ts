@@ -6,7 +6,7 @@ import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
 import { beginTurn } from "../src/history/store.js";
 import { ABANDONED_TURN_ERROR, PATIENCE_ROUNDS, WAIT_ROUND } from "../src/history/turn-waits.js";
 import { execute, type Execution, type SentEvent, type Wait } from "./helpers/engine.js";
-import { chatEvent, conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
+import { chatEvent, conversation, scriptedModel, threadRows, threadWithRunningTurn as runningTurnFixture, turnsOf } from "./helpers/fixtures.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -19,16 +19,9 @@ const neverWaits = async (wait: Wait): Promise<SentEvent | null> => {
   throw new Error(`the turn was not expected to wait, but waited for ${wait.match?.value}`);
 };
 
-/** A thread with one answered turn, and a second message whose turn is running: its inference failed once and awaits a retry. */
 async function threadWithRunningTurn(chatTurn: ReturnType<typeof createChatTurn>) {
-  const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
-  const earlier = chatEvent({ threadId, content: "I like compilers." });
-  bed.model.script({ status: 503, body: { error: { message: "The engine is currently overloaded" } } });
-  const attempt = await execute(chatTurn, earlier);
-  expect(attempt.error).toBeDefined();
-  expect(await turnsOf(bed.db.pool, earlier.data.messageId)).toMatchObject([{ status: "running" }]);
-  bed.model.reset();
-  return { threadId, earlier, attempt };
+  const { event: earlier, ...running } = await runningTurnFixture(bed.db.pool, chatTurn, bed.model, "I like compilers.");
+  return { ...running, earlier };
 }
 
 describe("a turn waits for the earlier turn of its thread", () => {

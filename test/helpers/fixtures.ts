@@ -55,3 +55,18 @@ export async function conversation(chatTurn: InngestFunction.Like, model: ModelS
   model.reset();
   return { threadId, messageIds };
 }
+
+/**
+ * A thread with one answered turn and a second message (`content`) whose turn is running: its
+ * inference failed once and awaits a retry (`attempt` is that execution).
+ */
+export async function threadWithRunningTurn(db: pg.Pool, chatTurn: InngestFunction.Like, model: ModelServer, content: string) {
+  const { threadId } = await conversation(chatTurn, model, [["My name is Ada.", "Hello, Ada."]]);
+  const event = chatEvent({ threadId, content });
+  model.script({ status: 503, body: { error: { message: "The engine is currently overloaded" } } });
+  const attempt = await execute(chatTurn, event);
+  expect(attempt.error).toBeDefined();
+  expect(await turnsOf(db, event.data.messageId)).toMatchObject([{ status: "running" }]);
+  model.reset();
+  return { threadId, event, attempt };
+}
