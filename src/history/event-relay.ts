@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { ThreadEvent } from "./events.js";
+import { toThreadEvent, type ThreadEvent, type ThreadEventRow } from "./events.js";
 import * as sql from "./event-relay-sql.js";
 
 /** An event to relay: the log row, when it was written, and the thread's owner. */
@@ -12,8 +12,8 @@ export async function databaseNow(db: pg.Pool): Promise<Date> {
 
 /** The thread's events after `afterId` written since `since`, in id order, at most `limit`, with the owner of each. */
 export async function readEventsToRelay(db: pg.Pool, input: { threadId: string; afterId: number; since: Date; limit: number }): Promise<RelayedEvent[]> {
-  const { rows } = await db.query<{ id: string; event: string; data: Record<string, unknown>; created_at: Date; user_id: string }>(sql.selectEventsToRelay, [
+  const { rows } = await db.query<ThreadEventRow & { created_at: Date; user_id: string }>(sql.selectEventsToRelay, [
     input.threadId, input.afterId, input.since, input.limit,
   ]);
-  return rows.map((row) => ({ id: Number(row.id), event: row.event, data: row.data, createdAt: row.created_at, ownerId: row.user_id }));
+  return rows.map((row) => ({ ...toThreadEvent(row), createdAt: row.created_at, ownerId: row.user_id }));
 }

@@ -10,6 +10,12 @@ export const DEFAULT_EVENT_RETENTION_HOURS = 24;
 /** One row of a thread's event log, as a client receives it. */
 export type ThreadEvent = { id: number; event: string; data: Record<string, unknown> };
 
+/** A thread_events row as pg reads it (bigint ids arrive as text). */
+export type ThreadEventRow = { id: string; event: string; data: Record<string, unknown> };
+
+/** A log row as readers get it: the id as a number. */
+export const toThreadEvent = (row: ThreadEventRow): ThreadEvent => ({ id: Number(row.id), event: row.event, data: row.data });
+
 /** An event to append: `key` is unique per run and attempt (a second write of it inserts nothing). */
 export type NewEvent = { key: string; event: string; data: Record<string, unknown> };
 
@@ -41,8 +47,8 @@ export async function appendRunEvents(
 
 /** The thread's events after `afterId`, in id order, at most `limit`. */
 export async function readEventsAfter(db: pg.Pool, threadId: string, afterId: number, limit: number): Promise<ThreadEvent[]> {
-  const { rows } = await db.query<{ id: string; event: string; data: Record<string, unknown> }>(sql.selectEventsAfter, [threadId, afterId, limit]);
-  return rows.map((row) => ({ id: Number(row.id), event: row.event, data: row.data }));
+  const { rows } = await db.query<ThreadEventRow>(sql.selectEventsAfter, [threadId, afterId, limit]);
+  return rows.map(toThreadEvent);
 }
 
 /** Whether the user owns the thread (false for another user's thread and for none at all). */

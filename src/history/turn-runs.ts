@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { ThreadEvent } from "./events.js";
+import { toThreadEvent, type ThreadEvent, type ThreadEventRow } from "./events.js";
 import * as sql from "./turn-runs-sql.js";
 
 /**
@@ -33,10 +33,10 @@ export async function runningTurn(db: pg.Pool, threadId: string, messageId?: str
 
 /** One run's events in the thread's log after `afterId`, in id order, at most `limit`. */
 export async function readRunEventsAfter(db: pg.Pool, input: { threadId: string; runId: string; afterId: number; limit: number }): Promise<ThreadEvent[]> {
-  const { rows } = await db.query<{ id: string; event: string; data: Record<string, unknown> }>(sql.selectRunEventsAfter, [
+  const { rows } = await db.query<ThreadEventRow>(sql.selectRunEventsAfter, [
     input.threadId, input.runId, input.afterId, input.limit,
   ]);
-  return rows.map((row) => ({ id: Number(row.id), event: row.event, data: row.data }));
+  return rows.map(toThreadEvent);
 }
 
 /**
