@@ -57,8 +57,9 @@ export const environment = z.object({
   GEMINI_API_KEY: optionalText,
   MODEL: optionalText,
   /**
-   * Who calls the model in a chat turn or a regenerate: "gateway" (default; step.ai.infer, the
-   * Inngest server) or "stream" (this process, streaming, the text logged as it arrives).
+   * Who calls the model, for every model call (turns, regenerate, titles, summaries, memory
+   * extraction): "gateway" (default; step.ai.infer, the Inngest server) or "stream" (this process,
+   * streaming; a turn's text is logged as it arrives).
    */
   INFERENCE: optionalSetting(z.enum(["gateway", "stream"], { error: 'INFERENCE must be "gateway" (the Inngest server calls the model) or "stream" (this process calls it, streaming)' })).transform((value) => value ?? "gateway"),
   /** Operator overrides of the history policy: they beat what a request asks for. */

@@ -5,6 +5,7 @@ import { durably } from "../history/durable.js";
 import { MAX_MEMORY_LENGTH, rememberFromThread, turnForExtraction } from "../memory/store.js";
 import type { FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
+import { inferenceMiddleware } from "./streaming-inference.js";
 import { answerText } from "./turn-outcome.js";
 
 /**
@@ -13,7 +14,7 @@ import { answerText } from "./turn-outcome.js";
  * thread, deleted with it. Its own function, so it never slows or fails a turn. Idempotent: a
  * memory's id is derived from the user and the fact.
  */
-export function createExtractMemories({ db, model }: FunctionDeps) {
+export function createExtractMemories({ db, model, inference }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: "extract-memories",
@@ -22,7 +23,8 @@ export function createExtractMemories({ db, model }: FunctionDeps) {
       // One user's extractions one at a time: the per-user memory limit is counted before each insert.
       concurrency: { key: "event.data.userId", limit: 1 },
       retries: 3,
-      middleware: [ModelErrorMiddleware],
+      // INFERENCE applies here as in the turn: under "stream" the Inngest server never calls the model.
+      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
     },
     async ({ event, step }) => {
       const data = event.data;

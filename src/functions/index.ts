@@ -9,8 +9,8 @@ import { createTurnCancellation } from "./turn-cancellation.js";
 
 /**
  * Every Inngest function Threadline serves. `eventLog`: EVENT_LOG_CHUNKS (the turns also write
- * AgentKit's chunks to the thread event log); `inference`: INFERENCE (the chat turn and regenerate
- * call the model in-process and stream it into the log; the other functions use the gateway);
+ * AgentKit's chunks to the thread event log); `inference`: INFERENCE (every model call — turns,
+ * regenerate, titles, summaries, memory extraction — is made by this process or by the gateway);
  * `retentionDays`: RETENTION_DAYS (unset: threads are kept); `eventRetentionHours`:
  * EVENT_LOG_RETENTION_HOURS (default 24).
  */

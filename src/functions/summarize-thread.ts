@@ -5,6 +5,7 @@ import { durably } from "../history/durable.js";
 import { readSummarySource, storeSummary } from "../history/summaries.js";
 import type { FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
+import { inferenceMiddleware } from "./streaming-inference.js";
 import { answerText } from "./turn-outcome.js";
 
 /** Messages one summarization reads at most: bounds the step's output and the model's input. */
@@ -16,7 +17,7 @@ export const SUMMARY_BATCH_MESSAGES = 200;
  * the result. Chat turns only send the event, so a failure here never holds up a conversation;
  * the turns left out simply wait for the next request.
  */
-export function createSummarizeThread({ db, model }: FunctionDeps) {
+export function createSummarizeThread({ db, model, inference }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: "summarize-thread",
@@ -27,7 +28,8 @@ export function createSummarizeThread({ db, model }: FunctionDeps) {
       // Two summarizers of one thread would both extend the same previous summary.
       concurrency: { key: "event.data.threadId", limit: 1 },
       retries: 3,
-      middleware: [ModelErrorMiddleware],
+      // INFERENCE applies here as in the turn: under "stream" the Inngest server never calls the model.
+      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, step }) => {

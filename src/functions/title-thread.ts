@@ -5,6 +5,7 @@ import { durably } from "../history/durable.js";
 import { readTitleSource, storeModelTitle } from "../history/titles.js";
 import type { FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
+import { inferenceMiddleware } from "./streaming-inference.js";
 import { answerText } from "./turn-outcome.js";
 
 export const TITLE_THREAD_ID = "title-thread";
@@ -15,7 +16,7 @@ export const TITLE_THREAD_ID = "title-thread";
  * touches the chat turn. Every completed turn of an untitled thread asks; a titled thread is a
  * cheap no-op (one read), and a title the user set is never overwritten (storeModelTitle).
  */
-export function createTitleThread({ db, model }: FunctionDeps) {
+export function createTitleThread({ db, model, inference }: FunctionDeps) {
   return inngest.createFunction(
     {
       id: TITLE_THREAD_ID,
@@ -24,7 +25,8 @@ export function createTitleThread({ db, model }: FunctionDeps) {
       // Quick turns in a new thread make one title request, soon after the first answer.
       debounce: { key: "event.data.threadId", period: "5s", timeout: "1m" },
       retries: 2,
-      middleware: [ModelErrorMiddleware],
+      // INFERENCE applies here as in the turn: under "stream" the Inngest server never calls the model.
+      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
     },
     async ({ event, step }) => {
       const { threadId, status } = event.data;
@@ -34,7 +36,7 @@ export function createTitleThread({ db, model }: FunctionDeps) {
       const source = await durably(step, "title.load", () => readTitleSource(db, threadId));
       if (source.status !== "ready") return { threadId, status: source.status };
 
-      // The inference is its own step (step.ai.infer inside the agent's run).
+      // The inference is its own step (step.ai.infer, or this process's step.run under INFERENCE=stream).
       const result = await createTitler(model).run(titleRequest(source.question, source.answer));
       const title = cleanTitle(answerText(result));
       if (!title) throw new Error("The model answered the title request with no text");

@@ -23,11 +23,12 @@ export const MODEL_TIMEOUT_MS = 2_000;
  * ctx.runId, which the engine otherwise changes on every execution although a real run keeps
  * its id across retries.
  */
-export function inferOverHttp(runId: string) {
+export function inferOverHttp(runId: string, aiInferSteps: string[] = []) {
   return (rawCtx: TestContext): TestContext => {
     const ctx = mockCtx(rawCtx);
-    const infer = (id: string, { model, body }: { model: AiModelLike; body: Record<string, unknown> }) =>
-      ctx.step.run(id, async () => {
+    const infer = (id: string, { model, body }: { model: AiModelLike; body: Record<string, unknown> }) => {
+      if (!aiInferSteps.includes(id)) aiInferSteps.push(id);
+      return ctx.step.run(id, async () => {
         const call = { ...model };
         model.onCall?.(call, body);
         const headers: Record<string, string> = { "content-type": "application/json" };
@@ -38,6 +39,7 @@ export function inferOverHttp(runId: string) {
         if (!response.ok) throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 4_000)}`);
         return response.json();
       });
+    };
     return { ...ctx, runId, step: { ...ctx.step, ai: { ...ctx.step.ai, infer } } } as TestContext;
   };
 }
@@ -179,6 +181,8 @@ export type Execution = {
   sentEvents: SentEvent[];
   /** The id of every step the run reached, in order (step.run, and the inference, sendEvent and waitForEvent steps). */
   stepIds: string[];
+  /** The ids of the step.ai.infer calls the run made: requests the Inngest server would send to the model. */
+  aiInferSteps: string[];
 };
 
 export type ExecuteOptions = {
@@ -208,11 +212,12 @@ export async function execute(
   const runId = options.runId ?? `run-${randomUUID()}`;
   const sentEvents: SentEvent[] = [];
   const stepIds: string[] = [];
+  const aiInferSteps: string[] = [];
   const engine = new InngestTestEngine({
     function: withFunctionMiddleware(fn),
     events: [{ id: event.id ?? `event-${randomUUID()}`, ...event }],
     transformCtx: (ctx) => ({
-      ...resolveWaits(options.waits ?? waitForEventOnBus)(recordSentEvents(sentEvents)(inferOverHttp(runId)(observeSteps(stepIds, options.beforeStep)(ctx)))),
+      ...resolveWaits(options.waits ?? waitForEventOnBus)(recordSentEvents(sentEvents)(inferOverHttp(runId, aiInferSteps)(observeSteps(stepIds, options.beforeStep)(ctx)))),
       attempt: options.attempt ?? 0,
     }),
   });
@@ -232,7 +237,7 @@ export async function execute(
       memo.push({ id: hashedId, idIsHashed: true, handler: () => json });
     }
   }
-  return { result: output.result, error: output.error, memo, runId, sentEvents, stepIds };
+  return { result: output.result, error: output.error, memo, runId, sentEvents, stepIds, aiInferSteps };
 }
 
 /**
