@@ -11,6 +11,7 @@ import { startServer } from "../src/server.js";
 // named by the X-Threadline-User header). Production mode refuses both.
 process.env.INNGEST_DEV ??= "1";
 process.env.AUTH ??= "dev";
+process.env.HOST ??= "127.0.0.1"; // this machine only; containers keep the default, every interface
 const { PORT } = readEnvironment();
 await startServer();
 

@@ -4,6 +4,7 @@ import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
 import type { AgentsConfig } from "./functions/turn-network.js";
 import { DEFAULT_EVENT_RETENTION_HOURS } from "./history/events.js";
+import { DEFAULT_LOST_RUN_DEADLINE_MINUTES } from "./functions/reconcile-turns.js";
 import {
   DEFAULT_HISTORY_MAXIMUMS,
   historyLength,
@@ -30,6 +31,10 @@ const deploymentEnvironment = z.object({
   INNGEST_SIGNING_KEY: optionalText,
   INNGEST_SIGNING_KEY_FALLBACK: optionalText,
   INNGEST_EVENT_KEY: optionalText,
+  /** A self-hosted Inngest server (or the dev server elsewhere than localhost:8288): its events and REST API, as the SDK reads them. */
+  INNGEST_BASE_URL: optionalSetting(z.url({ error: "INNGEST_BASE_URL must be the URL of your Inngest server (e.g. http://inngest:8288)" })),
+  INNGEST_EVENT_API_BASE_URL: optionalSetting(z.url({ error: "INNGEST_EVENT_API_BASE_URL must be a URL" })),
+  INNGEST_API_BASE_URL: optionalSetting(z.url({ error: "INNGEST_API_BASE_URL must be a URL" })),
   /** "dev": take the user from the X-Threadline-User header (local development only). */
   AUTH: optionalSetting(z.enum(["dev"], { error: 'AUTH accepts only "dev" (local development); unset it to require JWTs or API keys' })),
   AUTH_JWKS_URL: optionalSetting(z.url({ error: "AUTH_JWKS_URL must be the URL of your identity provider's JWKS (…/.well-known/jwks.json)" })),
@@ -47,6 +52,12 @@ export const environment = z.object({
   ...deploymentEnvironment.shape,
   DATABASE_URL: optionalText,
   PORT: z.coerce.number().int().positive().default(3000),
+  /** The interface the HTTP server listens on: every interface (containers) unless set; npm run dev uses loopback. */
+  HOST: z.string().trim().min(1).default("0.0.0.0"),
+  /** A running turn whose run the engine cannot vouch for is recorded failed after this long as its thread's current turn. */
+  LOST_RUN_DEADLINE_MINUTES: z.coerce.number({ error: "LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes" }).int("LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes").min(2, "LOST_RUN_DEADLINE_MINUTES must be at least 2").max(240, "LOST_RUN_DEADLINE_MINUTES must be at most 240").default(DEFAULT_LOST_RUN_DEADLINE_MINUTES),
+  /** Readiness (GET /health/ready) probes the Inngest server at most once per this many seconds. */
+  READINESS_ENGINE_INTERVAL_SECONDS: z.coerce.number({ error: "READINESS_ENGINE_INTERVAL_SECONDS must be a number of seconds" }).int("READINESS_ENGINE_INTERVAL_SECONDS must be a whole number of seconds").min(1, "READINESS_ENGINE_INTERVAL_SECONDS must be at least 1").max(300, "READINESS_ENGINE_INTERVAL_SECONDS must be at most 300").default(10),
   DATA_DIR: z.string().default(".data"),
   EMBEDDED_POSTGRES_PORT: z.coerce.number().int().positive().default(54329),
   /** How long SIGTERM/SIGINT waits for requests in flight before cutting them off. */

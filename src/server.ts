@@ -32,6 +32,7 @@ import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
 import { drainable } from "./graceful-shutdown.js";
+import { devServerEngine, engineAdvice, engineProbe, inngestEngine, type EngineProbe, type InngestEngine } from "./inngest-engine.js";
 import { inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
 import { logger } from "./logger.js";
 import { startupRefusals } from "./production.js";
@@ -40,7 +41,15 @@ import { startRealtimeRelay } from "./realtime/relay.js";
 import { createEventNotifier } from "./stream/notifier.js";
 
 /** What the app is built from: the API's dependencies, the functions it serves and how it checks callers. */
-export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSettings; serving: InngestServing };
+export type AppDeps = ApiDeps & {
+  functions: InngestFunction.Any[];
+  auth: AuthSettings;
+  serving: InngestServing;
+  /** The Inngest server events go to (default: the local dev server), named by the 503 of an unsent event. */
+  engine?: InngestEngine;
+  /** Readiness's probe of that server (default: one probe per 10 s). */
+  engineProbe?: EngineProbe;
+};
 
 /**
  * The HTTP surface: Inngest's serve endpoint (signed requests unless serving the dev server), the
@@ -48,12 +57,13 @@ export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSe
  * a health check, the API's OpenAPI description (/openapi.json, rendered at /docs), generated
  * from the routes themselves, and the playground page (/). Every request gets an id (X-Request-Id).
  */
-export function createApp({ functions, auth, serving, ...api }: AppDeps) {
+export function createApp({ functions, auth, serving, engine = devServerEngine(), engineProbe: probe, ...api }: AppDeps) {
   // An event Inngest would refuse for its size is refused here (413); one that cannot reach Inngest
   // means the request was not accepted (503).
+  const advice = engineAdvice(engine);
   const sendEvent: ApiDeps["sendEvent"] = async (event) => {
     checkEventSize(event);
-    return api.sendEvent(event).catch((error: unknown) => Promise.reject(new EventNotSent(error)));
+    return api.sendEvent(event).catch((error: unknown) => Promise.reject(new EventNotSent(error, advice)));
   };
   const deps = { ...api, sendEvent, events: api.events ?? createEventNotifier(api.db) };
   const app = new Hono<AppEnv>();
@@ -88,7 +98,7 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/export", exportRoutes(deps))
     .route("/memories", memoryRoutes(deps));
   app.route("/api", routes);
-  app.route("/", healthRoutes(deps));
+  app.route("/", healthRoutes({ db: deps.db, engine: probe ?? engineProbe(engine, { intervalMs: 10_000 }) }));
   app.route("/", playgroundRoutes());
   // The description is generated on its first request, from every route the app has by then.
   app.route("/", apiReferenceRoutes(app));
@@ -118,14 +128,19 @@ export async function startServer() {
   if (env.RETENTION_DAYS !== undefined) logger.info(`retention: threads inactive for more than ${env.RETENTION_DAYS} days are deleted hourly`);
   const agents = agentsConfig(env);
   logger.info({ network: agents.network, memory: agents.memory.agents }, "agents");
-  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, eventLog: env.EVENT_LOG_CHUNKS === true, inference: env.INFERENCE });
+  const engine = inngestEngine(env);
+  logger.info(`Inngest: ${engine.kind === "cloud" ? "Inngest Cloud" : engine.kind === "dev" ? "the dev server" : "self-hosted"} (events ${engine.eventUrl}, API ${engine.apiUrl}); a turn whose run is lost is recorded failed within ${env.LOST_RUN_DEADLINE_MINUTES} minutes`);
+  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, eventLog: env.EVENT_LOG_CHUNKS === true, inference: env.INFERENCE, engine, lostRunDeadlineMinutes: env.LOST_RUN_DEADLINE_MINUTES });
   const events = createEventNotifier(database.pool);
   const realtime = env.REALTIME === "inngest" ? inngestRealtime(inngest) : undefined;
   const relay = realtime ? await startRealtimeRelay({ db: database.pool, events, publisher: realtime }) : undefined;
   if (relay) logger.info("realtime: the event log is published to Inngest realtime (topic agent_stream)");
-  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), events, realtime, functions, auth: authSettings(env), serving: inngestServing(env) });
-  const server = serveHttp({ fetch: app.fetch, port: env.PORT });
-  logger.info(`listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);
+  const app = createApp({
+    db: database.pool, sendEvent: (event) => inngest.send(event), events, realtime, functions, auth: authSettings(env), serving: inngestServing(env),
+    engine, engineProbe: engineProbe(engine, { intervalMs: env.READINESS_ENGINE_INTERVAL_SECONDS * 1_000 }),
+  });
+  const server = serveHttp({ fetch: app.fetch, port: env.PORT, hostname: env.HOST });
+  logger.info(`listening on http://${env.HOST}:${env.PORT} (Inngest endpoint: /api/inngest; liveness /health, readiness /health/ready)`);
 
   // SIGTERM/SIGINT: no new connections, requests in flight finish (up to SHUTDOWN_TIMEOUT_MS), then
   // the pool and the embedded database close. Exit 1 when the timeout cut requests off. A second

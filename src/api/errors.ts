@@ -30,7 +30,11 @@ export const badRequest = (c: Context, error: { issues: readonly SchemaIssue[] }
 
 /** The event could not reach Inngest: nothing was accepted, the client may send it again. */
 export class EventNotSent extends Error {
-  constructor(cause: unknown) {
+  constructor(
+    cause: unknown,
+    /** What the operator should check, naming the configured engine (inngest-engine.ts engineAdvice). */
+    readonly advice: string,
+  ) {
     super("The event could not be sent to Inngest", { cause });
     this.name = "EventNotSent";
   }
@@ -121,8 +125,7 @@ export function answerError(error: Error, c: Context<AppEnv>) {
       {
         error:
           "The request was not accepted: Threadline could not hand it to Inngest, its event service. Nothing was stored: " +
-          "send the same request again in a few seconds. If it keeps failing, the operator should check that Inngest is reachable " +
-          `(INNGEST_EVENT_KEY set for Inngest Cloud, or the dev server running: npx inngest-cli@latest dev); request id ${requestId}.`,
+          `send the same request again in a few seconds. If it keeps failing, the operator should check that ${error.advice}; request id ${requestId}.`,
         requestId,
       },
       503,

@@ -1,6 +1,8 @@
+import type { InngestEngine } from "../inngest-engine.js";
 import { createChatTurn, type FunctionDeps } from "./chat-turn.js";
 import { createEventRetention } from "./event-retention.js";
 import { createExtractMemories } from "./extract-memories.js";
+import { createReconcileTurns } from "./reconcile-turns.js";
 import { createRegenerate } from "./regenerate.js";
 import { createSummarizeThread } from "./summarize-thread.js";
 import { createThreadRetention } from "./thread-retention.js";
@@ -12,9 +14,12 @@ import { createTurnCancellation } from "./turn-cancellation.js";
  * AgentKit's chunks to the thread event log); `inference`: INFERENCE (every model call — turns,
  * regenerate, titles, summaries, memory extraction — is made by this process or by the gateway);
  * `retentionDays`: RETENTION_DAYS (unset: threads are kept); `eventRetentionHours`:
- * EVENT_LOG_RETENTION_HOURS (default 24).
+ * EVENT_LOG_RETENTION_HOURS (default 24); `engine`: the Inngest server the lost-run reconciliation
+ * asks about runs (the server always gives it), with `lostRunDeadlineMinutes`: LOST_RUN_DEADLINE_MINUTES.
  */
-export const createFunctions = (deps: FunctionDeps & { retentionDays?: number | undefined; eventRetentionHours?: number | undefined }) => [
+export const createFunctions = (
+  deps: FunctionDeps & { retentionDays?: number | undefined; eventRetentionHours?: number | undefined; engine?: InngestEngine; lostRunDeadlineMinutes?: number | undefined },
+) => [
   createChatTurn(deps),
   createRegenerate(deps),
   createSummarizeThread(deps),
@@ -23,4 +28,5 @@ export const createFunctions = (deps: FunctionDeps & { retentionDays?: number | 
   createThreadRetention(deps),
   createEventRetention(deps),
   createExtractMemories(deps),
+  ...(deps.engine ? [createReconcileTurns({ db: deps.db, engine: deps.engine, deadlineMinutes: deps.lostRunDeadlineMinutes })] : []),
 ];

@@ -8,6 +8,7 @@ import { createApp } from "../../src/server.js";
 import type { RealtimePublisher } from "../../src/realtime/publisher.js";
 import type { EventNotifier } from "../../src/stream/notifier.js";
 import type { SentEvent } from "./engine.js";
+import type { EngineProbe } from "../../src/inngest-engine.js";
 
 /** The shared secret, issuer and audience the test app verifies JWTs with (HS256). */
 export const TEST_JWT = { secret: "threadline-test-secret-of-at-least-32-characters", issuer: "https://issuer.test", audience: "threadline-test" };
@@ -47,7 +48,7 @@ export type { SentEvent };
  */
 export function createTestApp(
   db: pg.Pool,
-  overrides: { sendEvent?: SendEvent; functions?: InngestFunction.Any[]; auth?: AuthSettings; serving?: InngestServing; events?: EventNotifier; realtime?: RealtimePublisher } = {},
+  overrides: { sendEvent?: SendEvent; functions?: InngestFunction.Any[]; auth?: AuthSettings; serving?: InngestServing; events?: EventNotifier; realtime?: RealtimePublisher; engineProbe?: EngineProbe } = {},
 ) {
   const sent: SentEvent[] = [];
   const recordEvent: SendEvent = async (event) => {
@@ -62,6 +63,7 @@ export function createTestApp(
     serving: overrides.serving ?? { mode: "dev" },
     ...(overrides.events ? { events: overrides.events } : {}),
     ...(overrides.realtime ? { realtime: overrides.realtime } : {}),
+    ...(overrides.engineProbe ? { engineProbe: overrides.engineProbe } : {}),
   });
   return { app, sent };
 }
