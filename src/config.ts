@@ -53,11 +53,11 @@ export const environment = z.object({
   DATABASE_URL: optionalText,
   PORT: z.coerce.number().int().positive().default(3000),
   /** The interface the HTTP server listens on: every interface (containers) unless set; npm run dev uses loopback. */
-  HOST: z.string().trim().min(1).default("0.0.0.0"),
+  HOST: optionalSetting(z.string().trim().min(1)).transform((value) => value ?? "0.0.0.0"),
   /** A running turn whose run the engine cannot vouch for is recorded failed after this long as its thread's current turn. */
-  LOST_RUN_DEADLINE_MINUTES: z.coerce.number({ error: "LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes" }).int("LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes").min(2, "LOST_RUN_DEADLINE_MINUTES must be at least 2").max(240, "LOST_RUN_DEADLINE_MINUTES must be at most 240").default(DEFAULT_LOST_RUN_DEADLINE_MINUTES),
+  LOST_RUN_DEADLINE_MINUTES: optionalSetting(z.coerce.number({ error: "LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes" }).int("LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes").min(2, "LOST_RUN_DEADLINE_MINUTES must be at least 2").max(240, "LOST_RUN_DEADLINE_MINUTES must be at most 240")).transform((value) => value ?? DEFAULT_LOST_RUN_DEADLINE_MINUTES),
   /** Readiness (GET /health/ready) probes the Inngest server at most once per this many seconds. */
-  READINESS_ENGINE_INTERVAL_SECONDS: z.coerce.number({ error: "READINESS_ENGINE_INTERVAL_SECONDS must be a number of seconds" }).int("READINESS_ENGINE_INTERVAL_SECONDS must be a whole number of seconds").min(1, "READINESS_ENGINE_INTERVAL_SECONDS must be at least 1").max(300, "READINESS_ENGINE_INTERVAL_SECONDS must be at most 300").default(10),
+  READINESS_ENGINE_INTERVAL_SECONDS: optionalSetting(z.coerce.number({ error: "READINESS_ENGINE_INTERVAL_SECONDS must be a number of seconds" }).int("READINESS_ENGINE_INTERVAL_SECONDS must be a whole number of seconds").min(1, "READINESS_ENGINE_INTERVAL_SECONDS must be at least 1").max(300, "READINESS_ENGINE_INTERVAL_SECONDS must be at most 300")).transform((value) => value ?? 10),
   DATA_DIR: z.string().default(".data"),
   EMBEDDED_POSTGRES_PORT: z.coerce.number().int().positive().default(54329),
   /** How long SIGTERM/SIGINT waits for requests in flight before cutting them off. */

@@ -1,0 +1,47 @@
+import { parseArgs } from "node:util";
+
+/**
+ * npm run sync — registers the app's functions with its Inngest server after a deploy: a PUT to the
+ * app's serve endpoint, which makes the SDK send the functions it serves now to the server it is
+ * configured for (INNGEST_BASE_URL, or Inngest Cloud), signed with its signing key. Without it a
+ * self-hosted server keeps running the functions of the previous deploy (Inngest Cloud can also
+ * sync through its Vercel/Netlify integrations or the dashboard).
+ */
+const HELP = `Usage: npm run sync [-- --url <serve URL>]
+
+Registers Threadline's functions with the Inngest server after a deploy (PUT <serve URL>).
+
+  --url <serve URL>  the app's Inngest endpoint, as the Inngest server reaches it
+                     (default: INNGEST_SERVE_ORIGIN + INNGEST_SERVE_PATH when set,
+                     else http://127.0.0.1:$PORT/api/inngest)
+  --help             this text
+
+Exit status 0 when the server accepted the app, 1 otherwise (the SDK's answer is printed).`;
+
+const { values } = parseArgs({ options: { url: { type: "string" }, help: { type: "boolean" } } });
+if (values.help) {
+  console.log(HELP);
+  process.exit(0);
+}
+
+const origin = process.env.INNGEST_SERVE_ORIGIN?.replace(/\/+$/, "");
+const url = values.url ?? `${origin ?? `http://127.0.0.1:${process.env.PORT || 3000}`}${process.env.INNGEST_SERVE_PATH || "/api/inngest"}`;
+
+try {
+  const response = await fetch(url, { method: "PUT", signal: AbortSignal.timeout(30_000) });
+  const body = await response.text();
+  let message = body;
+  try {
+    message = (JSON.parse(body) as { message?: string }).message ?? body;
+  } catch {
+    // Not the SDK's JSON (a proxy's error page): printed as it came.
+  }
+  if (!response.ok) {
+    console.error(`[threadline] sync failed: PUT ${url} answered HTTP ${response.status}: ${message.slice(0, 2_000)}`);
+    process.exit(1);
+  }
+  console.log(`[threadline] synced: PUT ${url}: ${message}`);
+} catch (error) {
+  console.error(`[threadline] sync failed: PUT ${url}: ${error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error)}. Is the app running and reachable at that URL?`);
+  process.exit(1);
+}
