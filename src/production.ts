@@ -1,6 +1,9 @@
 import { authSettings, type Environment } from "./config.js";
 import { choosesDevServer } from "./inngest-serve.js";
 
+/** The SDK's signing key: signkey-<environment>-<hex secret>. */
+const SDK_SIGNING_KEY = /^signkey-\w+-(?:[0-9a-f]{2})+$/i;
+
 /** NODE_ENV=production: the deployment faces users, and start-up refuses anything unsafe. */
 export const isProduction = (env: Environment) => env.NODE_ENV === "production";
 
@@ -22,9 +25,16 @@ export function startupRefusals(env: Environment): string[] {
     return refusals;
   }
   if (env.INNGEST_SIGNING_KEY === undefined) {
-    refusals.push("INNGEST_SIGNING_KEY is not set: production only runs requests signed by Inngest (Inngest Cloud: Manage > Signing Key; self-hosted: the server's signing key).");
+    refusals.push(
+      "INNGEST_SIGNING_KEY is not set: production only runs requests signed by Inngest (Inngest Cloud: Manage > Signing Key; self-hosted: signkey-prod-<the hex key given to inngest start --signing-key>).",
+    );
+  } else if (!SDK_SIGNING_KEY.test(env.INNGEST_SIGNING_KEY)) {
+    // A self-hosted server takes the key as bare hex; the SDK only in its signkey-… form.
+    refusals.push("INNGEST_SIGNING_KEY is not in the SDK's format signkey-<env>-<hex>: for self-hosted Inngest, prefix the server's hex key (inngest start --signing-key) with signkey-prod-.");
   }
-  if (env.INNGEST_EVENT_KEY === undefined) refusals.push("INNGEST_EVENT_KEY is not set: production needs it to send events to Inngest (Inngest Cloud: Manage > Event Keys).");
+  if (env.INNGEST_EVENT_KEY === undefined) {
+    refusals.push("INNGEST_EVENT_KEY is not set: production needs it to send events to Inngest (Inngest Cloud: Manage > Event Keys; self-hosted: one of the keys given to inngest start --event-key).");
+  }
   if (choosesDevServer(env)) refusals.push("INNGEST_DEV is set: production never serves the Inngest dev server; unset it.");
   if (env.DATABASE_URL === undefined) refusals.push("DATABASE_URL is not set: production does not start an embedded database; set it to your PostgreSQL's URL.");
   if (auth.dev) refusals.push("AUTH=dev is set: it lets any caller act as any user; unset it and configure JWTs (AUTH_JWKS_URL) or API keys.");

@@ -154,3 +154,19 @@ describe("npm run sync (scripts/sync.ts)", () => {
     expect(received.at(-1)).toBe("PUT /custom/inngest");
   });
 });
+
+describe("production start-up refusals name the fix for self-hosted Inngest too", () => {
+  const [, replica] = apps[0]!;
+  const refusalsWith = (changes: Record<string, string | undefined>) => startupRefusals(readEnvironment({ ...envOf(replica), ...changes }));
+
+  it("the server's bare hex key given to the app: refused, saying to prefix it with signkey-prod-", () => {
+    expect(refusalsWith({ INNGEST_SIGNING_KEY: operatorEnvironment.INNGEST_SIGNING_KEY_HEX })).toEqual([
+      "INNGEST_SIGNING_KEY is not in the SDK's format signkey-<env>-<hex>: for self-hosted Inngest, prefix the server's hex key (inngest start --signing-key) with signkey-prod-.",
+    ]);
+  });
+
+  it("missing keys: where to find them on Inngest Cloud and on a self-hosted server", () => {
+    expect(refusalsWith({ INNGEST_SIGNING_KEY: undefined })).toEqual([expect.stringMatching(/Inngest Cloud: Manage > Signing Key; self-hosted: signkey-prod-<the hex key given to inngest start --signing-key>\)\.$/)]);
+    expect(refusalsWith({ INNGEST_EVENT_KEY: undefined })).toEqual([expect.stringMatching(/Inngest Cloud: Manage > Event Keys; self-hosted: one of the keys given to inngest start --event-key\)\.$/)]);
+  });
+});
