@@ -67,13 +67,13 @@ export function hashedSigningKey(signingKey: string): string {
 /**
  * What the engine says of a run:
  * - `unknown`: it does not know the run (it was lost);
- * - `ended`: it finished (completed, failed or cancelled) — if our turn is still running, its end was never recorded;
+ * - `ended`: it finished (completed, failed or cancelled) over ENDED_GRACE_MS ago — if our turn is still running, its end was never recorded;
  * - `running`: queued or running (the engine may still list a run it lost on a restart as running);
  * - `unanswered`: the API could not be asked or gave no usable answer (the presumed-lost deadline decides).
  *
  * Engine facts (inngest/inngest pkg/api/apiv1/runs.go, cqrs.FunctionRun, enums.RunStatus):
  * GET /v1/runs/:runId answers the run's JSON with `status` "Running", "Completed", "Failed" or
- * "Cancelled" (Inngest Cloud wraps it in `data`); a run the server cannot load is a 404 on Inngest
+ * "Cancelled" and `ended_at` (Inngest Cloud wraps it in `data`); a run the server cannot load is a 404 on Inngest
  * Cloud and a 500 "Unable to load function run" on the open-source server (dev and `inngest
  * start`), which has no separate not-found answer; a run id that is not a ULID is a 400.
  */
@@ -81,7 +81,13 @@ export type RunVerdict = { verdict: "unknown" } | { verdict: "ended"; status: st
 
 const ENDED = new Set(["completed", "failed", "cancelled"]);
 
-export async function askEngineAboutRun(engine: InngestEngine, runId: string, timeoutMs = 5_000): Promise<RunVerdict> {
+/**
+ * A run that ended less than this long ago is not judged yet: its end is being recorded (the
+ * cancellation function records a cancelled turn as cancelled, moments after the run ends).
+ */
+export const ENDED_GRACE_MS = 60_000;
+
+export async function askEngineAboutRun(engine: InngestEngine, runId: string, { now = new Date(), timeoutMs = 5_000 }: { now?: Date; timeoutMs?: number } = {}): Promise<RunVerdict> {
   const headers: Record<string, string> = engine.signingKey ? { authorization: `Bearer ${hashedSigningKey(engine.signingKey)}` } : {};
   let response: Response;
   try {
@@ -92,15 +98,18 @@ export async function askEngineAboutRun(engine: InngestEngine, runId: string, ti
   const text = await response.text().catch(() => "");
   if (response.status === 404 || (response.status === 500 && text.includes("Unable to load function run"))) return { verdict: "unknown" };
   if (!response.ok) return { verdict: "unanswered", reason: `HTTP ${response.status}: ${text.slice(0, 200)}` };
-  let body: { status?: unknown; data?: { status?: unknown } };
+  type Run = { status?: unknown; ended_at?: unknown };
+  let body: Run & { data?: Run };
   try {
     body = JSON.parse(text) as typeof body;
   } catch {
     return { verdict: "unanswered", reason: "the answer was not JSON" };
   }
-  const status = body.data?.status ?? body.status;
-  if (typeof status !== "string") return { verdict: "unanswered", reason: "the answer names no status" };
-  return ENDED.has(status.toLowerCase()) ? { verdict: "ended", status } : { verdict: "running" };
+  const run = body.data ?? body;
+  if (typeof run.status !== "string") return { verdict: "unanswered", reason: "the answer names no status" };
+  if (!ENDED.has(run.status.toLowerCase())) return { verdict: "running" };
+  const endedAt = typeof run.ended_at === "string" ? Date.parse(run.ended_at) : Number.NaN;
+  return now.getTime() - endedAt < ENDED_GRACE_MS ? { verdict: "running" } : { verdict: "ended", status: run.status };
 }
 
 /**

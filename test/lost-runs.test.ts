@@ -18,7 +18,7 @@ const SIGNING_KEY = "signkey-prod-0123456789abcdef0123456789abcdef";
  * A stand-in for Inngest's REST API on loopback: GET /v1/runs/:runId answers what `runs` says of
  * the run (a status, or an HTTP error), 404 for a run it was not told about, and records every request.
  */
-type StandInAnswer = { status: string } | { http: number; body: string };
+type StandInAnswer = { status: string; ended_at?: string } | { http: number; body: string };
 const runs = new Map<string, StandInAnswer>();
 const asked: { path: string; authorization: string | undefined }[] = [];
 let api: Server;
@@ -30,7 +30,7 @@ beforeAll(async () => {
     const runId = decodeURIComponent(/^\/v1\/runs\/([^/]+)$/.exec(request.url ?? "")?.[1] ?? "");
     const answer = runs.get(runId) ?? { http: 404, body: '{"error":"run not found"}' };
     if ("http" in answer) return void response.writeHead(answer.http, { "content-type": "application/json" }).end(answer.body);
-    response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ data: { run_id: runId, status: answer.status } }));
+    response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ data: { run_id: runId, ...answer } }));
   });
   await new Promise<void>((resolve) => api.listen(0, "127.0.0.1", resolve));
   const url = `http://127.0.0.1:${(api.address() as AddressInfo).port}`;
@@ -49,7 +49,7 @@ const reconcileAfter = (minutes: number) =>
 
 const chatTurn = () => createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
 
-describe("runs lost by the engine (reconcile-turns, every minute)", () => {
+describe("runs lost by the engine (reconcile-turns, every two minutes)", () => {
   it("a turn whose run the engine does not know is recorded failed within minutes; the waiting turn is released and the next message is answered", async () => {
     const { threadId, event, attempt } = await threadWithRunningTurn(bed.db.pool, chatTurn(), bed.model, "What is my name?");
 
@@ -87,7 +87,7 @@ describe("runs lost by the engine (reconcile-turns, every minute)", () => {
 
   it("a run the engine reports ended whose end was never recorded is recorded failed, naming the engine's status", async () => {
     const { event, attempt } = await threadWithRunningTurn(bed.db.pool, chatTurn(), bed.model, "And my age?");
-    runs.set(attempt.runId, { status: "Cancelled" });
+    runs.set(attempt.runId, { status: "Cancelled", ended_at: new Date(Date.now() - 5 * 60_000).toISOString() });
 
     const run = await reconcileAfter(2);
     expect(run.result).toMatchObject({ runIds: [attempt.runId] });
@@ -125,6 +125,9 @@ describe("asking the engine about a run (engine facts in src/inngest-engine.ts)"
     expect(await askEngineAboutRun(engine, "never-told")).toEqual({ verdict: "unknown" });
     expect(await ask("oss-missing", { http: 500, body: '{"error":"Unable to load function run: 01J"}' })).toEqual({ verdict: "unknown" });
     expect(await ask("completed", { status: "Completed" })).toEqual({ verdict: "ended", status: "Completed" });
+    // Ended moments ago: its end is still being recorded (a cancellation's handler runs just after it).
+    expect(await ask("just-cancelled", { status: "Cancelled", ended_at: new Date(Date.now() - 10_000).toISOString() })).toEqual({ verdict: "running" });
+    expect(await ask("long-cancelled", { status: "Cancelled", ended_at: new Date(Date.now() - 120_000).toISOString() })).toEqual({ verdict: "ended", status: "Cancelled" });
     expect(await ask("running", { status: "Running" })).toEqual({ verdict: "running" });
     expect(await ask("faulty", { http: 502, body: "bad gateway" })).toMatchObject({ verdict: "unanswered", reason: "HTTP 502: bad gateway" });
     expect(await askEngineAboutRun({ ...engine, apiUrl: "http://127.0.0.1:9" }, "any")).toMatchObject({ verdict: "unanswered" });

@@ -13,7 +13,7 @@ export const DEFAULT_LOST_RUN_DEADLINE_MINUTES = 10;
 /** A turn is asked about once it has run this long: every live run is known to the engine well before. */
 export const CHECK_AFTER_SECONDS = 60;
 
-/** Turns one reconciliation looks at, at most; a larger backlog is taken on the next minute's run. */
+/** Turns one reconciliation looks at, at most; a larger backlog is taken on the next run. */
 export const RECONCILE_BATCH = 50;
 
 const regenerate = "Regenerate the message to answer it.";
@@ -28,7 +28,7 @@ const overdueError = (deadlineMinutes: number) =>
   `No finish was reported for this turn within LOST_RUN_DEADLINE_MINUTES (${deadlineMinutes} minutes) of its thread's turn coming: its run is presumed lost. ${regenerate}`;
 
 /**
- * Every minute: turns still running whose run the engine has lost are recorded as failed, so
+ * Every two minutes: turns still running whose run the engine has lost are recorded as failed, so
  * their thread is not blocked (the next message is answered) and a regenerate answers them.
  * Every turn running for over a minute is looked up in Inngest's REST API (GET /v1/runs/:runId):
  * a run the engine does not know, or one it reports ended, is lost. Where the API cannot tell —
@@ -52,19 +52,23 @@ export function createReconcileTurns({
     {
       id: RECONCILE_TURNS_ID,
       name: "Record turns whose run was lost",
-      triggers: [cron("* * * * *")],
+      // Every two minutes: a lost turn is found within about three, at 720 runs a day.
+      triggers: [cron("*/2 * * * *")],
       // One at a time: two would ask about and record the same turns.
       concurrency: { limit: 1 },
       retries: 2,
     },
     async ({ step }) => {
-      const candidates = await step.run("reconcile.find-long-running", () =>
-        longRunningTurns(db, { now: clock(), checkAfterSeconds: CHECK_AFTER_SECONDS, deadlineMinutes, limit: RECONCILE_BATCH }),
-      );
+      const { now, candidates } = await step.run("reconcile.find-long-running", async () => {
+        const now = clock();
+        return { now: now.toISOString(), candidates: await longRunningTurns(db, { now, checkAfterSeconds: CHECK_AFTER_SECONDS, deadlineMinutes, limit: RECONCILE_BATCH }) };
+      });
       if (candidates.length === 0) return { checked: 0, lost: 0 };
 
       // One step for all the lookups: its answers are memoized together, so the decision replays the same.
-      const verdicts = await step.run("reconcile.ask-engine", () => Promise.all(candidates.map((turn) => askEngineAboutRun(engine, turn.runId))));
+      const verdicts = await step.run("reconcile.ask-engine", () =>
+        Promise.all(candidates.map((turn) => askEngineAboutRun(engine, turn.runId, { now: new Date(now) }))),
+      );
       const lost = candidates.flatMap((turn, i) => {
         const error = lostBecause(verdicts[i]!) ?? (turn.overdue ? overdueError(deadlineMinutes) : undefined);
         return error ? [{ ...turn, error }] : [];
