@@ -41,8 +41,8 @@ export async function longRunningTurns(
 /**
  * Records a lost run's turn as failed with `error` (only while it is still running), ending its
  * event stream in the same statement; false when it had finished meanwhile. A run that was not
- * lost after all and stores its answer later still completes the turn (storing an answer does
- * not depend on the turn's status).
+ * lost after all still completes the turn if it stores an answer (storing does not depend on the
+ * turn's status); a streaming one stops at its next batch of text, which finds the turn ended.
  */
 export async function failLostTurn(db: pg.Pool, runId: string, error: string): Promise<boolean> {
   const { rowCount } = await db.query(sql.failTurn, [runId, error]);
