@@ -4,7 +4,7 @@ import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
 import type { AgentsConfig } from "./functions/turn-network.js";
 import { DEFAULT_EVENT_RETENTION_HOURS } from "./history/events.js";
-import { DEFAULT_LOST_RUN_DEADLINE_MINUTES } from "./functions/reconcile-turns.js";
+import { DEFAULT_LOST_RUN_DEADLINE_MINUTES } from "./history/lost-turns.js";
 import {
   DEFAULT_HISTORY_MAXIMUMS,
   historyLength,

@@ -1,14 +1,11 @@
 import { cron } from "inngest";
 import type pg from "pg";
 import { inngest, turnFinished } from "../../inngest.config.js";
-import { failLostTurn, longRunningTurns } from "../history/lost-turns.js";
+import { DEFAULT_LOST_RUN_DEADLINE_MINUTES, failLostTurn, longRunningTurns } from "../history/lost-turns.js";
 import { askEngineAboutRun, type InngestEngine, type RunVerdict } from "../inngest-engine.js";
 import { logger } from "../logger.js";
 
 export const RECONCILE_TURNS_ID = "reconcile-turns";
-
-/** Default LOST_RUN_DEADLINE_MINUTES: longer than a turn that retries its model five times (~4.6 minutes). */
-export const DEFAULT_LOST_RUN_DEADLINE_MINUTES = 10;
 
 /** A turn is asked about once it has run this long: every live run is known to the engine well before. */
 export const CHECK_AFTER_SECONDS = 60;

@@ -1,6 +1,9 @@
 import type pg from "pg";
 import * as sql from "./sql.js";
 
+/** Default LOST_RUN_DEADLINE_MINUTES: longer than a turn that retries its model five times (~4.6 minutes). */
+export const DEFAULT_LOST_RUN_DEADLINE_MINUTES = 10;
+
 /**
  * Turns whose run may have been lost by the engine: running for longer than `checkAfterSeconds`,
  * oldest first. `overdue`: the turn is the one its thread is answering now (no unfinished turn
