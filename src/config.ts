@@ -30,6 +30,8 @@ const deploymentEnvironment = z.object({
   INNGEST_SIGNING_KEY: optionalText,
   INNGEST_SIGNING_KEY_FALLBACK: optionalText,
   INNGEST_EVENT_KEY: optionalText,
+  /** Where the Inngest server is (read by the SDK); set, `npm run dev` starts no dev server of its own. */
+  INNGEST_BASE_URL: optionalText,
   /** "dev": take the user from the X-Threadline-User header (local development only). */
   AUTH: optionalSetting(z.enum(["dev"], { error: 'AUTH accepts only "dev" (local development); unset it to require JWTs or API keys' })),
   AUTH_JWKS_URL: optionalSetting(z.url({ error: "AUTH_JWKS_URL must be the URL of your identity provider's JWKS (…/.well-known/jwks.json)" })),
