@@ -177,7 +177,7 @@ describe("the thread event log", () => {
     expect(log.rows[6]!.data).toMatchObject({ status: "completed", variant: 2 });
   });
 
-  it("a second run of an answered message is logged as skipped and ended, and stores nothing", async () => {
+  it("a second run of an answered message logs nothing (no second stream.ended) and stores nothing", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
     bed.model.script({ text: "Once" });
     const event = chatEvent({ content: "Hi" });
@@ -185,11 +185,12 @@ describe("the thread event log", () => {
     const again = await execute(chatTurn, event);
     expect(again.result).toMatchObject({ status: "skipped" });
     const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [again.runId]);
-    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["run.started", null], ["turn.skipped", null], ["stream.ended", "skipped"]]);
+    // The re-run rule (docs/engine.md): a run that finds its message answered as it begins has no stream.
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([]);
     expect((await threadRows(bed.db.pool, event.data.messageId)).map((row) => row.kind)).toEqual(["user", "agent"]);
   });
 
-  it("without chunk logging (EVENT_LOG_CHUNKS unset, the default) a turn logs only its outcome: the answer's ending, or a skipped run's", async () => {
+  it("without chunk logging (EVENT_LOG_CHUNKS unset, the default) a turn logs only its outcome: the answer's ending once, whatever re-runs", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     bed.model.script({ text: "Once" });
     const event = chatEvent({ content: "Hi" });
@@ -203,8 +204,6 @@ describe("the thread event log", () => {
     );
     expect(log.rows.map((row) => [row.run_id, row.event, row.data.status ?? null])).toEqual([
       [first.runId, "stream.ended", "completed"],
-      [again.runId, "turn.skipped", null],
-      [again.runId, "stream.ended", "skipped"],
     ]);
   });
 
