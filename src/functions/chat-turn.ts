@@ -8,6 +8,7 @@ import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
 import { turnPublisher } from "../stream/publish.js";
 import { summaryLag, turnSkipReason } from "../run-state.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
+import { turnRetryMiddleware } from "./turn-retrying.js";
 import { inferenceMiddleware, type Inference } from "./streaming-inference.js";
 import { createTurnNetwork, type AgentsConfig } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
@@ -60,7 +61,7 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
       // The user's stop (POST /api/threads/:threadId/stop) ends the run.
       cancelOn: cancelOnStop,
       onFailure: recordTurnFailure(db),
-      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
+      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway"), turnRetryMiddleware(db, TURN_RETRIES)],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, runId, step, logger, inferenceStream }) => {

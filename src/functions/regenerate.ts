@@ -7,6 +7,7 @@ import { resolveHistoryPolicy } from "../history/policy.js";
 import { turnPublisher } from "../stream/publish.js";
 import { TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
+import { turnRetryMiddleware } from "./turn-retrying.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
 import { createTurnNetwork } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
@@ -36,7 +37,7 @@ export function createRegenerate({ db, model, historyEnvironment, agents, eventL
       // The user's stop (POST /api/threads/:threadId/stop) ends the run.
       cancelOn: cancelOnStop,
       onFailure: recordTurnFailure(db),
-      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
+      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway"), turnRetryMiddleware(db, TURN_RETRIES)],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, runId, step, inferenceStream }) => {
