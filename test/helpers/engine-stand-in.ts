@@ -13,8 +13,9 @@ import type { AddressInfo } from "node:net";
  * - runs are executed by calling the function's step URL (async mode: `ctx.fn_id` is not sent, so
  *   the SDK does not checkpoint) with the run's event and memoized steps, looping on 206 ops:
  *   step results are memoized, a failed step is retried up to the function's retries (then its
- *   error is memoized), `step.ai.infer` is performed here by calling the model URL (a non-2xx
- *   answer becomes the AIGatewayError the real server hands over), waits and sleeps end here;
+ *   error is memoized), `step.ai.infer` is performed here by calling the model URL, retried here
+ *   without telling the SDK, its last non-2xx answer memoized as the AIGatewayError the real
+ *   server hands over; waits and sleeps end here;
  *   a failed run starts its onFailure function (`inngest/function.failed`), a cancelled run sends
  *   `inngest/function.cancelled`.
  *
@@ -30,7 +31,7 @@ export type StandInOptions = {
   msPerSecond?: number;
 };
 
-export type StandInEvent = { id: string; name: string; data: Record<string, unknown>; ts: number; user?: unknown; v?: string };
+export type StandInEvent = { id: string; name: string; data: Record<string, unknown>; ts: number; v?: string };
 
 /** A memoized step: its data, or the error it failed with for good. */
 type MemoStep = { type: "data"; data: unknown } | { type: "error"; error: unknown };
@@ -248,10 +249,10 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
             memoize(run, op.id, id, { type: "data", data: null });
             break;
           case "AIGateway": {
-            const answer = await infer(run, op);
-            if (answer.ok) memoize(run, op.id, id, { type: "data", data: answer.body });
-            else if (attempt + 1 < maxAttempts) retry = true;
-            else memoize(run, op.id, id, { type: "error", error: answer.error });
+            // The server retries a failed inference itself and tells the SDK only the last error.
+            let answer = await infer(run, op);
+            for (let more = attempt + 1; !answer.ok && more < maxAttempts && run.status === "running"; more += 1) answer = await infer(run, op);
+            memoize(run, op.id, id, answer.ok ? { type: "data", data: answer.body } : { type: "error", error: answer.error });
             break;
           }
           default:
