@@ -26,10 +26,10 @@ import * as sql from "./sql.js";
  * Inngest's 1,000 steps per run).
  */
 export const QUICK_ROUND = "10s";
-export const QUICK_ROUNDS = 6;
+export const QUICK_ROUNDS = 30;
 export const WAIT_ROUND = "1m";
 export const PATIENCE_MINUTES = 30;
-export const MAX_WAIT_ROUNDS = 240;
+export const MAX_WAIT_ROUNDS = 265;
 
 /** The timeout of round n's wait (from 1). */
 export const roundTimeout = (round: number) => (round <= QUICK_ROUNDS ? QUICK_ROUND : WAIT_ROUND);
@@ -83,8 +83,9 @@ const roundId = (base: string, round: number) => (round === 1 ? base : `${base}.
  * step.waitForEvent only matches events sent after the wait has started (an engine fact,
  * test/engine-contract.test.ts): an earlier turn that finishes between the lookup and the start
  * of the wait sends its event to nobody. The round's timeout and the lookup that follows every
- * wait are what catch that finish; the first rounds are short, so a finish missed there costs at
- * most QUICK_ROUND. The event only makes the common case immediate.
+ * wait are what catch that finish; the rounds of the first five minutes (an answer with its
+ * retries) are short, so a finish missed there costs at most QUICK_ROUND. The event only makes the
+ * common case immediate.
  *
  * Every decision is made from memoized step results, so replays take the same path.
  */
