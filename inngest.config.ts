@@ -10,6 +10,10 @@ import { logger } from "./src/logger.js";
  * at the edge (the HTTP API before sending, each function before it writes anything).
  */
 // The SDK logs through the app's logger too, so tests can silence its expected step errors.
+// This client defines the functions (its id names them) and never talks to Inngest: the SDK reads
+// the environment (INNGEST_DEV, keys, URLs) when a client is constructed, which for this one is
+// whenever a module first imports it. The process sends and serves with a client built at
+// start-up from the configuration (src/inngest-serve.ts inngestClient).
 export const inngest = new Inngest({ id: "threadline", logger, internalLogger: logger });
 
 /** Longest user message accepted, in characters (UTF-16 units; about 8k tokens of English). */

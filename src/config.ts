@@ -31,7 +31,7 @@ const deploymentEnvironment = z.object({
   INNGEST_SIGNING_KEY: optionalText,
   INNGEST_SIGNING_KEY_FALLBACK: optionalText,
   INNGEST_EVENT_KEY: optionalText,
-  /** A self-hosted Inngest server (or the dev server elsewhere than localhost:8288): its events and REST API, as the SDK reads them. */
+  /** A self-hosted Inngest server (or the dev server elsewhere than localhost:8288): its events and REST API, as the SDK reads them; set, `npm run dev` starts no dev server of its own. */
   INNGEST_BASE_URL: optionalSetting(z.url({ error: "INNGEST_BASE_URL must be the URL of your Inngest server (e.g. http://inngest:8288)" })),
   INNGEST_EVENT_API_BASE_URL: optionalSetting(z.url({ error: "INNGEST_EVENT_API_BASE_URL must be a URL" })),
   INNGEST_API_BASE_URL: optionalSetting(z.url({ error: "INNGEST_API_BASE_URL must be a URL" })),

@@ -21,17 +21,23 @@ export function inngestServing(env: Environment): InngestServing {
 }
 
 /**
- * The serve handler. The SDK decides dev or cloud mode (and so whether it checks signatures) from
- * its client's options before the process environment, so the choice is passed explicitly to a
- * client used only for serving: nothing depends on INNGEST_DEV being set or unset at request time.
+ * The client the process sends events and serves functions with, built at start-up from the
+ * configuration. The SDK reads the environment when a client is constructed, so a client built
+ * while modules load (inngest.config.ts) would keep whatever the environment said then: dev or
+ * cloud mode, event key, base URL. This one is built at the point of use, with the mode explicit,
+ * so nothing depends on the order in which modules are imported or the environment is set.
  */
-export function inngestHandler(functions: InngestFunction.Any[], serving: InngestServing) {
-  const client = new Inngest({
+export function inngestClient(serving: InngestServing) {
+  return new Inngest({
     id: inngest.id,
     logger,
     internalLogger: logger,
     isDev: serving.mode === "dev",
     ...(serving.mode === "cloud" && { signingKey: serving.signingKey, signingKeyFallback: serving.signingKeyFallback }),
   });
-  return serve({ client, functions });
+}
+
+/** The serve handler, on a client of its own (inngestClient): signatures are checked unless serving the dev server. */
+export function inngestHandler(functions: InngestFunction.Any[], serving: InngestServing) {
+  return serve({ client: inngestClient(serving), functions });
 }

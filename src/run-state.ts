@@ -6,6 +6,8 @@ import type { SummaryLag } from "./history/summaries.js";
  * `state.kv` (memory for one run, rebuilt identically on every re-entry from memoized steps).
  */
 const SKIP = "threadline.turn.skip";
+const SKIPPED_ANSWER = "threadline.turn.skipped-answer";
+const SKIPPED_AT_START = "threadline.turn.skipped-at-start";
 const PRIOR_RESULTS = "threadline.history.prior-results";
 const SUMMARY_LAG = "threadline.history.summary-lag";
 const USER_TEXT = "threadline.turn.user-text";
@@ -13,9 +15,20 @@ const STOPPED = "threadline.turn.stopped";
 
 type AnyState = State<Record<string, unknown>>;
 
-/** The turn writes nothing (a re-run of an answered message): the agents must not run. */
-export const markTurnSkipped = (state: AnyState, reason: string) => state.kv.set(SKIP, reason);
+/**
+ * The turn writes nothing (a re-run of an answered message): the agents must not run.
+ * `answerId`: the stored answer the message already has (its first result), when it has one.
+ * `atStart`: the run found it out as it began, so its turn was never running and no client follows
+ * it: nothing is logged for it (the message's one stream.ended stays the answer's).
+ */
+export const markTurnSkipped = (state: AnyState, reason: string, skipped: { answerId?: string | undefined; atStart?: boolean } = {}) => {
+  state.kv.set(SKIP, reason);
+  if (skipped.answerId !== undefined) state.kv.set(SKIPPED_ANSWER, skipped.answerId);
+  if (skipped.atStart) state.kv.set(SKIPPED_AT_START, true);
+};
+export const turnSkippedAtStart = (state: AnyState): boolean => state.kv.get(SKIPPED_AT_START) === true;
 export const turnSkipReason = (state: AnyState): string | undefined => state.kv.get(SKIP);
+export const skippedAnswerId = (state: AnyState): string | undefined => state.kv.get(SKIPPED_ANSWER);
 
 /** The user stopped the turn while its run went on: the answer it reached was not stored. */
 export const markTurnStopped = (state: AnyState) => state.kv.set(STOPPED, true);

@@ -5,7 +5,6 @@ import { Hono } from "hono";
 import { describeRoute } from "hono-openapi";
 import { requestId } from "hono/request-id";
 import type { InngestFunction } from "inngest";
-import { inngest } from "../inngest.config.js";
 import { chooseModel } from "./agents/model.js";
 import { streamingRefusal } from "./agents/streamed-completion.js";
 import { chatRoutes } from "./api/chat.js";
@@ -33,7 +32,7 @@ import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
 import { drainable } from "./graceful-shutdown.js";
 import { devServerEngine, engineAdvice, engineProbe, inngestEngine, type EngineProbe, type InngestEngine } from "./inngest-engine.js";
-import { inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
+import { inngestClient, inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
 import { logger } from "./logger.js";
 import { startupRefusals } from "./production.js";
 import { inngestRealtime } from "./realtime/publisher.js";
@@ -132,11 +131,14 @@ export async function startServer() {
   logger.info(`Inngest: ${engine.kind === "cloud" ? "Inngest Cloud" : engine.kind === "dev" ? "the dev server" : "self-hosted"} (events ${engine.eventUrl}, API ${engine.apiUrl}); a turn whose run is lost is recorded failed within ${env.LOST_RUN_DEADLINE_MINUTES} minutes`);
   const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, eventLog: env.EVENT_LOG_CHUNKS === true, inference: env.INFERENCE, engine, lostRunDeadlineMinutes: env.LOST_RUN_DEADLINE_MINUTES });
   const events = createEventNotifier(database.pool);
-  const realtime = env.REALTIME === "inngest" ? inngestRealtime(inngest) : undefined;
+  const serving = inngestServing(env);
+  // Built now, from the configuration: see inngestClient.
+  const client = inngestClient(serving);
+  const realtime = env.REALTIME === "inngest" ? inngestRealtime(client) : undefined;
   const relay = realtime ? await startRealtimeRelay({ db: database.pool, events, publisher: realtime }) : undefined;
   if (relay) logger.info("realtime: the event log is published to Inngest realtime (topic agent_stream)");
   const app = createApp({
-    db: database.pool, sendEvent: (event) => inngest.send(event), events, realtime, functions, auth: authSettings(env), serving: inngestServing(env),
+    db: database.pool, sendEvent: (event) => client.send(event), events, realtime, functions, auth: authSettings(env), serving,
     engine, engineProbe: engineProbe(engine, { intervalMs: env.READINESS_ENGINE_INTERVAL_SECONDS * 1_000 }),
   });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT, hostname: env.HOST });

@@ -83,15 +83,11 @@ describe("many writers appending to one thread at once", () => {
 });
 
 describe("two chat turns on one thread", () => {
-  it("run one at a time per thread: both turn functions share one concurrency key, the thread id", () => {
+  it("hold no per-thread concurrency key (an in-flight gateway inference would hold it after a stop): the durable wait orders them", () => {
     const deps = { db: bed.db.pool, model: scriptedModel(bed.model) };
-    const threadKey = (fn: { opts: { concurrency?: unknown } }) => fn.opts.concurrency;
-    expect(threadKey(createChatTurn(deps))).toEqual({
-      scope: "env",
-      key: `"thread:" + (has(event.data.threadId) ? event.data.threadId : event.data.messageId)`,
-      limit: 1,
-    });
-    expect(threadKey(createRegenerate(deps))).toEqual({ scope: "env", key: `"thread:" + (event.data.threadId)`, limit: 1 });
+    for (const fn of [createChatTurn(deps), createRegenerate(deps)]) {
+      expect((fn as unknown as { opts: { concurrency?: unknown } }).opts.concurrency).toBeUndefined();
+    }
   });
 
   it("executed one after the other, the second's model request contains the first's answer", async () => {
@@ -122,8 +118,7 @@ describe("two chat turns on one thread", () => {
     bed.model.reset();
     bed.model.script({ text: "Compilers are great.", delayMs: 400 }, { text: "You like compilers." });
 
-    // Inngest's concurrency limit counts executing steps: while the first turn waits on the model,
-    // the second turn's steps may run.
+    // No concurrency key holds the thread: while the first turn waits on the model, the second turn runs.
     const firstRun = execute(chatTurn, slow);
     while (bed.model.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
     const waiting = await execute(chatTurn, next);

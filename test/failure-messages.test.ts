@@ -1,11 +1,13 @@
 import { StepError, type Middleware } from "inngest";
 import { describe, expect, it } from "vitest";
-import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createChatTurn, TURN_RETRIES } from "../src/functions/chat-turn.js";
 import { describeFailure, MAX_FAILURE_MESSAGE } from "../src/functions/failure-message.js";
 import { ModelErrorMiddleware } from "../src/functions/model-errors.js";
 import { inngest } from "../inngest.config.js";
 import { execute, executeFailureHandler, MODEL_TIMEOUT_MS } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, turnsOf } from "./helpers/fixtures.js";
+import { aiGatewayError } from "./helpers/engine-stand-in.js";
+import { startLiveEngine } from "./helpers/live-engine.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -67,7 +69,7 @@ describe("describeFailure", () => {
       "The model provider answered HTTP 529: Overloaded (overloaded_error)",
     );
     expect(describeFailure({ message: 'HTTP 400: {"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT"}}' })).toBe(
-      "The model provider answered HTTP 400: API key not valid. (400)",
+      "The model provider answered HTTP 400: API key not valid. (400, INVALID_ARGUMENT)",
     );
     expect(describeFailure({ name: "NonRetriableError", message: "No model is configured." })).toBe("No model is configured.");
     expect(describeFailure({ name: "Error", message: "" })).toBe("Error");
@@ -83,32 +85,76 @@ describe("describeFailure", () => {
 });
 
 describe("under Inngest's server, a failed inference", () => {
-  // What the server hands the SDK once step.ai.infer has used its retries: the provider's body
-  // (or its own text when no answer came) as the step's error. The SDK alone reads "Unknown error"
-  // from the first, and a text that does not say why from the second.
-  const serverStepErrors = {
-    providerBody: { error: { message: "The server had an error while processing your request.", type: "server_error" } },
-    noAnswer: { error: "Error making AI request" },
-  };
+  // Exactly what the server hands the SDK once step.ai.infer has used its retries (BRIEF.md's
+  // engine facts, pinned in test/engine-contract.test.ts): the status in the message, the
+  // provider's body in stack and data, the server's own body when the provider sent none.
+  const providers = [
+    {
+      provider: "OpenAI",
+      status: 500,
+      body: '{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}',
+      cause: "The model provider answered HTTP 500: The server had an error while processing your request. Sorry about that! (server_error)",
+    },
+    {
+      provider: "Anthropic",
+      status: 529,
+      body: '{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+      cause: "The model provider answered HTTP 529: Overloaded (overloaded_error)",
+    },
+    {
+      provider: "Gemini",
+      status: 503,
+      body: '{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}',
+      cause: "The model provider answered HTTP 503: The model is overloaded. Please try again later. (503, UNAVAILABLE)",
+    },
+  ];
 
-  async function throughMiddleware(raw: unknown, sdkMessage: string) {
+  async function throughMiddleware(raw: ReturnType<typeof aiGatewayError>) {
     const middleware = new ModelErrorMiddleware({ client: inngest });
     await middleware.transformFunctionInput({ steps: { hashed: { type: "error", error: raw } } } as unknown as Middleware.TransformFunctionInputArgs);
     const stepError = new StepError("assistant", raw);
-    expect(stepError.message).toBe(sdkMessage);
+    // The SDK alone keeps the server's sentence, not the provider's.
+    expect(stepError.message).toBe(raw.message);
     const wrapped = middleware.wrapStep({ next: () => Promise.reject(stepError), stepInfo: { hashedId: "hashed", stepType: "ai.infer" } } as unknown as Middleware.WrapStepArgs);
     const error = await wrapped.then(() => undefined, (e: unknown) => e as Error);
     expect(error).toBe(stepError);
     return describeFailure(error!);
   }
 
-  it("keeps the provider's reason instead of 'Unknown error'", async () => {
-    expect(await throughMiddleware(serverStepErrors.providerBody, "Unknown error")).toBe(
-      "The model provider answered with an error: The server had an error while processing your request. (server_error)",
-    );
+  for (const { provider, status, body, cause } of providers) {
+    it(`records the ${provider} status and message: "${cause}"`, async () => {
+      expect(await throughMiddleware(aiGatewayError(status, body))).toBe(cause);
+    });
+  }
+
+  it("says the provider answered with an empty body when the server substituted its own body but named a status", async () => {
+    expect(await throughMiddleware(aiGatewayError(502, ""))).toBe("The model provider answered HTTP 502 with an empty body.");
   });
 
-  it("says the provider gave no answer when the request timed out or could not connect", async () => {
-    expect(await throughMiddleware(serverStepErrors.noAnswer, "Error making AI request")).toBe("The model request got no answer from the provider (it timed out or could not connect).");
+  it("says the provider gave no answer only when the server substituted its body and named no status", async () => {
+    const noAnswer = aiGatewayError(undefined, "");
+    expect(noAnswer.data).toBe('{"error":"Error making AI request"}');
+    expect(await throughMiddleware(noAnswer)).toBe("The model request got no answer from the provider (it timed out or could not connect).");
+  });
+
+  it("end to end through the engine stand-in: the turn records the provider's status and message", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    const live = await startLiveEngine(bed.db.pool, [chatTurn]);
+    try {
+      const { status, body, cause } = providers[0]!;
+      // Every attempt fails the same way (retries: TURN_RETRIES).
+      bed.model.script(...Array.from({ length: TURN_RETRIES + 1 }, () => ({ status, body: JSON.parse(body) as unknown })));
+      const event = chatEvent({ content: "Are you there?" });
+      await live.engine.send(event);
+      const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");
+      await run.ended;
+      const failure = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn-failure");
+      await failure.ended;
+      expect(run.status).toBe("failed");
+      expect(run.inferences.map((i) => i.status)).toEqual(Array(TURN_RETRIES + 1).fill(status));
+      expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "failed", error: cause }]);
+    } finally {
+      await live.close();
+    }
   });
 });

@@ -51,8 +51,9 @@ const delta = (runId: string, stepId: string, attempt: number, n: number, text: 
 });
 const stream = (threadId: string, runId: string, attempt: number, ...deltas: NewEvent[]) => appendEvents(bed.db.pool, { threadId, runId, attempt, events: deltas });
 
+// The running-turn fixture's failed attempt logged turn.retrying (test/turn-retrying.test.ts): these tests watch what follows.
 const runLog = async (threadId: string, runId: string) =>
-  (await bed.db.pool.query<{ event: string; data: Record<string, unknown> }>("SELECT event, data FROM thread_events WHERE thread_id = $1 AND run_id = $2 ORDER BY id", [threadId, runId])).rows;
+  (await bed.db.pool.query<{ event: string; data: Record<string, unknown> }>("SELECT event, data FROM thread_events WHERE thread_id = $1 AND run_id = $2 AND event <> 'turn.retrying' ORDER BY id", [threadId, runId])).rows;
 const endings = async (threadId: string, runId: string) => (await runLog(threadId, runId)).filter((row) => row.event !== "text.delta");
 
 /** Polls `done` until it holds (at most 5 seconds). */

@@ -177,7 +177,7 @@ describe("the thread event log", () => {
     expect(log.rows[6]!.data).toMatchObject({ status: "completed", variant: 2 });
   });
 
-  it("a second run of an answered message is logged as skipped and ended, and stores nothing", async () => {
+  it("a second run of an answered message logs nothing (no second stream.ended) and stores nothing", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
     bed.model.script({ text: "Once" });
     const event = chatEvent({ content: "Hi" });
@@ -185,11 +185,12 @@ describe("the thread event log", () => {
     const again = await execute(chatTurn, event);
     expect(again.result).toMatchObject({ status: "skipped" });
     const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [again.runId]);
-    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["run.started", null], ["turn.skipped", null], ["stream.ended", "skipped"]]);
+    // The re-run rule (docs/engine.md): a run that finds its message answered as it begins has no stream.
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([]);
     expect((await threadRows(bed.db.pool, event.data.messageId)).map((row) => row.kind)).toEqual(["user", "agent"]);
   });
 
-  it("without chunk logging (EVENT_LOG_CHUNKS unset, the default) a turn logs only its outcome: the answer's ending, or a skipped run's", async () => {
+  it("without chunk logging (EVENT_LOG_CHUNKS unset, the default) a turn logs only its outcome: the answer's ending once, whatever re-runs", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     bed.model.script({ text: "Once" });
     const event = chatEvent({ content: "Hi" });
@@ -203,8 +204,6 @@ describe("the thread event log", () => {
     );
     expect(log.rows.map((row) => [row.run_id, row.event, row.data.status ?? null])).toEqual([
       [first.runId, "stream.ended", "completed"],
-      [again.runId, "turn.skipped", null],
-      [again.runId, "stream.ended", "skipped"],
     ]);
   });
 
@@ -214,13 +213,14 @@ describe("the thread event log", () => {
     const event = chatEvent({ content: "Hi" });
     const failed = await execute(chatTurn, event);
     expect(failed.error).toBeDefined();
-    expect((await logOf(event.data.messageId)).map((row) => row.event)).toEqual(["run.started", "run.started"]);
+    // The failed attempt is logged for the client (turn.retrying), once.
+    expect((await logOf(event.data.messageId)).map((row) => row.event)).toEqual(["run.started", "run.started", "turn.retrying"]);
 
     bed.model.script({ text: "Second try" });
     const retried = await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId });
     expect(retried.error).toBeUndefined();
     const log = await logOf(event.data.messageId);
-    expect(log.map((row) => row.event)).toEqual(["run.started", "run.started", "part.created", "text.delta", "part.completed", "run.completed", "stream.ended"]);
+    expect(log.map((row) => row.event)).toEqual(["run.started", "run.started", "turn.retrying", "part.created", "text.delta", "part.completed", "run.completed", "stream.ended"]);
     expect(new Set(log.map((row) => row.key)).size).toBe(log.length);
   });
 
@@ -250,10 +250,10 @@ describe("the thread event log", () => {
       "SELECT event, data, xmin::text AS xid FROM thread_events WHERE thread_id = $1 AND run_id = $2 ORDER BY id",
       [threadId, failed.runId],
     );
-    expect(ended.rows.map((row) => row.event)).toEqual(["turn.failed", "stream.ended"]);
-    expect(ended.rows[0]!.data.error).toBe("The model failed.");
+    expect(ended.rows.map((row) => row.event)).toEqual(["turn.retrying", "turn.failed", "stream.ended"]);
+    expect(ended.rows[1]!.data.error).toBe("The model failed.");
     const turn = await bed.db.pool.query<{ status: string; xid: string }>("SELECT status, xmin::text AS xid FROM turns WHERE run_id = $1", [failed.runId]);
-    expect(turn.rows[0]).toEqual({ status: "failed", xid: ended.rows[1]!.xid });
+    expect(turn.rows[0]).toEqual({ status: "failed", xid: ended.rows[2]!.xid });
   });
 
   it("a cancelled turn logs turn.cancelled and stream.ended with the cancellation, once", async () => {
@@ -265,7 +265,7 @@ describe("the thread event log", () => {
     expect(await cancelTurn(bed.db.pool, failed.runId)).toEqual({ threadId: event.data.messageId, messageId: event.data.messageId });
     expect(await cancelTurn(bed.db.pool, failed.runId)).toBeNull();
     const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [failed.runId]);
-    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["turn.cancelled", null], ["stream.ended", "cancelled"]]);
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["turn.retrying", null], ["turn.cancelled", null], ["stream.ended", "cancelled"]]);
   });
 
   it("a turn presumed lost by a later turn's wait is logged as failed and ended", async () => {
@@ -278,7 +278,7 @@ describe("the thread event log", () => {
     await bed.db.pool.query("SELECT * FROM threadline_begin_turn($1, 'user-1', $2, 'Next', NULL, 'run-waiting', 'chat', NULL, NULL)", [threadId, crypto.randomUUID()]);
     expect(await findEarlierTurn(bed.db.pool, { runId: "run-waiting", abandon: lost.runId })).toEqual({ earlier: null, skipped: false });
     const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [lost.runId]);
-    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["turn.failed", null], ["stream.ended", "failed"]]);
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["turn.retrying", null], ["turn.failed", null], ["stream.ended", "failed"]]);
   });
 
   it("ids are per thread, increasing, and assigned in commit order under concurrent writers", async () => {

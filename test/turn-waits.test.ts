@@ -4,7 +4,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
 import { beginTurn } from "../src/history/store.js";
-import { ABANDONED_TURN_ERROR, PATIENCE_ROUNDS, WAIT_ROUND } from "../src/history/turn-waits.js";
+import { ABANDONED_TURN_ERROR, PATIENCE_ROUNDS, roundTimeout } from "../src/history/turn-waits.js";
 import { execute, type Execution, type SentEvent, type Wait } from "./helpers/engine.js";
 import { chatEvent, conversation, scriptedModel, threadRows, threadWithRunningTurn as runningTurnFixture, turnsOf } from "./helpers/fixtures.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
@@ -25,13 +25,13 @@ async function threadWithRunningTurn(chatTurn: ReturnType<typeof createChatTurn>
 }
 
 describe("a turn waits for the earlier turn of its thread", () => {
-  it("whose inference takes 5 minutes: it answers after it, seeing its answer, in one execution (no retry spent)", async () => {
+  it("whose inference takes five rounds: it answers after it, seeing its answer, in one execution (no retry spent)", async () => {
     const chatTurn = createChatTurn(deps());
     const { threadId, earlier, attempt } = await threadWithRunningTurn(chatTurn);
     const later = chatEvent({ threadId, content: "What do I like?" });
 
-    // Virtual time: each wait is one WAIT_ROUND (a minute); the first four time out while the
-    // earlier turn's retry backs off, and in the fifth minute that retry answers.
+    // Virtual time: each wait is one round (roundTimeout); the first four time out while the
+    // earlier turn's retry backs off, and in the fifth round that retry answers.
     const waits: Wait[] = [];
     let earlierRetry: Execution | undefined;
     const run = await execute(chatTurn, later, {
@@ -48,7 +48,7 @@ describe("a turn waits for the earlier turn of its thread", () => {
     expect(run.result).toMatchObject({ status: "completed", answer: "You like compilers." });
     expect(earlierRetry?.error).toBeUndefined();
     expect(waits).toHaveLength(5);
-    expect(waits.every((w) => w.timeout === WAIT_ROUND && w.event === "threadline/turn.finished" && w.match?.value === attempt.runId)).toBe(true);
+    expect(waits.every((w, i) => w.timeout === roundTimeout(i + 1) && w.event === "threadline/turn.finished" && w.match?.value === attempt.runId)).toBe(true);
     expect(waitSteps(run)).toEqual(["history.wait-for-turn", "history.wait-for-turn.2", "history.wait-for-turn.3", "history.wait-for-turn.4", "history.wait-for-turn.5"]);
     expect(bed.model.requests.at(-1)!.messages.slice(-5)).toEqual([
       { role: "user", content: "My name is Ada." },

@@ -46,7 +46,7 @@ export function eventRoutes({ db, events }: ApiDeps & { events: EventNotifier },
       summary: "Watch a thread: its event log, replayed after Last-Event-ID, then live (Server-Sent Events)",
       description:
         "Each event is one row of the thread's log: `id` (per thread, increasing), `event` (AgentKit's chunk names: run.started, " +
-        "part.created, text.delta, part.completed, run.completed; and turn.failed, turn.cancelled, turn.stopped, turn.skipped, stream.ended, title.changed) and " +
+        "part.created, text.delta, part.completed, run.completed; and turn.retrying {attempt, maxAttempts, cause}, turn.failed, turn.cancelled, turn.stopped, turn.skipped, stream.ended, title.changed) and " +
         "`data` (JSON). stream.ended is written with the stored answer or the recorded failure. To resume, reconnect with " +
         "Last-Event-ID (EventSource does) or ?after=<id>. Comment lines are heartbeats. The stream stays open across turns.",
       responses: {

@@ -139,6 +139,8 @@ const pageQuery = z
 const timestamp = z.iso.datetime();
 /** A turn's state; `skipped` turns (a duplicate delivery that did nothing) are never shown. */
 const turnStatus = z.enum(["running", "completed", "failed", "cancelled", "superseded", "stopped"]);
+/** A message's turn as the messages page shows it: a running turn between attempts is `retrying`. */
+const messageTurnStatus = z.enum([...turnStatus.options, "retrying"]);
 const messageContent = z
   .union([textContent, agentContent])
   .meta({ description: "`{text}` for user, system and summary messages; an assistant answer's AgentKit output and tool calls." });
@@ -154,10 +156,10 @@ const threadMessage = z.object({
   stopped: z.literal(true).optional().meta({ description: "An answer the user stopped: what the model had streamed by then." }),
   variantCount: z.int().optional().meta({ description: "A user message's number of answer variants." }),
   turn: z
-    .object({ status: turnStatus, runId: z.string(), error: z.string().nullable() })
+    .object({ status: messageTurnStatus, runId: z.string(), error: z.string().nullable() })
     .nullable()
     .optional()
-    .meta({ description: "A user message's latest turn (null before one started), with the failure's cause." }),
+    .meta({ description: "A user message's latest turn (null before one started), with the failure's cause; `retrying`: running, a failed attempt is being retried (`error`: its cause)." }),
 });
 
 export const messagePageResponse = z.object({

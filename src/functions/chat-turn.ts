@@ -8,8 +8,8 @@ import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
 import { turnPublisher } from "../stream/publish.js";
 import { summaryLag, turnSkipReason } from "../run-state.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
+import { turnRetryMiddleware } from "./turn-retrying.js";
 import { inferenceMiddleware, type Inference } from "./streaming-inference.js";
-import { threadConcurrency } from "./thread-concurrency.js";
 import { createTurnNetwork, type AgentsConfig } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { announceTurnFinished } from "./turn-finished.js";
@@ -55,13 +55,13 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
       triggers: [chatMessageSent],
       // A message is answered by one run: a duplicate event within 24 hours starts none.
       idempotency: "event.data.messageId",
-      // A new thread's id is its first message's id.
-      concurrency: threadConcurrency("has(event.data.threadId) ? event.data.threadId : event.data.messageId"),
+      // No per-thread concurrency key: turns of a thread are ordered by the durable wait before
+      // history.get (src/history/turn-waits.ts), so a stop frees the thread at once (docs/engine.md).
       retries: TURN_RETRIES,
       // The user's stop (POST /api/threads/:threadId/stop) ends the run.
       cancelOn: cancelOnStop,
       onFailure: recordTurnFailure(db),
-      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
+      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway"), turnRetryMiddleware(db, TURN_RETRIES)],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, runId, step, logger, inferenceStream }) => {

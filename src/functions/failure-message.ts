@@ -11,10 +11,11 @@ const HTTP_STATUS = /\b(?:HTTP|status(?: code)?:?)\s*([1-5]\d\d)\b/i;
  * provider's words where there are some, with the HTTP status, cut to MAX_FAILURE_MESSAGE
  * characters, and with anything that looks like a credential redacted.
  *
- * Model failures reach here as the step error of the inference: under Inngest's server the body
- * the provider answered (put back by model-errors.ts; the server keeps no status), in tests the
- * scripted model's "HTTP <status>: <body>". Providers put their reason in `{error: {message}}` (OpenAI, Gemini, OpenAI-compatible
- * servers), `{type: "error", error: {message}}` (Anthropic) or `{error: "text"}`.
+ * Model failures reach here as the step error of the inference: under Inngest's server the status
+ * and the body the provider answered (put back by model-errors.ts from the AIGatewayError), under
+ * INFERENCE=stream and in tests "HTTP <status>: <body>". Providers put their reason in
+ * `{error: {message}}` (OpenAI, Gemini with a `status` word, OpenAI-compatible servers),
+ * `{type: "error", error: {message}}` (Anthropic) or `{error: "text"}`.
  */
 export function describeFailure(error: { name?: string; message?: string } | undefined): string {
   const message = (error?.message ?? "").trim();
@@ -43,9 +44,9 @@ function providerReason(message: string): string | undefined {
   const inner = (body as { error?: unknown }).error ?? body;
   if (typeof inner === "string") return inner;
   if (typeof inner !== "object" || inner === null) return undefined;
-  const { message: text, type, code } = inner as { message?: unknown; type?: unknown; code?: unknown };
+  const { message: text, type, code, status } = inner as { message?: unknown; type?: unknown; code?: unknown; status?: unknown };
   if (typeof text !== "string" || !text) return undefined;
-  const kind = [type, code].filter((v) => typeof v === "string" || typeof v === "number").join(", ");
+  const kind = [type, code, status].filter((v) => typeof v === "string" || typeof v === "number").join(", ");
   return kind ? `${text} (${kind})` : text;
 }
 

@@ -4,15 +4,16 @@ import { Middleware } from "inngest";
  * Keeps the model provider's reason on a failed inference.
  *
  * Inngest's server runs step.ai.infer itself. When the provider keeps answering non-2xx (or not
- * at all) past the step's retries, the server hands the function the provider's body as the
- * step's error — e.g. OpenAI's `{"error":{"message":…,"type":…}}` — or `{"error":"Error making AI
- * request"}` when no answer came. The SDK only reads `name`/`message` strings from a step error,
- * so it throws a StepError that says "Unknown error", and that is what the failed turn recorded.
+ * at all) past the step's retries, the server hands the function the step's error as
+ * `{name: "AIGatewayError", message: "Error making AI request: unsuccessful status code: <n>",
+ * stack: <provider body>, data: <provider body>}`, with `{"error":"Error making AI request"}` as
+ * the body when the provider sent none (BRIEF.md's engine facts; test/engine-contract.test.ts).
+ * The SDK's StepError keeps only the name and message, so the provider's words would be lost.
  *
  * This middleware (fresh per request) keeps the raw step errors it is handed, and when an
- * inference step rejects, puts the raw body into the StepError's message; the onFailure handler
- * turns it into a readable, redacted cause (failure-message.ts). The error stays the SDK's
- * StepError, so Inngest treats the run exactly as before.
+ * inference step rejects, puts the status and the provider's body into the StepError's message;
+ * the onFailure handler turns it into a readable, redacted cause (failure-message.ts). The error
+ * stays the SDK's StepError, so Inngest treats the run exactly as before.
  */
 export class ModelErrorMiddleware extends Middleware.BaseMiddleware {
   readonly id = "threadline/model-errors";
@@ -35,14 +36,35 @@ export class ModelErrorMiddleware extends Middleware.BaseMiddleware {
   }
 }
 
-/** The server's fixed text for an inference that got no answer (timeout, connection refused). */
-const NO_ANSWER = "Error making AI request";
+/** The server's text for an inference failure, and its body when the provider sent none. */
+const GATEWAY_TEXT = "Error making AI request";
+const GATEWAY_STATUS = /unsuccessful status code:?\s*(\d{3})/i;
 
 export const NO_ANSWER_PREFIX = "The model request got no answer from the provider";
 
-/** What a failed inference's raw step error says, as a message describeFailure can read. */
+/**
+ * What a failed inference's raw step error says, as a message describeFailure reads:
+ * "The model provider answered HTTP <status>: <provider body>" when it answered, "… with an
+ * empty body" when it answered without one, and the no-answer text only
+ * when the server substituted its own body and named no status (a timeout, a refused connection).
+ */
 export function modelFailureMessage(raw: unknown): string {
-  const body = typeof raw === "string" ? raw : JSON.stringify(raw);
-  if (body.includes(NO_ANSWER)) return `${NO_ANSWER_PREFIX} (it timed out or could not connect).`;
-  return `Model request failed: ${body.slice(0, 4_000)}`;
+  const error = typeof raw === "object" && raw !== null ? (raw as { message?: unknown; stack?: unknown; data?: unknown }) : { message: raw };
+  const message = typeof error.message === "string" ? error.message : "";
+  const status = GATEWAY_STATUS.exec(message)?.[1];
+  const body = [error.data, error.stack].map((part) => (typeof part === "string" ? part : part === undefined ? undefined : JSON.stringify(part))).find((part) => part?.trim());
+  if (body !== undefined && !isSubstitutedBody(body)) return `The model provider answered${status ? ` HTTP ${status}` : ""}: ${body.slice(0, 4_000)}`;
+  if (status) return `The model provider answered HTTP ${status} with an empty body.`;
+  if (body !== undefined || message.includes(GATEWAY_TEXT)) return `${NO_ANSWER_PREFIX} (it timed out or could not connect).`;
+  return message || "The model request failed without an error message.";
+}
+
+/** The body the server puts in place of an empty provider answer. */
+function isSubstitutedBody(body: string): boolean {
+  try {
+    const parsed = JSON.parse(body) as unknown;
+    return typeof parsed === "object" && parsed !== null && (parsed as { error?: unknown }).error === GATEWAY_TEXT && Object.keys(parsed).length === 1;
+  } catch {
+    return false;
+  }
 }

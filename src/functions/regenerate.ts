@@ -7,8 +7,8 @@ import { resolveHistoryPolicy } from "../history/policy.js";
 import { turnPublisher } from "../stream/publish.js";
 import { TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "./model-errors.js";
+import { turnRetryMiddleware } from "./turn-retrying.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
-import { threadConcurrency } from "./thread-concurrency.js";
 import { createTurnNetwork } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { announceTurnFinished } from "./turn-finished.js";
@@ -31,12 +31,13 @@ export function createRegenerate({ db, model, historyEnvironment, agents, eventL
       triggers: [chatMessageRegenerate],
       // A retried request (same requestId) starts no second run; without a requestId each event is its own request.
       idempotency: "has(event.data.requestId) ? event.data.requestId : event.id",
-      concurrency: threadConcurrency("event.data.threadId"),
+      // No per-thread concurrency key: turns of a thread are ordered by the durable wait before
+      // history.get (src/history/turn-waits.ts), so a stop frees the thread at once (docs/engine.md).
       retries: TURN_RETRIES,
       // The user's stop (POST /api/threads/:threadId/stop) ends the run.
       cancelOn: cancelOnStop,
       onFailure: recordTurnFailure(db),
-      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
+      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway"), turnRetryMiddleware(db, TURN_RETRIES)],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, runId, step, inferenceStream }) => {

@@ -1,14 +1,19 @@
 import type { AgentResult, State, StateData } from "@inngest/agent-kit";
 import { textOf } from "../history/messages.js";
-import { turnSkipReason, turnStopped } from "../run-state.js";
+import { skippedAnswerId, turnSkipReason, turnStopped } from "../run-state.js";
 
 /**
- * What a turn function's run returns: shown in the dev server's run output. "stopped": the user
- * stopped the turn while the run went on; the answer it still reached was not stored.
+ * What a turn function's run returns: shown in the dev server's run output. "skipped": the run
+ * wrote nothing (a re-run of an answered message; `answerId` names the stored answer's first
+ * result). "stopped": the user stopped the turn while the run went on; the answer it still reached
+ * was not stored.
  */
 export function turnOutcome(state: State<StateData>, messageId: string) {
   const skipped = turnSkipReason(state);
-  if (skipped) return { threadId: state.threadId, messageId, status: "skipped" as const, reason: skipped };
+  if (skipped) {
+    const answerId = skippedAnswerId(state);
+    return { threadId: state.threadId, messageId, status: "skipped" as const, reason: skipped, ...(answerId !== undefined && { answerId }) };
+  }
   return { threadId: state.threadId, messageId, status: turnStopped(state) ? ("stopped" as const) : ("completed" as const), answer: answerText(state.results.at(-1)) };
 }
 

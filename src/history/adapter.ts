@@ -69,19 +69,32 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
     createThread: async ({ state }) => ({ threadId: state.threadId ?? turn.messageId }),
 
     appendUserMessage: async ({ state, step, userMessage, threadId }) => {
-      started = (await durably(step, "history.append-user-message", () =>
-        beginTurn(db, {
+      const begin = async () => ({
+        ...(await beginTurn(db, {
           threadId: threadId!,
           userId: turn.userId,
           message: { id: userMessage.id, text: userMessage.content, clientTimestamp: turn.clientTimestamp },
           turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId },
           // The load is known once history.get has run: appendResults records it.
           context: { policy: turn.policy },
-        }),
-      )) as TurnStart;
+        })),
+        // Which run began the turn: a rerun from a later step finds another run's start memoized.
+        runId: turn.runId,
+      });
+      let begun = (await durably(step, "history.append-user-message", begin)) as TurnStart & { runId?: string };
+      // The re-run rule (docs/engine.md): a rerun from a step after this one (dev server, REST API) is
+      // a new run holding the original's memo, whose "running" speaks for the original run. It begins
+      // its own turn under a step id no other run has memoized, so an answered message is skipped
+      // (no model call, nothing stored or logged) and an unanswered one is answered by this run.
+      if (begun.runId !== undefined && begun.runId !== turn.runId) {
+        begun = (await durably(step, `history.rerun-begin-turn.${turn.runId}`, begin)) as TurnStart & { runId: string };
+      }
+      started = begun;
       // The model answers the stored words (a re-sent id with other words is refused, never answered).
-      setUserMessageText(state, started.text);
-      if (started.status === "skipped") markTurnSkipped(state, started.skipReason ?? "skipped");
+      setUserMessageText(state, begun.text);
+      if (begun.status === "skipped") {
+        markTurnSkipped(state, begun.skipReason ?? "skipped", { answerId: begun.variant > 0 ? resultId(turn.messageId, begun.variant, 0) : undefined, atStart: true });
+      }
     },
 
     get: async ({ state, step, threadId }) => {
@@ -92,7 +105,8 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
       const { skipReason } = await waitForEarlierTurns(step, db, turn.runId);
       if (skipReason) {
         started = { ...started, status: "skipped", skipReason };
-        markTurnSkipped(state, skipReason);
+        // Two chat runs of one message share its first variant: the other run stored it.
+        markTurnSkipped(state, skipReason, { answerId: resultId(turn.messageId, started.variant, 0) });
         return [];
       }
       const window = historyWindow(turn.policy);

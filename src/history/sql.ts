@@ -235,12 +235,15 @@ export const revokeApiKey = `
  */
 const pageExtras = `
   SELECT p.id, p.turn_seq, p.seq, p.kind, p.agent_name, p.content, p.answers, p.variant, p.stopped, p.created_at,
-         t.status AS turn_status, t.run_id AS turn_run_id, t.error AS turn_error,
+         -- A running turn between attempts of a failed step shows as retrying, with the cause.
+         CASE WHEN t.status = 'running' AND t.retrying IS NOT NULL THEN 'retrying' ELSE t.status END AS turn_status,
+         t.run_id AS turn_run_id,
+         CASE WHEN t.status = 'running' AND t.retrying IS NOT NULL THEN t.retrying ->> 'cause' ELSE t.error END AS turn_error,
          CASE WHEN p.kind = 'user'
            THEN (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = p.id) END AS variant_count
   FROM page p
   LEFT JOIN LATERAL (
-    SELECT status, run_id, error FROM turns
+    SELECT status, run_id, error, retrying FROM turns
     WHERE turns.message_id = p.id AND p.kind = 'user' AND status <> 'skipped'
     ORDER BY started_at DESC LIMIT 1
   ) t ON true`;

@@ -6,26 +6,39 @@ import { durably } from "./durable.js";
 import * as sql from "./sql.js";
 
 /**
- * One turn per thread at a time. Inngest's concurrency limit counts executing steps, not runs, so
- * while a turn waits on its model the next turn of the thread may start; it must not read the
- * history before the earlier turn's answer is stored. It waits durably instead: a wait is a
- * step.waitForEvent on the earlier run's `threadline/turn.finished` event, which costs no retry
- * and holds no worker. The turn functions send that event when a turn completes or is skipped,
- * their onFailure handler when it fails, the cancellation handler when it is cancelled.
+ * One turn per thread at a time. The turn functions hold no concurrency key: on the real engine an
+ * in-flight AI gateway request counts as an executing step even after its run was cancelled, so a
+ * per-thread key of limit 1 held a stopped thread until the cancelled inference returned
+ * (docs/engine.md). The order is kept here instead: before reading the history, a turn waits
+ * durably for every unfinished turn ahead of it. A wait is a step.waitForEvent on the earlier
+ * run's `threadline/turn.finished` event, which costs no retry and holds no worker. The turn
+ * functions send that event when a turn completes or is skipped, their onFailure handler when it
+ * fails, the cancellation handler when it is cancelled, the stop route when it is stopped.
  *
- * Deadline: WAIT_ROUND per round; a turn waited for is presumed lost once it has shown no finish
- * for PATIENCE_ROUNDS rounds (30 minutes; the clock restarts whenever the turn waited for changes,
- * i.e. the queue moved). It is then recorded as failed (the client sees why, and a regenerate
- * answers it) and the wait goes on with the next turn ahead. Completed, failed and cancelled runs
- * all release the thread through their event; this deadline only covers a run whose finish was
- * never reported (e.g. a dev server restarted with the run in memory, an onFailure that could not
- * write). MAX_WAIT_ROUNDS bounds the whole wait (4 hours of a thread busy ahead of this turn).
+ * Rounds: a lookup, then a wait of QUICK_ROUND for the first QUICK_ROUNDS rounds and WAIT_ROUND
+ * after. A turn waited for is presumed lost once it has shown no finish for PATIENCE_MINUTES (the
+ * clock restarts whenever the turn waited for changes, i.e. the queue moved). It is then recorded
+ * as failed (the client sees why, and a regenerate answers it) and the wait goes on with the next
+ * turn ahead. Completed, failed, stopped and cancelled runs all release the thread through their
+ * event; this deadline only covers a run whose finish was never reported (e.g. a dev server
+ * restarted with the run in memory, an onFailure that could not write). MAX_WAIT_ROUNDS bounds
+ * the whole wait (about 4 hours of a thread busy ahead of this turn; two steps a round stay under
+ * Inngest's 1,000 steps per run).
  */
+export const QUICK_ROUND = "10s";
+export const QUICK_ROUNDS = 30;
 export const WAIT_ROUND = "1m";
-export const PATIENCE_ROUNDS = 30;
-export const MAX_WAIT_ROUNDS = 240;
+export const PATIENCE_MINUTES = 30;
+export const MAX_WAIT_ROUNDS = 265;
 
-export const ABANDONED_TURN_ERROR = `No finish was reported for this turn within ${PATIENCE_ROUNDS} minutes of a later turn waiting for it: its run is presumed lost. Regenerate the message to answer it.`;
+/** The timeout of round n's wait (from 1). */
+export const roundTimeout = (round: number) => (round <= QUICK_ROUNDS ? QUICK_ROUND : WAIT_ROUND);
+const SECONDS: Record<string, number> = { [QUICK_ROUND]: 10, [WAIT_ROUND]: 60 };
+
+/** Rounds a wait from round 1 spends on one turn that never finishes before presuming it lost. */
+export const PATIENCE_ROUNDS = QUICK_ROUNDS + PATIENCE_MINUTES - (QUICK_ROUNDS * SECONDS[QUICK_ROUND]!) / 60;
+
+export const ABANDONED_TURN_ERROR = `No finish was reported for this turn within ${PATIENCE_MINUTES} minutes of a later turn waiting for it: its run is presumed lost. Regenerate the message to answer it.`;
 
 export type EarlierTurn = {
   /** The oldest unfinished turn ahead of this one, or null when the thread is clear. */
@@ -66,11 +79,13 @@ const roundId = (base: string, round: number) => (round === 1 ? base : `${base}.
  * skip when this chat turn's message was answered meanwhile (a duplicate run of the message).
  *
  * Each round: a step looks in the database for the oldest unfinished turn ahead; none → done;
- * otherwise wait for that run's finished event, at most WAIT_ROUND, and look again.
- * step.waitForEvent only matches events that arrive after the wait has started: an earlier turn
- * that finishes between the lookup and the start of the wait sends its event to nobody. The
- * round's timeout and the lookup that follows every wait are what catch that finish (at most
- * WAIT_ROUND late); the event only makes the common case immediate.
+ * otherwise wait for that run's finished event, at most the round's timeout, and look again.
+ * step.waitForEvent only matches events sent after the wait has started (an engine fact,
+ * test/engine-contract.test.ts): an earlier turn that finishes between the lookup and the start
+ * of the wait sends its event to nobody. The round's timeout and the lookup that follows every
+ * wait are what catch that finish; the rounds of the first five minutes (an answer with its
+ * retries) are short, so a finish missed there costs at most QUICK_ROUND. The event only makes the
+ * common case immediate.
  *
  * Every decision is made from memoized step results, so replays take the same path.
  */
@@ -78,7 +93,7 @@ export async function waitForEarlierTurns(step: unknown, db: pg.Pool, runId: str
   // Outside an Inngest run (AgentKit called directly) there is nothing to wait with.
   if (!step) return {};
   let waitingFor: string | null = null;
-  let patience = 0;
+  let waitedSeconds = 0;
   let abandon: string | null = null;
   for (let round = 1; round <= MAX_WAIT_ROUNDS; round += 1) {
     const found = await durably(step, roundId("history.find-earlier-turn", round), () => findEarlierTurn(db, { runId, abandon }));
@@ -86,22 +101,23 @@ export async function waitForEarlierTurns(step: unknown, db: pg.Pool, runId: str
     if (!found.earlier) return {};
     if (found.earlier.runId !== waitingFor) {
       waitingFor = found.earlier.runId;
-      patience = 0;
+      waitedSeconds = 0;
     }
-    patience += 1;
     abandon = null;
-    if (patience > PATIENCE_ROUNDS) {
+    if (waitedSeconds >= PATIENCE_MINUTES * 60) {
       // The next lookup records it as failed and moves on to the turn after it.
       abandon = waitingFor;
       continue;
     }
+    const timeout = roundTimeout(round);
+    waitedSeconds += SECONDS[timeout]!;
     await (step as WaitStep).waitForEvent(roundId("history.wait-for-turn", round), {
       event: turnFinished,
-      timeout: WAIT_ROUND,
+      timeout,
       if: `async.data.runId == ${JSON.stringify(waitingFor)}`,
     });
   }
   throw new NonRetriableError(
-    `The thread stayed busy with earlier turns through ${MAX_WAIT_ROUNDS} waits (up to ${MAX_WAIT_ROUNDS / 60} hours), so this message was not answered: regenerate it once the earlier answers are in.`,
+    `The thread stayed busy with earlier turns through ${MAX_WAIT_ROUNDS} waits (about 4 hours), so this message was not answered: regenerate it once the earlier answers are in.`,
   );
 }

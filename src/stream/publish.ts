@@ -1,7 +1,7 @@
 import type { AgentMessageChunk, State, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
 import { appendRunEvents } from "../history/events.js";
-import { turnSkipReason } from "../run-state.js";
+import { turnSkippedAtStart, turnSkipReason } from "../run-state.js";
 
 type StepRunner = { run: <T>(id: string, fn: () => Promise<T>) => Promise<unknown> };
 
@@ -17,14 +17,17 @@ const NETWORK_ENDINGS = new Set(["run.completed", "run.failed", "stream.ended"])
  * The network's run.completed / run.failed / stream.ended come after the answer is stored (or
  * while the run fails) and are not written: stream.ended is written by the statement that stores
  * the answer (threadline_store_answer) or records the failure or cancellation, so a client that
- * reads "ended" finds the turn recorded. A skipped turn stores nothing: its ending is written here.
+ * reads "ended" finds the turn recorded. A turn skipped while it waited (its message answered by
+ * another run meanwhile) stores nothing: its ending is written here. A turn skipped as it began
+ * logs nothing at all (docs/engine.md, the re-run rule).
  * `chunks` false (EVENT_LOG_CHUNKS unset): only that skipped ending is written, no chunk.
  */
 export function turnPublisher(input: { db: pg.Pool; step: unknown; runId: string; state: State<StateData>; chunks: boolean }) {
   const { db, step, runId, state, chunks } = input;
   return async (chunk: AgentMessageChunk): Promise<void> => {
     const threadId = state.threadId;
-    if (!threadId) return;
+    // A run that found its message answered as it began (a re-run) has no stream of its own.
+    if (!threadId || turnSkippedAtStart(state)) return;
     const network = chunk.data.scope === "network" && NETWORK_ENDINGS.has(chunk.event);
     const skipReason = turnSkipReason(state);
     if (network && !(skipReason && chunk.event === "stream.ended")) return;

@@ -1,0 +1,178 @@
+import { randomUUID } from "node:crypto";
+import { InngestTestEngine } from "@inngest/test";
+import { describe, expect, it } from "vitest";
+import { inngest } from "../inngest.config.js";
+import { createChatTurn, TURN_RETRIES } from "../src/functions/chat-turn.js";
+import { describeFailure } from "../src/functions/failure-message.js";
+import { modelFailureMessage } from "../src/functions/model-errors.js";
+import { createRegenerate } from "../src/functions/regenerate.js";
+import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
+import { cancelOnStop } from "../src/functions/turn-stop.js";
+import { MAX_WAIT_ROUNDS, QUICK_ROUND, QUICK_ROUNDS, roundTimeout, waitForEarlierTurns } from "../src/history/turn-waits.js";
+import { aiGatewayError } from "./helpers/engine-stand-in.js";
+import { execute, waitForEventOnBus } from "./helpers/engine.js";
+import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
+import { useTestBed } from "./helpers/test-bed.js";
+
+/**
+ * The engine contract: each behaviour of the real Inngest engine that Threadline relies on and
+ * that InngestTestEngine does not model, with where the fact comes from and what here pins it.
+ * Sources: "BRIEF" = the engine facts observed on Inngest dev server 1.43 with SDK 4.24
+ * (/work/notes/BRIEF.md, "Facts of the real engine"); "docs" = Inngest's documentation.
+ * docs/engine.md renders this table for readers. When the engine changes, change the fact here
+ * first: the tests below say which of Threadline's choices depend on it.
+ */
+export const ENGINE_CONTRACT = [
+  {
+    fact: "A failed step.ai.infer reaches the SDK as {name: AIGatewayError, message: 'Error making AI request: unsuccessful status code: <n>', stack: <provider body>, data: <provider body>}; an empty body as {\"error\":\"Error making AI request\"}.",
+    source: "BRIEF",
+    reliedOnBy: "src/functions/model-errors.ts (the recorded failure cause)",
+    pinnedBy: "the AI gateway's error shape",
+  },
+  {
+    fact: "The server retries a failed step.ai.infer itself and hands the SDK only the last attempt's error (five attempts at the default retries).",
+    source: "BRIEF (five attempts, ~4.6 minutes, before the turn was recorded failed)",
+    reliedOnBy: "src/functions/turn-retrying.ts (turn.retrying is written for the attempts the SDK sees)",
+    pinnedBy: "the AI gateway's error shape",
+  },
+  {
+    fact: "An in-flight AI gateway request counts as an executing step for concurrency keys, even after its run is cancelled.",
+    source: "BRIEF",
+    reliedOnBy: "the turn functions hold no concurrency key; src/history/turn-waits.ts orders a thread's turns",
+    pinnedBy: "concurrency",
+  },
+  {
+    fact: "step.waitForEvent only sees events sent after the wait started.",
+    source: "BRIEF; docs (step.waitForEvent: 'the event must be sent after the wait starts')",
+    reliedOnBy: "src/history/turn-waits.ts (rounds: a lookup after every wait, short first rounds)",
+    pinnedBy: "waitForEvent",
+  },
+  {
+    fact: "A rerun from a step (dev server, REST API) is a new run: earlier steps stay memoized from the original (a begin-turn result that says running), later ones run again.",
+    source: "BRIEF",
+    reliedOnBy: "src/history/adapter.ts (the re-run rule: history.rerun-begin-turn.<runId>)",
+    pinnedBy: "rerun from a step",
+  },
+  {
+    fact: "cancelOn, idempotency keys, event-id dedupe and inngest/function.cancelled behave as documented; Inngest calls no onFailure for a cancelled run.",
+    source: "BRIEF; docs (cancellation, idempotency, system events)",
+    reliedOnBy: "the stop (cancelOn + turn.finished under the run's own event id), src/functions/turn-cancellation.ts",
+    pinnedBy: "cancellation and deduplication",
+  },
+  {
+    fact: "Retries use Inngest's backoff (~26 s, 50 s, 75 s, 127 s); a function's retries apply to each step; attempts count from 0 in ctx.attempt.",
+    source: "BRIEF; docs (retries)",
+    reliedOnBy: "TURN_RETRIES, turn.retrying {attempt, maxAttempts}",
+    pinnedBy: "retries",
+  },
+  {
+    fact: "InngestTestEngine neither serializes step results, retries, models concurrency keys, debounce nor executes step.ai.infer.",
+    source: "BRIEF; @inngest/test 1.0.0",
+    reliedOnBy: "test/helpers/engine.ts (JSON round-trip, inference as step.run + fetch, waits on a bus), test/helpers/engine-stand-in.ts",
+    pinnedBy: "the test engine",
+  },
+] as const;
+
+const bed = useTestBed();
+const deps = () => ({ db: bed.db.pool, model: scriptedModel(bed.model) });
+type FnOpts = { opts: { concurrency?: unknown; cancelOn?: unknown; idempotency?: unknown; retries?: number } };
+const optsOf = (fn: unknown) => (fn as FnOpts).opts;
+
+describe("the engine contract", () => {
+  it("names each fact once, with its source and what pins it", () => {
+    const pinned = new Set(["the AI gateway's error shape", "concurrency", "waitForEvent", "rerun from a step", "cancellation and deduplication", "retries", "the test engine"]);
+    for (const entry of ENGINE_CONTRACT) {
+      expect(entry.source).not.toBe("");
+      expect(pinned.has(entry.pinnedBy), entry.pinnedBy).toBe(true);
+    }
+  });
+});
+
+describe("the AI gateway's error shape (BRIEF)", () => {
+  it("the stand-in hands over exactly the observed shape, and the app reads status and provider body from it", () => {
+    const body = '{"error":{"message":"The server had an error","type":"server_error"}}';
+    const failed = aiGatewayError(500, body);
+    expect(failed).toEqual({ name: "AIGatewayError", message: "Error making AI request: unsuccessful status code: 500", stack: body, data: body });
+    expect(describeFailure({ message: modelFailureMessage(failed) })).toBe("The model provider answered HTTP 500: The server had an error (server_error)");
+  });
+
+  it("an empty provider body arrives as the server's own body", () => {
+    expect(aiGatewayError(undefined, "").data).toBe('{"error":"Error making AI request"}');
+    expect(modelFailureMessage(aiGatewayError(undefined, ""))).toMatch(/^The model request got no answer from the provider/);
+  });
+});
+
+describe("concurrency (BRIEF: an in-flight gateway inference holds a concurrency key after cancel)", () => {
+  it("the turn functions hold no concurrency key, so a stopped turn's inference holds nothing the next turn needs", () => {
+    for (const fn of [createChatTurn(deps()), createRegenerate(deps())]) expect(optsOf(fn).concurrency).toBeUndefined();
+  });
+});
+
+describe("waitForEvent (BRIEF: only events sent after the wait started)", () => {
+  it("the test engine's waits model it: a turn's finished event, sent before the wait, is not seen", async () => {
+    bed.model.script({ text: "Hi." });
+    const run = await execute(createChatTurn(deps()), chatEvent({ content: "Hello" }));
+    expect(run.sentEvents).toContainEqual(expect.objectContaining({ name: "threadline/turn.finished", data: expect.objectContaining({ runId: run.runId }) }));
+    const seen = await waitForEventOnBus({ id: "wait", event: "threadline/turn.finished", timeout: "1s", match: { field: "runId", value: run.runId } });
+    expect(seen).toBeNull();
+  });
+
+  it("so every wait of a turn is a bounded round followed by a lookup, and the first rounds are short", async () => {
+    expect(roundTimeout(1)).toBe(QUICK_ROUND);
+    expect(roundTimeout(QUICK_ROUNDS + 1)).toBe("1m");
+    // Two steps per round stay under Inngest's 1,000 steps per run.
+    expect(2 * MAX_WAIT_ROUNDS).toBeLessThan(1_000);
+    const calls: string[] = [];
+    const step = {
+      run: async (id: string, work: () => Promise<unknown>) => (calls.push(id), work()),
+      waitForEvent: async (id: string) => (calls.push(id), null),
+    };
+    // A run with no turn finds nothing ahead: one lookup, no wait.
+    expect(await waitForEarlierTurns(step, bed.db.pool, `run-${randomUUID()}`)).toEqual({});
+    expect(calls).toEqual(["history.find-earlier-turn"]);
+  });
+});
+
+describe("rerun from a step (BRIEF: earlier steps stay memoized from the original run; test/rerun.test.ts reruns through the stand-in)", () => {
+  it("the begin-turn step's memoized result names the run that began the turn, so a rerun can tell it is not its own", async () => {
+    bed.model.script({ text: "Hi." });
+    const run = await execute(createChatTurn(deps()), chatEvent({ content: "Hello" }));
+    const begun = run.memo.map((step) => step.handler()).find((data) => typeof data === "object" && data !== null && "messageSeq" in data);
+    expect(begun).toMatchObject({ status: "running", runId: run.runId });
+  });
+});
+
+describe("cancellation and deduplication (BRIEF, docs)", () => {
+  it("a stop cancels the run answering the same message; a cancelled run is recorded by a function on inngest/function.cancelled", () => {
+    for (const fn of [createChatTurn(deps()), createRegenerate(deps())]) expect(optsOf(fn).cancelOn).toBe(cancelOnStop);
+    expect(cancelOnStop).toEqual([expect.objectContaining({ if: "async.data.messageId == event.data.messageId" })]);
+    const cancelled = createTurnCancellation(deps()) as unknown as { opts: { triggers: { event: string; if: string }[] } };
+    expect(cancelled.opts.triggers[0]!.event).toBe("inngest/function.cancelled");
+    expect(cancelled.opts.triggers[0]!.if).toContain(`${inngest.id}-chat-turn`);
+  });
+
+  it("a chat message is answered by one run: the idempotency key is its id", () => {
+    expect(optsOf(createChatTurn(deps())).idempotency).toBe("event.data.messageId");
+  });
+});
+
+describe("retries (BRIEF, docs)", () => {
+  it("turns retry TURN_RETRIES times: five attempts, which turn.retrying reports as maxAttempts", () => {
+    expect(TURN_RETRIES).toBe(4);
+    for (const fn of [createChatTurn(deps()), createRegenerate(deps())]) expect(optsOf(fn).retries).toBe(TURN_RETRIES);
+  });
+});
+
+describe("the test engine (BRIEF, @inngest/test 1.0.0)", () => {
+  it("InngestTestEngine hands step results back unserialized: the helpers JSON round-trip the memo as the real engine does", async () => {
+    const fn = inngest.createFunction({ id: "contract-serialization", triggers: [{ event: "contract/serialization" }] }, async ({ step }) => {
+      const when = await step.run("now", () => new Date(0));
+      return typeof when;
+    });
+    const raw = await new InngestTestEngine({ function: fn, events: [{ name: "contract/serialization", data: {} }] }).execute();
+    // Unserialized: the Date stays a Date in the raw engine. On the real engine it would be a string.
+    expect(raw.result).toBe("object");
+    const run = await execute(fn, { name: "contract/serialization", data: {} });
+    expect(run.memo.map((step) => step.handler())).toEqual([new Date(0).toISOString()]);
+  });
+});

@@ -1,0 +1,423 @@
+import { randomUUID } from "node:crypto";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+
+/**
+ * A stand-in for the Inngest dev server on loopback, for tests that run the app as a process
+ * (the real dev server cannot be installed here). It speaks the SDK's HTTP protocol:
+ *
+ * - `POST /fn/register`: the app registers its functions (the stand-in asks for it with
+ *   `PUT <app>/api/inngest`, as `inngest dev -u <url>` does);
+ * - `POST /e/:key`: events, deduplicated by id; each starts a run of every registered function it
+ *   triggers, cancels runs whose `cancelOn` it matches and ends waits (`step.waitForEvent`) it matches;
+ * - runs are executed by calling the function's step URL (async mode: `ctx.fn_id` is not sent, so
+ *   the SDK does not checkpoint) with the run's event and memoized steps, looping on 206 ops:
+ *   step results are memoized, a failed step is retried up to the function's retries (then its
+ *   error is memoized), `step.ai.infer` is performed here by calling the model URL, retried here
+ *   without telling the SDK, its last non-2xx answer memoized as the AIGatewayError the real
+ *   server hands over; waits and sleeps end here;
+ *   a failed run starts its onFailure function (`inngest/function.failed`), a cancelled run sends
+ *   `inngest/function.cancelled`.
+ *
+ * Modelled as BRIEF.md's engine facts say the real server behaves; NOT modelled: concurrency keys,
+ * idempotency keys, debounce, batching, priority, cron and the retry backoff (retries run at once).
+ * Expressions (`if`, cancelOn) are understood in the forms Threadline uses: `==` / `!=` between
+ * `event.…`/`async.…` paths and string literals, joined by `&&` / `||`.
+ */
+export type StandInOptions = {
+  /** Function ids (app id prefixed, e.g. "threadline-chat-turn") that runs may start for; default: all registered. */
+  functions?: (fnId: string) => boolean;
+  /** Virtual time: how many real milliseconds one second of a wait's or a sleep's timeout lasts (default 1). */
+  msPerSecond?: number;
+};
+
+export type StandInEvent = { id: string; name: string; data: Record<string, unknown>; ts: number; v?: string };
+
+/** A memoized step: its data, or the error it failed with for good. */
+type MemoStep = { type: "data"; data: unknown } | { type: "error"; error: unknown };
+
+export type StandInRun = {
+  runId: string;
+  fnId: string;
+  event: StandInEvent;
+  status: "running" | "completed" | "failed" | "cancelled";
+  /** The function's return value (completed) or its error (failed). */
+  output?: unknown;
+  /** Memoized steps by hashed id, and their user-facing ids in the order they completed. */
+  steps: Record<string, MemoStep>;
+  order: { hashedId: string; id: string }[];
+  /** Every request made to the app for this run (attempt, step asked for). */
+  requests: { attempt: number; stepId: string }[];
+  /** Every step.ai.infer the stand-in performed: the provider's status. */
+  inferences: { url: string; status: number }[];
+  ended: Promise<void>;
+};
+
+type FnConfig = {
+  id: string;
+  triggers: { event?: string; expression?: string; cron?: string }[];
+  steps: { step: { runtime: { url: string }; retries?: { attempts: number } } };
+  cancel?: { event: string; if?: string }[];
+};
+
+type Op = {
+  id: string;
+  op: string;
+  name?: string;
+  displayName?: string;
+  data?: unknown;
+  error?: unknown;
+  opts?: Record<string, unknown>;
+  userland?: { id: string };
+};
+
+type Wait = { run: StandInRun; op: Op; resolve: (event: StandInEvent | null) => void };
+
+export type EngineStandIn = {
+  url: string;
+  /** Every event received, in order (duplicates by id are dropped, as Inngest does). */
+  events: StandInEvent[];
+  runs: StandInRun[];
+  /** Asks the app to register its functions (PUT <appUrl>), as the dev server's `-u` does. */
+  registerApp: (appUrl: string) => Promise<void>;
+  /** Sends an event as a client would. */
+  send: (event: { name: string; data: Record<string, unknown>; id?: string }) => Promise<StandInEvent>;
+  /**
+   * Reruns a run as the dev server's "rerun" does: a new run of the same event, with the steps
+   * completed before `fromStep` memoized (none without it), the later ones run again.
+   */
+  rerun: (run: StandInRun, fromStep?: string) => StandInRun;
+  /** Resolves once a run matching `predicate` exists (runs start asynchronously after an event). */
+  runFor: (predicate: (run: StandInRun) => boolean, timeoutMs?: number) => Promise<StandInRun>;
+  close: () => Promise<void>;
+};
+
+/** The server's text for a gateway request that got no answer (BRIEF.md, engine facts). */
+const NO_ANSWER_BODY = JSON.stringify({ error: "Error making AI request" });
+
+/** A failed step.ai.infer as the real server hands it to the SDK (BRIEF.md, engine facts). */
+export function aiGatewayError(status: number | undefined, body: string) {
+  const providerBody = body.trim() === "" || status === undefined ? NO_ANSWER_BODY : body;
+  return {
+    name: "AIGatewayError",
+    message: status === undefined ? "Error making AI request" : `Error making AI request: unsuccessful status code: ${status}`,
+    stack: providerBody,
+    data: providerBody,
+  };
+}
+
+export async function startEngineStandIn(options: StandInOptions = {}): Promise<EngineStandIn> {
+  const msPerSecond = options.msPerSecond ?? 1;
+  const functions = new Map<string, FnConfig>();
+  const events: StandInEvent[] = [];
+  const runs: StandInRun[] = [];
+  const waits = new Set<Wait>();
+  const timers = new Set<NodeJS.Timeout>();
+  const runListeners = new Set<() => void>();
+  let closed = false;
+
+  const server: Server = createServer(async (req, res) => {
+    const body = await readBody(req);
+    const url = new URL(req.url ?? "/", "http://stand-in");
+    if (req.method === "POST" && url.pathname === "/fn/register") {
+      const registration = JSON.parse(body) as { functions: FnConfig[] };
+      for (const fn of registration.functions) functions.set(fn.id, fn);
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ ok: true, modified: true }));
+      return;
+    }
+    const eventPath = /^\/e\/([^/]+)$/.exec(url.pathname);
+    if (req.method === "POST" && eventPath) {
+      const payload = JSON.parse(body) as unknown;
+      const accepted = (Array.isArray(payload) ? payload : [payload]).map((event) => receive(event as Partial<StandInEvent>));
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ ids: accepted.map((e) => e.id), status: 200 }));
+      return;
+    }
+    res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: `stand-in: no route for ${req.method} ${url.pathname}` }));
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const standInUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+
+  function receive(raw: Partial<StandInEvent>): StandInEvent {
+    const event: StandInEvent = { id: raw.id ?? randomUUID(), name: raw.name ?? "", data: raw.data ?? {}, ts: raw.ts ?? Date.now(), ...(raw.v ? { v: raw.v } : {}) };
+    const duplicate = events.find((e) => e.id === event.id);
+    if (duplicate) return duplicate;
+    events.push(event);
+    for (const wait of [...waits]) {
+      const opts = wait.op.opts as { event?: string; if?: string } | undefined;
+      if ((opts?.event ?? wait.op.name) !== event.name) continue;
+      if (opts?.if && !evaluate(opts.if, { event: wait.run.event, async: event })) continue;
+      waits.delete(wait);
+      wait.resolve(event);
+    }
+    for (const run of runs) {
+      if (run.status !== "running") continue;
+      const cancels = functions.get(run.fnId)?.cancel ?? [];
+      if (cancels.some((c) => c.event === event.name && (!c.if || evaluate(c.if, { event: run.event, async: event })))) cancel(run);
+    }
+    for (const fn of functions.values()) {
+      if (options.functions && !options.functions(fn.id)) continue;
+      const triggered = fn.triggers.some((t) => t.event === event.name && (!t.expression || evaluate(t.expression, { event })));
+      if (triggered) start(fn, event, {}, []);
+    }
+    return event;
+  }
+
+  function cancel(run: StandInRun) {
+    run.status = "cancelled";
+    for (const wait of [...waits]) {
+      if (wait.run !== run) continue;
+      waits.delete(wait);
+      wait.resolve(null);
+    }
+    receive({ name: "inngest/function.cancelled", data: { function_id: run.fnId, run_id: run.runId, event: run.event } });
+  }
+
+  function start(fn: FnConfig, event: StandInEvent, steps: Record<string, MemoStep>, order: StandInRun["order"]): StandInRun {
+    let done!: () => void;
+    const run: StandInRun = {
+      runId: `01STANDIN${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 17)}`,
+      fnId: fn.id,
+      event,
+      status: "running",
+      steps: { ...steps },
+      order: [...order],
+      requests: [],
+      inferences: [],
+      ended: new Promise<void>((resolve) => (done = resolve)),
+    };
+    runs.push(run);
+    for (const listener of runListeners) listener();
+    void execute(fn, run)
+      .catch((error: unknown) => {
+        run.status = "failed";
+        run.output = { name: "StandInError", message: error instanceof Error ? error.message : String(error) };
+      })
+      .finally(done);
+    return run;
+  }
+
+  async function execute(fn: FnConfig, run: StandInRun) {
+    const maxAttempts = (fn.steps.step.retries?.attempts ?? 3) + 1;
+    let attempt = 0;
+    let stepId = "step";
+    while (run.status === "running" && !closed) {
+      run.requests.push({ attempt, stepId });
+      const response = await call(fn, run, attempt, stepId);
+      stepId = "step";
+      if (run.status !== "running") return;
+      if (response.status === 200) {
+        finish(run, "completed", response.body);
+        return;
+      }
+      if (response.status !== 206) {
+        const retriable = response.noRetry !== "true";
+        if (retriable && attempt + 1 < maxAttempts) {
+          attempt += 1;
+          continue;
+        }
+        finish(run, "failed", response.body);
+        receive({ name: "inngest/function.failed", data: { function_id: run.fnId, run_id: run.runId, error: response.body, event: run.event } });
+        return;
+      }
+      const ops = response.body as Op[];
+      let retry = false;
+      for (const op of ops) {
+        if (run.status !== "running") return;
+        const id = op.userland?.id ?? op.displayName ?? op.name ?? op.id;
+        switch (op.op) {
+          case "StepRun":
+            memoize(run, op.id, id, { type: "data", data: op.data ?? null });
+            break;
+          case "RunComplete":
+            finish(run, "completed", op.data);
+            return;
+          case "StepError":
+            if (attempt + 1 < maxAttempts) retry = true;
+            else memoize(run, op.id, id, { type: "error", error: op.error });
+            break;
+          case "StepFailed":
+            memoize(run, op.id, id, { type: "error", error: op.error });
+            break;
+          case "StepPlanned":
+            stepId = op.id;
+            break;
+          case "WaitForEvent":
+            memoize(run, op.id, id, { type: "data", data: await waitFor(run, op) });
+            break;
+          case "Sleep":
+            await delay(durationSeconds(String(op.name ?? op.opts?.duration ?? "0s")) * msPerSecond);
+            memoize(run, op.id, id, { type: "data", data: null });
+            break;
+          case "AIGateway": {
+            // The server retries a failed inference itself and tells the SDK only the last error.
+            let answer = await infer(run, op);
+            for (let more = attempt + 1; !answer.ok && more < maxAttempts && run.status === "running"; more += 1) answer = await infer(run, op);
+            memoize(run, op.id, id, answer.ok ? { type: "data", data: answer.body } : { type: "error", error: answer.error });
+            break;
+          }
+          default:
+            throw new Error(`stand-in: unsupported op ${op.op}`);
+        }
+      }
+      attempt = retry ? attempt + 1 : 0;
+    }
+  }
+
+  async function call(fn: FnConfig, run: StandInRun, attempt: number, stepId: string) {
+    const url = new URL(fn.steps.step.runtime.url);
+    url.searchParams.set("stepId", stepId);
+    const stack = run.order.map((s) => s.hashedId);
+    const response = await fetch(url, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({
+        event: run.event,
+        events: [run.event],
+        steps: run.steps,
+        ctx: {
+          run_id: run.runId,
+          attempt,
+          max_attempts: (fn.steps.step.retries?.attempts ?? 3) + 1,
+          disable_immediate_execution: false,
+          use_api: false,
+          stack: { stack, current: stack.length },
+        },
+      }),
+    });
+    const text = await response.text();
+    return { status: response.status, noRetry: response.headers.get("x-inngest-no-retry"), body: text ? (JSON.parse(text) as unknown) : null };
+  }
+
+  function memoize(run: StandInRun, hashedId: string, id: string, step: MemoStep) {
+    run.steps[hashedId] = step;
+    run.order.push({ hashedId, id });
+  }
+
+  function finish(run: StandInRun, status: "completed" | "failed", output: unknown) {
+    run.status = status;
+    run.output = output;
+  }
+
+  function waitFor(run: StandInRun, op: Op): Promise<StandInEvent | null> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => {
+        waits.delete(wait);
+        resolve(null);
+      }, durationSeconds(String(op.opts?.timeout ?? "1h")) * msPerSecond);
+      timers.add(timer);
+      const wait: Wait = {
+        run,
+        op,
+        resolve: (event) => {
+          clearTimeout(timer);
+          resolve(event);
+        },
+      };
+      waits.add(wait);
+    });
+  }
+
+  async function infer(run: StandInRun, op: Op): Promise<{ ok: true; body: unknown } | { ok: false; error: ReturnType<typeof aiGatewayError> }> {
+    const opts = op.opts as { url: string; headers?: Record<string, string>; auth_key?: string; format?: string; body: unknown };
+    const headers: Record<string, string> = { "content-type": "application/json", ...opts.headers };
+    if (opts.format === "anthropic") Object.assign(headers, { "x-api-key": opts.auth_key ?? "", "anthropic-version": "2023-06-01" });
+    else if (opts.format === "gemini") headers["x-goog-api-key"] = opts.auth_key ?? "";
+    else headers.authorization = `Bearer ${opts.auth_key ?? ""}`;
+    try {
+      const response = await fetch(opts.url, { method: "POST", headers, body: JSON.stringify(opts.body) });
+      const text = await response.text();
+      run.inferences.push({ url: opts.url, status: response.status });
+      if (response.ok) return { ok: true, body: JSON.parse(text) as unknown };
+      return { ok: false, error: aiGatewayError(response.status, text) };
+    } catch {
+      run.inferences.push({ url: opts.url, status: 0 });
+      return { ok: false, error: aiGatewayError(undefined, "") };
+    }
+  }
+
+  function delay(ms: number) {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      timers.add(timer);
+    });
+  }
+
+  return {
+    url: standInUrl,
+    events,
+    runs,
+    registerApp: async (appUrl) => {
+      const response = await fetch(appUrl, { method: "PUT" });
+      if (!response.ok) throw new Error(`stand-in: registering ${appUrl} answered ${response.status}: ${await response.text()}`);
+    },
+    send: async (event) => receive(event),
+    rerun: (original, fromStep) => {
+      const fn = functions.get(original.fnId);
+      if (!fn) throw new Error(`stand-in: function ${original.fnId} is not registered`);
+      const at = fromStep === undefined ? 0 : original.order.findIndex((s) => s.id === fromStep);
+      if (at < 0) throw new Error(`stand-in: run ${original.runId} has no step ${fromStep}`);
+      const order = original.order.slice(0, at);
+      const steps = Object.fromEntries(order.map((s) => [s.hashedId, original.steps[s.hashedId]!]));
+      return start(fn, original.event, steps, order);
+    },
+    runFor: (predicate, timeoutMs = 15_000) =>
+      new Promise((resolve, reject) => {
+        const check = () => {
+          const run = runs.find(predicate);
+          if (!run) return;
+          clearTimeout(timer);
+          runListeners.delete(check);
+          resolve(run);
+        };
+        const timer = setTimeout(() => {
+          runListeners.delete(check);
+          reject(new Error(`stand-in: no matching run within ${timeoutMs} ms (runs: ${runs.map((r) => r.fnId).join(", ") || "none"})`));
+        }, timeoutMs);
+        runListeners.add(check);
+        check();
+      }),
+    close: async () => {
+      closed = true;
+      for (const timer of timers) clearTimeout(timer);
+      for (const wait of waits) wait.resolve(null);
+      await Promise.allSettled(runs.map((run) => run.ended));
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
+
+const readBody = (req: IncomingMessage) =>
+  new Promise<string>((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (chunk: Buffer) => chunks.push(chunk));
+    req.on("end", () => resolve(Buffer.concat(chunks).toString("utf8")));
+    req.on("error", reject);
+  });
+
+/** Inngest's duration strings ("30s", "1m", "2h", "1d", also "1m30s") in seconds. */
+function durationSeconds(text: string): number {
+  const units: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3_600, d: 86_400, w: 604_800 };
+  let total = 0;
+  for (const [, amount, unit] of text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/g)) total += Number(amount) * units[unit!]!;
+  return total;
+}
+
+/** Evaluates the expression forms Threadline uses: comparisons of paths and literals, joined by && and ||. */
+export function evaluate(expression: string, scope: Record<string, unknown>): boolean {
+  return expression.split("||").some((any) =>
+    any.split("&&").every((all) => {
+      const match = /^\s*(.+?)\s*(==|!=)\s*(.+?)\s*$/.exec(all);
+      if (!match) throw new Error(`stand-in: unsupported expression ${expression}`);
+      const [, left, operator, right] = match;
+      const equal = operand(left!, scope) === operand(right!, scope);
+      return operator === "==" ? equal : !equal;
+    }),
+  );
+}
+
+function operand(text: string, scope: Record<string, unknown>): unknown {
+  const literal = /^(['"])(.*)\1$/.exec(text);
+  if (literal) return literal[2];
+  if (/^-?\d+(\.\d+)?$/.test(text)) return Number(text);
+  return text.split(".").reduce<unknown>((value, key) => (value && typeof value === "object" ? (value as Record<string, unknown>)[key] : undefined), scope);
+}

@@ -1,0 +1,105 @@
+import { afterEach, describe, expect, it } from "vitest";
+import { createChatTurn, TURN_RETRIES } from "../src/functions/chat-turn.js";
+import { recordTurnRetrying } from "../src/history/turn-retrying.js";
+import { execute } from "./helpers/engine.js";
+import { chatEvent, scriptedModel, turnsOf } from "./helpers/fixtures.js";
+import { createTestApp, asUser } from "./helpers/http.js";
+import { startLiveEngine, type LiveEngine } from "./helpers/live-engine.js";
+import { useTestBed } from "./helpers/test-bed.js";
+
+/**
+ * While a turn retries, clients see it: a turn.retrying event per failed attempt in the thread's
+ * log, and the messages API's turn status `retrying` with the cause, never after the turn ended.
+ */
+const bed = useTestBed();
+let live: LiveEngine | undefined;
+afterEach(async () => {
+  await live?.close();
+  live = undefined;
+});
+
+const OVERLOADED = { status: 503, body: { error: { message: "The engine is currently overloaded", type: "server_error" } } };
+const CAUSE = "The model provider answered HTTP 503: The engine is currently overloaded (server_error)";
+
+const logOf = async (threadId: string) =>
+  (await bed.db.pool.query<{ event: string; run_id: string; data: Record<string, unknown> }>("SELECT event, run_id, data FROM thread_events WHERE thread_id = $1 ORDER BY id", [threadId])).rows;
+
+/** The user message's turn as the messages API shows it. */
+async function shownTurn(threadId: string) {
+  const { app } = createTestApp(bed.db.pool);
+  const page = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as { messages: { role: string; turn?: { status: string; error: string | null } }[] };
+  return page.messages.find((m) => m.role === "user")!.turn;
+}
+
+describe("a turn failing three times then succeeding", () => {
+  it("logs three turn.retrying events, then its answer; the messages API says retrying with the cause meanwhile", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    const event = chatEvent({ content: "Are you there?" });
+    const threadId = event.data.messageId;
+    bed.model.script(OVERLOADED, OVERLOADED, OVERLOADED, { text: "Here now." });
+
+    // Inngest's retries: the same run again with its memo, one attempt more each time.
+    let run = await execute(chatTurn, event);
+    const shown = [await shownTurn(threadId)];
+    for (let attempt = 1; attempt <= 3; attempt += 1) {
+      expect(run.error).toBeDefined();
+      run = await execute(chatTurn, event, { memo: run.memo, runId: run.runId, attempt });
+      shown.push(await shownTurn(threadId));
+    }
+
+    expect(run.error).toBeUndefined();
+    expect(shown).toEqual([
+      { status: "retrying", runId: run.runId, error: CAUSE },
+      { status: "retrying", runId: run.runId, error: CAUSE },
+      { status: "retrying", runId: run.runId, error: CAUSE },
+      { status: "completed", runId: run.runId, error: null },
+    ]);
+    const maxAttempts = TURN_RETRIES + 1;
+    expect((await logOf(threadId)).map(({ event: name, data }) => (name === "turn.retrying" ? [name, data] : [name, data.status]))).toEqual([
+      ["turn.retrying", { attempt: 2, maxAttempts, cause: CAUSE }],
+      ["turn.retrying", { attempt: 3, maxAttempts, cause: CAUSE }],
+      ["turn.retrying", { attempt: 4, maxAttempts, cause: CAUSE }],
+      ["stream.ended", "completed"],
+    ]);
+  });
+
+  it("through the engine stand-in under INFERENCE=stream (the inference is a step the SDK retries): the same three events, then the answer", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), inference: "stream" });
+    live = await startLiveEngine(bed.db.pool, [chatTurn]);
+    bed.model.script(OVERLOADED, OVERLOADED, OVERLOADED, { text: "Here now." });
+    const event = chatEvent({ content: "Are you there?" });
+    await live.engine.send(event);
+    const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");
+    await run.ended;
+
+    expect(run.status).toBe("completed");
+    const log = (await logOf(event.data.messageId)).filter((e) => e.event === "turn.retrying" || e.event === "stream.ended");
+    expect(log.map((e) => [e.event, e.data.attempt ?? e.data.status])).toEqual([
+      ["turn.retrying", 2],
+      ["turn.retrying", 3],
+      ["turn.retrying", 4],
+      ["stream.ended", "completed"],
+    ]);
+    expect(log[0]!.data).toEqual({ attempt: 2, maxAttempts: TURN_RETRIES + 1, cause: expect.stringMatching(/^The model provider answered HTTP 503: The engine is currently overloaded/) });
+  });
+});
+
+describe("turn.retrying", () => {
+  it("is written once per failed attempt, and never after the turn ended", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    const event = chatEvent({ content: "Hello?" });
+    bed.model.script(OVERLOADED);
+    const failed = await execute(chatTurn, event);
+    const [retrying] = (await logOf(event.data.messageId)).filter((e) => e.event === "turn.retrying");
+    // The same failed attempt reported again (a re-delivered request) writes nothing more.
+    const key = (await bed.db.pool.query<{ key: string }>("SELECT key FROM thread_events WHERE event = 'turn.retrying' AND run_id = $1", [failed.runId])).rows[0]!.key;
+    expect(await recordTurnRetrying(bed.db.pool, failed.runId, key, retrying!.data as { attempt: number; maxAttempts: number; cause: string })).toBe(false);
+    expect((await logOf(event.data.messageId)).filter((e) => e.event === "turn.retrying")).toHaveLength(1);
+
+    bed.model.script({ text: "Hi." });
+    expect((await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId, attempt: 1 })).error).toBeUndefined();
+    expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "completed" }]);
+    expect(await recordTurnRetrying(bed.db.pool, failed.runId, "late", { attempt: 3, maxAttempts: 5, cause: "too late" })).toBe(false);
+    expect((await logOf(event.data.messageId)).map((e) => e.event)).toEqual(["turn.retrying", "stream.ended"]);
+  });
+});
