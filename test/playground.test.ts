@@ -1,13 +1,13 @@
 import { existsSync, mkdirSync } from "node:fs";
 import fc from "fast-check";
 import { chromium, type Browser, type Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { TURN_ENDED_ERROR } from "../src/functions/streaming-inference.js";
 import type { ThreadEvent } from "../src/history/events.js";
 import { streamedTexts } from "../src/stream/deltas.js";
-import { startLiveApp, type LiveApp, type LiveRun } from "./helpers/live-app.js";
-import { gate } from "./helpers/model-server.js";
+import { startLiveApp, type LiveApp } from "./helpers/live-app.js";
+import { gate, type Gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 /** Debian's chromium (apt-get install chromium); the test never downloads a browser. */
@@ -16,8 +16,22 @@ const ARTIFACTS = "test-artifacts";
 
 const bed = useTestBed();
 
-/** Polls until the assertion holds, for up to 5 seconds (a loaded machine may take a while). */
-const eventually = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: 5_000 });
+/**
+ * How long a condition may take to come true before the test fails: only an upper bound, never a
+ * wait (every wait is on a condition), generous because the machine may be shared and loaded.
+ */
+const PATIENCE_MS = 30_000;
+
+/** Polls until the assertion holds (see PATIENCE_MS). */
+const eventually = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: PATIENCE_MS, interval: 50 });
+
+/** Model replies held by the running test: released after it, whatever happened, so no run waits on them. */
+const heldReplies: Gate[] = [];
+function holdReply(): Gate {
+  const held = gate();
+  heldReplies.push(held);
+  return held;
+}
 
 let app: LiveApp;
 let browser: Browser;
@@ -26,21 +40,27 @@ let page: Page;
 let pageProblems: string[] = [];
 /** The Last-Event-ID of each request for the event stream the page made. */
 let resumedFrom: (string | undefined)[] = [];
+/** The page's requests still under way, the endless event stream aside. */
+let inFlight = new Set<unknown>();
 
 /** A fresh tab (its own sessionStorage) on the playground, signed in as user-1 unless told otherwise. */
 async function openPlayground({ signIn = true } = {}) {
   await page?.close();
   page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
-  page.setDefaultTimeout(5_000);
+  page.setDefaultTimeout(PATIENCE_MS);
   pageProblems = [];
   resumedFrom = [];
+  inFlight = new Set();
   page.on("pageerror", (error) => pageProblems.push(error.message));
   page.on("console", (message) => {
     if (message.type() === "error") pageProblems.push(`${message.text()} (${message.location().url})`);
   });
   page.on("request", (request) => {
     if (request.url().endsWith("/events")) resumedFrom.push(request.headers()["last-event-id"]);
+    else inFlight.add(request);
   });
+  page.on("requestfinished", (request) => inFlight.delete(request));
+  page.on("requestfailed", (request) => inFlight.delete(request));
   // Every text the arriving answer shows, in order, from the page's first render on (per document).
   await page.addInitScript(() => {
     const shown: string[] = [];
@@ -75,18 +95,25 @@ if (!existsSync(CHROMIUM)) {
     });
   });
 
+  afterEach(async () => {
+    for (const held of heldReplies.splice(0)) held.release();
+    await page?.close();
+  });
+
   afterAll(async () => {
+    for (const held of heldReplies.splice(0)) held.release();
     await browser?.close();
     await app?.close();
   });
 
-  describe("the playground page, in chromium", () => {
+  // Each test drives real turns through a real browser: minutes are an upper bound on a loaded machine.
+  describe("the playground page, in chromium", { timeout: 120_000 }, () => {
     it("signs in, sends a message, shows the answer growing as the model streams it, resumes it after a reload and a dropped connection without repeating text, then shows the stored answer", async () => {
       const answer = ["The ", "quick ", "brown ", "fox ", "jumps ", "over ", "the ", "lazy ", "dog."];
       const full = answer.join("");
-      const held = gate();
-      // Pauses longer than the writer's batching, so the chunks reach the log as separate deltas.
-      bed.model.script({ text: full, stream: { chunks: answer, pauseMs: 120, holdAfter: { chunks: 4, gate: held } } });
+      const held = holdReply();
+      // Pauses well beyond the writer's batching (DELTA_FLUSH_MS), so the chunks reach the log as separate deltas.
+      bed.model.script({ text: full, stream: { chunks: answer, pauseMs: 250, holdAfter: { chunks: 4, gate: held } } });
 
       await openPlayground();
       await page.getByRole("textbox", { name: "Message", exact: true }).fill("Tell me about the fox");
@@ -133,7 +160,7 @@ if (!existsSync(CHROMIUM)) {
     });
 
     it("stops the answer being written: the text so far stays, marked Stopped; nothing more arrives though the model goes on; the next message is answered at once", async () => {
-      const held = gate();
+      const held = holdReply();
       bed.model.script(
         { text: "The quick brown fox jumps over the lazy dog.", stream: { chunks: ["The ", "quick ", "brown fox ", "jumps over the lazy dog."], holdAfter: { chunks: 2, gate: held } } },
         { text: "Foxes are quick." },
@@ -145,23 +172,19 @@ if (!existsSync(CHROMIUM)) {
       });
       await sendMessage("Tell me about the fox");
       const answers = page.locator("#messages li.assistant");
-      let run: LiveRun;
-      try {
-        await held.reached;
-        run = app.runs.at(-1)!;
-        await eventually(() => liveAnswer()).toBe("The quick ");
-        await page.getByRole("button", { name: "Stop" }).click();
-        await eventually(() => answers.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
-        expect(await answers.innerText()).toContain("The quick");
-        expect(await page.locator("#live-answer").isHidden()).toBe(true);
-        expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
-        expect(await page.locator("#status").textContent()).toBe("");
-        // The page named the turn it showed arriving, and the stop cancelled that run.
-        expect(stopBodies).toEqual([{ messageId: run.event.data.messageId }]);
-        expect(run.cancelled).toBe(true);
-      } finally {
-        held.release();
-      }
+      await held.reached;
+      const run = app.runs.at(-1)!;
+      await eventually(() => liveAnswer()).toBe("The quick ");
+      await page.getByRole("button", { name: "Stop" }).click();
+      await eventually(() => answers.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
+      expect(await answers.innerText()).toContain("The quick");
+      expect(await page.locator("#live-answer").isHidden()).toBe(true);
+      expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
+      expect(await page.locator("#status").textContent()).toBe("");
+      // The page named the turn it showed arriving, and the stop cancelled that run.
+      expect(stopBodies).toEqual([{ messageId: run.event.data.messageId }]);
+      expect(run.cancelled).toBe(true);
+      held.release();
       // The model goes on writing; its next text finds the turn stopped, which ends the run.
       expect(((await run.execution).error as Error).message).toBe(TURN_ENDED_ERROR);
       const shownBeforeNext = (await liveTexts()).length;
@@ -183,51 +206,43 @@ if (!existsSync(CHROMIUM)) {
     });
 
     it("a stop that finds nothing running (another tab stopped the turn just before) says so without an error, and shows the turn stopped", async () => {
-      const held = gate();
+      const held = holdReply();
       bed.model.script({ text: "Once upon a time.", stream: { chunks: ["Once ", "upon a time."], holdAfter: { chunks: 1, gate: held } } });
       await openPlayground();
       await sendMessage("Tell me a story");
-      let run: LiveRun;
-      try {
-        await held.reached;
-        run = app.runs.at(-1)!;
-        await eventually(() => liveAnswer()).toBe("Once ");
-        const threadId = run.event.data.threadId as string;
-        await page.route("**/stop", async (route) => {
-          const elsewhere = await fetch(`${app.url}/api/threads/${threadId}/stop`, { method: "POST", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: "{}" });
-          expect(elsewhere.status).toBe(202);
-          await route.continue();
-        });
-        await page.getByRole("button", { name: "Stop" }).click();
-        await eventually(() => page.getByRole("status").textContent()).toBe("Nothing to stop: no answer is being written right now.");
-        const answer = page.locator("#messages li.assistant");
-        await eventually(() => answer.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
-        expect(await answer.innerText()).toContain("Once");
-        expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
-      } finally {
-        held.release();
-      }
+      await held.reached;
+      const run = app.runs.at(-1)!;
+      await eventually(() => liveAnswer()).toBe("Once ");
+      const threadId = run.event.data.threadId as string;
+      await page.route("**/stop", async (route) => {
+        const elsewhere = await fetch(`${app.url}/api/threads/${threadId}/stop`, { method: "POST", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: "{}" });
+        expect(elsewhere.status).toBe(202);
+        await route.continue();
+      });
+      await page.getByRole("button", { name: "Stop" }).click();
+      await eventually(() => page.getByRole("status").textContent()).toBe("Nothing to stop: no answer is being written right now.");
+      const answer = page.locator("#messages li.assistant");
+      await eventually(() => answer.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
+      expect(await answer.innerText()).toContain("Once");
+      expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
+      held.release();
       await run.execution;
       // The browser logs the refused request itself.
       expect(pageProblems).toEqual([expect.stringMatching(/status of 409 \(Conflict\)/)]);
     });
 
     it("a turn stopped before any text arrived offers Retry (there is no answer to regenerate), which answers the message", async () => {
-      const held = gate();
+      const held = holdReply();
       // The first content chunk is empty: the model is held having streamed no text at all.
       bed.model.script({ text: "Once upon a time.", stream: { chunks: ["", "Once upon a time."], holdAfter: { chunks: 1, gate: held } } }, { text: "A short story." });
       await openPlayground();
       await sendMessage("Tell me a story");
-      let run: LiveRun;
-      try {
-        await held.reached;
-        run = app.runs.at(-1)!;
-        await eventually(() => page.locator("#messages li.user").innerText()).toContain("Tell me a story");
-        await page.getByRole("button", { name: "Stop" }).click();
-        await eventually(() => page.locator("#messages li.user").innerText()).toContain("stopped");
-      } finally {
-        held.release();
-      }
+      await held.reached;
+      const run = app.runs.at(-1)!;
+      await eventually(() => page.locator("#messages li.user").innerText()).toContain("Tell me a story");
+      await page.getByRole("button", { name: "Stop" }).click();
+      await eventually(() => page.locator("#messages li.user").innerText()).toContain("stopped");
+      held.release();
       await run.execution;
       expect(await page.locator("#messages li.assistant").count()).toBe(0);
       await page.getByRole("button", { name: "Retry" }).click();
@@ -333,8 +348,12 @@ if (!existsSync(CHROMIUM)) {
   });
 }
 
-/** Cuts the page's connections and waits for its event stream to reconnect after event `lastId`. */
+/**
+ * Cuts the page's connections once it has no request under way but its event stream (a cut API
+ * call would be a failure of its own), and waits for the stream to reconnect after event `lastId`.
+ */
 async function dropAndExpectResumeAfter(lastId: number) {
+  await eventually(() => inFlight.size).toBe(0);
   const requests = resumedFrom.length;
   app.dropConnections();
   await eventually(() => resumedFrom.length).toBe(requests + 1);
