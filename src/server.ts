@@ -6,7 +6,7 @@ import { describeRoute } from "hono-openapi";
 import { requestId } from "hono/request-id";
 import type { InngestFunction } from "inngest";
 import { inngest } from "../inngest.config.js";
-import { chooseModel } from "./agents/model.js";
+import { chooseStartModel, MODEL_SETUP_STEPS } from "./agents/model.js";
 import { streamingRefusal } from "./agents/streamed-completion.js";
 import { chatRoutes } from "./api/chat.js";
 import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
@@ -17,7 +17,7 @@ import type { ApiDeps } from "./api/deps.js";
 import { eventRoutes } from "./api/events.js";
 import { exportRoutes } from "./api/export.js";
 import { memoryRoutes } from "./api/memories.js";
-import { playgroundRoutes } from "./api/playground.js";
+import { playgroundRoutes, serviceInfoRoutes, type ServiceInfo } from "./api/playground.js";
 import { realtimeTokenRoutes } from "./api/realtime-token.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
@@ -40,7 +40,7 @@ import { startRealtimeRelay } from "./realtime/relay.js";
 import { createEventNotifier } from "./stream/notifier.js";
 
 /** What the app is built from: the API's dependencies, the functions it serves and how it checks callers. */
-export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSettings; serving: InngestServing };
+export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSettings; serving: InngestServing; service?: ServiceInfo };
 
 /**
  * The HTTP surface: Inngest's serve endpoint (signed requests unless serving the dev server), the
@@ -48,7 +48,7 @@ export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSe
  * a health check, the API's OpenAPI description (/openapi.json, rendered at /docs), generated
  * from the routes themselves, and the playground page (/). Every request gets an id (X-Request-Id).
  */
-export function createApp({ functions, auth, serving, ...api }: AppDeps) {
+export function createApp({ functions, auth, serving, service, ...api }: AppDeps) {
   // An event Inngest would refuse for its size is refused here (413); one that cannot reach Inngest
   // means the request was not accepted (503).
   const sendEvent: ApiDeps["sendEvent"] = async (event) => {
@@ -86,7 +86,8 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     .route("/ui/chat", uiChatRoutes(deps))
     .route("/realtime", realtimeTokenRoutes(deps))
     .route("/export", exportRoutes(deps))
-    .route("/memories", memoryRoutes(deps));
+    .route("/memories", memoryRoutes(deps))
+    .route("/info", serviceInfoRoutes(service));
   app.route("/api", routes);
   app.route("/", healthRoutes(deps));
   app.route("/", playgroundRoutes());
@@ -100,7 +101,7 @@ export async function startServer() {
   const env = readEnvironment();
   const refusals = startupRefusals(env);
   if (refusals.length > 0) throw new Error(`refusing to start:\n  ${refusals.join("\n  ")}`);
-  const model = chooseModel(env);
+  const { choice: model, note: modelNote } = await chooseStartModel(env);
   // A configuration refusal, made before a database is started for nothing.
   const unstreamable = env.INFERENCE === "stream" && model.configured ? streamingRefusal(model) : undefined;
   if (unstreamable) throw new Error(`refusing to start: ${unstreamable}`);
@@ -109,8 +110,8 @@ export async function startServer() {
   const applied = await migrate(database.url);
   if (applied.length > 0) logger.info(`migrations applied: ${applied.join(", ")}`);
 
-  if (model.configured) logger.info(`model: ${model.provider} ${model.name}`);
-  else logger.warn(`${model.reason} Until then every chat turn fails (the user's message is still stored).`);
+  if (model.configured) logger.info(`model: ${model.provider} ${model.name}${modelNote ? `: ${modelNote}` : ""}`);
+  else logger.warn(`${model.reason} Until then every chat turn fails (the user's message is still stored)${modelNote ? `; ${modelNote}` : ""}. To configure one:\n  - ${MODEL_SETUP_STEPS.join("\n  - ")}`);
   logger.info(`inference: ${env.INFERENCE === "stream" ? "in this process, streamed to the event log" : "through the Inngest server (step.ai.infer)"}`);
 
   const history = historyEnvironment(env);
@@ -123,7 +124,7 @@ export async function startServer() {
   const realtime = env.REALTIME === "inngest" ? inngestRealtime(inngest) : undefined;
   const relay = realtime ? await startRealtimeRelay({ db: database.pool, events, publisher: realtime }) : undefined;
   if (relay) logger.info("realtime: the event log is published to Inngest realtime (topic agent_stream)");
-  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), events, realtime, functions, auth: authSettings(env), serving: inngestServing(env) });
+  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), events, realtime, functions, auth: authSettings(env), serving: inngestServing(env), service: { model, inference: env.INFERENCE } });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
   logger.info(`listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);
 

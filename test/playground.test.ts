@@ -2,9 +2,10 @@ import { existsSync, mkdirSync } from "node:fs";
 import fc from "fast-check";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { MODEL_NOT_CONFIGURED } from "../src/agents/model.js";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { TURN_ENDED_ERROR } from "../src/functions/streaming-inference.js";
-import type { ThreadEvent } from "../src/history/events.js";
+import { appendEvents, type ThreadEvent } from "../src/history/events.js";
 import { streamedTexts } from "../src/stream/deltas.js";
 import { startLiveApp, type LiveApp } from "./helpers/live-app.js";
 import { gate, type Gate } from "./helpers/model-server.js";
@@ -44,7 +45,7 @@ let resumedFrom: (string | undefined)[] = [];
 let inFlight = new Set<unknown>();
 
 /** A fresh tab (its own sessionStorage) on the playground, signed in as user-1 unless told otherwise. */
-async function openPlayground({ signIn = true } = {}) {
+async function openPlayground({ signIn = true, url = app.url } = {}) {
   await page?.close();
   page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
   page.setDefaultTimeout(PATIENCE_MS);
@@ -67,11 +68,11 @@ async function openPlayground({ signIn = true } = {}) {
     Object.assign(window, { liveTexts: shown });
     new MutationObserver(() => {
       const live = document.getElementById("live-answer");
-      const text = live && !live.hidden ? (live.textContent ?? "") : "";
+      const text = live && !live.hidden ? (live.textContent ?? "").trim() : "";
       if (text !== "" && text !== shown[shown.length - 1]) shown.push(text);
     }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
   });
-  await page.goto(app.url);
+  await page.goto(url);
   if (!signIn) return;
   await page.getByLabel("User name").fill("user-1");
   await page.getByRole("button", { name: "Sign in" }).click();
@@ -122,14 +123,14 @@ if (!existsSync(CHROMIUM)) {
       const run = app.runs.at(-1)!;
       const threadId = run.event.data.threadId as string;
       expect(page.url()).toBe(`${app.url}/#/threads/${threadId}`);
-      await eventually(() => liveAnswer()).toBe("The quick brown fox ");
+      await eventually(() => liveAnswer()).toBe("The quick brown fox");
       expect(await page.getByRole("button", { name: "Stop" }).isEnabled()).toBe(true);
       const beforeReload = await liveTexts();
 
       const lastSeen = await lastEventId(threadId);
       await page.reload();
       // Shown again at once from what the tab kept, and resumed after the last event it had seen.
-      await eventually(() => liveAnswer()).toBe("The quick brown fox ");
+      await eventually(() => liveAnswer()).toBe("The quick brown fox");
       await eventually(() => resumedFrom.at(-1)).toBe(String(lastSeen));
 
       // A dropped connection resumes the same way, after the last event the page had.
@@ -150,7 +151,7 @@ if (!existsSync(CHROMIUM)) {
       for (const shown of [beforeReload, afterReload]) {
         expect(shown.every((text, i) => full.startsWith(text) && (i === 0 || text.length > shown[i - 1]!.length)), JSON.stringify(shown)).toBe(true);
       }
-      expect(afterReload[0]).toBe("The quick brown fox ");
+      expect(afterReload[0]).toBe("The quick brown fox");
       expect(beforeReload.length + afterReload.length - 1).toBeGreaterThanOrEqual(4);
 
       mkdirSync(ARTIFACTS, { recursive: true });
@@ -174,7 +175,7 @@ if (!existsSync(CHROMIUM)) {
       const answers = page.locator("#messages li.assistant");
       await held.reached;
       const run = app.runs.at(-1)!;
-      await eventually(() => liveAnswer()).toBe("The quick ");
+      await eventually(() => liveAnswer()).toBe("The quick");
       await page.getByRole("button", { name: "Stop" }).click();
       await eventually(() => answers.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
       expect(await answers.innerText()).toContain("The quick");
@@ -212,7 +213,7 @@ if (!existsSync(CHROMIUM)) {
       await sendMessage("Tell me a story");
       await held.reached;
       const run = app.runs.at(-1)!;
-      await eventually(() => liveAnswer()).toBe("Once ");
+      await eventually(() => liveAnswer()).toBe("Once");
       const threadId = run.event.data.threadId as string;
       await page.route("**/stop", async (route) => {
         const elsewhere = await fetch(`${app.url}/api/threads/${threadId}/stop`, { method: "POST", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: "{}" });
@@ -263,8 +264,11 @@ if (!existsSync(CHROMIUM)) {
       await page.getByRole("textbox", { name: "Message", exact: true }).fill("What is a pangolin?");
       await page.getByRole("button", { name: "Send" }).click();
 
-      const failure = page.locator("#messages .failure");
-      await eventually(() => failure.textContent()).toContain("The answer failed: The model provider answered HTTP 401: Incorrect API key provided");
+      const failure = page.locator("#messages .turn-state.failed");
+      await eventually(() => failure.textContent()).toMatch(/^failed: The model provider answered HTTP 401: Incorrect API key provided/);
+      // A failed turn leaves the user's message alone on the thread.
+      await eventually(() => page.locator("#threads a[aria-current=page] small").textContent()).toMatch(/^1 message · failed · /);
+      await screenshot("playground-failed");
       await page.getByRole("button", { name: "Retry" }).click();
       await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("A scaly anteater.");
       expect(await failure.count()).toBe(0);
@@ -287,6 +291,205 @@ if (!existsSync(CHROMIUM)) {
       await eventually(() => page.url()).toBe(threadUrl);
       await eventually(() => page.locator("#messages li.user").textContent()).toContain("What is a pangolin?");
       expect(pageProblems).toEqual([]);
+    });
+
+    it("shows the model and inference mode; each turn's state: sending…, answering… while the answer streams, retrying 2/5 from turn.retrying, answering again once the retry streams; message counts in words", async () => {
+      const held = holdReply();
+      bed.model.script({ text: "Foxes are quick and clever.", stream: { chunks: ["Foxes ", "are quick and clever."], holdAfter: { chunks: 1, gate: held } } });
+      await openPlayground();
+      await eventually(() => page.locator("#model-info").textContent()).toBe("Model: scripted-model (openai) · inference: stream");
+      expect(await page.locator("#setup").isHidden()).toBe(true);
+
+      // The send is held at the network: the message shows as sending until the server accepts it.
+      let accept!: () => void;
+      const accepted = new Promise<void>((resolve) => (accept = resolve));
+      await page.route("**/api/chat", async (route) => {
+        await accepted;
+        await route.continue();
+      });
+      await sendMessage("Tell me about foxes");
+      const userState = page.locator("#messages li.user .turn-state");
+      await eventually(() => userState.textContent()).toBe("sending…");
+      expect(await page.locator("#activity").textContent()).toBe("sending…");
+      await screenshot("playground-sending");
+      accept();
+
+      await held.reached;
+      const run = app.runs.at(-1)!;
+      const { threadId, messageId } = run.event.data as { threadId: string; messageId: string };
+      await eventually(() => liveAnswer()).toBe("Foxes");
+      expect(await userState.textContent()).toBe("answering…");
+      expect(await page.locator("#activity").textContent()).toBe("answering…");
+      await screenshot("playground-answering");
+
+      // An attempt failed and Inngest will retry the turn: the log says so (engineer 15's turn.retrying).
+      const cause = "The model provider answered HTTP 503: overloaded";
+      const retrying = { runId: run.runId, messageId, attempt: 2, maxAttempts: 5, cause, nextAttemptAt: new Date(Date.now() + 26_000).toISOString() };
+      await appendEvents(bed.db.pool, { threadId, runId: run.runId, attempt: 0, events: [{ key: "turn.retrying:0", event: "turn.retrying", data: retrying }] });
+      await eventually(() => userState.textContent()).toBe(`retrying 2/5: ${cause}`);
+      expect(await page.locator("#activity").textContent()).toBe(`retrying 2/5: ${cause}`);
+      await screenshot("playground-retrying");
+
+      // The next attempt streams: the page shows its text, not the failed attempt's, and answering again.
+      const { rows } = await bed.db.pool.query<{ step_id: string }>("SELECT data->>'stepId' AS step_id FROM thread_events WHERE thread_id = $1 AND event = 'text.delta' LIMIT 1", [threadId]);
+      const delta = { runId: run.runId, stepId: rows[0]!.step_id, attempt: 1, delta: "Retried: foxes" };
+      await appendEvents(bed.db.pool, { threadId, runId: run.runId, attempt: 1, events: [{ key: `${delta.stepId}:delta:0`, event: "text.delta", data: delta }] });
+      await eventually(() => liveAnswer()).toBe("Retried: foxes");
+      expect(await userState.textContent()).toBe("answering…");
+
+      held.release();
+      expect((await run.execution).error).toBeUndefined();
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("Foxes are quick and clever.");
+      expect(await userState.count()).toBe(0);
+      expect(await page.locator("#activity").textContent()).toBe("");
+      await eventually(() => page.locator("#threads a[aria-current=page] small").textContent()).toMatch(/^2 messages · completed · /);
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("renders answers as sanitized Markdown (code blocks, lists, links that open apart; no script, no javascript: link, no remote image); Enter sends and Shift+Enter breaks a line; the composer stays in view in a long thread", async () => {
+      const filler = Array.from({ length: 60 }, (_, i) => `Line ${i + 1} of a long answer.`).join("\n\n");
+      const markdown = [
+        "# Plan",
+        "Some **strong** text and `inline code`.",
+        "```js\nconst ok = 1 < 2;\n```",
+        "- one\n- two",
+        "[a safe link](https://example.com/x), [a bad one](javascript:window.injected=1) and ![a tracker](https://example.com/t.png)",
+        "<script>window.injected = 2</script>",
+        filler,
+      ].join("\n\n");
+      bed.model.script({ text: markdown });
+      await openPlayground();
+      const composer = page.getByRole("textbox", { name: "Message", exact: true });
+      await composer.click();
+      await page.keyboard.type("First line");
+      await page.keyboard.press("Shift+Enter");
+      await page.keyboard.type("second line");
+      await page.keyboard.press("Enter");
+      const answer = page.locator("#messages li.assistant");
+      await eventually(() => answer.count()).toBe(1);
+      expect(await page.locator("#messages li.user .text").textContent()).toBe("First line\nsecond line");
+      expect(bed.model.requests.at(-1)!.messages.at(-1)).toMatchObject({ role: "user", content: "First line\nsecond line" });
+      expect(await composer.inputValue()).toBe("");
+
+      expect(await answer.locator("h1").textContent()).toBe("Plan");
+      expect(await answer.locator("strong").textContent()).toBe("strong");
+      expect(await answer.locator("pre code.language-js").textContent()).toBe("const ok = 1 < 2;\n");
+      expect(await answer.locator("ul li").allTextContents()).toEqual(["one", "two"]);
+      const safe = answer.getByRole("link", { name: "a safe link" });
+      expect(await safe.getAttribute("href")).toBe("https://example.com/x");
+      expect(await safe.getAttribute("target")).toBe("_blank");
+      expect(await safe.getAttribute("rel")).toContain("noopener");
+      expect(await answer.locator("a[href^='javascript']").count()).toBe(0);
+      expect(await answer.innerText()).toContain("a bad one");
+      expect(await answer.locator("img, script").count()).toBe(0);
+      expect(await answer.innerText()).toContain("<script>window.injected = 2</script>");
+      expect(await page.evaluate("window.injected")).toBeUndefined();
+
+      // The page itself does not scroll: the conversation does, and it shows its end above the composer.
+      expect(await page.evaluate("document.scrollingElement.scrollHeight <= window.innerHeight")).toBe(true);
+      await eventually(() => inViewport(page.getByText("Line 60 of a long answer."))).toBe(true);
+      expect(await inViewport(composer)).toBe(true);
+      expect(await inViewport(page.getByRole("button", { name: "Send" }))).toBe(true);
+      await page.locator("#scroller").evaluate((scroller) => scroller.scrollTo(0, 0));
+      expect(await inViewport(composer)).toBe(true);
+      await screenshot("playground-markdown");
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("renames the open thread and deletes it (after a confirmation)", async () => {
+      bed.model.script({ text: "Hello." });
+      await openPlayground();
+      await sendMessage("Hi");
+      await eventually(() => page.locator("#messages li.assistant").count()).toBe(1);
+      const threadId = app.runs.at(-1)!.event.data.threadId as string;
+      const headers = { "X-Threadline-User": "user-1" };
+
+      await page.getByRole("button", { name: "Rename" }).click();
+      const title = page.getByRole("textbox", { name: "New title" });
+      await title.fill("Greetings");
+      await title.press("Enter");
+      await eventually(() => page.locator("#thread-title").textContent()).toBe("Greetings");
+      expect(await page.getByRole("link", { name: /^Greetings/ }).count()).toBe(1);
+      expect(await (await fetch(`${app.url}/api/threads/${threadId}`, { headers })).json()).toMatchObject({ title: "Greetings", titleSource: "user" });
+
+      await page.getByRole("button", { name: "Delete", exact: true }).click();
+      await page.getByRole("button", { name: "Keep it" }).click();
+      expect(await page.locator("#thread-title").textContent()).toBe("Greetings");
+      await page.getByRole("button", { name: "Delete", exact: true }).click();
+      await screenshot("playground-delete");
+      await page.getByRole("button", { name: "Delete it" }).click();
+      await eventually(() => page.locator("#thread-title").textContent()).toBe("New conversation");
+      expect(page.url()).toBe(`${app.url}/`);
+      expect(await page.getByRole("link", { name: /^Greetings/ }).count()).toBe(0);
+      expect((await fetch(`${app.url}/api/threads/${threadId}`, { headers })).status).toBe(404);
+      expect(await page.evaluate(`sessionStorage.getItem("threadline.stream.${threadId}")`)).toBeNull();
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("a thread deleted elsewhere and written again under its id: the page follows the new log from its start, while open and after a reload", async () => {
+      // A long first turn: the old log's last id lies beyond every id the rewritten thread reaches below.
+      const chunks = ["One ", "two ", "three ", "four ", "five ", "six ", "seven."];
+      bed.model.script({ text: chunks.join(""), stream: { chunks, pauseMs: 100 } });
+      await openPlayground();
+      await sendMessage("Count to seven");
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("One two three four five six seven.");
+      const threadId = app.runs.at(-1)!.event.data.threadId as string;
+      const staleId = await lastEventId(threadId);
+      const user1 = { "X-Threadline-User": "user-1", "content-type": "application/json" };
+
+      // Another tab deletes the thread and writes to it again under the same id.
+      const rewrite = async (content: string, answer: string) => {
+        expect((await fetch(`${app.url}/api/threads/${threadId}`, { method: "DELETE", headers: user1, body: "{}" })).status).toBe(200);
+        bed.model.script({ text: answer });
+        const sent = await fetch(`${app.url}/api/chat`, { method: "POST", headers: user1, body: JSON.stringify({ threadId, messageId: crypto.randomUUID(), content }) });
+        expect(sent.status).toBe(202);
+        expect((await app.runs.at(-1)!.execution).error).toBeUndefined();
+        expect(await lastEventId(threadId)).toBeLessThan(staleId);
+      };
+      await rewrite("Written elsewhere", "Seen elsewhere.");
+
+      // This tab sends into it: it notices the new log, reads it from the start, and shows the answer.
+      bed.model.script({ text: "Still here." });
+      await sendMessage("Are you there?");
+      await eventually(() => page.locator("#messages li.assistant").allTextContents()).toEqual([expect.stringContaining("Seen elsewhere."), expect.stringContaining("Still here.")]);
+      expect(await page.locator("#messages li.user .text").allTextContents()).toEqual(["Written elsewhere", "Are you there?"]);
+      expect(await page.locator("#activity").textContent()).toBe("");
+      expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
+
+      // Again, then a reload: the tab's saved position belongs to the old log and is not resumed from.
+      const before = await lastEventId(threadId);
+      await rewrite("Written once more", "Seen once more.");
+      expect(before).toBeGreaterThan(await lastEventId(threadId));
+      await page.reload();
+      await eventually(() => page.locator("#messages li.user .text").allTextContents()).toEqual(["Written once more"]);
+      await eventually(() => resumedFrom.at(-1)).toBeUndefined();
+      bed.model.script({ text: "Back again." });
+      await sendMessage("And now?");
+      await eventually(() => page.locator("#messages li.assistant").allTextContents()).toEqual([expect.stringContaining("Seen once more."), expect.stringContaining("Back again.")]);
+      expect(await page.locator("#activity").textContent()).toBe("");
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("with no model configured, says how to configure one before the first send, and the turn's failure says it again", async () => {
+      const unconfigured = await startLiveApp(bed.db.pool, bed.model, { model: { configured: false, reason: MODEL_NOT_CONFIGURED } });
+      try {
+        await openPlayground({ url: unconfigured.url });
+        await eventually(() => page.locator("#model-info").textContent()).toBe("No model configured · inference: stream");
+        const setup = page.locator("#setup");
+        expect(await setup.isVisible()).toBe(true);
+        expect(await setup.locator("strong").textContent()).toBe(MODEL_NOT_CONFIGURED);
+        const steps = await setup.locator("li").allTextContents();
+        expect(steps[0]).toMatch(/OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY .*restart/);
+        expect(steps[1]).toMatch(/Ollama.*ollama pull .*OLLAMA_BASE_URL/);
+        await screenshot("playground-no-model");
+        await sendMessage("Hello?");
+        await eventually(() => page.locator("#messages .turn-state.failed").textContent()).toBe(`failed: ${MODEL_NOT_CONFIGURED}`);
+        expect(bed.model.requests).toEqual([]);
+        expect(pageProblems).toEqual([]);
+      } finally {
+        await page.close();
+        await unconfigured.close();
+      }
     });
 
     it("is served with its Content Security Policy, and shows HTML in a title, a message, an answer and a search hit as text", async () => {
@@ -366,9 +569,23 @@ async function sendMessage(text: string) {
   await page.getByRole("button", { name: "Send" }).click();
 }
 
+/** Keeps a screenshot of the page as a test artifact (test-artifacts/<name>.png). */
+async function screenshot(name: string) {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: `${ARTIFACTS}/${name}.png` });
+}
+
+/** Whether the element lies wholly inside the window, as the reader sees it now. */
+async function inViewport(locator: ReturnType<Page["locator"]>) {
+  const box = await locator.boundingBox();
+  const viewport = page.viewportSize()!;
+  return box !== null && box.y >= 0 && box.x >= 0 && box.y + box.height <= viewport.height && box.x + box.width <= viewport.width;
+}
+
 const liveTexts = async () => (await page.evaluate("window.liveTexts")) as string[];
 
-const liveAnswer = async () => ((await page.locator("#live-answer").isVisible()) ? page.locator("#live-answer").textContent() : null);
+/** The arriving answer's text as shown (rendered Markdown: whitespace at its ends is not shown). */
+const liveAnswer = async () => ((await page.locator("#live-answer").isVisible()) ? ((await page.locator("#live-answer").textContent()) ?? "").trim() : null);
 
 async function lastEventId(threadId: string) {
   const { rows } = await bed.db.pool.query<{ id: string }>("SELECT max(id) AS id FROM thread_events WHERE thread_id = $1", [threadId]);
