@@ -460,9 +460,12 @@ if (!existsSync(CHROMIUM)) {
       const before = await lastEventId(threadId);
       await rewrite("Written once more", "Seen once more.");
       expect(before).toBeGreaterThan(await lastEventId(threadId));
+      const requestsBefore = resumedFrom.length;
       await page.reload();
       await eventually(() => page.locator("#messages li.user .text").allTextContents()).toEqual(["Written once more"]);
-      await eventually(() => resumedFrom.at(-1)).toBeUndefined();
+      // Followed from the start of the new log (no Last-Event-ID), never from the stale position.
+      await eventually(() => resumedFrom.length).toBeGreaterThan(requestsBefore);
+      expect(resumedFrom.slice(requestsBefore)).toEqual(resumedFrom.slice(requestsBefore).map(() => undefined));
       bed.model.script({ text: "Back again." });
       await sendMessage("And now?");
       await eventually(() => page.locator("#messages li.assistant").allTextContents()).toEqual([expect.stringContaining("Seen once more."), expect.stringContaining("Back again.")]);

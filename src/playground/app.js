@@ -331,7 +331,8 @@ function retryOf(messageId, runId) {
 
 /** What a user message's turn is doing, as its label says it. */
 function turnStateOf(messageId, turn) {
-  if (state.outbox.get(messageId)?.sending) return turnLabel({ sending: true });
+  // Text arriving before the server's answer to the send came back: the message is being answered.
+  if (state.outbox.get(messageId)?.sending && state.pending.length === 0) return turnLabel({ sending: true });
   const unfinished = turn?.status === "running" || turn?.status === "retrying";
   // Ended in the log, not yet re-read: the thread's messages will say how.
   if (turn && state.endedRuns.has(turn.runId) && !state.awaiting.has(messageId)) return unfinished ? turnLabel({}) : turnLabel(turn);
@@ -347,7 +348,7 @@ function renderLive() {
   $("live-answer").replaceChildren(markdownNodes(texts.map((streamed) => streamed.text).join("\n\n")));
   $("stop").disabled = state.threadId === null || !running();
   const sending = [...state.outbox.entries()].find(([, entry]) => entry.sending);
-  const current = sending ? sending[0] : runningMessageId();
+  const current = runningMessageId() ?? sending?.[0];
   $("activity").textContent = current === undefined ? "" : turnStateOf(current, state.messages.find((m) => m.id === current)?.turn).text;
 }
 
