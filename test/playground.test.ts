@@ -420,7 +420,7 @@ if (!existsSync(CHROMIUM)) {
       await page.getByRole("button", { name: "Delete it" }).click();
       await eventually(() => page.locator("#thread-title").textContent()).toBe("New conversation");
       expect(page.url()).toBe(`${app.url}/`);
-      expect(await page.getByRole("link", { name: /^Greetings/ }).count()).toBe(0);
+      await eventually(() => page.getByRole("link", { name: /^Greetings/ }).count()).toBe(0);
       expect((await fetch(`${app.url}/api/threads/${threadId}`, { headers })).status).toBe(404);
       expect(await page.evaluate(`sessionStorage.getItem("threadline.stream.${threadId}")`)).toBeNull();
       expect(pageProblems).toEqual([]);
@@ -471,6 +471,31 @@ if (!existsSync(CHROMIUM)) {
       await eventually(() => page.locator("#messages li.assistant").allTextContents()).toEqual([expect.stringContaining("Seen once more."), expect.stringContaining("Back again.")]);
       expect(await page.locator("#activity").textContent()).toBe("");
       expect(pageProblems).toEqual([]);
+    });
+
+    it("a thread deleted elsewhere: a reload says so and forgets the tab's position; a message sent to it starts it again under the same link and is answered", async () => {
+      bed.model.script({ text: "First answer." });
+      await openPlayground();
+      await sendMessage("Hello");
+      await eventually(() => page.locator("#messages li.assistant").count()).toBe(1);
+      const threadId = app.runs.at(-1)!.event.data.threadId as string;
+      const saved = `sessionStorage.getItem("threadline.stream.${threadId}")`;
+      expect(await page.evaluate(saved)).not.toBeNull();
+
+      expect((await fetch(`${app.url}/api/threads/${threadId}`, { method: "DELETE", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: "{}" })).status).toBe(200);
+      await page.reload();
+      await eventually(() => page.getByRole("status").textContent()).toMatch(/^This thread no longer exists: it was deleted/);
+      expect(await page.evaluate(saved)).toBeNull();
+      expect(await page.locator("#messages li").count()).toBe(0);
+
+      bed.model.script({ text: "Started again." });
+      await sendMessage("Anyone?");
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("Started again.");
+      expect(await page.locator("#messages li.user .text").allTextContents()).toEqual(["Anyone?"]);
+      expect(page.url()).toBe(`${app.url}/#/threads/${threadId}`);
+      expect(await page.locator("#status").textContent()).toBe("");
+      // The thread was gone when the page asked for it and when its stream was refused: the browser logs both 404s.
+      expect(pageProblems.every((problem) => /status of 404 \(Not Found\)/.test(problem)), JSON.stringify(pageProblems)).toBe(true);
     });
 
     it("with no model configured, says how to configure one before the first send, and the turn's failure says it again", async () => {

@@ -483,6 +483,7 @@ async function deleteOpenThread() {
   const threadId = state.threadId;
   await state.api.deleteThread(threadId);
   session.forgetStreamPosition(threadId);
+  state.threads = state.threads.filter((thread) => thread.id !== threadId);
   closeThreadForms();
   history.pushState(null, "", location.pathname);
   closeThread();
