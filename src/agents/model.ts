@@ -19,7 +19,7 @@ export const MODEL_NOT_CONFIGURED =
 /** What to do when no model is configured, step by step: the start-up log and the playground both say it. */
 export const MODEL_SETUP_STEPS = [
   "Put one of OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY in the environment (or in .env) and restart; MODEL picks the model (defaults: gpt-4o-mini, claude-3-5-haiku-latest, gemini-2.0-flash).",
-  "Or, without a key: run Ollama on this machine (ollama serve, then ollama pull llama3.2) and restart `npm run dev`: it is found on OLLAMA_BASE_URL (default http://127.0.0.1:11434).",
+  "Or, without a key: run Ollama on this machine (ollama serve, then ollama pull llama3.2) and restart npm run dev: it is found on OLLAMA_BASE_URL (default http://127.0.0.1:11434).",
   "Or point OPENAI_BASE_URL at any OpenAI-compatible server (vLLM, LM Studio, a remote Ollama: http://host:11434/v1/) and set MODEL.",
 ];
 
