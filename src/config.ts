@@ -67,6 +67,8 @@ export const environment = z.object({
   ANTHROPIC_API_KEY: optionalText,
   GEMINI_API_KEY: optionalText,
   MODEL: optionalText,
+  /** Where development start-up looks for a local Ollama when no provider is configured. */
+  OLLAMA_BASE_URL: optionalSetting(z.url({ error: "OLLAMA_BASE_URL must be Ollama's URL, e.g. http://127.0.0.1:11434" })).transform((value) => value ?? "http://127.0.0.1:11434"),
   /**
    * Who calls the model, for every model call (turns, regenerate, titles, summaries, memory
    * extraction): "gateway" (default; step.ai.infer, the Inngest server) or "stream" (this process,

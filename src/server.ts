@@ -5,7 +5,7 @@ import { Hono } from "hono";
 import { describeRoute } from "hono-openapi";
 import { requestId } from "hono/request-id";
 import type { InngestFunction } from "inngest";
-import { chooseModel } from "./agents/model.js";
+import { chooseStartModel, MODEL_SETUP_STEPS } from "./agents/model.js";
 import { streamingRefusal } from "./agents/streamed-completion.js";
 import { chatRoutes } from "./api/chat.js";
 import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
@@ -16,7 +16,7 @@ import type { ApiDeps } from "./api/deps.js";
 import { eventRoutes } from "./api/events.js";
 import { exportRoutes } from "./api/export.js";
 import { memoryRoutes } from "./api/memories.js";
-import { playgroundRoutes } from "./api/playground.js";
+import { playgroundRoutes, serviceInfoRoutes, type ServiceInfo } from "./api/playground.js";
 import { realtimeTokenRoutes } from "./api/realtime-token.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
@@ -48,6 +48,7 @@ export type AppDeps = ApiDeps & {
   engine?: InngestEngine;
   /** Readiness's probe of that server (default: one probe per 10 s). */
   engineProbe?: EngineProbe;
+  service?: ServiceInfo;
 };
 
 /**
@@ -56,7 +57,7 @@ export type AppDeps = ApiDeps & {
  * a health check, the API's OpenAPI description (/openapi.json, rendered at /docs), generated
  * from the routes themselves, and the playground page (/). Every request gets an id (X-Request-Id).
  */
-export function createApp({ functions, auth, serving, engine = devServerEngine(), engineProbe: probe, ...api }: AppDeps) {
+export function createApp({ functions, auth, serving, service, engine = devServerEngine(), engineProbe: probe, ...api }: AppDeps) {
   // An event Inngest would refuse for its size is refused here (413); one that cannot reach Inngest
   // means the request was not accepted (503).
   const advice = engineAdvice(engine);
@@ -95,7 +96,8 @@ export function createApp({ functions, auth, serving, engine = devServerEngine()
     .route("/ui/chat", uiChatRoutes(deps))
     .route("/realtime", realtimeTokenRoutes(deps))
     .route("/export", exportRoutes(deps))
-    .route("/memories", memoryRoutes(deps));
+    .route("/memories", memoryRoutes(deps))
+    .route("/info", serviceInfoRoutes(service));
   app.route("/api", routes);
   app.route("/", healthRoutes({ db: deps.db, engine: probe ?? engineProbe(engine, { intervalMs: 10_000 }) }));
   app.route("/", playgroundRoutes());
@@ -109,7 +111,7 @@ export async function startServer() {
   const env = readEnvironment();
   const refusals = startupRefusals(env);
   if (refusals.length > 0) throw new Error(`refusing to start:\n  ${refusals.join("\n  ")}`);
-  const model = chooseModel(env);
+  const { choice: model, note: modelNote } = await chooseStartModel(env);
   // A configuration refusal, made before a database is started for nothing.
   const unstreamable = env.INFERENCE === "stream" && model.configured ? streamingRefusal(model) : undefined;
   if (unstreamable) throw new Error(`refusing to start: ${unstreamable}`);
@@ -118,8 +120,8 @@ export async function startServer() {
   const applied = await migrate(database.url);
   if (applied.length > 0) logger.info(`migrations applied: ${applied.join(", ")}`);
 
-  if (model.configured) logger.info(`model: ${model.provider} ${model.name}`);
-  else logger.warn(`${model.reason} Until then every chat turn fails (the user's message is still stored).`);
+  if (model.configured) logger.info(`model: ${model.provider} ${model.name}${modelNote ? `: ${modelNote}` : ""}`);
+  else logger.warn(`${model.reason} Until then every chat turn fails (the user's message is still stored)${modelNote ? `; ${modelNote}` : ""}. To configure one:\n  - ${MODEL_SETUP_STEPS.join("\n  - ")}`);
   logger.info(`inference: ${env.INFERENCE === "stream" ? "in this process, streamed to the event log" : "through the Inngest server (step.ai.infer)"}`);
 
   const history = historyEnvironment(env);
@@ -140,6 +142,7 @@ export async function startServer() {
   const app = createApp({
     db: database.pool, sendEvent: (event) => client.send(event), events, realtime, functions, auth: authSettings(env), serving,
     engine, engineProbe: engineProbe(engine, { intervalMs: env.READINESS_ENGINE_INTERVAL_SECONDS * 1_000 }),
+    service: { model, inference: env.INFERENCE },
   });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT, hostname: env.HOST });
   logger.info(`listening on http://${env.HOST}:${env.PORT} (Inngest endpoint: /api/inngest; liveness /health, readiness /health/ready)`);

@@ -331,6 +331,7 @@ const cases: { name: string; method: string; path: () => string; status: number;
   },
   { name: "an unknown memory erased", method: "DELETE", path: () => `/api/memories/${randomUUID()}`, status: 404, send: (p, m) => authenticated(m, p) },
   { name: "all memories erased", method: "DELETE", path: () => "/api/memories", status: 200, send: (p, m) => authenticated(m, p) },
+  { name: "the model and inference mode", method: "GET", path: () => "/api/info", status: 200, send: (p, m) => authenticated(m, p) },
   { name: "the health check", method: "GET", path: () => "/health", status: 200, send: (p) => app.request(p) },
   { name: "the health check without a database", method: "GET", path: () => "/health", status: 503, send: (p) => createTestApp(unreachableDatabase).app.request(p) },
   { name: "readiness", method: "GET", path: () => "/health/ready", status: 200, send: (p) => createTestApp(bed.db.pool, { engineProbe: { check: async () => ({ reachable: true }) } }).app.request(p) },

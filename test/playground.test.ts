@@ -1,13 +1,14 @@
 import { existsSync, mkdirSync } from "node:fs";
 import fc from "fast-check";
 import { chromium, type Browser, type Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { MODEL_NOT_CONFIGURED } from "../src/agents/model.js";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { TURN_ENDED_ERROR } from "../src/functions/streaming-inference.js";
-import type { ThreadEvent } from "../src/history/events.js";
+import { appendEvents, type ThreadEvent } from "../src/history/events.js";
 import { streamedTexts } from "../src/stream/deltas.js";
-import { startLiveApp, type LiveApp, type LiveRun } from "./helpers/live-app.js";
-import { gate } from "./helpers/model-server.js";
+import { startLiveApp, type LiveApp } from "./helpers/live-app.js";
+import { gate, type Gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 /** Debian's chromium (apt-get install chromium); the test never downloads a browser. */
@@ -16,8 +17,22 @@ const ARTIFACTS = "test-artifacts";
 
 const bed = useTestBed();
 
-/** Polls until the assertion holds, for up to 5 seconds (a loaded machine may take a while). */
-const eventually = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: 5_000 });
+/**
+ * How long a condition may take to come true before the test fails: only an upper bound, never a
+ * wait (every wait is on a condition), generous because the machine may be shared and loaded.
+ */
+const PATIENCE_MS = 30_000;
+
+/** Polls until the assertion holds (see PATIENCE_MS). */
+const eventually = <T>(read: () => T | Promise<T>) => expect.poll(read, { timeout: PATIENCE_MS, interval: 50 });
+
+/** Model replies held by the running test: released after it, whatever happened, so no run waits on them. */
+const heldReplies: Gate[] = [];
+function holdReply(): Gate {
+  const held = gate();
+  heldReplies.push(held);
+  return held;
+}
 
 let app: LiveApp;
 let browser: Browser;
@@ -26,32 +41,38 @@ let page: Page;
 let pageProblems: string[] = [];
 /** The Last-Event-ID of each request for the event stream the page made. */
 let resumedFrom: (string | undefined)[] = [];
+/** The page's requests still under way, the endless event stream aside. */
+let inFlight = new Set<unknown>();
 
 /** A fresh tab (its own sessionStorage) on the playground, signed in as user-1 unless told otherwise. */
-async function openPlayground({ signIn = true } = {}) {
+async function openPlayground({ signIn = true, url = app.url } = {}) {
   await page?.close();
   page = await browser.newPage({ viewport: { width: 1100, height: 800 } });
-  page.setDefaultTimeout(5_000);
+  page.setDefaultTimeout(PATIENCE_MS);
   pageProblems = [];
   resumedFrom = [];
+  inFlight = new Set();
   page.on("pageerror", (error) => pageProblems.push(error.message));
   page.on("console", (message) => {
     if (message.type() === "error") pageProblems.push(`${message.text()} (${message.location().url})`);
   });
   page.on("request", (request) => {
     if (request.url().endsWith("/events")) resumedFrom.push(request.headers()["last-event-id"]);
+    else inFlight.add(request);
   });
+  page.on("requestfinished", (request) => inFlight.delete(request));
+  page.on("requestfailed", (request) => inFlight.delete(request));
   // Every text the arriving answer shows, in order, from the page's first render on (per document).
   await page.addInitScript(() => {
     const shown: string[] = [];
     Object.assign(window, { liveTexts: shown });
     new MutationObserver(() => {
       const live = document.getElementById("live-answer");
-      const text = live && !live.hidden ? (live.textContent ?? "") : "";
+      const text = live && !live.hidden ? (live.textContent ?? "").trim() : "";
       if (text !== "" && text !== shown[shown.length - 1]) shown.push(text);
     }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
   });
-  await page.goto(app.url);
+  await page.goto(url);
   if (!signIn) return;
   await page.getByLabel("User name").fill("user-1");
   await page.getByRole("button", { name: "Sign in" }).click();
@@ -75,18 +96,25 @@ if (!existsSync(CHROMIUM)) {
     });
   });
 
+  afterEach(async () => {
+    for (const held of heldReplies.splice(0)) held.release();
+    await page?.close();
+  });
+
   afterAll(async () => {
+    for (const held of heldReplies.splice(0)) held.release();
     await browser?.close();
     await app?.close();
   });
 
-  describe("the playground page, in chromium", () => {
+  // Each test drives real turns through a real browser: minutes are an upper bound on a loaded machine.
+  describe("the playground page, in chromium", { timeout: 120_000 }, () => {
     it("signs in, sends a message, shows the answer growing as the model streams it, resumes it after a reload and a dropped connection without repeating text, then shows the stored answer", async () => {
       const answer = ["The ", "quick ", "brown ", "fox ", "jumps ", "over ", "the ", "lazy ", "dog."];
       const full = answer.join("");
-      const held = gate();
-      // Pauses longer than the writer's batching, so the chunks reach the log as separate deltas.
-      bed.model.script({ text: full, stream: { chunks: answer, pauseMs: 120, holdAfter: { chunks: 4, gate: held } } });
+      const held = holdReply();
+      // Pauses well beyond the writer's batching (DELTA_FLUSH_MS), so the chunks reach the log as separate deltas.
+      bed.model.script({ text: full, stream: { chunks: answer, pauseMs: 250, holdAfter: { chunks: 4, gate: held } } });
 
       await openPlayground();
       await page.getByRole("textbox", { name: "Message", exact: true }).fill("Tell me about the fox");
@@ -95,14 +123,14 @@ if (!existsSync(CHROMIUM)) {
       const run = app.runs.at(-1)!;
       const threadId = run.event.data.threadId as string;
       expect(page.url()).toBe(`${app.url}/#/threads/${threadId}`);
-      await eventually(() => liveAnswer()).toBe("The quick brown fox ");
+      await eventually(() => liveAnswer()).toBe("The quick brown fox");
       expect(await page.getByRole("button", { name: "Stop" }).isEnabled()).toBe(true);
       const beforeReload = await liveTexts();
 
       const lastSeen = await lastEventId(threadId);
       await page.reload();
       // Shown again at once from what the tab kept, and resumed after the last event it had seen.
-      await eventually(() => liveAnswer()).toBe("The quick brown fox ");
+      await eventually(() => liveAnswer()).toBe("The quick brown fox");
       await eventually(() => resumedFrom.at(-1)).toBe(String(lastSeen));
 
       // A dropped connection resumes the same way, after the last event the page had.
@@ -123,7 +151,7 @@ if (!existsSync(CHROMIUM)) {
       for (const shown of [beforeReload, afterReload]) {
         expect(shown.every((text, i) => full.startsWith(text) && (i === 0 || text.length > shown[i - 1]!.length)), JSON.stringify(shown)).toBe(true);
       }
-      expect(afterReload[0]).toBe("The quick brown fox ");
+      expect(afterReload[0]).toBe("The quick brown fox");
       expect(beforeReload.length + afterReload.length - 1).toBeGreaterThanOrEqual(4);
 
       mkdirSync(ARTIFACTS, { recursive: true });
@@ -133,7 +161,7 @@ if (!existsSync(CHROMIUM)) {
     });
 
     it("stops the answer being written: the text so far stays, marked Stopped; nothing more arrives though the model goes on; the next message is answered at once", async () => {
-      const held = gate();
+      const held = holdReply();
       bed.model.script(
         { text: "The quick brown fox jumps over the lazy dog.", stream: { chunks: ["The ", "quick ", "brown fox ", "jumps over the lazy dog."], holdAfter: { chunks: 2, gate: held } } },
         { text: "Foxes are quick." },
@@ -145,23 +173,19 @@ if (!existsSync(CHROMIUM)) {
       });
       await sendMessage("Tell me about the fox");
       const answers = page.locator("#messages li.assistant");
-      let run: LiveRun;
-      try {
-        await held.reached;
-        run = app.runs.at(-1)!;
-        await eventually(() => liveAnswer()).toBe("The quick ");
-        await page.getByRole("button", { name: "Stop" }).click();
-        await eventually(() => answers.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
-        expect(await answers.innerText()).toContain("The quick");
-        expect(await page.locator("#live-answer").isHidden()).toBe(true);
-        expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
-        expect(await page.locator("#status").textContent()).toBe("");
-        // The page named the turn it showed arriving, and the stop cancelled that run.
-        expect(stopBodies).toEqual([{ messageId: run.event.data.messageId }]);
-        expect(run.cancelled).toBe(true);
-      } finally {
-        held.release();
-      }
+      await held.reached;
+      const run = app.runs.at(-1)!;
+      await eventually(() => liveAnswer()).toBe("The quick");
+      await page.getByRole("button", { name: "Stop" }).click();
+      await eventually(() => answers.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
+      expect(await answers.innerText()).toContain("The quick");
+      expect(await page.locator("#live-answer").isHidden()).toBe(true);
+      expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
+      expect(await page.locator("#status").textContent()).toBe("");
+      // The page named the turn it showed arriving, and the stop cancelled that run.
+      expect(stopBodies).toEqual([{ messageId: run.event.data.messageId }]);
+      expect(run.cancelled).toBe(true);
+      held.release();
       // The model goes on writing; its next text finds the turn stopped, which ends the run.
       expect(((await run.execution).error as Error).message).toBe(TURN_ENDED_ERROR);
       const shownBeforeNext = (await liveTexts()).length;
@@ -183,51 +207,43 @@ if (!existsSync(CHROMIUM)) {
     });
 
     it("a stop that finds nothing running (another tab stopped the turn just before) says so without an error, and shows the turn stopped", async () => {
-      const held = gate();
+      const held = holdReply();
       bed.model.script({ text: "Once upon a time.", stream: { chunks: ["Once ", "upon a time."], holdAfter: { chunks: 1, gate: held } } });
       await openPlayground();
       await sendMessage("Tell me a story");
-      let run: LiveRun;
-      try {
-        await held.reached;
-        run = app.runs.at(-1)!;
-        await eventually(() => liveAnswer()).toBe("Once ");
-        const threadId = run.event.data.threadId as string;
-        await page.route("**/stop", async (route) => {
-          const elsewhere = await fetch(`${app.url}/api/threads/${threadId}/stop`, { method: "POST", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: "{}" });
-          expect(elsewhere.status).toBe(202);
-          await route.continue();
-        });
-        await page.getByRole("button", { name: "Stop" }).click();
-        await eventually(() => page.getByRole("status").textContent()).toBe("Nothing to stop: no answer is being written right now.");
-        const answer = page.locator("#messages li.assistant");
-        await eventually(() => answer.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
-        expect(await answer.innerText()).toContain("Once");
-        expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
-      } finally {
-        held.release();
-      }
+      await held.reached;
+      const run = app.runs.at(-1)!;
+      await eventually(() => liveAnswer()).toBe("Once");
+      const threadId = run.event.data.threadId as string;
+      await page.route("**/stop", async (route) => {
+        const elsewhere = await fetch(`${app.url}/api/threads/${threadId}/stop`, { method: "POST", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: "{}" });
+        expect(elsewhere.status).toBe(202);
+        await route.continue();
+      });
+      await page.getByRole("button", { name: "Stop" }).click();
+      await eventually(() => page.getByRole("status").textContent()).toBe("Nothing to stop: no answer is being written right now.");
+      const answer = page.locator("#messages li.assistant");
+      await eventually(() => answer.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
+      expect(await answer.innerText()).toContain("Once");
+      expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
+      held.release();
       await run.execution;
       // The browser logs the refused request itself.
       expect(pageProblems).toEqual([expect.stringMatching(/status of 409 \(Conflict\)/)]);
     });
 
     it("a turn stopped before any text arrived offers Retry (there is no answer to regenerate), which answers the message", async () => {
-      const held = gate();
+      const held = holdReply();
       // The first content chunk is empty: the model is held having streamed no text at all.
       bed.model.script({ text: "Once upon a time.", stream: { chunks: ["", "Once upon a time."], holdAfter: { chunks: 1, gate: held } } }, { text: "A short story." });
       await openPlayground();
       await sendMessage("Tell me a story");
-      let run: LiveRun;
-      try {
-        await held.reached;
-        run = app.runs.at(-1)!;
-        await eventually(() => page.locator("#messages li.user").innerText()).toContain("Tell me a story");
-        await page.getByRole("button", { name: "Stop" }).click();
-        await eventually(() => page.locator("#messages li.user").innerText()).toContain("stopped");
-      } finally {
-        held.release();
-      }
+      await held.reached;
+      const run = app.runs.at(-1)!;
+      await eventually(() => page.locator("#messages li.user").innerText()).toContain("Tell me a story");
+      await page.getByRole("button", { name: "Stop" }).click();
+      await eventually(() => page.locator("#messages li.user").innerText()).toContain("stopped");
+      held.release();
       await run.execution;
       expect(await page.locator("#messages li.assistant").count()).toBe(0);
       await page.getByRole("button", { name: "Retry" }).click();
@@ -248,8 +264,11 @@ if (!existsSync(CHROMIUM)) {
       await page.getByRole("textbox", { name: "Message", exact: true }).fill("What is a pangolin?");
       await page.getByRole("button", { name: "Send" }).click();
 
-      const failure = page.locator("#messages .failure");
-      await eventually(() => failure.textContent()).toContain("The answer failed: The model provider answered HTTP 401: Incorrect API key provided");
+      const failure = page.locator("#messages .turn-state.failed");
+      await eventually(() => failure.textContent()).toMatch(/^failed: The model provider answered HTTP 401: Incorrect API key provided/);
+      // A failed turn leaves the user's message alone on the thread.
+      await eventually(() => page.locator("#threads a[aria-current=page] small").textContent()).toMatch(/^1 message · failed · /);
+      await screenshot("playground-failed");
       await page.getByRole("button", { name: "Retry" }).click();
       await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("A scaly anteater.");
       expect(await failure.count()).toBe(0);
@@ -272,6 +291,233 @@ if (!existsSync(CHROMIUM)) {
       await eventually(() => page.url()).toBe(threadUrl);
       await eventually(() => page.locator("#messages li.user").textContent()).toContain("What is a pangolin?");
       expect(pageProblems).toEqual([]);
+    });
+
+    it("shows the model and inference mode; each turn's state: sending…, answering… while the answer streams, retrying 2/5 from turn.retrying, answering again once the retry streams; message counts in words", async () => {
+      const held = holdReply();
+      bed.model.script({ text: "Foxes are quick and clever.", stream: { chunks: ["Foxes ", "are quick and clever."], holdAfter: { chunks: 1, gate: held } } });
+      await openPlayground();
+      await eventually(() => page.locator("#model-info").textContent()).toBe("Model: scripted-model (openai) · inference: stream");
+      expect(await page.locator("#setup").isHidden()).toBe(true);
+
+      // The send is held at the network: the message shows as sending until the server accepts it.
+      let accept!: () => void;
+      const accepted = new Promise<void>((resolve) => (accept = resolve));
+      await page.route("**/api/chat", async (route) => {
+        await accepted;
+        await route.continue();
+      });
+      await sendMessage("Tell me about foxes");
+      const userState = page.locator("#messages li.user .turn-state");
+      await eventually(() => userState.textContent()).toBe("sending…");
+      expect(await page.locator("#activity").textContent()).toBe("sending…");
+      await screenshot("playground-sending");
+      accept();
+
+      await held.reached;
+      const run = app.runs.at(-1)!;
+      const { threadId, messageId } = run.event.data as { threadId: string; messageId: string };
+      await eventually(() => liveAnswer()).toBe("Foxes");
+      expect(await userState.textContent()).toBe("answering…");
+      expect(await page.locator("#activity").textContent()).toBe("answering…");
+      await screenshot("playground-answering");
+
+      // An attempt failed and Inngest will retry the turn: the log says so (engineer 15's turn.retrying).
+      const cause = "The model provider answered HTTP 503: overloaded";
+      const retrying = { runId: run.runId, messageId, attempt: 2, maxAttempts: 5, cause, nextAttemptAt: new Date(Date.now() + 26_000).toISOString() };
+      await appendEvents(bed.db.pool, { threadId, runId: run.runId, attempt: 0, events: [{ key: "turn.retrying:0", event: "turn.retrying", data: retrying }] });
+      await eventually(() => userState.textContent()).toBe(`retrying 2/5: ${cause}`);
+      expect(await page.locator("#activity").textContent()).toBe(`retrying 2/5: ${cause}`);
+      await screenshot("playground-retrying");
+
+      // The next attempt streams: the page shows its text, not the failed attempt's, and answering again.
+      const { rows } = await bed.db.pool.query<{ step_id: string }>("SELECT data->>'stepId' AS step_id FROM thread_events WHERE thread_id = $1 AND event = 'text.delta' LIMIT 1", [threadId]);
+      const delta = { runId: run.runId, stepId: rows[0]!.step_id, attempt: 1, delta: "Retried: foxes" };
+      await appendEvents(bed.db.pool, { threadId, runId: run.runId, attempt: 1, events: [{ key: `${delta.stepId}:delta:0`, event: "text.delta", data: delta }] });
+      await eventually(() => liveAnswer()).toBe("Retried: foxes");
+      expect(await userState.textContent()).toBe("answering…");
+
+      held.release();
+      expect((await run.execution).error).toBeUndefined();
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("Foxes are quick and clever.");
+      expect(await userState.count()).toBe(0);
+      expect(await page.locator("#activity").textContent()).toBe("");
+      await eventually(() => page.locator("#threads a[aria-current=page] small").textContent()).toMatch(/^2 messages · completed · /);
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("renders answers as sanitized Markdown (code blocks, lists, links that open apart; no script, no javascript: link, no remote image); Enter sends and Shift+Enter breaks a line; the composer stays in view in a long thread", async () => {
+      const filler = Array.from({ length: 60 }, (_, i) => `Line ${i + 1} of a long answer.`).join("\n\n");
+      const markdown = [
+        "# Plan",
+        "Some **strong** text and `inline code`.",
+        "```js\nconst ok = 1 < 2;\n```",
+        "- one\n- two",
+        "[a safe link](https://example.com/x), [a bad one](javascript:window.injected=1) and ![a tracker](https://example.com/t.png)",
+        "<script>window.injected = 2</script>",
+        filler,
+      ].join("\n\n");
+      bed.model.script({ text: markdown });
+      await openPlayground();
+      const composer = page.getByRole("textbox", { name: "Message", exact: true });
+      await composer.click();
+      await page.keyboard.type("First line");
+      await page.keyboard.press("Shift+Enter");
+      await page.keyboard.type("second line");
+      await page.keyboard.press("Enter");
+      const answer = page.locator("#messages li.assistant");
+      await eventually(() => answer.count()).toBe(1);
+      expect(await page.locator("#messages li.user .text").textContent()).toBe("First line\nsecond line");
+      expect(bed.model.requests.at(-1)!.messages.at(-1)).toMatchObject({ role: "user", content: "First line\nsecond line" });
+      expect(await composer.inputValue()).toBe("");
+
+      expect(await answer.locator("h1").textContent()).toBe("Plan");
+      expect(await answer.locator("strong").textContent()).toBe("strong");
+      expect(await answer.locator("pre code.language-js").textContent()).toBe("const ok = 1 < 2;\n");
+      expect(await answer.locator("ul li").allTextContents()).toEqual(["one", "two"]);
+      const safe = answer.getByRole("link", { name: "a safe link" });
+      expect(await safe.getAttribute("href")).toBe("https://example.com/x");
+      expect(await safe.getAttribute("target")).toBe("_blank");
+      expect(await safe.getAttribute("rel")).toContain("noopener");
+      expect(await answer.locator("a[href^='javascript']").count()).toBe(0);
+      expect(await answer.innerText()).toContain("a bad one");
+      expect(await answer.locator("img, script").count()).toBe(0);
+      expect(await answer.innerText()).toContain("<script>window.injected = 2</script>");
+      expect(await page.evaluate("window.injected")).toBeUndefined();
+
+      // The page itself does not scroll: the conversation does, and it shows its end above the composer.
+      expect(await page.evaluate("document.scrollingElement.scrollHeight <= window.innerHeight")).toBe(true);
+      await eventually(() => inViewport(page.getByText("Line 60 of a long answer."))).toBe(true);
+      expect(await inViewport(composer)).toBe(true);
+      expect(await inViewport(page.getByRole("button", { name: "Send" }))).toBe(true);
+      await page.locator("#scroller").evaluate((scroller) => scroller.scrollTo(0, 0));
+      expect(await inViewport(composer)).toBe(true);
+      await screenshot("playground-markdown");
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("renames the open thread and deletes it (after a confirmation)", async () => {
+      bed.model.script({ text: "Hello." });
+      await openPlayground();
+      await sendMessage("Hi");
+      await eventually(() => page.locator("#messages li.assistant").count()).toBe(1);
+      const threadId = app.runs.at(-1)!.event.data.threadId as string;
+      const headers = { "X-Threadline-User": "user-1" };
+
+      await page.getByRole("button", { name: "Rename" }).click();
+      const title = page.getByRole("textbox", { name: "New title" });
+      await title.fill("Greetings");
+      await title.press("Enter");
+      await eventually(() => page.locator("#thread-title").textContent()).toBe("Greetings");
+      expect(await page.getByRole("link", { name: /^Greetings/ }).count()).toBe(1);
+      expect(await (await fetch(`${app.url}/api/threads/${threadId}`, { headers })).json()).toMatchObject({ title: "Greetings", titleSource: "user" });
+
+      await page.getByRole("button", { name: "Delete", exact: true }).click();
+      await page.getByRole("button", { name: "Keep it" }).click();
+      expect(await page.locator("#thread-title").textContent()).toBe("Greetings");
+      await page.getByRole("button", { name: "Delete", exact: true }).click();
+      await screenshot("playground-delete");
+      await page.getByRole("button", { name: "Delete it" }).click();
+      await eventually(() => page.locator("#thread-title").textContent()).toBe("New conversation");
+      expect(page.url()).toBe(`${app.url}/`);
+      await eventually(() => page.getByRole("link", { name: /^Greetings/ }).count()).toBe(0);
+      expect((await fetch(`${app.url}/api/threads/${threadId}`, { headers })).status).toBe(404);
+      expect(await page.evaluate(`sessionStorage.getItem("threadline.stream.${threadId}")`)).toBeNull();
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("a thread deleted elsewhere and written again under its id: the page follows the new log from its start, while open and after a reload", async () => {
+      // A long first turn: the old log's last id lies beyond every id the rewritten thread reaches below.
+      const chunks = ["One ", "two ", "three ", "four ", "five ", "six ", "seven."];
+      bed.model.script({ text: chunks.join(""), stream: { chunks, pauseMs: 100 } });
+      await openPlayground();
+      await sendMessage("Count to seven");
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("One two three four five six seven.");
+      const threadId = app.runs.at(-1)!.event.data.threadId as string;
+      const staleId = await lastEventId(threadId);
+      const user1 = { "X-Threadline-User": "user-1", "content-type": "application/json" };
+
+      // Another tab deletes the thread and writes to it again under the same id.
+      const rewrite = async (content: string, answer: string) => {
+        expect((await fetch(`${app.url}/api/threads/${threadId}`, { method: "DELETE", headers: user1, body: "{}" })).status).toBe(200);
+        bed.model.script({ text: answer });
+        const sent = await fetch(`${app.url}/api/chat`, { method: "POST", headers: user1, body: JSON.stringify({ threadId, messageId: crypto.randomUUID(), content }) });
+        expect(sent.status).toBe(202);
+        expect((await app.runs.at(-1)!.execution).error).toBeUndefined();
+        expect(await lastEventId(threadId)).toBeLessThan(staleId);
+      };
+      await rewrite("Written elsewhere", "Seen elsewhere.");
+
+      // This tab sends into it: it notices the new log, reads it from the start, and shows the answer.
+      bed.model.script({ text: "Still here." });
+      await sendMessage("Are you there?");
+      await eventually(() => page.locator("#messages li.assistant").allTextContents()).toEqual([expect.stringContaining("Seen elsewhere."), expect.stringContaining("Still here.")]);
+      expect(await page.locator("#messages li.user .text").allTextContents()).toEqual(["Written elsewhere", "Are you there?"]);
+      expect(await page.locator("#activity").textContent()).toBe("");
+      expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
+
+      // Again, then a reload: the tab's saved position belongs to the old log and is not resumed from.
+      const before = await lastEventId(threadId);
+      await rewrite("Written once more", "Seen once more.");
+      expect(before).toBeGreaterThan(await lastEventId(threadId));
+      const requestsBefore = resumedFrom.length;
+      await page.reload();
+      await eventually(() => page.locator("#messages li.user .text").allTextContents()).toEqual(["Written once more"]);
+      // Followed from the start of the new log (no Last-Event-ID), never from the stale position.
+      await eventually(() => resumedFrom.length).toBeGreaterThan(requestsBefore);
+      expect(resumedFrom.slice(requestsBefore)).toEqual(resumedFrom.slice(requestsBefore).map(() => undefined));
+      bed.model.script({ text: "Back again." });
+      await sendMessage("And now?");
+      await eventually(() => page.locator("#messages li.assistant").allTextContents()).toEqual([expect.stringContaining("Seen once more."), expect.stringContaining("Back again.")]);
+      expect(await page.locator("#activity").textContent()).toBe("");
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("a thread deleted elsewhere: a reload says so and forgets the tab's position; a message sent to it starts it again under the same link and is answered", async () => {
+      bed.model.script({ text: "First answer." });
+      await openPlayground();
+      await sendMessage("Hello");
+      await eventually(() => page.locator("#messages li.assistant").count()).toBe(1);
+      const threadId = app.runs.at(-1)!.event.data.threadId as string;
+      const saved = `sessionStorage.getItem("threadline.stream.${threadId}")`;
+      expect(await page.evaluate(saved)).not.toBeNull();
+
+      expect((await fetch(`${app.url}/api/threads/${threadId}`, { method: "DELETE", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: "{}" })).status).toBe(200);
+      await page.reload();
+      await eventually(() => page.getByRole("status").textContent()).toMatch(/^This thread no longer exists: it was deleted/);
+      expect(await page.evaluate(saved)).toBeNull();
+      expect(await page.locator("#messages li").count()).toBe(0);
+
+      bed.model.script({ text: "Started again." });
+      await sendMessage("Anyone?");
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("Started again.");
+      expect(await page.locator("#messages li.user .text").allTextContents()).toEqual(["Anyone?"]);
+      expect(page.url()).toBe(`${app.url}/#/threads/${threadId}`);
+      expect(await page.locator("#status").textContent()).toBe("");
+      // The thread was gone when the page asked for it and when its stream was refused: the browser logs both 404s.
+      expect(pageProblems.every((problem) => /status of 404 \(Not Found\)/.test(problem)), JSON.stringify(pageProblems)).toBe(true);
+    });
+
+    it("with no model configured, says how to configure one before the first send, and the turn's failure says it again", async () => {
+      const unconfigured = await startLiveApp(bed.db.pool, bed.model, { model: { configured: false, reason: MODEL_NOT_CONFIGURED } });
+      try {
+        await openPlayground({ url: unconfigured.url });
+        await eventually(() => page.locator("#model-info").textContent()).toBe("No model configured · inference: stream");
+        const setup = page.locator("#setup");
+        expect(await setup.isVisible()).toBe(true);
+        expect(await setup.locator("strong").textContent()).toBe(MODEL_NOT_CONFIGURED);
+        const steps = await setup.locator("li").allTextContents();
+        expect(steps[0]).toMatch(/OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY .*restart/);
+        expect(steps[1]).toMatch(/Ollama.*ollama pull .*OLLAMA_BASE_URL/);
+        await screenshot("playground-no-model");
+        await sendMessage("Hello?");
+        await eventually(() => page.locator("#messages .turn-state.failed").textContent()).toBe(`failed: ${MODEL_NOT_CONFIGURED}`);
+        expect(bed.model.requests).toEqual([]);
+        expect(pageProblems).toEqual([]);
+      } finally {
+        await page.close();
+        await unconfigured.close();
+      }
     });
 
     it("is served with its Content Security Policy, and shows HTML in a title, a message, an answer and a search hit as text", async () => {
@@ -333,8 +579,12 @@ if (!existsSync(CHROMIUM)) {
   });
 }
 
-/** Cuts the page's connections and waits for its event stream to reconnect after event `lastId`. */
+/**
+ * Cuts the page's connections once it has no request under way but its event stream (a cut API
+ * call would be a failure of its own), and waits for the stream to reconnect after event `lastId`.
+ */
 async function dropAndExpectResumeAfter(lastId: number) {
+  await eventually(() => inFlight.size).toBe(0);
   const requests = resumedFrom.length;
   app.dropConnections();
   await eventually(() => resumedFrom.length).toBe(requests + 1);
@@ -347,9 +597,23 @@ async function sendMessage(text: string) {
   await page.getByRole("button", { name: "Send" }).click();
 }
 
+/** Keeps a screenshot of the page as a test artifact (test-artifacts/<name>.png). */
+async function screenshot(name: string) {
+  mkdirSync(ARTIFACTS, { recursive: true });
+  await page.screenshot({ path: `${ARTIFACTS}/${name}.png` });
+}
+
+/** Whether the element lies wholly inside the window, as the reader sees it now. */
+async function inViewport(locator: ReturnType<Page["locator"]>) {
+  const box = await locator.boundingBox();
+  const viewport = page.viewportSize()!;
+  return box !== null && box.y >= 0 && box.x >= 0 && box.y + box.height <= viewport.height && box.x + box.width <= viewport.width;
+}
+
 const liveTexts = async () => (await page.evaluate("window.liveTexts")) as string[];
 
-const liveAnswer = async () => ((await page.locator("#live-answer").isVisible()) ? page.locator("#live-answer").textContent() : null);
+/** The arriving answer's text as shown (rendered Markdown: whitespace at its ends is not shown). */
+const liveAnswer = async () => ((await page.locator("#live-answer").isVisible()) ? ((await page.locator("#live-answer").textContent()) ?? "").trim() : null);
 
 async function lastEventId(threadId: string) {
   const { rows } = await bed.db.pool.query<{ id: string }>("SELECT max(id) AS id FROM thread_events WHERE thread_id = $1", [threadId]);

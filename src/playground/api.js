@@ -28,10 +28,16 @@ export function apiFor(credentials) {
   const thread = (threadId) => `/api/threads/${encodeURIComponent(threadId)}`;
   const message = (threadId, messageId) => `${thread(threadId)}/messages/${encodeURIComponent(messageId)}`;
   return {
+    info: () => call("GET", "/api/info"),
     listThreads: () => call("GET", "/api/threads?limit=50"),
-    createThread: () => call("POST", "/api/threads", {}),
+    /** A new thread; `id`: the thread again under the id it had (it was deleted elsewhere). */
+    createThread: (id) => call("POST", "/api/threads", id === undefined ? {} : { id }),
+    readThread: (threadId) => call("GET", thread(threadId)),
+    rename: (threadId, title) => call("PATCH", thread(threadId), { title }),
+    // With an empty JSON body: servers from before bodiless requests were accepted refuse a DELETE without one (415).
+    deleteThread: (threadId) => call("DELETE", thread(threadId), {}),
     readMessages: (threadId) => call("GET", `${thread(threadId)}/messages?limit=200`),
-    send: (threadId, content) => call("POST", "/api/chat", { threadId, messageId: crypto.randomUUID(), content }),
+    send: (threadId, messageId, content) => call("POST", "/api/chat", { threadId, messageId, content }),
     /** Stops the turn answering `messageId` (absent: whichever turn the thread is answering now). */
     stop: (threadId, messageId) => call("POST", `${thread(threadId)}/stop`, messageId === undefined ? {} : { messageId }),
     regenerate: (threadId, messageId) => call("POST", `${message(threadId, messageId)}/regenerate`, { requestId: crypto.randomUUID() }),

@@ -1,7 +1,8 @@
 import { apiFor, authHeaders } from "./api.js";
 import { isInferenceDelta, streamedTexts } from "./deltas.js";
 import { followEvents } from "./event-stream.js";
-import { answerText, h, messageText, snippetNodes, when } from "./render.js";
+import { markdownNodes } from "./markdown.js";
+import { answerText, h, messageText, plural, snippetNodes, turnLabel, when } from "./render.js";
 import * as session from "./session.js";
 
 const $ = (id) => document.getElementById(id);
@@ -10,18 +11,24 @@ const $ = (id) => document.getElementById(id);
 const state = {
   api: null,
   credentials: null,
+  /** GET /api/info: the model and inference mode (null from a server without it). */
+  info: null,
   threads: [],
   threadId: null,
   following: null,
+  /** The open thread's creation time: its event log's identity (see session.loadStreamPosition). */
+  epoch: null,
   /** The last event id seen on the open thread, and its rows of inference deltas of turns not ended. */
   lastId: 0,
   pending: [],
+  /** The latest turn.retrying of each run not ended (run id → its data and the attempt streamed before it). */
+  retrying: new Map(),
   /** Runs of the open thread whose ending the page saw or made (a stop): a late delta of theirs is not shown. */
   endedRuns: new Set(),
   messages: [],
   /** Older messages exist than the page read (the playground shows the newest 200). */
   olderHidden: false,
-  /** Messages sent from this page that the thread does not show yet: id → text. */
+  /** Messages sent from this page that the thread does not show yet: id → {text, sending (not accepted yet)}. */
   outbox: new Map(),
   /** User messages whose turn (a send or a regenerate) was accepted and has not ended. */
   awaiting: new Set(),
@@ -33,7 +40,7 @@ const threadHash = (threadId) => `#/threads/${threadId}`;
 const say = (text) => {
   $("status").textContent = text;
 };
-const generating = "Generating a new answer…";
+const GONE = "This thread no longer exists: it was deleted (in another tab?). Send a message to start it again under the same link.";
 
 /** An event handler that shows what went wrong instead of dropping it. */
 const guarded =
@@ -52,13 +59,16 @@ async function signIn(credentials) {
   const api = apiFor(credentials);
   // Checks the credentials before keeping them: a refusal leaves the page signed out.
   const { threads } = await api.listThreads();
-  Object.assign(state, { api, credentials, threads });
+  // A server from before GET /api/info: the page simply shows no model line.
+  const info = await api.info().catch((error) => (error.status === 404 ? null : Promise.reject(error)));
+  Object.assign(state, { api, credentials, threads, info });
   session.saveCredentials(credentials);
   $("who").textContent = credentials.kind === "user" ? credentials.value : "token holder";
   $("sign-in").hidden = true;
   $("signed-in").hidden = false;
   $("workspace").hidden = false;
   say("");
+  renderInfo();
   renderThreads();
   await showRoute();
 }
@@ -66,7 +76,8 @@ async function signIn(credentials) {
 function signOut() {
   stopFollowing();
   session.forgetAll();
-  Object.assign(state, { api: null, credentials: null, threads: [], threadId: null, messages: [], pending: [] });
+  Object.assign(state, { api: null, credentials: null, info: null, threads: [], threadId: null, epoch: null, messages: [], pending: [], retrying: new Map() });
+  renderInfo();
   $("search-results").replaceChildren();
   $("sign-in").hidden = false;
   $("signed-in").hidden = true;
@@ -74,12 +85,33 @@ function signOut() {
   history.replaceState(null, "", location.pathname);
 }
 
+/** The model line, and before anything is sent to a server without a model, how to configure one. */
+function renderInfo() {
+  const model = state.info?.model;
+  const inference = state.info ? ` · inference: ${state.info.inference}` : "";
+  $("model-info").textContent = !model
+    ? ""
+    : model.configured
+      ? `Model: ${model.name} (${model.source === "ollama" ? "local Ollama" : model.provider})${inference}`
+      : `No model configured${inference}`;
+  $("setup").hidden = !model || model.configured;
+  if (model && !model.configured) {
+    $("setup-problem").textContent = model.problem;
+    $("setup-steps").replaceChildren(...model.setup.map((step) => h("li", {}, step)));
+  }
+}
+
 // Threads
 
 async function refreshThreads() {
   state.threads = (await state.api.listThreads()).threads;
   renderThreads();
+  // The open thread was deleted and written again under its id (elsewhere): its log starts again.
+  const open = state.threads.find((thread) => thread.id === state.threadId);
+  if (open && state.epoch !== null && open.createdAt !== state.epoch) await openThread(open.id, { keepSent: true });
 }
+
+const statusLabel = (status) => (status === null ? "no turns yet" : status === "running" ? "answering…" : status);
 
 function renderThreads() {
   $("threads").replaceChildren(
@@ -91,13 +123,14 @@ function renderThreads() {
           "a",
           { href: threadHash(thread.id), "aria-current": thread.id === state.threadId ? "page" : false },
           thread.title ?? "Untitled thread",
-          h("small", {}, `${thread.messageCount} messages · ${thread.latestTurnStatus ?? "no turns yet"} · ${when(thread.lastActivityAt)}`),
+          h("small", {}, `${plural(thread.messageCount, "message", "messages")} · ${statusLabel(thread.latestTurnStatus)} · ${when(thread.lastActivityAt)}`),
         ),
       ),
     ),
   );
   const open = state.threads.find((thread) => thread.id === state.threadId);
   $("thread-title").textContent = state.threadId === null ? "New conversation" : (open?.title ?? "Untitled thread");
+  $("thread-actions").hidden = state.threadId === null || state.epoch === null || !$("rename-form").hidden || !$("delete-confirm").hidden;
 }
 
 /** The thread named in the address (#/threads/<id>), or a new conversation. */
@@ -110,36 +143,91 @@ async function showRoute() {
 
 function closeThread() {
   stopFollowing();
-  Object.assign(state, { threadId: null, messages: [], olderHidden: false, pending: [], endedRuns: new Set(), outbox: new Map(), awaiting: new Set(), variants: new Map() });
+  Object.assign(state, { threadId: null, epoch: null, messages: [], olderHidden: false, pending: [], retrying: new Map(), endedRuns: new Set(), outbox: new Map(), awaiting: new Set(), variants: new Map() });
+  closeThreadForms();
   renderThreads();
   renderMessages();
 }
 
-async function openThread(threadId) {
+/** The thread, or null when it does not exist (deleted, or not yet written). */
+const readThreadOrNull = (threadId) => state.api.readThread(threadId).catch((error) => (error.status === 404 ? null : Promise.reject(error)));
+
+/**
+ * Opens a thread: its messages, and its event log followed from where this tab had read it (after a
+ * reload: the text streamed so far shows at once) — or from its start when the thread is not the
+ * one that was read (deleted and written again under its id: a new creation time, a log that
+ * starts again at 1). `keepSent`: the same thread opened again, keeping what this page sent to it.
+ */
+async function openThread(threadId, { keepSent = false } = {}) {
   stopFollowing();
-  // A reload resumes where this tab was: after the last event seen, with the text streamed so far.
-  const { lastId, pending } = session.loadStreamPosition(threadId);
-  Object.assign(state, { threadId, lastId, pending, endedRuns: new Set(), messages: [], olderHidden: false, outbox: new Map(), awaiting: new Set(), variants: new Map() });
+  const sent = keepSent && threadId === state.threadId ? { outbox: state.outbox, awaiting: state.awaiting } : { outbox: new Map(), awaiting: new Set() };
+  if (threadId !== state.threadId) closeThreadForms();
+  Object.assign(state, { threadId, epoch: null, lastId: 0, pending: [], retrying: new Map(), endedRuns: new Set(), messages: [], olderHidden: false, variants: new Map(), ...sent });
   renderThreads();
   renderMessages();
+  const thread = await readThreadOrNull(threadId);
+  if (threadId !== state.threadId) return;
+  if (thread === null) return threadGone(threadId);
+  const saved = session.loadStreamPosition(threadId);
+  const position = saved.epoch === thread.createdAt ? saved : { lastId: 0, pending: [], retrying: [] };
+  Object.assign(state, { epoch: thread.createdAt, lastId: position.lastId, pending: position.pending, retrying: new Map(position.retrying.map((entry) => [entry.key, entry])) });
+  savePosition();
+  renderThreads();
+  renderLive();
   const interrupted = "The event stream was interrupted; resuming where it stopped…";
+  let connections = 0;
   state.following = followEvents({
     threadId,
     headers: authHeaders(state.credentials),
-    after: lastId,
+    after: state.lastId,
     onConnected: () => {
       if ($("status").textContent === interrupted) say("");
+      // Back after a drop: the thread may have been deleted and written again meanwhile.
+      if (++connections > 1) guarded(() => checkLog(threadId))();
     },
     onEvents: (batch) => receive(threadId, batch),
     onInterrupted: () => say(interrupted),
-    onRefused: (error) => say(error.message),
+    onRefused: (error) => (error.status === 404 && threadId === state.threadId ? threadGone(threadId) : say(error.message)),
   });
   await loadMessages(threadId);
+  scrollToEnd();
+}
+
+/** The open thread was deleted: nothing of its log is worth resuming from. */
+function threadGone(threadId) {
+  stopFollowing();
+  session.forgetStreamPosition(threadId);
+  Object.assign(state, { epoch: null, lastId: 0, pending: [], retrying: new Map(), messages: [] });
+  renderThreads();
+  renderMessages();
+  say(GONE);
+}
+
+/**
+ * Makes sure the open thread's log is the one followed: a thread deleted since is started again
+ * under its id (so its new log can be followed before the message is sent); one written again
+ * elsewhere is followed from its start.
+ */
+async function checkLog(threadId) {
+  const thread = await readThreadOrNull(threadId);
+  if (threadId !== state.threadId) return;
+  if (thread === null) {
+    await state.api.createThread(threadId);
+    if ($("status").textContent === GONE) say("");
+    await openThread(threadId, { keepSent: true });
+  } else if (thread.createdAt !== state.epoch || state.following === null) {
+    await openThread(threadId, { keepSent: true });
+  }
 }
 
 function stopFollowing() {
   state.following?.stop();
   state.following = null;
+}
+
+function savePosition() {
+  if (state.threadId === null || state.epoch === null) return;
+  session.saveStreamPosition(state.threadId, { lastId: state.lastId, pending: state.pending, retrying: [...state.retrying.values()], epoch: state.epoch });
 }
 
 async function loadMessages(threadId) {
@@ -148,8 +236,9 @@ async function loadMessages(threadId) {
   state.messages = page.messages;
   state.olderHidden = page.hasMore;
   // Deltas of a turn the thread shows as ended are left over (its ending came before lastId).
-  const ended = new Set(page.messages.filter((m) => m.turn && m.turn.status !== "running").map((m) => m.turn.runId));
+  const ended = new Set(page.messages.filter((m) => m.turn && m.turn.status !== "running" && m.turn.status !== "retrying").map((m) => m.turn.runId));
   state.pending = state.pending.filter((row) => !ended.has(row.data.runId));
+  for (const key of [...state.retrying.keys()]) if (ended.has(key)) state.retrying.delete(key);
   for (const message of page.messages) state.outbox.delete(message.id);
   renderMessages();
   await loadVariants(threadId);
@@ -172,8 +261,14 @@ function receive(threadId, batch) {
   if (threadId !== state.threadId) return;
   let ended = false;
   let renamed = false;
+  const retries = state.retrying.size;
   for (const row of batch) {
-    if (row.event === "text.delta" && isInferenceDelta(row.data) && !state.endedRuns.has(row.data.runId)) state.pending.push(row);
+    if (row.event === "text.delta" && isInferenceDelta(row.data) && !state.endedRuns.has(row.data.runId)) {
+      state.pending.push(row);
+      // Text of an attempt after the one that failed: the retry is answering.
+      for (const [key, retry] of state.retrying) if ((retry.runId === null || retry.runId === row.data.runId) && row.data.attempt > retry.streamedAttempt) state.retrying.delete(key);
+    }
+    if (row.event === "turn.retrying") noteRetry(row.data);
     if (row.event === "stream.ended") {
       ended = true;
       forgetTurn(row.data);
@@ -181,37 +276,95 @@ function receive(threadId, batch) {
     if (row.event === "title.changed") renamed = true;
     state.lastId = row.id;
   }
-  session.saveStreamPosition(threadId, { lastId: state.lastId, pending: state.pending });
-  renderLive();
+  savePosition();
+  // A retry that began or ended changes its message's label; otherwise only the arriving answer changes.
+  if (state.retrying.size !== retries || batch.some((row) => row.event === "turn.retrying")) renderMessages();
+  else keepingScroll(renderLive);
   if (ended) {
-    // Other news (a stop that found nothing to stop, a failed request) stays until the next action.
-    if ($("status").textContent === generating) say("");
     guarded(() => Promise.all([loadMessages(threadId), refreshThreads()]))();
   } else if (renamed) {
     guarded(refreshThreads)();
   }
 }
 
+/** turn.retrying `{attempt, maxAttempts, cause, nextAttemptAt?}` (with the run and message when the row names them). */
+function noteRetry(data) {
+  const runId = typeof data.runId === "string" ? data.runId : null;
+  if (runId !== null && state.endedRuns.has(runId)) return;
+  const streamed = state.pending.filter((row) => runId === null || row.data.runId === runId).map((row) => row.data.attempt);
+  state.retrying.set(runId ?? "", {
+    key: runId ?? "",
+    runId,
+    messageId: typeof data.messageId === "string" ? data.messageId : null,
+    attempt: data.attempt,
+    maxAttempts: data.maxAttempts,
+    cause: data.cause,
+    streamedAttempt: Math.max(-1, ...streamed),
+  });
+}
+
 /** A turn that ended (`{runId, messageId}`): its arriving text goes; the thread's messages show its outcome. */
 function forgetTurn({ runId, messageId }) {
   state.endedRuns.add(runId);
   state.pending = state.pending.filter((pending) => pending.data.runId !== runId);
+  state.retrying.delete(runId);
+  if (state.retrying.get("")?.messageId === messageId) state.retrying.delete("");
   state.awaiting.delete(messageId);
 }
 
 /** User messages the thread showed as being answered, less those whose turn has ended since. */
-const answering = () => state.messages.filter((m) => m.turn?.status === "running" && !state.endedRuns.has(m.turn.runId));
+const answering = () => state.messages.filter((m) => (m.turn?.status === "running" || m.turn?.status === "retrying") && !state.endedRuns.has(m.turn.runId));
 
 const running = () => state.awaiting.size > 0 || state.pending.length > 0 || answering().length > 0;
+
+/** The user message whose answer is being written: the thread's earliest turn not ended (it answers one at a time, in order). */
+const runningMessageId = () => answering()[0]?.id ?? state.awaiting.values().next().value;
+
+/** The retry under way for a user message's turn, if any. */
+function retryOf(messageId, runId) {
+  for (const retry of state.retrying.values()) {
+    if (retry.messageId === messageId || (runId !== undefined && retry.runId === runId)) return retry;
+    if (retry.messageId === null && retry.runId === null && runningMessageId() === messageId) return retry;
+  }
+  return null;
+}
+
+/** What a user message's turn is doing, as its label says it. */
+function turnStateOf(messageId, turn) {
+  // Text arriving before the server's answer to the send came back: the message is being answered.
+  if (state.outbox.get(messageId)?.sending && state.pending.length === 0) return turnLabel({ sending: true });
+  const unfinished = turn?.status === "running" || turn?.status === "retrying";
+  // Ended in the log, not yet re-read: the thread's messages will say how.
+  if (turn && state.endedRuns.has(turn.runId) && !state.awaiting.has(messageId)) return unfinished ? turnLabel({}) : turnLabel(turn);
+  if (unfinished || state.awaiting.has(messageId) || state.outbox.has(messageId)) {
+    return turnLabel({ status: turn?.status === "retrying" ? "retrying" : "running", error: turn?.error, retrying: retryOf(messageId, turn?.runId) });
+  }
+  return turnLabel({ status: turn?.status, error: turn?.error });
+}
 
 function renderLive() {
   const texts = streamedTexts(state.pending);
   $("live-answer").hidden = texts.length === 0;
-  $("live-answer").textContent = texts.map((streamed) => streamed.text).join("\n\n");
+  $("live-answer").replaceChildren(markdownNodes(texts.map((streamed) => streamed.text).join("\n\n")));
   $("stop").disabled = state.threadId === null || !running();
+  const sending = [...state.outbox.entries()].find(([, entry]) => entry.sending);
+  const current = runningMessageId() ?? sending?.[0];
+  $("activity").textContent = current === undefined ? "" : turnStateOf(current, state.messages.find((m) => m.id === current)?.turn).text;
 }
 
 // Messages, answers and their variants
+
+/** Renders and, when the reader was at the end of the conversation, keeps it there. */
+function keepingScroll(render) {
+  const scroller = $("scroller");
+  const atEnd = scroller.scrollHeight - scroller.scrollTop - scroller.clientHeight < 48;
+  render();
+  if (atEnd) scrollToEnd();
+}
+
+function scrollToEnd() {
+  $("scroller").scrollTop = $("scroller").scrollHeight;
+}
 
 /** The thread's messages grouped by turn: a user message and the answers that follow it. */
 function turnsOf(messages) {
@@ -225,31 +378,35 @@ function turnsOf(messages) {
 }
 
 function renderMessages() {
-  const items = turnsOf(state.messages).flatMap((turn) => (turn.other ? [otherItem(turn.other)] : turnItems(turn)));
-  if (state.olderHidden) items.unshift(h("li", { class: "meta" }, "Older messages are not shown here."));
-  for (const text of state.outbox.values()) items.push(h("li", { class: "message user" }, h("div", { class: "meta" }, "You · sending"), text));
-  $("messages").replaceChildren(...items);
-  renderLive();
+  keepingScroll(() => {
+    const items = turnsOf(state.messages).flatMap((turn) => (turn.other ? [otherItem(turn.other)] : turnItems(turn)));
+    if (state.olderHidden) items.unshift(h("li", { class: "meta" }, "Older messages are not shown here."));
+    for (const [id, { text }] of state.outbox) items.push(userItem({ id, text, label: turnStateOf(id) }));
+    $("messages").replaceChildren(...items);
+    renderLive();
+  });
 }
 
-const otherItem = (message) => h("li", { class: `message ${message.role}` }, h("div", { class: "meta" }, message.role), messageText(message));
+const otherItem = (message) => h("li", { class: `message ${message.role}` }, h("div", { class: "meta" }, message.role), h("div", { class: "text" }, messageText(message)));
+
+/** A user message: who and when, its turn's state, its words (as typed), and what may follow (Retry). */
+function userItem({ id, text, createdAt, label, tools = null }) {
+  return h(
+    "li",
+    { class: "message user", "data-message-id": id },
+    h("div", { class: "meta" }, createdAt ? `You · ${when(createdAt)}` : "You", label.text ? [" · ", h("span", { class: `turn-state ${label.kind}` }, label.text)] : null),
+    h("div", { class: "text" }, text),
+    tools,
+  );
+}
 
 function turnItems({ user, answers }) {
-  const status = user.turn?.status;
-  const userItem = h(
-    "li",
-    { class: "message user" },
-    h("div", { class: "meta" }, `You · ${when(user.createdAt)}`, status && status !== "completed" ? ` · ${status}` : ""),
-    user.content.text,
-    status === "failed"
-      ? h("p", { class: "failure tools" }, `The answer failed: ${user.turn.error ?? "no cause recorded"}`, button("Retry", () => regenerate(user.id)))
-      : null,
-    // Stopped before any text arrived: no answer carries a Regenerate button, so the message would be stranded.
-    status === "stopped" && answers.length === 0
-      ? h("p", { class: "failure tools" }, "You stopped this answer before any text arrived.", button("Retry", () => regenerate(user.id)))
-      : null,
-  );
-  if (answers.length === 0) return [userItem];
+  const label = turnStateOf(user.id, user.turn);
+  const status = state.awaiting.has(user.id) ? "running" : user.turn?.status;
+  // A failed turn, or one stopped before any text arrived (no answer carries Regenerate): Retry answers it.
+  const retry = status === "failed" || (status === "stopped" && answers.length === 0) ? h("p", { class: "tools" }, button("Retry", () => regenerate(user.id))) : null;
+  const item = userItem({ id: user.id, text: user.content.text, createdAt: user.createdAt, label, tools: retry });
+  if (answers.length === 0) return [item];
   // The thread shows its current answer; a variant the reader flipped to is shown in its place.
   const choice = state.variants.get(user.id);
   const flipped = choice && !choice.list[choice.index].current ? choice.list[choice.index] : null;
@@ -257,10 +414,10 @@ function turnItems({ user, answers }) {
     ? [{ agentName: flipped.results[0]?.agentName ?? "assistant", text: flipped.results.map((r) => answerText(r.content)).join("\n\n"), stopped: flipped.stopped === true }]
     : answers.map((answer) => ({ agentName: answer.agentName, text: messageText(answer), stopped: answer.stopped === true }));
   const answerItems = shown.map(({ agentName, text, stopped }) =>
-    h("li", { class: "message assistant" }, h("div", { class: "meta" }, agentName, stopped ? [" · ", stoppedLabel()] : null), text),
+    h("li", { class: "message assistant" }, h("div", { class: "meta" }, agentName, stopped ? [" · ", stoppedLabel()] : null), h("div", { class: "markdown" }, markdownNodes(text))),
   );
   answerItems[answerItems.length - 1].append(answerTools(user.id, choice));
-  return [userItem, ...answerItems];
+  return [item, ...answerItems];
 }
 
 const stoppedLabel = () => h("strong", { class: "stopped", title: "You stopped this answer: it is what the model had written by then." }, "Stopped");
@@ -296,8 +453,41 @@ async function regenerate(messageId) {
   await state.api.regenerate(state.threadId, messageId);
   state.awaiting.add(messageId);
   state.variants.delete(messageId);
-  say(generating);
   renderMessages();
+}
+
+// Renaming and deleting the open thread
+
+function closeThreadForms() {
+  $("rename-form").hidden = true;
+  $("delete-confirm").hidden = true;
+}
+
+function startRename() {
+  const open = state.threads.find((thread) => thread.id === state.threadId);
+  closeThreadForms();
+  $("rename-form").hidden = false;
+  $("rename-form").elements.title.value = open?.title ?? "";
+  $("rename-form").elements.title.focus();
+  renderThreads();
+}
+
+async function rename(event) {
+  event.preventDefault();
+  await state.api.rename(state.threadId, event.currentTarget.elements.title.value.trim());
+  closeThreadForms();
+  await refreshThreads();
+}
+
+async function deleteOpenThread() {
+  const threadId = state.threadId;
+  await state.api.deleteThread(threadId);
+  session.forgetStreamPosition(threadId);
+  state.threads = state.threads.filter((thread) => thread.id !== threadId);
+  closeThreadForms();
+  history.pushState(null, "", location.pathname);
+  closeThread();
+  await refreshThreads();
 }
 
 // Sending, stopping, searching
@@ -307,28 +497,40 @@ async function send(event) {
   const form = event.currentTarget;
   const content = form.elements.content.value;
   if (content.trim() === "") return;
-  form.querySelector("button[type=submit]").disabled = true;
+  const submit = form.querySelector("button[type=submit]");
+  submit.disabled = true;
   try {
     if (state.threadId === null) {
       // A thread made first, so its event stream can be followed before the turn starts.
       const thread = await state.api.createThread();
       history.pushState(null, "", threadHash(thread.id));
       await openThread(thread.id);
+    } else {
+      await checkLog(state.threadId);
     }
-    const accepted = await state.api.send(state.threadId, content);
+    const messageId = crypto.randomUUID();
+    state.outbox.set(messageId, { text: content, sending: true });
     form.elements.content.value = "";
     say("");
-    state.outbox.set(accepted.messageId, content);
-    state.awaiting.add(accepted.messageId);
+    renderMessages();
+    scrollToEnd();
+    try {
+      await state.api.send(state.threadId, messageId, content);
+    } catch (error) {
+      // Not accepted: the words go back to the composer.
+      state.outbox.delete(messageId);
+      if (form.elements.content.value === "") form.elements.content.value = content;
+      renderMessages();
+      throw error;
+    }
+    state.outbox.set(messageId, { text: content, sending: false });
+    state.awaiting.add(messageId);
     renderMessages();
     await refreshThreads();
   } finally {
-    form.querySelector("button[type=submit]").disabled = false;
+    submit.disabled = false;
   }
 }
-
-/** The user message whose answer is being written: the thread's earliest turn not ended (it answers one at a time, in order). */
-const runningMessageId = () => answering()[0]?.id ?? state.awaiting.values().next().value;
 
 /**
  * Stops the turn whose answer is arriving, named by its user message, so a click that comes as
@@ -343,7 +545,7 @@ async function stop() {
     if (threadId !== state.threadId) return;
     say("");
     forgetTurn(stopped);
-    session.saveStreamPosition(threadId, { lastId: state.lastId, pending: state.pending });
+    savePosition();
   } catch (error) {
     // The answer ended (or has not started) as the user clicked: nothing went wrong.
     if (error.code !== "no_running_turn") throw error;
@@ -392,7 +594,33 @@ $("new-thread").addEventListener(
   }),
 );
 $("composer").addEventListener("submit", guarded(send));
+// Enter sends, Shift+Enter starts a new line (and Enter that confirms an input method's composition is the IME's).
+$("message").addEventListener("keydown", (event) => {
+  if (event.key !== "Enter" || event.shiftKey || event.isComposing || event.altKey || event.ctrlKey || event.metaKey) return;
+  event.preventDefault();
+  $("composer").requestSubmit();
+});
 $("stop").addEventListener("click", guarded(stop));
+$("rename").addEventListener("click", startRename);
+$("rename-form").addEventListener("submit", guarded(rename));
+$("rename-form").addEventListener("keydown", (event) => {
+  if (event.key === "Escape") $("rename-cancel").click();
+});
+$("rename-cancel").addEventListener("click", () => {
+  closeThreadForms();
+  renderThreads();
+});
+$("delete").addEventListener("click", () => {
+  closeThreadForms();
+  $("delete-confirm").hidden = false;
+  renderThreads();
+  $("delete-no").focus();
+});
+$("delete-no").addEventListener("click", () => {
+  closeThreadForms();
+  renderThreads();
+});
+$("delete-yes").addEventListener("click", guarded(deleteOpenThread));
 $("search").addEventListener("submit", guarded(search));
 window.addEventListener("hashchange", guarded(showRoute));
 

@@ -1,6 +1,7 @@
 /**
- * Turning API answers into what the page shows. Text is always set as text (never as HTML), so
- * nothing a message holds can run in the page; search snippets keep only their <mark> tags.
+ * Turning API answers into what the page shows. Text is set as text (never as HTML), so nothing a
+ * message holds can run in the page; answers go through markdown.js (rendered, then sanitized);
+ * search snippets keep only their <mark> tags.
  */
 
 /** An element with attributes and children (strings become text). */
@@ -42,3 +43,32 @@ export function snippetNodes(snippet) {
 
 /** A timestamp in the reader's own locale. */
 export const when = (iso) => new Date(iso).toLocaleString();
+
+/** "1 message", "2 messages", "no messages". */
+export const plural = (count, one, many) => (count === 0 ? `no ${many}` : `${count} ${count === 1 ? one : many}`);
+
+/**
+ * What a turn's state reads as, from the messages API's `turn` (`{status, error}`), what the page
+ * knows besides (`sending`: its request is not accepted yet; `retrying`: the latest turn.retrying
+ * of a turn still running). Empty for a completed turn.
+ */
+export function turnLabel({ status, error, sending = false, retrying = null }) {
+  if (sending) return { text: "sending…", kind: "running" };
+  if (retrying) return { text: `retrying ${retrying.attempt}/${retrying.maxAttempts}: ${retrying.cause}`, kind: "retrying" };
+  switch (status) {
+    case "running":
+      return { text: "answering…", kind: "running" };
+    case "retrying":
+      return { text: `retrying: ${error ?? "the model failed"}`, kind: "retrying" };
+    case "failed":
+      return { text: `failed: ${error ?? "no cause recorded"}`, kind: "failed" };
+    case "stopped":
+      return { text: "stopped", kind: "stopped" };
+    case "completed":
+    case undefined:
+    case null:
+      return { text: "", kind: "" };
+    default:
+      return { text: status, kind: status };
+  }
+}

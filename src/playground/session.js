@@ -1,7 +1,7 @@
 /**
  * What the page keeps in sessionStorage (this tab only, gone when it closes): the credentials,
- * and per thread the last event id seen with the deltas of turns still running, so a reload
- * resumes the stream where it was and shows the text streamed before it.
+ * and per thread where its event log was read to, so a reload resumes the stream where it was
+ * and shows the text streamed before it.
  */
 const CREDENTIALS = "threadline.credentials";
 const streamKey = (threadId) => `threadline.stream.${threadId}`;
@@ -17,14 +17,22 @@ export function saveCredentials(credentials) {
   else sessionStorage.setItem(CREDENTIALS, JSON.stringify(credentials));
 }
 
-/** `{lastId, pending}`: the last event id seen and the rows of turns not yet ended. */
+/**
+ * `{lastId, pending, retrying, epoch}`: the last event id seen, the delta rows and turn.retrying
+ * data of turns not yet ended, and the thread's creation time when they were read (a thread
+ * deleted and written again under its id has a new one, and a log that starts again at 1).
+ */
 export function loadStreamPosition(threadId) {
   const saved = sessionStorage.getItem(streamKey(threadId));
-  return saved === null ? { lastId: 0, pending: [] } : JSON.parse(saved);
+  return { lastId: 0, pending: [], retrying: [], epoch: null, ...(saved === null ? {} : JSON.parse(saved)) };
 }
 
 export function saveStreamPosition(threadId, position) {
   sessionStorage.setItem(streamKey(threadId), JSON.stringify(position));
+}
+
+export function forgetStreamPosition(threadId) {
+  sessionStorage.removeItem(streamKey(threadId));
 }
 
 /** Signing out forgets every thread's position too: another user's threads are not this one's. */

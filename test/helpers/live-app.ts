@@ -5,13 +5,14 @@ import { serve } from "@hono/node-server";
 import type { InngestFunction } from "inngest";
 import type pg from "pg";
 import { chatMessageRegenerate, chatMessageSent, inngest, turnStopRequested } from "../../inngest.config.js";
+import type { ModelChoice } from "../../src/agents/model.js";
 import { CHAT_TURN_ID, createChatTurn } from "../../src/functions/chat-turn.js";
 import { createRegenerate, REGENERATE_ID } from "../../src/functions/regenerate.js";
 import { createTurnCancellation } from "../../src/functions/turn-cancellation.js";
 import { createEventNotifier } from "../../src/stream/notifier.js";
 import { execute, executeFailureHandler, type Execution, type SentEvent } from "./engine.js";
 import { scriptedModel } from "./fixtures.js";
-import { createTestApp } from "./http.js";
+import { createApp } from "../../src/server.js";
 import type { ModelServer } from "./model-server.js";
 
 /**
@@ -32,7 +33,8 @@ export type LiveApp = {
 
 /**
  * The app as `npm run dev` serves it, over real HTTP on a free port of 127.0.0.1, with AUTH=dev
- * (the X-Threadline-User header names the user) and INFERENCE=stream. A chat message or
+ * (the X-Threadline-User header names the user) and INFERENCE=stream; its model is the scripted
+ * one unless `options.model` says otherwise (an unconfigured one, say). A chat message or
  * regenerate it accepts runs at once, in the background, in this process: the real turn function
  * under the test engine, streaming the scripted model's answer into the event log. Each run gets
  * one attempt: one that fails has failed for good, and its onFailure handler runs as Inngest
@@ -41,8 +43,8 @@ export type LiveApp = {
  * streaming inference ends at its next batch of text), no later step starts, no onFailure runs,
  * and inngest/function.cancelled reaches the turn-cancelled function.
  */
-export async function startLiveApp(db: pg.Pool, model: ModelServer): Promise<LiveApp> {
-  const deps = { db, model: scriptedModel(model), inference: "stream" as const };
+export async function startLiveApp(db: pg.Pool, model: ModelServer, options: { model?: ModelChoice } = {}): Promise<LiveApp> {
+  const deps = { db, model: options.model ?? scriptedModel(model), inference: "stream" as const };
   const functions: Record<string, { fn: InngestFunction.Like; id: string }> = {
     [chatMessageSent.name]: { fn: createChatTurn(deps), id: CHAT_TURN_ID },
     [chatMessageRegenerate.name]: { fn: createRegenerate(deps), id: REGENERATE_ID },
@@ -51,9 +53,13 @@ export async function startLiveApp(db: pg.Pool, model: ModelServer): Promise<Liv
   const runs: LiveRun[] = [];
   const ended = new Set<LiveRun>();
   const events = createEventNotifier(db);
-  const { app } = createTestApp(db, {
+  const app = createApp({
+    db,
+    functions: [],
+    serving: { mode: "dev" },
     auth: { dev: true },
     events,
+    service: { model: deps.model, inference: deps.inference },
     sendEvent: async (event) => {
       if (event.name === turnStopRequested.name) {
         for (const run of runs) if (!ended.has(run) && run.event.data.messageId === event.data.messageId) run.cancelled = true;
