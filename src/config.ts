@@ -49,6 +49,8 @@ export const environment = z.object({
   PORT: z.coerce.number().int().positive().default(3000),
   DATA_DIR: z.string().default(".data"),
   EMBEDDED_POSTGRES_PORT: z.coerce.number().int().positive().default(54329),
+  /** "pretty": human-readable log lines (npm run dev's default; never in production); "json" otherwise. Read by src/logger.ts as it loads. */
+  LOG_FORMAT: optionalSetting(z.enum(["json", "pretty"], { error: 'LOG_FORMAT must be "json" or "pretty"' })),
   /** How long SIGTERM/SIGINT waits for requests in flight before cutting them off. */
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(10_000),
   OPENAI_API_KEY: optionalText,

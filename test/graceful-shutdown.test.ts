@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { pathToFileURL } from "node:url";
 import { once } from "node:events";
 import { chmod, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { connect } from "node:net";
@@ -91,7 +92,9 @@ describe("SIGTERM", () => {
 async function startApp(env: Record<string, string>): Promise<{ child: ChildProcess; port: number; url: string; exitCode: Promise<number | null> }> {
   const [port, embeddedPort] = [await freePort(), await freePort()];
   const { DATABASE_URL: _external, ...inherited } = process.env;
-  const child = spawn(process.execPath, ["--import", "tsx", path.resolve("src/server.ts")], {
+  // The entry point `npm start` runs, from the data directory: a developer's .env in the project is not read.
+  const child = spawn(process.execPath, ["--import", pathToFileURL(path.resolve("node_modules/tsx/dist/loader.mjs")).href, path.resolve("src/main.ts")], {
+    cwd: dataDir,
     env: { ...inherited, INNGEST_DEV: "1", AUTH: "dev", ...env, PORT: String(port), DATA_DIR: dataDir, EMBEDDED_POSTGRES_PORT: String(embeddedPort), LOG_LEVEL: "silent" },
     stdio: ["ignore", "pipe", "pipe"],
   });
