@@ -1,5 +1,5 @@
 import { execFile, execFileSync } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { promisify } from "node:util";
@@ -87,6 +87,21 @@ describe("the compiled operator commands, on a production install", () => {
     } finally {
       rmSync(path.join(install, ".env"));
     }
+  });
+});
+
+describe("the Dockerfile (as far as this machine, without docker, can check it)", () => {
+  const dockerfile = readFileSync("Dockerfile", "utf8");
+
+  it("copies into its build stage everything the build compiles, and runs a file the build makes", () => {
+    const buildStage = dockerfile.slice(0, dockerfile.indexOf("RUN npm run build"));
+    const copied = [...buildStage.matchAll(/^COPY (?!--from)(.+) \S+$/gm)].flatMap((match) => match[1]!.split(/\s+/));
+    const { include } = JSON.parse(readFileSync("tsconfig.build.json", "utf8")) as { include: string[] };
+    expect(include.filter((entry) => !copied.includes(entry))).toEqual([]);
+    const command = JSON.parse(/^CMD (\[.*\])$/m.exec(dockerfile)![1]!) as string[];
+    const entry = command.find((part) => part.startsWith("dist/"))!;
+    expect(existsSync(path.join(install, entry)), entry).toBe(true);
+    expect(JSON.parse(readFileSync("package.json", "utf8")).scripts.start).toContain(entry);
   });
 });
 
