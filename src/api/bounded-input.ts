@@ -73,7 +73,9 @@ function withBody(request: Request, body: ReadableStream<Uint8Array> | null): Re
 export const requireJsonBody = (): MiddlewareHandler => async (c, next) => {
   const body = await presentBody(c.req.raw);
   if (body === null) {
-    if (c.req.raw.body !== null || c.req.raw.headers.has("content-type")) c.req.raw = withBody(c.req.raw, null);
+    // GET and HEAD never carry a body: they are left as they came (an event stream keeps its request).
+    const bodyless = c.req.method === "GET" || c.req.method === "HEAD";
+    if (!bodyless && (c.req.raw.body !== null || c.req.raw.headers.has("content-type"))) c.req.raw = withBody(c.req.raw, null);
     return next();
   }
   if (body !== c.req.raw.body) c.req.raw = withBody(c.req.raw, body);
