@@ -1,3 +1,5 @@
+// First: the settings of .env, before any module reads the environment.
+import "../src/env-file.js";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import type pg from "pg";
@@ -6,10 +8,11 @@ import { verifiedUserId } from "../src/auth/identity.js";
 import { listApiKeys, revokeApiKey, type ApiKeyRecord } from "../src/history/api-keys.js";
 import { runDatabaseCommand, UsageError } from "./database-command.js";
 
-const USAGE = `Usage:
-  npm run api-keys -- create --user <user id> --name <what the key is for>   prints the key once
-  npm run api-keys -- list [--user <user id>]
-  npm run api-keys -- revoke <key id>`;
+const USAGE = `Usage: node dist/scripts/api-keys.js <command>   (npm run api-keys -- <command>)
+  create --user <user id> --name <what the key is for>   prints the key once
+  list [--user <user id>]
+  revoke <key id>
+Uses DATABASE_URL, or the embedded database under DATA_DIR; applies pending migrations first.`;
 
 /** A refusal of the command line itself: printed with the usage. */
 

@@ -1,3 +1,5 @@
+// First: the settings of .env, before any module reads the environment.
+import "../src/env-file.js";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import type pg from "pg";
@@ -6,7 +8,8 @@ import { eraseUser } from "../src/history/users.js";
 import { allMemoryComponents } from "../src/memory/components.js";
 import { runDatabaseCommand, UsageError } from "./database-command.js";
 
-const USAGE = "Usage: npm run delete-user -- --user <user id>   erases the user's threads, memories, agent state and API keys";
+const USAGE = `Usage: node dist/scripts/delete-user.js --user <user id>   (npm run delete-user -- --user <user id>)
+  erases the user's threads, memories, agent state and API keys, in one transaction`;
 
 /**
  * npm run delete-user — erases everything kept about one user (DATABASE_URL, or the embedded

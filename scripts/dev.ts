@@ -1,6 +1,6 @@
+// First: the settings of .env, before any module reads the environment.
+import { envFile } from "../src/env-file.js";
 import { spawn } from "node:child_process";
-import { readEnvironment } from "../src/config.js";
-import { startServer } from "../src/server.js";
 
 /**
  * npm run dev — starts Threadline (embedded PostgreSQL unless DATABASE_URL is set) and the
@@ -16,6 +16,11 @@ import { startServer } from "../src/server.js";
 process.env.INNGEST_DEV ??= "1";
 process.env.AUTH ??= "dev";
 process.env.HOST ??= "127.0.0.1"; // this machine only; containers keep the default, every interface
+// Human-readable log lines while developing (pino-pretty, a development dependency).
+process.env.LOG_FORMAT ??= "pretty";
+// Loaded after the settings above: modules read the environment as they load.
+const [{ readEnvironment }, { startServer }, { logger }] = await Promise.all([import("../src/config.js"), import("../src/server.js"), import("../src/logger.js")]);
+if (envFile) logger.info(`settings read from ${envFile} (a variable set in the environment wins over it)`);
 const { PORT, INNGEST_BASE_URL } = readEnvironment();
 await startServer();
 

@@ -1,8 +1,16 @@
+// First: the settings of .env, before any module reads the environment.
+import "../src/env-file.js";
 import { readEnvironment } from "../src/config.js";
 import { openDatabase } from "../src/history/database.js";
 import { migrate } from "../src/history/migrate.js";
+import { exitOnHelp } from "./database-command.js";
 
 /** npm run db:migrate — applies pending migrations to DATABASE_URL, or to the embedded database. */
+exitOnHelp(
+  `Usage: node dist/scripts/migrate.js   (npm run db:migrate)
+  applies pending migrations to DATABASE_URL, or to the embedded database under DATA_DIR (the app also does at every start)`,
+  process.argv.slice(2),
+);
 const env = readEnvironment();
 const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, embeddedPort: env.EMBEDDED_POSTGRES_PORT });
 try {

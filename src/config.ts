@@ -60,6 +60,8 @@ export const environment = z.object({
   READINESS_ENGINE_INTERVAL_SECONDS: optionalSetting(z.coerce.number({ error: "READINESS_ENGINE_INTERVAL_SECONDS must be a number of seconds" }).int("READINESS_ENGINE_INTERVAL_SECONDS must be a whole number of seconds").min(1, "READINESS_ENGINE_INTERVAL_SECONDS must be at least 1").max(300, "READINESS_ENGINE_INTERVAL_SECONDS must be at most 300")).transform((value) => value ?? 10),
   DATA_DIR: z.string().default(".data"),
   EMBEDDED_POSTGRES_PORT: z.coerce.number().int().positive().default(54329),
+  /** "pretty": human-readable log lines (npm run dev's default; never in production); "json" otherwise. Read by src/logger.ts as it loads. */
+  LOG_FORMAT: optionalSetting(z.enum(["json", "pretty"], { error: 'LOG_FORMAT must be "json" or "pretty"' })),
   /** How long SIGTERM/SIGINT waits for requests in flight before cutting them off. */
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(10_000),
   OPENAI_API_KEY: optionalText,

@@ -1,5 +1,4 @@
 import type { Server } from "node:http";
-import { pathToFileURL } from "node:url";
 import { serve as serveHttp } from "@hono/node-server";
 import { Hono } from "hono";
 import { describeRoute } from "hono-openapi";
@@ -68,7 +67,7 @@ export function createApp({ functions, auth, serving, service, engine = devServe
   const deps = { ...api, sendEvent, events: api.events ?? createEventNotifier(api.db) };
   const app = new Hono<AppEnv>();
   app.onError(answerError);
-  app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see /docs or the HTTP API in the README.` }, 404));
+  app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see /docs (the API reference) or /openapi.json.` }, 404));
   app.use(requestId());
   app.on(
     ["GET", "PUT", "POST"],
@@ -116,7 +115,7 @@ export async function startServer() {
   const unstreamable = env.INFERENCE === "stream" && model.configured ? streamingRefusal(model) : undefined;
   if (unstreamable) throw new Error(`refusing to start: ${unstreamable}`);
   const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, embeddedPort: env.EMBEDDED_POSTGRES_PORT });
-  logger.info(`database: ${database.source === "embedded" ? `embedded PostgreSQL (${env.DATA_DIR}/postgres)` : "DATABASE_URL"}`);
+  logger.info(`database: ${database.source === "embedded" ? `embedded PostgreSQL, data in ${database.dataDir} (delete it, with the app stopped, to start afresh)` : "DATABASE_URL"}`);
   const applied = await migrate(database.url);
   if (applied.length > 0) logger.info(`migrations applied: ${applied.join(", ")}`);
 
@@ -172,10 +171,3 @@ export async function startServer() {
   process.once("SIGTERM", shutdown);
 }
 
-if (import.meta.url === pathToFileURL(process.argv[1] ?? "").href) {
-  startServer().catch((error: unknown) => {
-    // Plain text on stderr: the one thing an operator must read when the process will not start.
-    console.error(`[threadline] could not start: ${(error as Error).message}`);
-    process.exit(1);
-  });
-}

@@ -90,7 +90,7 @@ describe("docker compose (docker-compose.yml, the app service)", () => {
     engine = await startEngineStandIn();
     model.script({ text: "Hello from compose" });
     // The image runs the server itself (Dockerfile CMD), not scripts/dev.ts.
-    app = await startAppProcess("src/server.ts", { ...env, DATABASE_URL: db.url, INNGEST_BASE_URL: engine.url, ...modelEnv() });
+    app = await startAppProcess("src/main.ts", { ...env, DATABASE_URL: db.url, INNGEST_BASE_URL: engine.url, ...modelEnv() });
     await engine.registerApp(`${app.url}/api/inngest`);
 
     const { accepted, run, messages } = await sendAndReadAnswer(app.url, "compose-user");

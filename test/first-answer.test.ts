@@ -123,10 +123,10 @@ describe("the server's start, as `npm run dev` starts it (a child process)", () 
     child = undefined;
   });
 
-  /** Starts src/server.ts with `env` on the test database; resolves once /health answers, with its output so far. */
+  /** Starts src/main.ts with `env` on the test database; resolves once /health answers, with its output so far. */
   async function startServer(env: Record<string, string>) {
     const port = await freePort();
-    const started = spawn(process.execPath, ["--import", "tsx", path.resolve("src/server.ts")], {
+    const started = spawn(process.execPath, ["--import", "tsx", path.resolve("src/main.ts")], {
       env: { ...process.env, ...NO_PROVIDER, INNGEST_DEV: "1", AUTH: "dev", LOG_LEVEL: "info", DATABASE_URL: bed.db.url, PORT: String(port), ...env },
       stdio: ["ignore", "pipe", "pipe"],
     });

@@ -1,4 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { pathToFileURL } from "node:url";
 import { once } from "node:events";
 import { chmod, mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { connect } from "node:net";
@@ -33,6 +34,8 @@ afterAll(async () => {
 describe("SIGTERM", () => {
   it("finishes the request in flight, refuses new connections, then stops the embedded database and exits 0", async () => {
     const app = await startApp({ SHUTDOWN_TIMEOUT_MS: "10000" });
+    // The start log says where the embedded data is, to find it again (or delete it).
+    expect(app.output()).toContain(`embedded PostgreSQL, data in ${path.join(dataDir, "postgres")} `);
     const postgres = await postmasterPid();
     running = { app: app.child, postgres };
     await signalPostgres(postgres, "SIGSTOP");
@@ -88,11 +91,13 @@ describe("SIGTERM", () => {
   }, 60_000);
 });
 
-async function startApp(env: Record<string, string>): Promise<{ child: ChildProcess; port: number; url: string; exitCode: Promise<number | null> }> {
+async function startApp(env: Record<string, string>): Promise<{ child: ChildProcess; port: number; url: string; exitCode: Promise<number | null>; output: () => string }> {
   const [port, embeddedPort] = [await freePort(), await freePort()];
   const { DATABASE_URL: _external, ...inherited } = process.env;
-  const child = spawn(process.execPath, ["--import", "tsx", path.resolve("src/server.ts")], {
-    env: { ...inherited, INNGEST_DEV: "1", AUTH: "dev", ...env, PORT: String(port), DATA_DIR: dataDir, EMBEDDED_POSTGRES_PORT: String(embeddedPort), LOG_LEVEL: "silent" },
+  // The entry point `npm start` runs, from the data directory: a developer's .env in the project is not read.
+  const child = spawn(process.execPath, ["--import", pathToFileURL(path.resolve("node_modules/tsx/dist/loader.mjs")).href, path.resolve("src/main.ts")], {
+    cwd: dataDir,
+    env: { ...inherited, INNGEST_DEV: "1", AUTH: "dev", ...env, PORT: String(port), DATA_DIR: dataDir, EMBEDDED_POSTGRES_PORT: String(embeddedPort), LOG_LEVEL: "info" },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -103,7 +108,7 @@ async function startApp(env: Record<string, string>): Promise<{ child: ChildProc
   for (const started = Date.now(); ; ) {
     if (child.exitCode !== null) throw new Error(`the server exited during start-up:\n${output}`);
     if (Date.now() - started > 45_000) throw new Error(`the server did not answer /health:\n${output}`);
-    if (await fetch(`${url}/health`).then((response) => response.ok, () => false)) return { child, port, url, exitCode };
+    if (await fetch(`${url}/health`).then((response) => response.ok, () => false)) return { child, port, url, exitCode, output: () => output };
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

@@ -12,7 +12,7 @@ afterAll(() => Promise.all(stops.map((stop) => stop())));
 /** The real server as a child process on the test's database, listening on `host`. */
 async function startOn(host: string) {
   const port = await freePort();
-  const child = spawn(process.execPath, ["--import", "tsx", path.resolve("src/server.ts")], {
+  const child = spawn(process.execPath, ["--import", "tsx", path.resolve("src/main.ts")], {
     env: { ...process.env, INNGEST_DEV: "1", AUTH: "dev", DATABASE_URL: bed.db.url, HOST: host, PORT: String(port), LOG_LEVEL: "silent" },
     stdio: ["ignore", "pipe", "pipe"],
   });

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { readFileSync } from "node:fs";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { REFERENCE_ASSETS } from "../src/api/openapi.js";
 import { PLAYGROUND_FILES } from "../src/api/playground.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
@@ -185,10 +186,19 @@ describe("the OpenAPI document", () => {
     expect(documented.sort((a, b) => a.length - b.length)).toEqual([[...shown].sort(), [...shown, "retrying"].sort()]);
   });
 
-  it("renders the document on /docs with a pinned, integrity-checked reference renderer", async () => {
-    const page = await (await app.request("/docs")).text();
-    expect(page).toContain('url: "openapi.json"');
-    expect(page).toMatch(/<script src="https:\/\/cdn\.jsdelivr\.net\/npm\/@scalar\/api-reference@\d+\.\d+\.\d+\/[^"]+" integrity="sha384-[A-Za-z0-9+/=]{64}" crossorigin="anonymous">/);
+  it("renders the document on /docs from this origin only: no CDN, no inline script, a CSP that says so", async () => {
+    const response = await app.request("/docs");
+    expect(response.headers.get("content-security-policy")).toContain("script-src 'self';");
+    const page = await response.text();
+    const sources = [...page.matchAll(/<(?:script|link)\b[^>]*\b(?:src|href)="([^"]+)"/g)].map((match) => match[1]);
+    expect(sources).toEqual(["docs/swagger-ui.css", "docs/swagger-ui-bundle.js", "docs/reference.js"]);
+    expect(page).not.toMatch(/<script>/);
+    for (const { path } of REFERENCE_ASSETS) {
+      const asset = await app.request(path);
+      expect(asset.status, path).toBe(200);
+      expect((await asset.text()).length, path).toBeGreaterThan(path.endsWith("reference.js") ? 50 : 100_000);
+    }
+    expect(await (await app.request("/docs/reference.js")).text()).toContain('"openapi.json"');
   });
 
   it("documents the requests from the validation schemas: parameters, query and body", () => {
@@ -345,6 +355,7 @@ const cases: { name: string; method: string; path: () => string; status: number;
   { name: "the OpenAPI document", method: "GET", path: () => "/openapi.json", status: 200, send: (p) => app.request(p) },
   { name: "the reference page", method: "GET", path: () => "/docs", status: 200, send: (p) => app.request(p) },
   { name: "Inngest's introspection", method: "GET", path: () => "/api/inngest", status: 200, send: (p) => app.request(p) },
+  ...REFERENCE_ASSETS.map(({ path, file }) => ({ name: `the reference page's ${file}`, method: "GET", path: () => path, status: 200, send: (p: string) => app.request(p) })),
   ...PLAYGROUND_FILES.map(({ path, file }) => ({ name: `the playground's ${file}`, method: "GET", path: () => path, status: 200, send: (p: string) => app.request(p) })),
 ];
 

@@ -31,11 +31,54 @@ export const limitBody = (): MiddlewareHandler =>
 const isJson = (contentType: string) => contentType.split(";")[0]!.trim().toLowerCase() === "application/json";
 
 /**
- * Refuses a request body that is not declared as JSON with 415 naming what was sent, instead of
- * reading it as an empty object and answering that every field is missing.
+ * The request's body stream, or null when it has none: no stream, `Content-Length: 0`, or a stream
+ * that ends before its first byte. A Node server hands a bodiless DELETE or POST (curl -X DELETE,
+ * fetch without a body) a stream all the same, with neither a length nor a content type, and an
+ * empty chunked body has no length either: only reading the first bytes tells. A body that is there
+ * is given back whole (the bytes read, then the rest, unread).
+ */
+async function presentBody(request: Request): Promise<ReadableStream<Uint8Array> | null> {
+  if (request.body === null || request.headers.get("content-length") === "0") return null;
+  if (request.headers.has("content-length")) return request.body;
+  const reader = request.body.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return null;
+    if (value.byteLength === 0) continue;
+    return new ReadableStream<Uint8Array>({
+      start: (controller) => controller.enqueue(value),
+      pull: async (controller) => {
+        const next = await reader.read();
+        if (next.done) controller.close();
+        else controller.enqueue(next.value);
+      },
+      cancel: (reason) => reader.cancel(reason),
+    });
+  }
+}
+
+/** The request as it would be without a body: no stream, no content headers (a route reads `{}`). */
+function withBody(request: Request, body: ReadableStream<Uint8Array> | null): Request {
+  const headers = new Headers(request.headers);
+  if (body === null) for (const name of ["content-type", "content-length", "transfer-encoding"]) headers.delete(name);
+  return new Request(request.url, { method: request.method, headers, body, signal: request.signal, ...(body ? { duplex: "half" } : {}) } as RequestInit);
+}
+
+/**
+ * A request without a body passes (a route whose body is optional reads it as `{}`, one that needs
+ * fields names them in a 400), whatever its headers say; a body that is there must be declared as
+ * JSON, or it is refused with 415 naming what was sent, instead of being read as an empty object
+ * and answered that every field is missing.
  */
 export const requireJsonBody = (): MiddlewareHandler => async (c, next) => {
-  if (c.req.raw.body === null || c.req.header("content-length") === "0") return next();
+  const body = await presentBody(c.req.raw);
+  if (body === null) {
+    // GET and HEAD never carry a body: they are left as they came (an event stream keeps its request).
+    const bodyless = c.req.method === "GET" || c.req.method === "HEAD";
+    if (!bodyless && (c.req.raw.body !== null || c.req.raw.headers.has("content-type"))) c.req.raw = withBody(c.req.raw, null);
+    return next();
+  }
+  if (body !== c.req.raw.body) c.req.raw = withBody(c.req.raw, body);
   const contentType = c.req.header("content-type");
   if (contentType !== undefined && isJson(contentType)) return next();
   const sent = contentType === undefined ? "no Content-Type header" : `Content-Type ${JSON.stringify(contentType)}`;

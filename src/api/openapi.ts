@@ -1,3 +1,6 @@
+import { readFile } from "node:fs/promises";
+import { createRequire } from "node:module";
+import path from "node:path";
 import { Hono } from "hono";
 import { describeRoute, openAPIRouteHandler, resolver, type GenerateSpecOptions } from "hono-openapi";
 import { z } from "zod";
@@ -106,32 +109,54 @@ export const openApiDocumentResponse = z.looseObject({
 });
 
 /**
- * The reference page: Scalar's standalone bundle, pinned and integrity-checked, renders the
- * document in the browser, so nothing is built or installed for it. Relative URL: the page works
+ * The reference page: Swagger UI renders the document in the browser from its prebuilt files in
+ * the swagger-ui-dist package (pinned, no dependencies of its own worth running), served by this
+ * app: nothing comes from a CDN, so /docs works offline. The page runs no inline script (its start
+ * is a file too), under a Content Security Policy that allows scripts from this origin only; the
+ * styles Swagger UI sets inline need 'unsafe-inline' for styles. URLs are relative: the page works
  * wherever the app is mounted.
  */
-const SCALAR = {
-  src: "https://cdn.jsdelivr.net/npm/@scalar/api-reference@1.72.1/dist/browser/standalone.js",
-  integrity: "sha384-U11tb2XnKvmwt8RlTvnwUnYgrN+ur4Xyh9htLhjajWNR/Oyl5AX5DEz00qRmlrmK",
-};
+export const REFERENCE_ASSETS = [
+  { path: "/docs/swagger-ui.css", file: "swagger-ui.css", operationId: "getApiReferenceStyle", type: "text/css; charset=utf-8" },
+  { path: "/docs/swagger-ui-bundle.js", file: "swagger-ui-bundle.js", operationId: "getApiReferenceRenderer", type: "text/javascript; charset=utf-8" },
+  { path: "/docs/reference.js", file: "reference.js", operationId: "getApiReferenceStart", type: "text/javascript; charset=utf-8" },
+] as const;
+
+export const REFERENCE_CSP =
+  "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
 const referencePage = `<!doctype html>
 <html lang="en">
   <head>
     <meta charset="utf-8" />
     <meta name="viewport" content="width=device-width, initial-scale=1" />
     <title>Threadline API reference</title>
+    <link rel="stylesheet" href="docs/swagger-ui.css" />
   </head>
   <body>
     <div id="app"></div>
-    <script src="${SCALAR.src}" integrity="${SCALAR.integrity}" crossorigin="anonymous"></script>
-    <script>Scalar.createApiReference("#app", { url: "openapi.json" });</script>
+    <script src="docs/swagger-ui-bundle.js"></script>
+    <script src="docs/reference.js"></script>
   </body>
 </html>
 `;
 
+/** The page's start, a file of its own (no inline script): no validator badge, which would call swagger.io. */
+const referenceStart = `SwaggerUIBundle({ url: new URL("openapi.json", document.baseURI).href, dom_id: "#app", deepLinking: true, validatorUrl: null });
+`;
+
+/** The packaged Swagger UI file, read once, on its first request. */
+const swaggerUiDirectory = path.dirname(createRequire(import.meta.url).resolve("swagger-ui-dist/package.json"));
+const assetBodies = new Map<string, Promise<string>>();
+const assetBody = (file: string) => {
+  if (file === "reference.js") return Promise.resolve(referenceStart);
+  if (!assetBodies.has(file)) assetBodies.set(file, readFile(path.join(swaggerUiDirectory, file), "utf8"));
+  return assetBodies.get(file)!;
+};
+
 /** GET /openapi.json (generated once, on the first request) and GET /docs, both public. */
 export function apiReferenceRoutes(app: Hono<AppEnv>) {
-  return new Hono()
+  const routes = new Hono()
     .get(
       "/openapi.json",
       describeRoute({
@@ -154,6 +179,28 @@ export function apiReferenceRoutes(app: Hono<AppEnv>) {
         security: [],
         responses: { 200: { description: "An HTML page.", content: { "text/html": { schema: { type: "string" } } } } },
       }),
-      (c) => c.html(referencePage),
+      (c) => {
+        c.header("content-security-policy", REFERENCE_CSP);
+        return c.html(referencePage);
+      },
     );
+  for (const { path: assetPath, file, operationId, type } of REFERENCE_ASSETS) {
+    routes.get(
+      assetPath,
+      describeRoute({
+        operationId,
+        tags: ["Service"],
+        summary: `The API reference page's ${file}`,
+        security: [],
+        responses: { 200: { description: `The reference page's ${file}.`, content: { [type.split(";")[0]!]: { schema: { type: "string" } } } } },
+      }),
+      async (c) => {
+        c.header("content-type", type);
+        c.header("cache-control", "public, max-age=3600");
+        c.header("x-content-type-options", "nosniff");
+        return c.body(await assetBody(file));
+      },
+    );
+  }
+  return routes;
 }

@@ -213,7 +213,7 @@ export const threadDebugResponse = z.object({
  */
 export function threadRoutes({ db, sendEvent }: ApiDeps) {
   return new Hono<AuthEnv>()
-    // Most recently active first, keyset-paged (see "Listing threads" in the README for what stays stable).
+    // Most recently active first, keyset-paged (docs/clients.md, "Threads", says what stays stable).
     .get(
       "/",
       describeRoute({

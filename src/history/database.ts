@@ -9,6 +9,8 @@ export type Database = {
   url: string;
   /** Where the URL came from, for the start-up log. */
   source: "DATABASE_URL" | "embedded";
+  /** The embedded server's data directory, where the data really is (as root: under /var/lib/threadline). */
+  dataDir?: string;
   close: () => Promise<void>;
 };
 
@@ -38,6 +40,7 @@ export async function openDatabase(options: { databaseUrl?: string | undefined; 
     pool,
     url,
     source: "embedded",
+    dataDir: server.dataDir,
     close: async () => {
       await pool.end();
       await server.stop();

@@ -6,7 +6,7 @@ import { freePort } from "../../src/history/database.js";
 export type AppProcess = { child: ChildProcess; url: string; output: () => string; stop: () => Promise<void> };
 
 /**
- * Starts one of the app's entry points (scripts/dev.ts, src/server.ts) as a child process with
+ * Starts one of the app's entry points (scripts/dev.ts, src/main.ts) as a child process with
  * exactly `env` (plus PATH and HOME) on a free port, and resolves once /health answers.
  */
 export async function startAppProcess(entry: string, env: Record<string, string>): Promise<AppProcess> {
