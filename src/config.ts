@@ -30,6 +30,15 @@ const deploymentEnvironment = z.object({
   INNGEST_SIGNING_KEY: optionalText,
   INNGEST_SIGNING_KEY_FALLBACK: optionalText,
   INNGEST_EVENT_KEY: optionalText,
+  /** The app's public origin as Inngest reaches it (https://host[:port]): announced on sync instead of a request's Host. */
+  INNGEST_SERVE_ORIGIN: optionalSetting(
+    z
+      .url({ protocol: /^https?$/, error: "INNGEST_SERVE_ORIGIN must be an http(s) origin such as https://chat.example.com" })
+      .refine((value) => !URL.canParse(value) || (new URL(value).pathname === "/" && new URL(value).search === ""), "INNGEST_SERVE_ORIGIN is an origin only (scheme, host, port): put a path in INNGEST_SERVE_PATH")
+      .transform((value) => new URL(value).origin),
+  ),
+  /** The path of the serve endpoint as Inngest reaches it (a proxy may add a prefix); default /api/inngest. */
+  INNGEST_SERVE_PATH: optionalSetting(z.string().regex(/^\/[^\s?#]*$/, "INNGEST_SERVE_PATH must be a path starting with / (e.g. /api/inngest)")),
   /** "dev": take the user from the X-Threadline-User header (local development only). */
   AUTH: optionalSetting(z.enum(["dev"], { error: 'AUTH accepts only "dev" (local development); unset it to require JWTs or API keys' })),
   AUTH_JWKS_URL: optionalSetting(z.url({ error: "AUTH_JWKS_URL must be the URL of your identity provider's JWKS (…/.well-known/jwks.json)" })),

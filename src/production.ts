@@ -24,6 +24,9 @@ export function startupRefusals(env: Environment): string[] {
   if (env.INNGEST_SIGNING_KEY === undefined) {
     refusals.push("INNGEST_SIGNING_KEY is not set: production only runs requests signed by Inngest (Inngest Cloud: Manage > Signing Key; self-hosted: the server's signing key).");
   }
+  if (env.INNGEST_SERVE_ORIGIN === undefined) {
+    refusals.push("INNGEST_SERVE_ORIGIN is not set: production announces the URL Inngest calls from configuration, never from a request's Host; set it to this app's public origin (e.g. https://chat.example.com), and INNGEST_SERVE_PATH if the endpoint is not at /api/inngest.");
+  }
   if (env.INNGEST_EVENT_KEY === undefined) refusals.push("INNGEST_EVENT_KEY is not set: production needs it to send events to Inngest (Inngest Cloud: Manage > Event Keys).");
   if (choosesDevServer(env)) refusals.push("INNGEST_DEV is set: production never serves the Inngest dev server; unset it.");
   if (env.DATABASE_URL === undefined) refusals.push("DATABASE_URL is not set: production does not start an embedded database; set it to your PostgreSQL's URL.");

@@ -66,14 +66,15 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     describeRoute({
       tags: ["Service"],
       summary: "Inngest's serve endpoint: called by Inngest, not by clients",
-      description: "Registers and runs the app's Inngest functions. Requests must be signed with INNGEST_SIGNING_KEY unless INNGEST_DEV chose the dev server.",
+      description:
+        "Registers and runs the app's Inngest functions. Requests must be signed with INNGEST_SIGNING_KEY unless INNGEST_DEV chose the dev server: an unsigned POST (and in production an unsigned PUT) is refused with 401 before its body is read, a body larger than Inngest's largest request with 413.",
       security: [],
       responses: { default: { description: "The Inngest SDK's answer, in Inngest's own protocol." } },
     }),
-    inngestHandler(functions, serving),
+    ...inngestHandler(functions, serving),
   );
-  // The caller is checked before the body is looked at; only the API's bodies are bounded
-  // (Inngest's own calls carry a run's state, up to 32 MB).
+  // The caller is checked before the body is looked at, and the body is bounded by the largest
+  // event (the serve endpoint above bounds Inngest's calls by a run's state, up to 32 MB).
   const routes = new Hono<AuthEnv>()
     .use(authenticate(auth, deps.db))
     .use(requireJsonBody(), limitBody())
