@@ -3,6 +3,7 @@ import { NETWORK_AGENTS, networkName } from "./agents/network.js";
 import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
 import type { AgentsConfig } from "./functions/turn-network.js";
+import { DEFAULT_SESSION_TIMEOUTS } from "./history/database.js";
 import { DEFAULT_EVENT_RETENTION_HOURS } from "./history/events.js";
 import {
   DEFAULT_HISTORY_MAXIMUMS,
@@ -47,6 +48,10 @@ const deploymentEnvironment = z.object({
   AUTH_JWT_AUDIENCE: optionalText,
   AUTH_JWT_CLOCK_SKEW: optionalSetting(z.coerce.number().int().min(0).max(300, "AUTH_JWT_CLOCK_SKEW is in seconds, at most 300")),
   AUTH_JWT_USER_CLAIM: optionalText,
+  /** Refused credentials (bad token or API key) a client address may send a minute, as a burst and a refill; 0: no limit. */
+  AUTH_FAILURES_PER_MINUTE: z.coerce.number({ error: "AUTH_FAILURES_PER_MINUTE must be a whole number" }).int().min(0).default(20),
+  /** A header your proxy sets to the client's address (e.g. X-Forwarded-For, last value used); unset: the connection's peer. */
+  AUTH_CLIENT_ADDRESS_HEADER: optionalText,
   /** Production without JWTs: callers are servers holding API keys, and that is intended. */
   AUTH_API_KEYS_ONLY: optionalSetting(flag),
 });
@@ -58,6 +63,10 @@ export const environment = z.object({
   PORT: z.coerce.number().int().positive().default(3000),
   DATA_DIR: z.string().default(".data"),
   EMBEDDED_POSTGRES_PORT: z.coerce.number().int().positive().default(54329),
+  /** PostgreSQL's statement_timeout for the app's pooled sessions, in ms (0: none). */
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).default(DEFAULT_SESSION_TIMEOUTS.statementTimeoutMs),
+  /** PostgreSQL's idle_in_transaction_session_timeout for the app's pooled sessions, in ms (0: none). */
+  DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number().int().min(0).default(DEFAULT_SESSION_TIMEOUTS.idleInTransactionTimeoutMs),
   /** How long SIGTERM/SIGINT waits for requests in flight before cutting them off. */
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(10_000),
   OPENAI_API_KEY: optionalText,
@@ -162,6 +171,9 @@ export function authSettings(env: Environment): AuthSettings {
   const key = env.AUTH_JWKS_URL !== undefined ? { jwksUrl: env.AUTH_JWKS_URL } : env.AUTH_JWT_SECRET !== undefined ? { secret: env.AUTH_JWT_SECRET } : undefined;
   return {
     dev: env.AUTH === "dev",
+    ...(env.AUTH_FAILURES_PER_MINUTE > 0 && {
+      failureLimit: { perMinute: env.AUTH_FAILURES_PER_MINUTE, ...(env.AUTH_CLIENT_ADDRESS_HEADER !== undefined && { addressHeader: env.AUTH_CLIENT_ADDRESS_HEADER }) },
+    }),
     ...(key && {
       jwt: { key, issuer: env.AUTH_JWT_ISSUER, audience: env.AUTH_JWT_AUDIENCE, clockSkewSeconds: env.AUTH_JWT_CLOCK_SKEW ?? 30, userClaim: env.AUTH_JWT_USER_CLAIM ?? "sub" },
     }),

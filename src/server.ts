@@ -105,7 +105,12 @@ export async function startServer() {
   // A configuration refusal, made before a database is started for nothing.
   const unstreamable = env.INFERENCE === "stream" && model.configured ? streamingRefusal(model) : undefined;
   if (unstreamable) throw new Error(`refusing to start: ${unstreamable}`);
-  const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, embeddedPort: env.EMBEDDED_POSTGRES_PORT });
+  const database = await openDatabase({
+    databaseUrl: env.DATABASE_URL,
+    dataDir: env.DATA_DIR,
+    embeddedPort: env.EMBEDDED_POSTGRES_PORT,
+    timeouts: { statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS, idleInTransactionTimeoutMs: env.DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS },
+  });
   logger.info(`database: ${database.source === "embedded" ? `embedded PostgreSQL (${env.DATA_DIR}/postgres)` : "DATABASE_URL"}`);
   const applied = await migrate(database.url);
   if (applied.length > 0) logger.info(`migrations applied: ${applied.join(", ")}`);

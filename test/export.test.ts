@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANT_NAME } from "../src/agents/assistant.js";
-import { exportLine, MAX_CONCURRENT_EXPORTS } from "../src/api/export.js";
+import { exportLine, MAX_CONCURRENT_EXPORTS, MAX_EXPORTS_PER_USER } from "../src/api/export.js";
 import { EXPORT_MESSAGE_BATCH } from "../src/history/export.js";
 import { resultId } from "../src/history/ids.js";
 import { beginTurn, storeAnswer } from "../src/history/store.js";
@@ -87,28 +87,36 @@ describe("GET /api/export", () => {
     await expect.poll(() => bed.db.pool.idleCount === bed.db.pool.totalCount, { timeout: 5_000 }).toBe(true);
   });
 
-  it("streams at most MAX_CONCURRENT_EXPORTS exports at once (429 with Retry-After beyond), and frees the slot when one ends", async () => {
-    const userId = "busy-exporter";
-    await seedBulkThread(bed.db.pool, { turns: 3 * EXPORT_MESSAGE_BATCH, userId });
-    const readers: ReadableStreamDefaultReader<Uint8Array>[] = [];
-    for (let i = 0; i < MAX_CONCURRENT_EXPORTS; i += 1) {
+  it("streams one export per user and MAX_CONCURRENT_EXPORTS in all (429 with Retry-After beyond), and frees the slot when one ends", async () => {
+    const users = Array.from({ length: MAX_CONCURRENT_EXPORTS + 1 }, (_, i) => `busy-exporter-${i}`);
+    for (const userId of users) await seedBulkThread(bed.db.pool, { turns: 3 * EXPORT_MESSAGE_BATCH, userId });
+    const open = async (userId: string) => {
       const response = await app.request("/api/export", { headers: await headersFor(userId) });
       expect(response.status).toBe(200);
       const reader = response.body!.getReader();
       expect((await reader.read()).done).toBe(false);
-      readers.push(reader);
-    }
-    const refused = await app.request("/api/export", { headers: await headersFor(userId) });
-    expect(refused.status).toBe(429);
-    expect(refused.headers.get("retry-after")).toBe("30");
+      return reader;
+    };
+    const first = await open(users[0]!);
+    // The same user's second export waits for the first: another user's does not.
+    const again = await app.request("/api/export", { headers: await headersFor(users[0]!) });
+    expect(again.status).toBe(429);
+    expect(again.headers.get("retry-after")).toBe("30");
+    expect(((await again.json()) as { error: string }).error).toMatch(/An export of yours is still running/);
+    expect(MAX_EXPORTS_PER_USER).toBe(1);
+    const readers = [first];
+    for (const userId of users.slice(1, MAX_CONCURRENT_EXPORTS)) readers.push(await open(userId));
+    const full = await app.request("/api/export", { headers: await headersFor(users.at(-1)!) });
+    expect(full.status).toBe(429);
+    expect(((await full.json()) as { error: string }).error).toMatch(/Too many exports are running on this server/);
 
     await readers[0]!.cancel();
     await expect.poll(async () => {
-      const response = await app.request("/api/export", { headers: await headersFor("nobody") });
+      const response = await app.request("/api/export", { headers: await headersFor(users[0]!) });
       await response.body?.cancel();
       return response.status;
     }, { timeout: 5_000 }).toBe(200);
-    await readers[1]!.cancel();
+    for (const reader of readers.slice(1)) await reader.cancel();
     await expect.poll(idleInTransaction, { timeout: 5_000 }).toBe(0);
   });
 

@@ -36,6 +36,9 @@ export const exportLine = z.discriminatedUnion("type", [
  */
 export const MAX_CONCURRENT_EXPORTS = 2;
 
+/** Exports one user may stream at once on an instance: one user cannot take every slot. */
+export const MAX_EXPORTS_PER_USER = 1;
+
 /** 429 body when every export slot is taken. */
 export const exportBusyResponse = z.object({ error: z.string() });
 
@@ -45,6 +48,13 @@ export const exportBusyResponse = z.object({ error: z.string() });
  */
 export function exportRoutes({ db }: ApiDeps) {
   let running = 0;
+  const runningFor = new Map<string, number>();
+  const release = (userId: string) => {
+    running -= 1;
+    const left = (runningFor.get(userId) ?? 1) - 1;
+    if (left > 0) runningFor.set(userId, left);
+    else runningFor.delete(userId);
+  };
   return new Hono<AuthEnv>().get(
     "/",
     describeRoute({
@@ -56,17 +66,20 @@ export function exportRoutes({ db }: ApiDeps) {
           description: "One JSON object per line: each thread, then its messages; the last line counts them (`type: end`).",
           content: { "application/x-ndjson": { schema: { type: "string" } } },
         },
-        429: jsonResponse("Too many exports are running on this server; Retry-After says when to try again.", exportBusyResponse),
+        429: jsonResponse("An export of the caller's is still running, or too many are on this server; Retry-After says when to try again.", exportBusyResponse),
         ...apiErrors(),
       },
     }),
     (c) => {
-      if (running >= MAX_CONCURRENT_EXPORTS) {
+      const userId = callerId(c);
+      const own = runningFor.get(userId) ?? 0;
+      if (own >= MAX_EXPORTS_PER_USER || running >= MAX_CONCURRENT_EXPORTS) {
         c.header("Retry-After", "30");
-        return c.json({ error: "Too many exports are running on this server: try again in a minute." } satisfies z.infer<typeof exportBusyResponse>, 429);
+        const error = own >= MAX_EXPORTS_PER_USER ? "An export of yours is still running: let it finish, or try again in a minute." : "Too many exports are running on this server: try again in a minute.";
+        return c.json({ error } satisfies z.infer<typeof exportBusyResponse>, 429);
       }
       running += 1;
-      const userId = callerId(c);
+      runningFor.set(userId, own + 1);
       c.header("Content-Type", "application/x-ndjson; charset=utf-8");
       c.header("Content-Disposition", 'attachment; filename="threadline-export.jsonl"');
       c.header("Cache-Control", "no-store");
@@ -79,7 +92,7 @@ export function exportRoutes({ db }: ApiDeps) {
               await out.write(`${JSON.stringify(record satisfies z.infer<typeof exportLine>)}\n`);
             }
           } finally {
-            running -= 1;
+            release(userId);
           }
         },
         // The 200 and its headers are sent by then: the stream just ends early, and the fault is logged.
