@@ -4,31 +4,13 @@ import { stream } from "hono/streaming";
 import { z } from "zod";
 import { callerId, type AuthEnv } from "../auth/identity.js";
 import { exportUserData } from "../history/export.js";
+import { EXPORT_VERSION, exportRecord } from "../history/export-format.js";
 import { logger } from "../logger.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
-import { threadItem } from "./threads.js";
 
-/**
- * One line of GET /api/export (JSON Lines): a thread, then each message of its current path; the
- * last line counts what came before it (without it, the export was cut short).
- */
-export const exportLine = z.discriminatedUnion("type", [
-  threadItem.extend({ type: z.literal("thread") }),
-  z.object({
-    type: z.literal("message"),
-    threadId: z.uuid(),
-    id: z.uuid(),
-    role: z.enum(["user", "assistant", "system", "summary"]),
-    agentName: z.string(),
-    /** As stored: `{text}` for user, system and summary messages; AgentKit's output and tool calls for an answer. */
-    content: z.unknown(),
-    createdAt: z.iso.datetime(),
-    answers: z.uuid().optional(),
-    variant: z.number().int().optional(),
-  }),
-  z.object({ type: z.literal("end"), threads: z.number().int(), messages: z.number().int() }),
-]);
+/** One line of GET /api/export (JSON Lines, versioned): src/history/export-format.ts, docs/security.md. */
+export const exportLine = exportRecord;
 
 /**
  * Exports one app instance streams at once. Each holds a pooled database connection for as long as
@@ -43,8 +25,9 @@ export const MAX_EXPORTS_PER_USER = 1;
 export const exportBusyResponse = z.object({ error: z.string() });
 
 /**
- * GET /api/export: the caller's threads and their current-path messages as JSON Lines, written as
- * they are read (one snapshot, batch by batch: see src/history/export.ts), never built in memory.
+ * GET /api/export: everything stored about the caller (a subject-access export) as JSON Lines,
+ * written as it is read (one snapshot, batch by batch: see src/history/export.ts), never built in
+ * memory.
  */
 export function exportRoutes({ db }: ApiDeps) {
   let running = 0;
@@ -60,10 +43,10 @@ export function exportRoutes({ db }: ApiDeps) {
     describeRoute({
       operationId: "exportUserData",
       tags: ["Threads"],
-      summary: "The caller's threads and current-path messages as JSON Lines, streamed",
+      summary: "Everything stored about the caller (subject-access export) as versioned JSON Lines, streamed",
       responses: {
         200: {
-          description: "One JSON object per line: each thread, then its messages; the last line counts them (`type: end`).",
+          description: `One JSON object per line (format version ${EXPORT_VERSION}): a header (\`type: export\`); each thread followed by all its messages (replaced variants and stopped answers included), turns with status and failure cause, summary, agent state and event log; the user's memories and API keys (never their secrets); the last line counts every kind (\`type: end\`). See docs/security.md.`,
           content: { "application/x-ndjson": { schema: { type: "string" } } },
         },
         429: jsonResponse("An export of the caller's is still running, or too many are on this server; Retry-After says when to try again.", exportBusyResponse),
