@@ -1,6 +1,10 @@
 import { randomUUID } from "node:crypto";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type pg from "pg";
+import { importCommand } from "../scripts/import.js";
 import { ASSISTANT_NAME } from "../src/agents/assistant.js";
 import { exportLine } from "../src/api/export.js";
 import { insertApiKey } from "../src/history/api-keys.js";
@@ -161,9 +165,12 @@ describe("the subject-access export", () => {
       const cut = text.trimEnd().split("\n").slice(0, -1).join("\n");
       await expect(importUserData(scratch.pool, each(cut))).rejects.toThrow(/cut short/);
       expect(Number(await count())).toBe(0);
-      await importUserData(scratch.pool, each(text));
+      // The operator command reads the file line by line (npm run import -- <file>).
+      const file = path.join(await mkdtemp(path.join(tmpdir(), "threadline-import-")), "export.jsonl");
+      await writeFile(file, text);
+      expect(await importCommand([file], scratch.pool)).toMatch(/^Restored user "subject": 1 threads, \d+ messages, 4 turns/);
       const once = Number(await count());
-      await expect(importUserData(scratch.pool, each(text))).rejects.toThrow(/duplicate key/);
+      await expect(importUserData(scratch.pool, each(text))).rejects.toThrow(/line 2: duplicate key .* already holds rows of this export/);
       expect(Number(await count())).toBe(once);
     } finally {
       await scratch.drop();

@@ -59,6 +59,11 @@ const isoOrNull = (date: Date | null) => (date === null ? null : date.toISOStrin
 /** Everything stored about the user, record by record (the header first, the counts last). */
 export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerator<ExportRecord> {
   const client = await db.connect();
+  // While it waits on its reader, PostgreSQL may end the session (EXPORT_STALL_TIMEOUT): a
+  // checked-out client has no error listener in the pool, and an unheard error would end the
+  // process. The next query fails instead, and the export ends.
+  const onError = () => undefined;
+  client.on("error", onError);
   let open = false;
   let failed = false;
   try {
@@ -97,6 +102,7 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
     // Read-only: ending it with ROLLBACK loses nothing. Also runs when the export is abandoned
     // mid-way (the HTTP client went away); a connection that failed is discarded, not reused.
     if (open && !failed) await client.query("ROLLBACK");
+    client.off("error", onError);
     client.release(failed);
   }
 }

@@ -16,16 +16,22 @@ type ThreadRecord = Extract<ExportRecord, { type: "thread" }>;
  * differ); ids already in the database make it fail the same way.
  */
 export async function importUserData(db: pg.Pool, lines: AsyncIterable<string>): Promise<ExportCounts & { userId: string }> {
+  // Taken before anything is awaited: a line reader (node:readline) emits its lines as soon as it
+  // can, and lines emitted before the iterator exists are lost.
+  const reader = lines[Symbol.asyncIterator]();
   const client = await db.connect();
+  // Checked out, a client's connection error (the server ended the session) has no listener in
+  // the pool: without one it would end the process; the next query fails instead.
+  client.on("error", () => undefined);
   let failed = false;
+  let lineNumber = 0;
   try {
     await client.query("BEGIN");
     const counts: ExportCounts = { threads: 0, messages: 0, turns: 0, summaries: 0, agentStates: 0, events: 0, memories: 0, apiKeys: 0 };
     let userId: string | undefined;
     let thread: ThreadRecord | undefined;
     let ended = false;
-    let lineNumber = 0;
-    for await (const line of lines) {
+    for await (const line of { [Symbol.asyncIterator]: () => reader }) {
       lineNumber += 1;
       if (line.trim() === "") continue;
       if (ended) throw new ImportRefused(`line ${lineNumber}: nothing may follow the end line`);
@@ -105,6 +111,9 @@ export async function importUserData(db: pg.Pool, lines: AsyncIterable<string>):
   } catch (error) {
     failed = true;
     await client.query("ROLLBACK").catch(() => undefined);
+    if ((error as { code?: string }).code === "23505") {
+      throw new ImportRefused(`line ${lineNumber}: ${(error as Error).message}: this database already holds rows of this export; restore into one that does not`);
+    }
     throw error;
   } finally {
     client.release(failed);
