@@ -53,8 +53,9 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
       id: CHAT_TURN_ID,
       name: "Chat turn",
       triggers: [chatMessageSent],
-      // A message is answered by one run: a duplicate event within 24 hours starts none.
-      idempotency: "event.data.messageId",
+      // A message is answered by one run: a duplicate event within 24 hours starts none (per user:
+      // another user's message id never silences this user's message).
+      idempotency: 'event.data.userId + ":" + event.data.messageId',
       // A new thread's id is its first message's id.
       concurrency: threadConcurrency("has(event.data.threadId) ? event.data.threadId : event.data.messageId"),
       retries: TURN_RETRIES,

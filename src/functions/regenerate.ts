@@ -30,7 +30,7 @@ export function createRegenerate({ db, model, historyEnvironment, agents, eventL
       name: "Regenerate an answer",
       triggers: [chatMessageRegenerate],
       // A retried request (same requestId) starts no second run; without a requestId each event is its own request.
-      idempotency: "has(event.data.requestId) ? event.data.requestId : event.id",
+      idempotency: 'has(event.data.requestId) ? event.data.userId + ":" + event.data.requestId : event.id',
       concurrency: threadConcurrency("event.data.threadId"),
       retries: TURN_RETRIES,
       // The user's stop (POST /api/threads/:threadId/stop) ends the run.
