@@ -48,6 +48,15 @@ const deploymentEnvironment = z.object({
   AUTH_JWT_AUDIENCE: optionalText,
   AUTH_JWT_CLOCK_SKEW: optionalSetting(z.coerce.number().int().min(0).max(300, "AUTH_JWT_CLOCK_SKEW is in seconds, at most 300")),
   AUTH_JWT_USER_CLAIM: optionalText,
+  /** The longest token lifetime accepted: seconds, or a number with s, m, h or d (e.g. 24h); unset: any. */
+  AUTH_JWT_MAX_AGE: optionalSetting(
+    z
+      .string()
+      .trim()
+      .regex(/^\d+\s*[smhd]?$/, "AUTH_JWT_MAX_AGE must be a duration: seconds, or a number with s, m, h or d (e.g. 3600 or 24h)")
+      .transform((value) => Number.parseInt(value, 10) * { s: 1, m: 60, h: 3_600, d: 86_400 }[(/[smhd]$/.exec(value)?.[0] ?? "s") as "s" | "m" | "h" | "d"])
+      .pipe(z.number().int().positive("AUTH_JWT_MAX_AGE must be more than 0")),
+  ),
   /** Refused credentials (bad token or API key) a client address may send a minute, as a burst and a refill; 0: no limit. */
   AUTH_FAILURES_PER_MINUTE: z.coerce.number({ error: "AUTH_FAILURES_PER_MINUTE must be a whole number" }).int().min(0).default(20),
   /** A header your proxy sets to the client's address (e.g. X-Forwarded-For, last value used); unset: the connection's peer. */
@@ -175,7 +184,14 @@ export function authSettings(env: Environment): AuthSettings {
       failureLimit: { perMinute: env.AUTH_FAILURES_PER_MINUTE, ...(env.AUTH_CLIENT_ADDRESS_HEADER !== undefined && { addressHeader: env.AUTH_CLIENT_ADDRESS_HEADER }) },
     }),
     ...(key && {
-      jwt: { key, issuer: env.AUTH_JWT_ISSUER, audience: env.AUTH_JWT_AUDIENCE, clockSkewSeconds: env.AUTH_JWT_CLOCK_SKEW ?? 30, userClaim: env.AUTH_JWT_USER_CLAIM ?? "sub" },
+      jwt: {
+        key,
+        issuer: env.AUTH_JWT_ISSUER,
+        audience: env.AUTH_JWT_AUDIENCE,
+        clockSkewSeconds: env.AUTH_JWT_CLOCK_SKEW ?? 30,
+        userClaim: env.AUTH_JWT_USER_CLAIM ?? "sub",
+        ...(env.AUTH_JWT_MAX_AGE !== undefined && { maxAgeSeconds: env.AUTH_JWT_MAX_AGE }),
+      },
     }),
   };
 }

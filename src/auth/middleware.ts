@@ -74,7 +74,8 @@ export function authenticate(settings: AuthSettings, db: pg.Pool): MiddlewareHan
     }
     // Refused credentials are what guessing looks like; a request that sends none costs nothing.
     if (address !== undefined && !identity.missing) limiter?.failed(address);
-    const challenge = identity.missing ? 'Bearer realm="threadline"' : `Bearer realm="threadline", error="invalid_token", error_description="${identity.reason.replaceAll('"', "'")}"`;
+    // A header value is ASCII: the reason's other characters would make the answer a 500.
+    const challenge = identity.missing ? 'Bearer realm="threadline"' : `Bearer realm="threadline", error="invalid_token", error_description="${identity.reason.replaceAll('"', "'").replace(/[^\x20-\x7e]/g, "?")}"`;
     c.header("WWW-Authenticate", challenge);
     const error = identity.missing ? `Authentication required: send ${accepted}.` : `Authentication failed: ${identity.reason}. Send ${accepted}.`;
     return c.json({ error, code: "unauthenticated" }, 401);

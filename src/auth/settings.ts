@@ -9,6 +9,8 @@ export type JwtSettings = {
   clockSkewSeconds: number;
   /** The claim that holds the user id ("sub" unless configured). */
   userClaim: string;
+  /** The longest lifetime accepted (exp − iat, or exp − now without iat), in seconds; unset: any. */
+  maxAgeSeconds?: number;
 };
 
 /**
