@@ -26,7 +26,8 @@ export async function openBenchDatabase(options: { reuse?: string | undefined; k
   const url = new URL(serverUrl);
   url.pathname = `/${database}`;
   if (fresh) await migrate(url.toString());
-  const pool = createPool(url.toString());
+  // No session timeouts: seeding a million rows is one long statement.
+  const pool = createPool(url.toString(), { statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0 });
   return {
     pool,
     name: database,

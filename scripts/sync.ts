@@ -1,3 +1,5 @@
+// First: the settings of .env, before any module reads the environment.
+import "../src/env-file.js";
 import { parseArgs } from "node:util";
 
 /**
@@ -7,7 +9,7 @@ import { parseArgs } from "node:util";
  * self-hosted server keeps running the functions of the previous deploy (Inngest Cloud can also
  * sync through its Vercel/Netlify integrations or the dashboard).
  */
-const HELP = `Usage: npm run sync [-- --url <serve URL>]
+const HELP = `Usage: node dist/scripts/sync.js [--url <serve URL>]   (npm run sync [-- --url <serve URL>])
 
 Registers Threadline's functions with the Inngest server after a deploy (PUT <serve URL>).
 

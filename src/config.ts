@@ -3,6 +3,7 @@ import { NETWORK_AGENTS, networkName } from "./agents/network.js";
 import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
 import type { AgentsConfig } from "./functions/turn-network.js";
+import { DEFAULT_SESSION_TIMEOUTS } from "./history/database.js";
 import { DEFAULT_EVENT_RETENTION_HOURS } from "./history/events.js";
 import { DEFAULT_LOST_RUN_DEADLINE_MINUTES } from "./history/lost-turns.js";
 import {
@@ -35,6 +36,15 @@ const deploymentEnvironment = z.object({
   INNGEST_BASE_URL: optionalSetting(z.url({ error: "INNGEST_BASE_URL must be the URL of your Inngest server (e.g. http://inngest:8288)" })),
   INNGEST_EVENT_API_BASE_URL: optionalSetting(z.url({ error: "INNGEST_EVENT_API_BASE_URL must be a URL" })),
   INNGEST_API_BASE_URL: optionalSetting(z.url({ error: "INNGEST_API_BASE_URL must be a URL" })),
+  /** The app's public origin as Inngest reaches it (https://host[:port]): announced on sync instead of a request's Host. */
+  INNGEST_SERVE_ORIGIN: optionalSetting(
+    z
+      .url({ protocol: /^https?$/, error: "INNGEST_SERVE_ORIGIN must be an http(s) origin such as https://chat.example.com" })
+      .refine((value) => !URL.canParse(value) || (new URL(value).pathname === "/" && new URL(value).search === ""), "INNGEST_SERVE_ORIGIN is an origin only (scheme, host, port): put a path in INNGEST_SERVE_PATH")
+      .transform((value) => new URL(value).origin),
+  ),
+  /** The path of the serve endpoint as Inngest reaches it (a proxy may add a prefix); default /api/inngest. */
+  INNGEST_SERVE_PATH: optionalSetting(z.string().regex(/^\/[^\s?#]*$/, "INNGEST_SERVE_PATH must be a path starting with / (e.g. /api/inngest)")),
   /** "dev": take the user from the X-Threadline-User header (local development only). */
   AUTH: optionalSetting(z.enum(["dev"], { error: 'AUTH accepts only "dev" (local development); unset it to require JWTs or API keys' })),
   AUTH_JWKS_URL: optionalSetting(z.url({ error: "AUTH_JWKS_URL must be the URL of your identity provider's JWKS (…/.well-known/jwks.json)" })),
@@ -43,6 +53,19 @@ const deploymentEnvironment = z.object({
   AUTH_JWT_AUDIENCE: optionalText,
   AUTH_JWT_CLOCK_SKEW: optionalSetting(z.coerce.number().int().min(0).max(300, "AUTH_JWT_CLOCK_SKEW is in seconds, at most 300")),
   AUTH_JWT_USER_CLAIM: optionalText,
+  /** The longest token lifetime accepted: seconds, or a number with s, m, h or d (e.g. 24h); unset: any. */
+  AUTH_JWT_MAX_AGE: optionalSetting(
+    z
+      .string()
+      .trim()
+      .regex(/^\d+\s*[smhd]?$/, "AUTH_JWT_MAX_AGE must be a duration: seconds, or a number with s, m, h or d (e.g. 3600 or 24h)")
+      .transform((value) => Number.parseInt(value, 10) * { s: 1, m: 60, h: 3_600, d: 86_400 }[(/[smhd]$/.exec(value)?.[0] ?? "s") as "s" | "m" | "h" | "d"])
+      .pipe(z.number().int().positive("AUTH_JWT_MAX_AGE must be more than 0")),
+  ),
+  /** Refused credentials (bad token or API key) a client address may send a minute, as a burst and a refill; 0: no limit. */
+  AUTH_FAILURES_PER_MINUTE: z.coerce.number({ error: "AUTH_FAILURES_PER_MINUTE must be a whole number" }).int().min(0).default(20),
+  /** A header your proxy sets to the client's address (e.g. X-Forwarded-For, last value used); unset: the connection's peer. */
+  AUTH_CLIENT_ADDRESS_HEADER: optionalText,
   /** Production without JWTs: callers are servers holding API keys, and that is intended. */
   AUTH_API_KEYS_ONLY: optionalSetting(flag),
 });
@@ -62,6 +85,10 @@ export const environment = z.object({
   EMBEDDED_POSTGRES_PORT: z.coerce.number().int().positive().default(54329),
   /** "pretty": human-readable log lines (npm run dev's default; never in production); "json" otherwise. Read by src/logger.ts as it loads. */
   LOG_FORMAT: optionalSetting(z.enum(["json", "pretty"], { error: 'LOG_FORMAT must be "json" or "pretty"' })),
+  /** PostgreSQL's statement_timeout for the app's pooled sessions, in ms (0: none). */
+  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).default(DEFAULT_SESSION_TIMEOUTS.statementTimeoutMs),
+  /** PostgreSQL's idle_in_transaction_session_timeout for the app's pooled sessions, in ms (0: none). */
+  DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number().int().min(0).default(DEFAULT_SESSION_TIMEOUTS.idleInTransactionTimeoutMs),
   /** How long SIGTERM/SIGINT waits for requests in flight before cutting them off. */
   SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(10_000),
   OPENAI_API_KEY: optionalText,
@@ -169,8 +196,18 @@ export function authSettings(env: Environment): AuthSettings {
   const key = env.AUTH_JWKS_URL !== undefined ? { jwksUrl: env.AUTH_JWKS_URL } : env.AUTH_JWT_SECRET !== undefined ? { secret: env.AUTH_JWT_SECRET } : undefined;
   return {
     dev: env.AUTH === "dev",
+    ...(env.AUTH_FAILURES_PER_MINUTE > 0 && {
+      failureLimit: { perMinute: env.AUTH_FAILURES_PER_MINUTE, ...(env.AUTH_CLIENT_ADDRESS_HEADER !== undefined && { addressHeader: env.AUTH_CLIENT_ADDRESS_HEADER }) },
+    }),
     ...(key && {
-      jwt: { key, issuer: env.AUTH_JWT_ISSUER, audience: env.AUTH_JWT_AUDIENCE, clockSkewSeconds: env.AUTH_JWT_CLOCK_SKEW ?? 30, userClaim: env.AUTH_JWT_USER_CLAIM ?? "sub" },
+      jwt: {
+        key,
+        issuer: env.AUTH_JWT_ISSUER,
+        audience: env.AUTH_JWT_AUDIENCE,
+        clockSkewSeconds: env.AUTH_JWT_CLOCK_SKEW ?? 30,
+        userClaim: env.AUTH_JWT_USER_CLAIM ?? "sub",
+        ...(env.AUTH_JWT_MAX_AGE !== undefined && { maxAgeSeconds: env.AUTH_JWT_MAX_AGE }),
+      },
     }),
   };
 }

@@ -1,23 +1,65 @@
+import type { MiddlewareHandler } from "hono";
+import { bodyLimit } from "hono/body-limit";
 import { Inngest, type InngestFunction } from "inngest";
 import { serve } from "inngest/hono";
 import { inngest } from "../inngest.config.js";
 import type { Environment } from "./config.js";
 import { logger } from "./logger.js";
+import { isProduction } from "./production.js";
+
+/** Where the app serves Inngest unless INNGEST_SERVE_PATH says otherwise (a proxy's prefix). */
+export const DEFAULT_SERVE_PATH = "/api/inngest";
+
+/**
+ * Inngest's largest request to the app: a run's whole state (event data, every step's output) is
+ * at most 32 MB (inngest.com/docs/usage-limits/inngest, "Function run state size"); 1 MiB more
+ * covers the request's envelope (run context, step stack). A larger body is no Inngest request.
+ */
+export const INNGEST_MAX_REQUEST_BYTES = 33 * 1024 * 1024;
+
+/** How far a signature's timestamp may be from now: the SDK's own window for expired signatures. */
+const SIGNATURE_WINDOW_SECONDS = 5 * 60;
 
 /**
  * How /api/inngest is served: to the local dev server (no signatures, chosen with INNGEST_DEV) or
- * to Inngest Cloud / self-hosted Inngest, where every request must carry a valid signature.
+ * to Inngest Cloud / self-hosted Inngest, where every request must carry a valid signature. The
+ * public URL announced when the app syncs comes from configuration when given (always in
+ * production), never from a request's Host header.
  */
-export type InngestServing = { mode: "dev" } | { mode: "cloud"; signingKey: string; signingKeyFallback?: string };
+export type InngestServing = ({ mode: "dev" } | { mode: "cloud"; signingKey: string; signingKeyFallback?: string; refuseUnsignedSync?: boolean }) & {
+  serveOrigin?: string;
+  servePath?: string;
+};
 
 /** INNGEST_DEV=1 (or the dev server's URL) chooses the dev server; 0, false or unset do not. */
 export const choosesDevServer = (env: Environment) => env.INNGEST_DEV !== undefined && !["0", "false"].includes(env.INNGEST_DEV);
 
 /** The serving mode the environment chose; src/production.ts refuses to start without a choice. */
 export function inngestServing(env: Environment): InngestServing {
-  if (choosesDevServer(env)) return { mode: "dev" };
+  const url = { ...(env.INNGEST_SERVE_ORIGIN !== undefined && { serveOrigin: env.INNGEST_SERVE_ORIGIN }), servePath: env.INNGEST_SERVE_PATH ?? DEFAULT_SERVE_PATH };
+  if (choosesDevServer(env)) return { mode: "dev", ...url };
   if (env.INNGEST_SIGNING_KEY === undefined) throw new Error("INNGEST_SIGNING_KEY is not set and INNGEST_DEV does not choose the dev server.");
-  return { mode: "cloud", signingKey: env.INNGEST_SIGNING_KEY, ...(env.INNGEST_SIGNING_KEY_FALLBACK && { signingKeyFallback: env.INNGEST_SIGNING_KEY_FALLBACK }) };
+  return {
+    mode: "cloud",
+    signingKey: env.INNGEST_SIGNING_KEY,
+    ...(env.INNGEST_SIGNING_KEY_FALLBACK && { signingKeyFallback: env.INNGEST_SIGNING_KEY_FALLBACK }),
+    refuseUnsignedSync: isProduction(env),
+    ...url,
+  };
+}
+
+/**
+ * Why a request's X-Inngest-Signature cannot be Inngest's, judged from the header alone (its form
+ * and its timestamp); undefined when it may be. The HMAC itself covers the body, so the SDK
+ * checks it after the (bounded) body is read.
+ */
+export function signatureHeaderRefusal(header: string | undefined, nowSeconds = Date.now() / 1000): string | undefined {
+  if (header === undefined || header === "") return "the request is not signed (no X-Inngest-Signature header)";
+  const params = new URLSearchParams(header);
+  const timestamp = params.get("t") ?? "";
+  if (!/^\d{1,12}$/.test(timestamp) || !/^[0-9a-f]{64}$/i.test(params.get("s") ?? "")) return "the X-Inngest-Signature header is malformed (expected t=<seconds>&s=<hex HMAC>)";
+  if (Math.abs(nowSeconds - Number(timestamp)) > SIGNATURE_WINDOW_SECONDS) return "the X-Inngest-Signature header has expired";
+  return undefined;
 }
 
 /**
@@ -37,7 +79,32 @@ export function inngestClient(serving: InngestServing) {
   });
 }
 
-/** The serve handler, on a client of its own (inngestClient): signatures are checked unless serving the dev server. */
-export function inngestHandler(functions: InngestFunction.Any[], serving: InngestServing) {
-  return serve({ client: inngestClient(serving), functions });
+/**
+ * The serve handler, on a client of its own (inngestClient). The SDK reads a request's whole body
+ * before it checks the signature, and takes the app's URL from the Host header unless given one,
+ * and treats an unsigned PUT as a resync that calls Inngest's register API with that URL. So, when
+ * signatures are required, a POST (and in production a PUT) without a plausible signature header is
+ * refused before its body is read, and a body is read only up to Inngest's largest request.
+ */
+export function inngestHandler(functions: InngestFunction.Any[], serving: InngestServing): MiddlewareHandler[] {
+  const handler = serve({ client: inngestClient(serving), functions, ...(serving.serveOrigin && { serveOrigin: serving.serveOrigin }), ...(serving.servePath && { servePath: serving.servePath }) });
+  const serveRequest: MiddlewareHandler = (c) => handler(c);
+  if (serving.mode === "dev") return [serveRequest];
+
+  const mustBeSigned = new Set(serving.refuseUnsignedSync ? ["POST", "PUT"] : ["POST"]);
+  const requireSignature: MiddlewareHandler = async (c, next) => {
+    const refusal = mustBeSigned.has(c.req.method) ? signatureHeaderRefusal(c.req.header("x-inngest-signature")) : undefined;
+    if (refusal === undefined) return next();
+    // Nothing more of this request is wanted: the connection closes instead of draining its body.
+    c.header("Connection", "close");
+    return c.json({ error: `Refused: ${refusal}. Only Inngest calls this endpoint; sync the app from Inngest (its signed in-band sync).`, code: "unsigned" }, 401);
+  };
+  const limit = bodyLimit({
+    maxSize: INNGEST_MAX_REQUEST_BYTES,
+    onError: (c) => {
+      c.header("Connection", "close");
+      return c.json({ error: `Request body too large: Inngest's requests are at most ${INNGEST_MAX_REQUEST_BYTES} bytes.`, code: "too_large" }, 413);
+    },
+  });
+  return [requireSignature, limit, serveRequest];
 }

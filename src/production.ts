@@ -35,6 +35,9 @@ export function startupRefusals(env: Environment): string[] {
   if (env.INNGEST_EVENT_KEY === undefined) {
     refusals.push("INNGEST_EVENT_KEY is not set: production needs it to send events to Inngest (Inngest Cloud: Manage > Event Keys; self-hosted: one of the keys given to inngest start --event-key).");
   }
+  if (env.INNGEST_SERVE_ORIGIN === undefined) {
+    refusals.push("INNGEST_SERVE_ORIGIN is not set: production announces the URL Inngest calls from configuration, never from a request's Host; set it to this app's public origin (e.g. https://chat.example.com), and INNGEST_SERVE_PATH if the endpoint is not at /api/inngest.");
+  }
   if (choosesDevServer(env)) refusals.push("INNGEST_DEV is set: production never serves the Inngest dev server; unset it.");
   if (env.DATABASE_URL === undefined) refusals.push("DATABASE_URL is not set: production does not start an embedded database; set it to your PostgreSQL's URL.");
   if (auth.dev) refusals.push("AUTH=dev is set: it lets any caller act as any user; unset it and configure JWTs (AUTH_JWKS_URL) or API keys.");

@@ -75,14 +75,15 @@ export function createApp({ functions, auth, serving, service, engine = devServe
     describeRoute({
       tags: ["Service"],
       summary: "Inngest's serve endpoint: called by Inngest, not by clients",
-      description: "Registers and runs the app's Inngest functions. Requests must be signed with INNGEST_SIGNING_KEY unless INNGEST_DEV chose the dev server.",
+      description:
+        "Registers and runs the app's Inngest functions. Requests must be signed with INNGEST_SIGNING_KEY unless INNGEST_DEV chose the dev server: an unsigned POST (and in production an unsigned PUT) is refused with 401 before its body is read, a body larger than Inngest's largest request with 413.",
       security: [],
       responses: { default: { description: "The Inngest SDK's answer, in Inngest's own protocol." } },
     }),
-    inngestHandler(functions, serving),
+    ...inngestHandler(functions, serving),
   );
-  // The caller is checked before the body is looked at; only the API's bodies are bounded
-  // (Inngest's own calls carry a run's state, up to 32 MB).
+  // The caller is checked before the body is looked at, and the body is bounded by the largest
+  // event (the serve endpoint above bounds Inngest's calls by a run's state, up to 32 MB).
   const routes = new Hono<AuthEnv>()
     .use(authenticate(auth, deps.db))
     .use(requireJsonBody(), limitBody())
@@ -114,7 +115,12 @@ export async function startServer() {
   // A configuration refusal, made before a database is started for nothing.
   const unstreamable = env.INFERENCE === "stream" && model.configured ? streamingRefusal(model) : undefined;
   if (unstreamable) throw new Error(`refusing to start: ${unstreamable}`);
-  const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, embeddedPort: env.EMBEDDED_POSTGRES_PORT });
+  const database = await openDatabase({
+    databaseUrl: env.DATABASE_URL,
+    dataDir: env.DATA_DIR,
+    embeddedPort: env.EMBEDDED_POSTGRES_PORT,
+    timeouts: { statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS, idleInTransactionTimeoutMs: env.DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS },
+  });
   logger.info(`database: ${database.source === "embedded" ? `embedded PostgreSQL, data in ${database.dataDir} (delete it, with the app stopped, to start afresh)` : "DATABASE_URL"}`);
   const applied = await migrate(database.url);
   if (applied.length > 0) logger.info(`migrations applied: ${applied.join(", ")}`);

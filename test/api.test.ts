@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { chatMessageEventId } from "../src/api/send-message.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel } from "./helpers/fixtures.js";
@@ -27,7 +28,7 @@ describe("POST /api/chat", () => {
     const response = await post({ messageId, content: "Hello" });
     expect(response.status).toBe(202);
     expect(await response.json()).toEqual({ threadId: messageId, messageId, eventId: "evt-1" });
-    expect(sent).toEqual([{ id: `chat-message-${messageId}`, name: "chat/message.sent", data: { messageId, userId: "u1", content: "Hello" } }]);
+    expect(sent).toEqual([{ id: chatMessageEventId("u1", messageId), name: "chat/message.sent", data: { messageId, userId: "u1", content: "Hello" } }]);
   });
 
   it("refuses invalid bodies with 400 naming the field, sending nothing and writing nothing", async () => {

@@ -47,7 +47,7 @@ describe("memory extraction (MEMORY_EXTRACTION)", () => {
     expect(extraction.error).toBeUndefined();
     expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: EXTRACTOR_SYSTEM_PROMPT },
-      { role: "user", content: "User: I live in Porto and I am vegetarian.\n\nAssistant: Porto is lovely." },
+      { role: "user", content: "<user_message>\nI live in Porto and I am vegetarian.\n</user_message>\n\n<assistant_message>\nPorto is lovely.\n</assistant_message>" },
     ]);
     expect(await memoriesOf(userId)).toEqual([
       { text: "Is vegetarian", source: "extracted", thread_id: threadId },

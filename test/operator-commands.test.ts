@@ -53,7 +53,7 @@ describe("the compiled operator commands, on a production install", () => {
     }
   });
 
-  it.each(["api-keys", "delete-user", "migrate"])("node dist/scripts/%s.js --help prints its usage and exits 0 without opening a database", async (command) => {
+  it.each(["api-keys", "delete-user", "migrate", "import", "sync"])("node dist/scripts/%s.js --help prints its usage and exits 0 without opening a database", async (command) => {
     const result = await node([`dist/scripts/${command}.js`, "--help"], { DATABASE_URL: NOWHERE });
     expect(result.stderr).toBe("");
     expect(result.code).toBe(0);
@@ -106,7 +106,7 @@ describe("the Dockerfile (as far as this machine, without docker, can check it)"
 });
 
 describe("every entry point reads .env before anything else", () => {
-  it.each(["src/main.ts", "scripts/dev.ts", "scripts/api-keys.ts", "scripts/delete-user.ts", "scripts/migrate.ts"])("%s imports env-file first", (file) => {
+  it.each(["src/main.ts", "scripts/dev.ts", "scripts/api-keys.ts", "scripts/delete-user.ts", "scripts/migrate.ts", "scripts/import.ts", "scripts/sync.ts"])("%s imports env-file first", (file) => {
     const firstImport = readFileSync(file, "utf8")
       .split("\n")
       .find((line) => line.startsWith("import "));

@@ -136,7 +136,7 @@ describe("npm run sync (scripts/sync.ts)", () => {
   it("--help says what it does and exits 0", async () => {
     const { code, out } = await sync(["--help"]);
     expect(code).toBe(0);
-    expect(out).toMatch(/^Usage: npm run sync/);
+    expect(out).toMatch(/^Usage: node dist\/scripts\/sync\.js/);
     expect(received).toEqual([]);
   });
 

@@ -16,6 +16,7 @@ const production: Record<string, string> = {
   NODE_ENV: "production",
   INNGEST_SIGNING_KEY: "signkey-prod-0123456789abcdef",
   INNGEST_EVENT_KEY: "event-key",
+  INNGEST_SERVE_ORIGIN: "https://chat.example.test",
   DATABASE_URL: "postgres://threadline@db.internal:5432/threadline",
   AUTH_JWKS_URL: "https://login.example.test/.well-known/jwks.json",
   AUTH_JWT_ISSUER: "https://login.example.test/",
@@ -33,6 +34,7 @@ describe("production mode refuses to start", () => {
   const missing: [setting: string, line: RegExp][] = [
     ["INNGEST_SIGNING_KEY", /^INNGEST_SIGNING_KEY is not set: production only runs requests signed by Inngest/],
     ["INNGEST_EVENT_KEY", /^INNGEST_EVENT_KEY is not set/],
+    ["INNGEST_SERVE_ORIGIN", /^INNGEST_SERVE_ORIGIN is not set: production announces the URL Inngest calls from configuration, never from a request's Host; set it/],
     ["DATABASE_URL", /^DATABASE_URL is not set: production does not start an embedded database/],
     ["AUTH_JWKS_URL", /^No JWT verification is configured: set AUTH_JWKS_URL \(or AUTH_JWT_SECRET\), or set AUTH_API_KEYS_ONLY=1/],
     ["AUTH_JWT_ISSUER", /^AUTH_JWT_ISSUER is not set/],
@@ -53,7 +55,7 @@ describe("production mode refuses to start", () => {
   });
 
   it("with nothing configured, one line per missing setting", () => {
-    expect(refusalsOf({ NODE_ENV: "production" })).toHaveLength(4);
+    expect(refusalsOf({ NODE_ENV: "production" })).toHaveLength(5);
   });
 
   it("startServer refuses before opening anything, listing what is missing", async () => {
@@ -62,7 +64,7 @@ describe("production mode refuses to start", () => {
     vi.stubEnv("INNGEST_DEV", "");
     vi.stubEnv("AUTH", "");
     const refused = startServer();
-    await expect(refused).rejects.toThrow(/^refusing to start:\n {2}INNGEST_SIGNING_KEY is not set.*\n {2}INNGEST_EVENT_KEY is not set.*\n {2}DATABASE_URL is not set.*\n {2}No JWT verification/);
+    await expect(refused).rejects.toThrow(/^refusing to start:\n {2}INNGEST_SIGNING_KEY is not set.*\n {2}INNGEST_SERVE_ORIGIN is not set.*\n {2}INNGEST_EVENT_KEY is not set.*\n {2}DATABASE_URL is not set.*\n {2}No JWT verification/);
   });
   afterEach(() => {
     vi.unstubAllEnvs();

@@ -56,8 +56,8 @@ describe("thread titles (title-thread function)", () => {
     expect(bed.model.requests).toHaveLength(1);
     const [system, user] = bed.model.requests[0]!.messages;
     expect(system).toMatchObject({ role: "system", content: TITLER_SYSTEM_PROMPT });
-    expect(String(user!.content)).toContain("User: How do I bake sourdough bread at home?");
-    expect(String(user!.content)).toContain("Assistant: Start with an active starter, then ...");
+    expect(String(user!.content)).toContain("<user_message>\nHow do I bake sourdough bread at home?\n</user_message>");
+    expect(String(user!.content)).toContain("<assistant_message>\nStart with an active starter, then ...\n</assistant_message>");
 
     const response = await app.request(`/api/threads/${threadId}`, { headers: await headersFor(USER) });
     expect(await response.json()).toMatchObject({ title: "Baking Sourdough at Home", titleSource: "model" });

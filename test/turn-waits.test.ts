@@ -190,9 +190,9 @@ describe("idempotency", () => {
     expect(sent[1]!.id).toBe(sent[0]!.id);
   });
 
-  it("a chat turn is keyed by its message id, a regenerate by its request id (each event its own request without one)", () => {
+  it("a chat turn is keyed by its user and message id, a regenerate by its user and request id (each event its own request without one)", () => {
     const options = (fn: unknown) => (fn as { opts: { idempotency?: string } }).opts.idempotency;
-    expect(options(createChatTurn(deps()))).toBe("event.data.messageId");
-    expect(options(createRegenerate(deps()))).toBe("has(event.data.requestId) ? event.data.requestId : event.id");
+    expect(options(createChatTurn(deps()))).toBe('event.data.userId + ":" + event.data.messageId');
+    expect(options(createRegenerate(deps()))).toBe('has(event.data.requestId) ? event.data.userId + ":" + event.data.requestId : event.id');
   });
 });

@@ -3,6 +3,7 @@ import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessa
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chooseModel } from "../src/agents/model.js";
 import { readEnvironment } from "../src/config.js";
+import { chatMessageEventId } from "../src/api/send-message.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { appendEvents } from "../src/history/events.js";
@@ -96,7 +97,7 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     const earlier = userMessage("An earlier message the client still holds");
     const message = userMessage("Hi");
     const stream = await send(threadId, [earlier, message]);
-    expect(lastSent()).toMatchObject({ id: `chat-message-${message.id}`, name: "chat/message.sent", data: { threadId, messageId: message.id, content: "Hi", userId: "user-1" } });
+    expect(lastSent()).toMatchObject({ id: chatMessageEventId("user-1", message.id), name: "chat/message.sent", data: { threadId, messageId: message.id, content: "Hi", userId: "user-1" } });
 
     bed.model.script({ text: "Hello there" });
     const [answer, run] = await Promise.all([finalMessage(stream), execute(chatTurn, lastSent())]);
@@ -140,7 +141,7 @@ describe("POST /api/ui/chat with useChat's transport", () => {
 
     // A retry of the same message (a lost response): Inngest drops the repeated event id, the stream replays the turn.
     const again = await finalMessage(await send(threadId, [message]));
-    expect(lastSent().id).toBe(`chat-message-${derived}`);
+    expect(lastSent().id).toBe(chatMessageEventId("user-1", derived));
     expect(again.id).toBe(answer.id);
     expect(visibleText(again)).toBe("Hi!");
     expect((await threadRows(bed.db.pool, threadId)).map((row) => row.kind)).toEqual(["user", "agent"]);

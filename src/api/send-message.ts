@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import type { ChatMessageRegenerate, ChatMessageSent } from "../../inngest.config.js";
 import { checkSendable, loadUserMessage } from "../history/store.js";
 import type { ApiDeps } from "./deps.js";
@@ -6,14 +7,22 @@ import type { ApiDeps } from "./deps.js";
 export type Sent = { threadId: string; messageId: string; eventId: string };
 
 /**
+ * The chat/message.sent event's id: Inngest drops an event whose id it has seen (for 24 hours), so
+ * the id is the message's within its user's scope (a digest of the user id: bounded, whatever the
+ * id holds). Another user's message id then never makes this user's message a silent no-op.
+ */
+export const chatMessageEventId = (userId: string, messageId: string) =>
+  `chat-message-${createHash("sha256").update(userId).digest("base64url").slice(0, 22)}-${messageId}`;
+
+/**
  * Sends a chat message for its user, as POST /api/chat and POST /api/ui/chat both do: refused first
  * (404 another user's thread, 409 a message id used for other words) rather than accepted and
- * refused inside the run, where the sender cannot see it. The event id is the message's, so a
- * re-sent message starts no second run.
+ * refused inside the run, where the sender cannot see it. The event id is the message's (in the
+ * user's scope), so a re-sent message starts no second run.
  */
 export async function sendChatMessage({ db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">, data: ChatMessageSent): Promise<Sent> {
   await checkSendable(db, data);
-  const { ids } = await sendEvent({ id: `chat-message-${data.messageId}`, name: "chat/message.sent", data });
+  const { ids } = await sendEvent({ id: chatMessageEventId(data.userId, data.messageId), name: "chat/message.sent", data });
   return { threadId: data.threadId ?? data.messageId, messageId: data.messageId, eventId: ids[0]! };
 }
 

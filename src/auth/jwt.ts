@@ -21,6 +21,15 @@ export function jwtVerifier(settings: JwtSettings): (token: string) => Promise<u
 
   return async (token) => {
     const { payload } = await verify(token).catch((error: unknown) => Promise.reject(refusal(error)));
+    if (settings.maxAgeSeconds !== undefined) {
+      // A token's whole lifetime, from its issue (or from now, when it says nothing of it) to its
+      // expiry: a stolen long-lived token stays usable as long as it says.
+      const from = typeof payload.iat === "number" ? payload.iat : Date.now() / 1000;
+      const lifetime = Math.round(payload.exp! - from);
+      if (lifetime > settings.maxAgeSeconds + settings.clockSkewSeconds) {
+        throw new TokenRefused(`it is valid for ${lifetime} s${typeof payload.iat === "number" ? " (exp - iat)" : " from now (it has no iat)"}, longer than this server accepts (AUTH_JWT_MAX_AGE: ${settings.maxAgeSeconds} s)`);
+      }
+    }
     return payload[settings.userClaim];
   };
 }

@@ -2,6 +2,7 @@ import type { Context, MiddlewareHandler } from "hono";
 import type pg from "pg";
 import { logger } from "../logger.js";
 import { looksLikeApiKey, verifyApiKey } from "./api-keys.js";
+import { clientAddress, failureLimiter } from "./failure-limit.js";
 import { verifiedUserId, type AuthEnv, type Identity } from "./identity.js";
 import { jwtVerifier, TokenRefused } from "./jwt.js";
 import { DEV_USER_HEADER, type AuthSettings } from "./settings.js";
@@ -49,7 +50,16 @@ export function authenticate(settings: AuthSettings, db: pg.Pool): MiddlewareHan
     ...(settings.dev ? [`${DEV_USER_HEADER}: <user id> (AUTH=dev)`] : []),
   ].join(" or ");
 
+  const limiter = settings.failureLimit && failureLimiter(settings.failureLimit);
+
   return async (c, next) => {
+    // An address that has failed too often is answered before its credentials cost any work.
+    const address = settings.failureLimit && clientAddress(c, settings.failureLimit);
+    const wait = address !== undefined ? limiter?.retryAfter(address) : undefined;
+    if (wait !== undefined) {
+      c.header("Retry-After", String(wait));
+      return c.json({ error: `Too many failed authentications from this address: try again in ${wait} s.`, code: "too_many_failures" }, 429);
+    }
     let identity: Identity | Refusal;
     try {
       identity = await identify(c);
@@ -62,7 +72,10 @@ export function authenticate(settings: AuthSettings, db: pg.Pool): MiddlewareHan
       c.set("identity", identity);
       return next();
     }
-    const challenge = identity.missing ? 'Bearer realm="threadline"' : `Bearer realm="threadline", error="invalid_token", error_description="${identity.reason.replaceAll('"', "'")}"`;
+    // Refused credentials are what guessing looks like; a request that sends none costs nothing.
+    if (address !== undefined && !identity.missing) limiter?.failed(address);
+    // A header value is ASCII: the reason's other characters would make the answer a 500.
+    const challenge = identity.missing ? 'Bearer realm="threadline"' : `Bearer realm="threadline", error="invalid_token", error_description="${identity.reason.replaceAll('"', "'").replace(/[^\x20-\x7e]/g, "?")}"`;
     c.header("WWW-Authenticate", challenge);
     const error = identity.missing ? `Authentication required: send ${accepted}.` : `Authentication failed: ${identity.reason}. Send ${accepted}.`;
     return c.json({ error, code: "unauthenticated" }, 401);

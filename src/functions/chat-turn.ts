@@ -53,8 +53,9 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
       id: CHAT_TURN_ID,
       name: "Chat turn",
       triggers: [chatMessageSent],
-      // A message is answered by one run: a duplicate event within 24 hours starts none.
-      idempotency: "event.data.messageId",
+      // A message is answered by one run: a duplicate event within 24 hours starts none (per user:
+      // another user's message id never silences this user's message).
+      idempotency: 'event.data.userId + ":" + event.data.messageId',
       // No per-thread concurrency key: turns of a thread are ordered by the durable wait before
       // history.get (src/history/turn-waits.ts), so a stop frees the thread at once (docs/engine.md).
       retries: TURN_RETRIES,

@@ -30,7 +30,7 @@ export function createRegenerate({ db, model, historyEnvironment, agents, eventL
       name: "Regenerate an answer",
       triggers: [chatMessageRegenerate],
       // A retried request (same requestId) starts no second run; without a requestId each event is its own request.
-      idempotency: "has(event.data.requestId) ? event.data.requestId : event.id",
+      idempotency: 'has(event.data.requestId) ? event.data.userId + ":" + event.data.requestId : event.id',
       // No per-thread concurrency key: turns of a thread are ordered by the durable wait before
       // history.get (src/history/turn-waits.ts), so a stop frees the thread at once (docs/engine.md).
       retries: TURN_RETRIES,

@@ -21,9 +21,9 @@ const EMBEDDED_DATABASE = "threadline";
  * binaries from the npm registry) with its data under `dataDir`, so a fresh machine needs nothing
  * installed.
  */
-export async function openDatabase(options: { databaseUrl?: string | undefined; dataDir: string; embeddedPort: EmbeddedPort }): Promise<Database> {
+export async function openDatabase(options: { databaseUrl?: string | undefined; dataDir: string; embeddedPort: EmbeddedPort; timeouts?: SessionTimeouts }): Promise<Database> {
   if (options.databaseUrl) {
-    const pool = createPool(options.databaseUrl);
+    const pool = createPool(options.databaseUrl, options.timeouts);
     await checkConnection(pool, `Cannot connect to DATABASE_URL: check that PostgreSQL is running and the URL is right, or unset DATABASE_URL to use the embedded database`);
     return { pool, url: options.databaseUrl, source: "DATABASE_URL", close: () => pool.end() };
   }
@@ -35,7 +35,7 @@ export async function openDatabase(options: { databaseUrl?: string | undefined; 
     throw error;
   }
   const url = server.urlFor(EMBEDDED_DATABASE);
-  const pool = createPool(url);
+  const pool = createPool(url, options.timeouts);
   return {
     pool,
     url,
@@ -48,8 +48,23 @@ export async function openDatabase(options: { databaseUrl?: string | undefined; 
   };
 }
 
-export function createPool(url: string): pg.Pool {
-  const pool = new pg.Pool({ connectionString: url, max: 10, connectionTimeoutMillis: 5_000 });
+/**
+ * Server-side limits of every pooled session, in milliseconds (0: none). A runaway statement or a
+ * transaction left open by a stalled client would otherwise hold one of the pool's few connections
+ * (and its locks and snapshot) for everyone else. Migrations use their own connection, without them.
+ */
+export type SessionTimeouts = { statementTimeoutMs: number; idleInTransactionTimeoutMs: number };
+
+export const DEFAULT_SESSION_TIMEOUTS: SessionTimeouts = { statementTimeoutMs: 30_000, idleInTransactionTimeoutMs: 60_000 };
+
+export function createPool(url: string, timeouts: SessionTimeouts = DEFAULT_SESSION_TIMEOUTS): pg.Pool {
+  const pool = new pg.Pool({
+    connectionString: url,
+    max: 10,
+    connectionTimeoutMillis: 5_000,
+    statement_timeout: timeouts.statementTimeoutMs,
+    idle_in_transaction_session_timeout: timeouts.idleInTransactionTimeoutMs,
+  });
   // An idle client whose server went away emits 'error'; the next checkout reconnects.
   pool.on("error", () => undefined);
   return pool;

@@ -1,13 +1,14 @@
 import type pg from "pg";
-import { listThreads, type ThreadCursor, type ThreadItem } from "./threads.js";
+import * as exportSql from "./export-sql.js";
+import { EXPORT_FORMAT, EXPORT_VERSION, type ExportCounts, type ExportRecord } from "./export-format.js";
+import { listThreads, type ThreadCursor } from "./threads.js";
 import * as sql from "./threads-sql.js";
-import type { ThreadMessage } from "./message-pages.js";
 
 /**
- * A user's data export: every thread and the messages of its current path, read in keyset batches
- * inside one read-only REPEATABLE READ transaction, so the export is one consistent snapshot (a
- * thread that becomes active while the export runs is neither skipped nor repeated) and memory
- * holds one batch at a time, however much the user has.
+ * A user's subject-access export (the format: export-format.ts): everything stored about them,
+ * read in keyset batches inside one read-only REPEATABLE READ transaction, so the export is one
+ * consistent snapshot (a thread that becomes active while the export runs is neither skipped nor
+ * repeated) and memory holds one batch at a time, however much the user has.
  */
 
 export const EXPORT_THREAD_BATCH = 100;
@@ -21,50 +22,77 @@ export const EXPORT_MESSAGE_BATCH = 500;
  */
 export const EXPORT_STALL_TIMEOUT = "2min";
 
-/** A current-path message as the messages API shows it, without the per-user-message extras, and its thread. */
-export type ExportedMessage = Omit<ThreadMessage, "variantCount" | "turn"> & { threadId: string };
-
-/** The last line: how many threads and messages came before it. Missing: the export was cut short. */
-export type ExportEnd = { type: "end"; threads: number; messages: number };
-
-export type ExportRecord = ({ type: "thread" } & ThreadItem) | ({ type: "message" } & ExportedMessage) | ExportEnd;
-
 type MessageRow = {
   id: string;
-  turn_seq: string;
   seq: string;
-  kind: ExportedMessage["role"] | "agent";
+  turn_seq: string;
+  kind: "user" | "agent" | "system" | "summary";
   agent_name: string;
   content: unknown;
   answers: string | null;
   variant: number | null;
+  position: number | null;
+  on_path: boolean;
   stopped: boolean;
+  client_timestamp: Date | null;
   created_at: Date;
 };
+type TurnRow = {
+  run_id: string;
+  message_id: string;
+  kind: "chat" | "regenerate";
+  variant: number;
+  status: string;
+  error: string | null;
+  event_id: string | null;
+  context: unknown;
+  started_at: Date;
+  finished_at: Date | null;
+  cursor_at: string;
+};
+type EventRow = { id: string; run_id: string | null; attempt: number; key: string; event: string; data: unknown; created_at: Date };
+type MemoryRow = { id: string; text: string; source: "remembered" | "extracted"; thread_id: string | null; created_at: Date; updated_at: Date; cursor_at: string };
 
-/** The user's threads, each followed by its current-path messages in thread order. */
+const iso = (date: Date) => date.toISOString();
+const isoOrNull = (date: Date | null) => (date === null ? null : date.toISOString());
+
+/** Everything stored about the user, record by record (the header first, the counts last). */
 export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerator<ExportRecord> {
   const client = await db.connect();
+  // While it waits on its reader, PostgreSQL may end the session (EXPORT_STALL_TIMEOUT): a
+  // checked-out client has no error listener in the pool, and an unheard error would end the
+  // process. The next query fails instead, and the export ends.
+  const onError = () => undefined;
+  client.on("error", onError);
   let open = false;
   let failed = false;
   try {
     await client.query(sql.beginSnapshot);
     open = true;
     await client.query(`SET LOCAL idle_in_transaction_session_timeout = '${EXPORT_STALL_TIMEOUT}'`);
-    const counts = { threads: 0, messages: 0 };
+    yield { type: "export", format: EXPORT_FORMAT, version: EXPORT_VERSION, userId, exportedAt: new Date().toISOString() };
+    const counts: ExportCounts = { threads: 0, messages: 0, turns: 0, summaries: 0, agentStates: 0, events: 0, memories: 0, apiKeys: 0 };
     let after: ThreadCursor | undefined;
     for (;;) {
       const page = await listThreads(client, { userId, limit: EXPORT_THREAD_BATCH, after });
       for (const thread of page.threads) {
         counts.threads += 1;
         yield { type: "thread", ...thread };
-        for await (const message of threadMessages(client, thread.id)) {
-          counts.messages += 1;
-          yield message;
+        for await (const record of threadRecords(client, thread.id)) {
+          counts[countOf[record.type]] += 1;
+          yield record;
         }
       }
       if (!page.next) break;
       after = page.next;
+    }
+    for await (const memory of userMemories(client, userId)) {
+      counts.memories += 1;
+      yield memory;
+    }
+    for (const key of (await client.query<{ id: string; name: string; created_at: Date; revoked_at: Date | null }>(exportSql.selectUserApiKeys, [userId])).rows) {
+      counts.apiKeys += 1;
+      yield { type: "api_key", id: key.id, name: key.name, createdAt: iso(key.created_at), revokedAt: isoOrNull(key.revoked_at) };
     }
     yield { type: "end", ...counts };
   } catch (error) {
@@ -74,28 +102,80 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
     // Read-only: ending it with ROLLBACK loses nothing. Also runs when the export is abandoned
     // mid-way (the HTTP client went away); a connection that failed is discarded, not reused.
     if (open && !failed) await client.query("ROLLBACK");
+    client.off("error", onError);
     client.release(failed);
   }
 }
 
-async function* threadMessages(client: pg.PoolClient, threadId: string): AsyncGenerator<{ type: "message" } & ExportedMessage> {
-  let from = { turnSeq: "0", seq: "0" };
-  for (;;) {
-    const { rows } = await client.query<MessageRow>(sql.selectExportMessages, [threadId, from.turnSeq, from.seq, EXPORT_MESSAGE_BATCH]);
+type ThreadRecord = Extract<ExportRecord, { type: "message" | "turn" | "summary" | "agent_state" | "event" }>;
+const countOf = { message: "messages", turn: "turns", summary: "summaries", agent_state: "agentStates", event: "events" } as const satisfies Record<ThreadRecord["type"], keyof ExportCounts>;
+
+/** A thread's messages (all of them, in stored order), turns, summary, agent state and event log. */
+async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGenerator<ThreadRecord> {
+  for (let from = "0"; ; ) {
+    const { rows } = await client.query<MessageRow>(exportSql.selectThreadMessages, [threadId, from, EXPORT_MESSAGE_BATCH]);
     for (const row of rows) {
       yield {
         type: "message",
         threadId,
         id: row.id,
+        seq: Number(row.seq),
+        turnSeq: Number(row.turn_seq),
         role: row.kind === "agent" ? "assistant" : row.kind,
         agentName: row.agent_name,
         content: row.content,
-        createdAt: row.created_at.toISOString(),
-        ...(row.kind === "agent" ? { answers: row.answers!, variant: row.variant!, ...(row.stopped ? { stopped: true as const } : {}) } : {}),
+        onPath: row.on_path,
+        createdAt: iso(row.created_at),
+        clientTimestamp: isoOrNull(row.client_timestamp),
+        ...(row.kind === "agent" ? { answers: row.answers!, variant: row.variant!, position: row.position!, stopped: row.stopped } : {}),
       };
     }
+    if (rows.length < EXPORT_MESSAGE_BATCH) break;
+    from = rows.at(-1)!.seq;
+  }
+  for (let from = { at: "-infinity", runId: "" }; ; ) {
+    const { rows } = await client.query<TurnRow>(exportSql.selectThreadTurns, [threadId, from.at, from.runId, EXPORT_MESSAGE_BATCH]);
+    for (const row of rows) {
+      yield {
+        type: "turn",
+        threadId,
+        runId: row.run_id,
+        messageId: row.message_id,
+        kind: row.kind,
+        variant: row.variant,
+        status: row.status,
+        error: row.error,
+        eventId: row.event_id,
+        context: row.context,
+        startedAt: iso(row.started_at),
+        finishedAt: isoOrNull(row.finished_at),
+      };
+    }
+    if (rows.length < EXPORT_MESSAGE_BATCH) break;
+    from = { at: rows.at(-1)!.cursor_at, runId: rows.at(-1)!.run_id };
+  }
+  const summary = (await client.query<{ covers_through_turn_seq: string; text: string; created_at: Date; updated_at: Date }>(exportSql.selectThreadSummary, [threadId])).rows[0];
+  if (summary) yield { type: "summary", threadId, coversThroughTurnSeq: Number(summary.covers_through_turn_seq), text: summary.text, createdAt: iso(summary.created_at), updatedAt: iso(summary.updated_at) };
+  for (const state of (await client.query<{ agent_name: string; data: unknown; updated_at: Date }>(exportSql.selectThreadAgentState, [threadId])).rows) {
+    yield { type: "agent_state", threadId, agentName: state.agent_name, data: state.data, updatedAt: iso(state.updated_at) };
+  }
+  for (let from = "0"; ; ) {
+    const { rows } = await client.query<EventRow>(exportSql.selectThreadEvents, [threadId, from, EXPORT_MESSAGE_BATCH]);
+    for (const row of rows) {
+      yield { type: "event", threadId, id: Number(row.id), runId: row.run_id, attempt: row.attempt, key: row.key, event: row.event, data: row.data, createdAt: iso(row.created_at) };
+    }
+    if (rows.length < EXPORT_MESSAGE_BATCH) break;
+    from = rows.at(-1)!.id;
+  }
+}
+
+async function* userMemories(client: pg.PoolClient, userId: string): AsyncGenerator<Extract<ExportRecord, { type: "memory" }>> {
+  for (let from = { at: "infinity", id: "ffffffff-ffff-ffff-ffff-ffffffffffff" }; ; ) {
+    const { rows } = await client.query<MemoryRow>(exportSql.selectUserMemories, [userId, from.at, from.id, EXPORT_MESSAGE_BATCH]);
+    for (const row of rows) {
+      yield { type: "memory", id: row.id, text: row.text, source: row.source, threadId: row.thread_id, createdAt: iso(row.created_at), updatedAt: iso(row.updated_at) };
+    }
     if (rows.length < EXPORT_MESSAGE_BATCH) return;
-    const last = rows.at(-1)!;
-    from = { turnSeq: last.turn_seq, seq: last.seq };
+    from = { at: rows.at(-1)!.cursor_at, id: rows.at(-1)!.id };
   }
 }

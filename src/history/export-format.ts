@@ -1,0 +1,122 @@
+import { z } from "zod";
+
+/**
+ * The subject-access export: everything Threadline stores about one user, as JSON Lines (one JSON
+ * object per line, each with a `type`). Versioned: the first line names the format and its
+ * version, and an importer refuses a version it does not know. docs/security.md describes it.
+ *
+ * Order: the `export` header; then per thread its `thread` line followed by that thread's
+ * `message`, `turn`, `summary`, `agent_state` and `event` lines; then the user's `memory` and
+ * `api_key` lines; last the `end` line counting every kind (without it, the export was cut short).
+ */
+export const EXPORT_FORMAT = "threadline.export";
+export const EXPORT_VERSION = 2;
+
+const timestamp = z.iso.datetime({ offset: true });
+
+export const exportHeader = z.object({ type: z.literal("export"), format: z.literal(EXPORT_FORMAT), version: z.literal(EXPORT_VERSION), userId: z.string(), exportedAt: timestamp });
+
+/** A thread as the thread API shows it. */
+export const exportedThread = z.object({
+  type: z.literal("thread"),
+  id: z.uuid(),
+  title: z.string().nullable(),
+  titleSource: z.enum(["user", "model"]).nullable(),
+  metadata: z.record(z.string(), z.unknown()),
+  messageCount: z.number().int().nonnegative(),
+  lastMessageAt: timestamp.nullable(),
+  lastActivityAt: timestamp,
+  createdAt: timestamp,
+  updatedAt: timestamp,
+  latestTurnStatus: z.string().nullable(),
+});
+
+/**
+ * Every message of a thread in the order it was stored (`seq`), on the current path or not:
+ * replaced answer variants and messages a regenerate or an edit took off the path (`onPath:
+ * false`), stopped answers (`stopped: true`).
+ */
+export const exportedMessage = z.object({
+  type: z.literal("message"),
+  threadId: z.uuid(),
+  id: z.uuid(),
+  seq: z.number().int().positive(),
+  turnSeq: z.number().int().nonnegative(),
+  role: z.enum(["user", "assistant", "system", "summary"]),
+  agentName: z.string(),
+  /** As stored: `{text}` for user, system and summary messages; AgentKit's output and tool calls for an answer. */
+  content: z.unknown(),
+  onPath: z.boolean(),
+  createdAt: timestamp,
+  clientTimestamp: timestamp.nullable(),
+  /** An answer's user message, its variant (regenerates) and position in the turn. */
+  answers: z.uuid().optional(),
+  variant: z.number().int().optional(),
+  position: z.number().int().optional(),
+  stopped: z.boolean().optional(),
+});
+
+/** A turn (one run answering a user message): its status and, when it failed, the cause. */
+export const exportedTurn = z.object({
+  type: z.literal("turn"),
+  threadId: z.uuid(),
+  runId: z.string(),
+  messageId: z.uuid(),
+  kind: z.enum(["chat", "regenerate"]),
+  variant: z.number().int(),
+  status: z.string(),
+  error: z.string().nullable(),
+  eventId: z.string().nullable(),
+  context: z.unknown(),
+  startedAt: timestamp,
+  finishedAt: timestamp.nullable(),
+});
+
+export const exportedSummary = z.object({ type: z.literal("summary"), threadId: z.uuid(), coversThroughTurnSeq: z.number().int(), text: z.string(), createdAt: timestamp, updatedAt: timestamp });
+
+export const exportedAgentState = z.object({ type: z.literal("agent_state"), threadId: z.uuid(), agentName: z.string(), data: z.unknown(), updatedAt: timestamp });
+
+/** A row of the thread's event log (what its live stream delivered), while retention keeps it. */
+export const exportedEvent = z.object({
+  type: z.literal("event"),
+  threadId: z.uuid(),
+  id: z.number().int().positive(),
+  runId: z.string().nullable(),
+  attempt: z.number().int(),
+  key: z.string(),
+  event: z.string(),
+  data: z.unknown(),
+  createdAt: timestamp,
+});
+
+/** A memory of the user: remembered (by an agent's tool or the API) or extracted from a thread. */
+export const exportedMemory = z.object({
+  type: z.literal("memory"),
+  id: z.uuid(),
+  text: z.string(),
+  source: z.enum(["remembered", "extracted"]),
+  threadId: z.uuid().nullable(),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
+
+/** An API key issued to the user: its id, name and dates (never its secret or hash). */
+export const exportedApiKey = z.object({ type: z.literal("api_key"), id: z.string(), name: z.string(), createdAt: timestamp, revokedAt: timestamp.nullable() });
+
+export const exportCounts = z.object({
+  threads: z.number().int(),
+  messages: z.number().int(),
+  turns: z.number().int(),
+  summaries: z.number().int(),
+  agentStates: z.number().int(),
+  events: z.number().int(),
+  memories: z.number().int(),
+  apiKeys: z.number().int(),
+});
+
+export const exportEnd = exportCounts.extend({ type: z.literal("end") });
+
+export const exportRecord = z.discriminatedUnion("type", [exportHeader, exportedThread, exportedMessage, exportedTurn, exportedSummary, exportedAgentState, exportedEvent, exportedMemory, exportedApiKey, exportEnd]);
+
+export type ExportRecord = z.infer<typeof exportRecord>;
+export type ExportCounts = z.infer<typeof exportCounts>;

@@ -1,0 +1,62 @@
+/** Statements of the subject-access export (export.ts), each one keyset batch of one thread or user. */
+
+/** Every message of thread $1 after seq $2, $3 of them (messages_thread_seq_key). */
+export const selectThreadMessages = `
+  SELECT id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped, client_timestamp, created_at
+  FROM messages WHERE thread_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3`;
+
+/**
+ * Turns of thread $1 after (started_at, run_id) ($2, $3), $4 of them (turns_thread_idx). The
+ * cursor's time is PostgreSQL's own text (microseconds; a JavaScript Date keeps milliseconds).
+ */
+export const selectThreadTurns = `
+  SELECT run_id, message_id, kind, variant, status, error, event_id, context, started_at, finished_at, started_at::text AS cursor_at
+  FROM turns WHERE thread_id = $1 AND (started_at, run_id) > ($2::timestamptz, $3::text) ORDER BY started_at, run_id LIMIT $4`;
+
+export const selectThreadSummary = `SELECT covers_through_turn_seq, text, created_at, updated_at FROM thread_summaries WHERE thread_id = $1`;
+
+export const selectThreadAgentState = `SELECT agent_name, data, updated_at FROM agent_thread_state WHERE thread_id = $1 ORDER BY agent_name`;
+
+/** Event-log rows of thread $1 after id $2, $3 of them (thread_events_pkey). */
+export const selectThreadEvents = `
+  SELECT id, run_id, attempt, key, event, data, created_at FROM thread_events WHERE thread_id = $1 AND id > $2::bigint ORDER BY id LIMIT $3`;
+
+/** Memories of user $1 after (updated_at, id) ($2, $3) newest first, $4 of them (user_memories_user_idx). */
+export const selectUserMemories = `
+  SELECT id, text, source, thread_id, created_at, updated_at, updated_at::text AS cursor_at FROM user_memories
+  WHERE user_id = $1 AND (updated_at, id) < ($2::timestamptz, $3::uuid) ORDER BY updated_at DESC, id DESC LIMIT $4`;
+
+export const selectUserApiKeys = `SELECT id, name, created_at, revoked_at FROM api_keys WHERE user_id = $1 ORDER BY created_at, id`;
+
+// The import (import.ts) writes into an empty database what an export holds.
+
+export const insertThread = `
+  INSERT INTO threads (id, user_id, title, title_source, metadata, created_at, updated_at, last_activity_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $6, $6)`;
+
+export const insertMessage = `
+  INSERT INTO messages (id, thread_id, user_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped, client_timestamp, created_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`;
+
+export const insertTurn = `
+  INSERT INTO turns (run_id, thread_id, message_id, kind, variant, status, error, event_id, context, started_at, finished_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`;
+
+export const insertSummary = `INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text, created_at, updated_at) VALUES ($1, $2, $3, $4, $5)`;
+
+export const insertAgentState = `INSERT INTO agent_thread_state (thread_id, agent_name, data, updated_at) VALUES ($1, $2, $3, $4)`;
+
+export const insertEvent = `INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`;
+
+export const insertMemory = `INSERT INTO user_memories (id, user_id, text, source, thread_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`;
+
+/** After its rows: the thread's counters and times as exported (the message trigger moved some). */
+export const finishThread = `
+  UPDATE threads SET
+    last_seq = coalesce((SELECT max(seq) FROM messages WHERE thread_id = $1), 0),
+    updated_at = $2, last_activity_at = date_trunc('milliseconds', $3::timestamptz), last_message_at = $4
+  WHERE id = $1`;
+
+export const setEventCounter = `
+  INSERT INTO thread_event_counters (thread_id, last_id) SELECT $1, max(id) FROM thread_events WHERE thread_id = $1 HAVING max(id) IS NOT NULL
+  ON CONFLICT (thread_id) DO UPDATE SET last_id = excluded.last_id`;
