@@ -4,6 +4,7 @@ import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
 import type { AgentsConfig } from "./functions/turn-network.js";
 import { DEFAULT_EVENT_RETENTION_HOURS } from "./history/events.js";
+import { DEFAULT_TOMBSTONE_DAYS } from "./history/threads.js";
 import {
   DEFAULT_HISTORY_MAXIMUMS,
   historyLength,
@@ -71,6 +72,11 @@ export const environment = z.object({
   HISTORY_MAX_BYTES: optionalSetting(z.coerce.number().pipe(historyMaxBytes)),
   /** Threads inactive for longer than this many days are deleted (hourly); unset: kept forever. */
   RETENTION_DAYS: optionalSetting(z.coerce.number({ error: "RETENTION_DAYS must be a whole number of days" }).int("RETENTION_DAYS must be a whole number of days").min(1, "RETENTION_DAYS must be at least 1 (unset it to keep threads forever)").max(36_500, "RETENTION_DAYS must be at most 36500")),
+  /**
+   * How long a deleted thread's id stays refused (its tombstone), in days; the hourly thread
+   * retention function prunes older tombstones, and the id may then be used again.
+   */
+  THREAD_TOMBSTONE_DAYS: z.coerce.number({ error: "THREAD_TOMBSTONE_DAYS must be a whole number of days" }).int("THREAD_TOMBSTONE_DAYS must be a whole number of days").min(1, "THREAD_TOMBSTONE_DAYS must be at least 1").max(36_500, "THREAD_TOMBSTONE_DAYS must be at most 36500").default(DEFAULT_TOMBSTONE_DAYS),
   /** Thread event log rows older than this many hours are pruned (every 10 minutes); a client resumes within it. */
   /**
    * 1: turns also log AgentKit's chunks (run.started, part.*, text.delta, tool_call.*), one step and

@@ -118,7 +118,7 @@ export async function startServer() {
   if (env.RETENTION_DAYS !== undefined) logger.info(`retention: threads inactive for more than ${env.RETENTION_DAYS} days are deleted hourly`);
   const agents = agentsConfig(env);
   logger.info({ network: agents.network, memory: agents.memory.agents }, "agents");
-  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, eventLog: env.EVENT_LOG_CHUNKS === true, inference: env.INFERENCE });
+  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, tombstoneDays: env.THREAD_TOMBSTONE_DAYS, eventLog: env.EVENT_LOG_CHUNKS === true, inference: env.INFERENCE });
   const events = createEventNotifier(database.pool);
   const realtime = env.REALTIME === "inngest" ? inngestRealtime(inngest) : undefined;
   const relay = realtime ? await startRealtimeRelay({ db: database.pool, events, publisher: realtime }) : undefined;

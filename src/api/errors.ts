@@ -61,6 +61,7 @@ export class EventTooLarge extends Error {
 const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
   thread_not_owned: 404,
   thread_not_found: 404,
+  thread_deleted: 409,
   message_not_found: 404,
   message_conflict: 409,
   message_not_on_path: 409,

@@ -13,6 +13,7 @@ import { threadConcurrency } from "./thread-concurrency.js";
 import { createTurnNetwork, type AgentsConfig } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { announceTurnFinished } from "./turn-finished.js";
+import { cancelOnDeletion } from "./turn-deletion.js";
 import { cancelOnStop } from "./turn-stop.js";
 import { turnOutcome } from "./turn-outcome.js";
 
@@ -58,8 +59,9 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
       // A new thread's id is its first message's id.
       concurrency: threadConcurrency("has(event.data.threadId) ? event.data.threadId : event.data.messageId"),
       retries: TURN_RETRIES,
-      // The user's stop (POST /api/threads/:threadId/stop) ends the run.
-      cancelOn: cancelOnStop,
+      // The user's stop (POST /api/threads/:threadId/stop) ends the run; so do the thread's
+      // deletion and the user's erasure (turn-deletion.ts).
+      cancelOn: [...cancelOnStop, ...cancelOnDeletion],
       onFailure: recordTurnFailure(db),
       middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
     },

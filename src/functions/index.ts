@@ -12,9 +12,12 @@ import { createTurnCancellation } from "./turn-cancellation.js";
  * AgentKit's chunks to the thread event log); `inference`: INFERENCE (the chat turn and regenerate
  * call the model in-process and stream it into the log; the other functions use the gateway);
  * `retentionDays`: RETENTION_DAYS (unset: threads are kept); `eventRetentionHours`:
- * EVENT_LOG_RETENTION_HOURS (default 24).
+ * EVENT_LOG_RETENTION_HOURS (default 24); `tombstoneDays`:
+ * THREAD_TOMBSTONE_DAYS (default 90).
  */
-export const createFunctions = (deps: FunctionDeps & { retentionDays?: number | undefined; eventRetentionHours?: number | undefined }) => [
+export const createFunctions = (
+  deps: FunctionDeps & { retentionDays?: number | undefined; eventRetentionHours?: number | undefined; tombstoneDays?: number | undefined },
+) => [
   createChatTurn(deps),
   createRegenerate(deps),
   createSummarizeThread(deps),

@@ -12,6 +12,7 @@ import { threadConcurrency } from "./thread-concurrency.js";
 import { createTurnNetwork } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { announceTurnFinished } from "./turn-finished.js";
+import { cancelOnDeletion } from "./turn-deletion.js";
 import { cancelOnStop } from "./turn-stop.js";
 import { turnOutcome } from "./turn-outcome.js";
 
@@ -33,8 +34,9 @@ export function createRegenerate({ db, model, historyEnvironment, agents, eventL
       idempotency: "has(event.data.requestId) ? event.data.requestId : event.id",
       concurrency: threadConcurrency("event.data.threadId"),
       retries: TURN_RETRIES,
-      // The user's stop (POST /api/threads/:threadId/stop) ends the run.
-      cancelOn: cancelOnStop,
+      // The user's stop (POST /api/threads/:threadId/stop) ends the run; so do the thread's
+      // deletion and the user's erasure (turn-deletion.ts).
+      cancelOn: [...cancelOnStop, ...cancelOnDeletion],
       onFailure: recordTurnFailure(db),
       middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
     },
