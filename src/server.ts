@@ -38,6 +38,8 @@ import { startupRefusals } from "./production.js";
 import { inngestRealtime } from "./realtime/publisher.js";
 import { startRealtimeRelay } from "./realtime/relay.js";
 import { createEventNotifier } from "./stream/notifier.js";
+import { createStreamSlots } from "./stream/stream-slots.js";
+import { createThreadFeeds } from "./stream/thread-feeds.js";
 
 /** What the app is built from: the API's dependencies, the functions it serves and how it checks callers. */
 export type AppDeps = ApiDeps & { functions: InngestFunction.Any[]; auth: AuthSettings; serving: InngestServing };
@@ -55,7 +57,9 @@ export function createApp({ functions, auth, serving, ...api }: AppDeps) {
     checkEventSize(event);
     return api.sendEvent(event).catch((error: unknown) => Promise.reject(new EventNotSent(error)));
   };
-  const deps = { ...api, sendEvent, events: api.events ?? createEventNotifier(api.db) };
+  const events = api.events ?? createEventNotifier(api.db);
+  const streams = { events, feeds: createThreadFeeds({ db: api.db, events }), slots: createStreamSlots(api.streams) };
+  const deps = { ...api, sendEvent, ...streams };
   const app = new Hono<AppEnv>();
   app.onError(answerError);
   app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see /docs or the HTTP API in the README.` }, 404));
@@ -123,7 +127,7 @@ export async function startServer() {
   const realtime = env.REALTIME === "inngest" ? inngestRealtime(inngest) : undefined;
   const relay = realtime ? await startRealtimeRelay({ db: database.pool, events, publisher: realtime }) : undefined;
   if (relay) logger.info("realtime: the event log is published to Inngest realtime (topic agent_stream)");
-  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), events, realtime, functions, auth: authSettings(env), serving: inngestServing(env) });
+  const app = createApp({ db: database.pool, sendEvent: (event) => inngest.send(event), events, realtime, functions, auth: authSettings(env), serving: inngestServing(env), streams: { perUser: env.STREAM_MAX_PER_USER, perProcess: env.STREAM_MAX_PER_PROCESS } });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT });
   logger.info(`listening on http://localhost:${env.PORT} (Inngest endpoint: /api/inngest)`);
 

@@ -144,6 +144,11 @@ export async function deleteExpiredThreads(db: pg.Pool, cutoff: string, limit: n
  */
 export const DEFAULT_TOMBSTONE_DAYS = 90;
 
+/** Whether the thread id was deleted (and its tombstone not yet pruned). */
+export async function isDeletedThread(db: pg.Pool, threadId: string): Promise<boolean> {
+  return (await db.query(sql.selectTombstone, [threadId])).rowCount === 1;
+}
+
 /** Deletes up to `limit` tombstones older than `days` days (oldest first); returns how many. */
 export async function pruneTombstones(db: pg.Pool, days: number, limit: number): Promise<number> {
   return (await db.query(sql.deleteOldTombstones, [days, limit])).rowCount ?? 0;
