@@ -7,6 +7,7 @@ import type { InngestServing } from "../../src/inngest-serve.js";
 import { createApp } from "../../src/server.js";
 import type { RealtimePublisher } from "../../src/realtime/publisher.js";
 import type { EventNotifier } from "../../src/stream/notifier.js";
+import type { StreamLimits } from "../../src/stream/stream-slots.js";
 import type { SentEvent } from "./engine.js";
 
 /** The shared secret, issuer and audience the test app verifies JWTs with (HS256). */
@@ -47,7 +48,15 @@ export type { SentEvent };
  */
 export function createTestApp(
   db: pg.Pool,
-  overrides: { sendEvent?: SendEvent; functions?: InngestFunction.Any[]; auth?: AuthSettings; serving?: InngestServing; events?: EventNotifier; realtime?: RealtimePublisher } = {},
+  overrides: {
+    sendEvent?: SendEvent;
+    functions?: InngestFunction.Any[];
+    auth?: AuthSettings;
+    serving?: InngestServing;
+    events?: EventNotifier;
+    realtime?: RealtimePublisher;
+    streams?: StreamLimits;
+  } = {},
 ) {
   const sent: SentEvent[] = [];
   const recordEvent: SendEvent = async (event) => {
@@ -62,6 +71,7 @@ export function createTestApp(
     serving: overrides.serving ?? { mode: "dev" },
     ...(overrides.events ? { events: overrides.events } : {}),
     ...(overrides.realtime ? { realtime: overrides.realtime } : {}),
+    ...(overrides.streams ? { streams: overrides.streams } : {}),
   });
   return { app, sent };
 }
