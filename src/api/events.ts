@@ -7,6 +7,7 @@ import { HistoryRefusal } from "../history/errors.js";
 import { ownedThread } from "../history/events.js";
 import { logger } from "../logger.js";
 import { STREAM_RETRY_AFTER_SECONDS, type StreamSlots } from "../stream/stream-slots.js";
+import type { FeedFollower } from "../stream/thread-feeds.js";
 import type { ApiDeps, StreamDeps } from "./deps.js";
 import { TooManyStreams } from "./errors.js";
 import { apiErrors } from "./openapi.js";
@@ -31,10 +32,7 @@ const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UU
 const eventsQuery = z.object({ after: eventId("after").optional() });
 const eventsHeaders = z.object({ "last-event-id": eventId("Last-Event-ID").optional() });
 
-/**
- * A slot for the caller's new stream (released when it ends), or the 429 that refuses it. Taken
- * after the thread was found the caller's, so a refused or unknown thread holds no slot.
- */
+/** A slot for the caller's new stream (release it when the stream ends, or when the request is refused after all), or the 429 that refuses it. */
 export function takeStreamSlot(slots: StreamSlots, userId: string): { release: () => void } {
   const slot = slots.acquire(userId);
   if ("refused" in slot) throw new TooManyStreams(slot.refused, STREAM_RETRY_AFTER_SECONDS);
@@ -73,15 +71,19 @@ export function eventRoutes({ db, feeds, slots }: ApiDeps & StreamDeps, heartbea
     async (c) => {
       const { threadId } = c.req.valid("param");
       const userId = callerId(c);
-      const thread = await ownedThread(db, threadId, userId);
-      if (!thread) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
       const after = c.req.valid("header")["last-event-id"] ?? c.req.valid("query").after ?? 0;
+      // The slot first: a caller over their share is refused without a database read.
       const slot = takeStreamSlot(slots, userId);
-      // Listening before the first read: whatever commits after it reaches this stream.
-      const follower = await feeds.follow(thread, after).catch((error: unknown) => {
+      let follower: FeedFollower;
+      try {
+        const thread = await ownedThread(db, threadId, userId);
+        if (!thread) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+        // Listening before the first read: whatever commits after it reaches this stream.
+        follower = await feeds.follow(thread, after);
+      } catch (error) {
         slot.release();
         throw error;
-      });
+      }
       return streamSSE(c, async (stream) => {
         stream.onAbort(() => follower.close());
         try {
