@@ -221,3 +221,13 @@ export const threadDeletedData = z.object({
 export type ThreadDeleted = z.infer<typeof threadDeletedData>;
 
 export const threadDeleted = eventType("thread/deleted", { schema: threadDeletedData });
+
+/**
+ * A user was erased (npm run delete-user): every thread of theirs is already deleted and announced
+ * (thread/deleted each). The turn functions cancel every run of the user on it, queued ones too,
+ * so nothing of the erased user is written again. The event id is derived from the user.
+ */
+export const userDeletedData = z.object({ userId });
+export type UserDeleted = z.infer<typeof userDeletedData>;
+
+export const userDeleted = eventType("user/deleted", { schema: userDeletedData });

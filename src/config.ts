@@ -6,6 +6,8 @@ import type { AgentsConfig } from "./functions/turn-network.js";
 import { DEFAULT_SESSION_TIMEOUTS } from "./history/database.js";
 import { DEFAULT_EVENT_RETENTION_HOURS } from "./history/events.js";
 import { DEFAULT_LOST_RUN_DEADLINE_MINUTES } from "./history/lost-turns.js";
+import { DEFAULT_TOMBSTONE_DAYS } from "./history/threads.js";
+import { DEFAULT_STREAM_LIMITS } from "./stream/stream-slots.js";
 import {
   DEFAULT_HISTORY_MAXIMUMS,
   historyLength,
@@ -114,6 +116,15 @@ export const environment = z.object({
   HISTORY_MAX_BYTES: optionalSetting(z.coerce.number().pipe(historyMaxBytes)),
   /** Threads inactive for longer than this many days are deleted (hourly); unset: kept forever. */
   RETENTION_DAYS: optionalSetting(z.coerce.number({ error: "RETENTION_DAYS must be a whole number of days" }).int("RETENTION_DAYS must be a whole number of days").min(1, "RETENTION_DAYS must be at least 1 (unset it to keep threads forever)").max(36_500, "RETENTION_DAYS must be at most 36500")),
+  /**
+   * How long a deleted thread's id stays refused (its tombstone), in days; the hourly thread
+   * retention function prunes older tombstones, and the id may then be used again.
+   */
+  THREAD_TOMBSTONE_DAYS: z.coerce.number({ error: "THREAD_TOMBSTONE_DAYS must be a whole number of days" }).int("THREAD_TOMBSTONE_DAYS must be a whole number of days").min(1, "THREAD_TOMBSTONE_DAYS must be at least 1").max(36_500, "THREAD_TOMBSTONE_DAYS must be at most 36500").default(DEFAULT_TOMBSTONE_DAYS),
+  /** Open live streams (event streams and useChat's UI streams) one user may hold on one process; beyond it, 429. */
+  STREAM_MAX_PER_USER: z.coerce.number({ error: "STREAM_MAX_PER_USER must be a whole number" }).int("STREAM_MAX_PER_USER must be a whole number").min(1, "STREAM_MAX_PER_USER must be at least 1").max(10_000, "STREAM_MAX_PER_USER must be at most 10000").default(DEFAULT_STREAM_LIMITS.perUser),
+  /** Open live streams one process holds in all; beyond it, 429. */
+  STREAM_MAX_PER_PROCESS: z.coerce.number({ error: "STREAM_MAX_PER_PROCESS must be a whole number" }).int("STREAM_MAX_PER_PROCESS must be a whole number").min(1, "STREAM_MAX_PER_PROCESS must be at least 1").max(100_000, "STREAM_MAX_PER_PROCESS must be at most 100000").default(DEFAULT_STREAM_LIMITS.perProcess),
   /** Thread event log rows older than this many hours are pruned (every 10 minutes); a client resumes within it. */
   /**
    * 1: turns also log AgentKit's chunks (run.started, part.*, text.delta, tool_call.*), one step and

@@ -37,6 +37,8 @@ import { startupRefusals } from "./production.js";
 import { inngestRealtime } from "./realtime/publisher.js";
 import { startRealtimeRelay } from "./realtime/relay.js";
 import { createEventNotifier } from "./stream/notifier.js";
+import { createStreamSlots } from "./stream/stream-slots.js";
+import { createThreadFeeds } from "./stream/thread-feeds.js";
 
 /** What the app is built from: the API's dependencies, the functions it serves and how it checks callers. */
 export type AppDeps = ApiDeps & {
@@ -64,7 +66,9 @@ export function createApp({ functions, auth, serving, service, engine = devServe
     checkEventSize(event);
     return api.sendEvent(event).catch((error: unknown) => Promise.reject(new EventNotSent(error, advice)));
   };
-  const deps = { ...api, sendEvent, events: api.events ?? createEventNotifier(api.db) };
+  const events = api.events ?? createEventNotifier(api.db);
+  const streams = { events, feeds: createThreadFeeds({ db: api.db, events }), slots: createStreamSlots(api.streams) };
+  const deps = { ...api, sendEvent, ...streams };
   const app = new Hono<AppEnv>();
   app.onError(answerError);
   app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see /docs (the API reference) or /openapi.json.` }, 404));
@@ -136,7 +140,10 @@ export async function startServer() {
   logger.info({ network: agents.network, memory: agents.memory.agents }, "agents");
   const engine = inngestEngine(env);
   logger.info(`Inngest: ${engine.kind === "cloud" ? "Inngest Cloud" : engine.kind === "dev" ? "the dev server" : "self-hosted"} (events ${engine.eventUrl}, API ${engine.apiUrl}); a turn whose run is lost is recorded failed within ${env.LOST_RUN_DEADLINE_MINUTES} minutes`);
-  const functions = createFunctions({ db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS, eventLog: env.EVENT_LOG_CHUNKS === true, inference: env.INFERENCE, engine, lostRunDeadlineMinutes: env.LOST_RUN_DEADLINE_MINUTES });
+  const functions = createFunctions({
+    db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS,
+    tombstoneDays: env.THREAD_TOMBSTONE_DAYS, eventLog: env.EVENT_LOG_CHUNKS === true, inference: env.INFERENCE, engine, lostRunDeadlineMinutes: env.LOST_RUN_DEADLINE_MINUTES,
+  });
   const events = createEventNotifier(database.pool);
   const serving = inngestServing(env);
   // Built now, from the configuration: see inngestClient.
@@ -148,6 +155,7 @@ export async function startServer() {
     db: database.pool, sendEvent: (event) => client.send(event), events, realtime, functions, auth: authSettings(env), serving,
     engine, engineProbe: engineProbe(engine, { intervalMs: env.READINESS_ENGINE_INTERVAL_SECONDS * 1_000 }),
     service: { model, inference: env.INFERENCE },
+    streams: { perUser: env.STREAM_MAX_PER_USER, perProcess: env.STREAM_MAX_PER_PROCESS },
   });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT, hostname: env.HOST });
   logger.info(`listening on http://${env.HOST}:${env.PORT} (Inngest endpoint: /api/inngest; liveness /health, readiness /health/ready)`);

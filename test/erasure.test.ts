@@ -48,8 +48,8 @@ describe("erasure", () => {
     // What DELETE /api/threads/:id does (its route is the threads work): delete the row, the rest cascades.
     await bed.db.pool.query("DELETE FROM threads WHERE id = $1", [threadId]);
 
-    // The explicitly remembered fact is the user's, not the thread's: it is the one row left.
-    expect(await tableRowCounts(bed.db.pool)).toEqual({ ...before, user_memories: before.user_memories! + 1 });
+    // The explicitly remembered fact is the user's, not the thread's: it is the one row left, beside the thread's tombstone.
+    expect(await tableRowCounts(bed.db.pool)).toEqual({ ...before, user_memories: before.user_memories! + 1, thread_tombstones: before.thread_tombstones! + 1 });
     const { rows } = await bed.db.pool.query("SELECT text, source FROM user_memories WHERE user_id = $1", [userId]);
     expect(rows).toEqual([{ text: "Likes jazz", source: "remembered" }]);
   });
@@ -68,13 +68,16 @@ describe("erasure", () => {
     for (const table of ["threads", "messages", "turns", "agent_thread_state", "user_memories", "api_keys"]) expect(during[table]).toBeGreaterThan(before[table]!);
 
     // Two remembered facts and two extracted memories.
-    const printed = await deleteUserCommand(["--user", userId], bed.db.pool);
-    expect(printed).toBe(`Erased user ${JSON.stringify(userId)}: 2 threads (with their messages, turns, summaries and agent state), 4 memories, 1 API keys.`);
-    expect(await tableRowCounts(bed.db.pool)).toEqual(before);
+    const printed = await deleteUserCommand(["--user", userId], bed.db.pool, async () => undefined);
+    expect(printed).toBe(
+      `Erased user ${JSON.stringify(userId)}: 2 threads (with their messages, turns, summaries and agent state), 4 memories, 1 API keys. Announced thread/deleted for each thread and user/deleted.`,
+    );
+    // Each thread leaves a tombstone: its id and the time, nothing that names the user (migration 0016).
+    expect(await tableRowCounts(bed.db.pool)).toEqual({ ...before, thread_tombstones: before.thread_tombstones! + 2 });
   });
 
   it("refuses a command line without a valid user", async () => {
-    await expect(deleteUserCommand([], bed.db.pool)).rejects.toThrow("needs --user");
-    await expect(deleteUserCommand(["--user", "bad\u0000id"], bed.db.pool)).rejects.toThrow("needs --user");
+    await expect(deleteUserCommand([], bed.db.pool, async () => undefined)).rejects.toThrow("needs --user");
+    await expect(deleteUserCommand(["--user", "bad\u0000id"], bed.db.pool, async () => undefined)).rejects.toThrow("needs --user");
   });
 });

@@ -10,6 +10,8 @@ import { failTurn } from "../src/history/store.js";
 import { storeModelTitle } from "../src/history/titles.js";
 import { cancelTurn, findEarlierTurn } from "../src/history/turn-waits.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
+import { createStreamSlots } from "../src/stream/stream-slots.js";
+import { createThreadFeeds } from "../src/stream/thread-feeds.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
 import { asUser, createTestApp, headersFor } from "./helpers/http.js";
@@ -102,7 +104,7 @@ describe("GET /api/threads/:threadId/events", () => {
         c.set("identity", { userId: "user-1" } as AuthEnv["Variables"]["identity"]);
         await next();
       })
-      .route("/api/threads", eventRoutes({ db: bed.db.pool, sendEvent: async () => ({ ids: [] }), events }, 20));
+      .route("/api/threads", eventRoutes({ db: bed.db.pool, sendEvent: async () => ({ ids: [] }), events, feeds: createThreadFeeds({ db: bed.db.pool, events }), slots: createStreamSlots() }, 20));
     const stream = await openEventStream(app, threadId);
     await stream.waitForHeartbeat();
     expect(stream.received).toEqual([]);

@@ -70,7 +70,7 @@ describe("thread retention (RETENTION_DAYS)", () => {
     const { threadId } = await seedThread(bed.db.pool, { turns: 1, userId: "forever" });
     await setActivity([threadId], daysAgo(10_000));
     const run = await execute(createThreadRetention({ db: bed.db.pool }), cronEvent);
-    expect(run.result).toEqual({ status: "disabled", deleted: 0 });
+    expect(run.result).toEqual({ status: "disabled", deleted: 0, tombstonesPruned: 0 });
     expect(await existing([threadId])).toEqual([threadId]);
   });
 });

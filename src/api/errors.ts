@@ -62,9 +62,28 @@ export class EventTooLarge extends Error {
   }
 }
 
+/**
+ * A live stream beyond the caller's share (STREAM_MAX_PER_USER) or the process's
+ * (STREAM_MAX_PER_PROCESS): answered 429 with Retry-After.
+ */
+export class TooManyStreams extends Error {
+  constructor(
+    readonly cap: "user" | "process",
+    readonly retryAfterSeconds: number,
+  ) {
+    super(
+      cap === "user"
+        ? "Too many open streams for this user: close one (another tab or a forgotten EventSource) or retry after Retry-After seconds."
+        : "This server holds as many open streams as it accepts: retry after Retry-After seconds.",
+    );
+    this.name = "TooManyStreams";
+  }
+}
+
 const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
   thread_not_owned: 404,
   thread_not_found: 404,
+  thread_deleted: 409,
   message_not_found: 404,
   message_conflict: 409,
   message_not_on_path: 409,
@@ -102,6 +121,7 @@ export const conflictBody = z.object({ error: errorText, code: z.enum(refusalCod
 export const tooLargeBody = z.object({ error: errorText, issues: fieldIssues.optional() }).meta({ id: "TooLarge" });
 export const unsupportedMediaTypeBody = z.object({ error: errorText }).meta({ id: "UnsupportedMediaType" });
 export const unprocessableBody = z.object({ error: errorText, code: z.enum(refusalCodes(422)) }).meta({ id: "Unprocessable" });
+export const tooManyStreamsBody = z.object({ error: errorText, code: z.literal("too_many_streams") }).meta({ id: "TooManyStreams" });
 export const serverFaultBody = z.object({ error: errorText, requestId: z.string() }).meta({ id: "ServerFault" });
 export const unavailableBody = z
   .union([serverFaultBody, z.object({ error: errorText, code: z.literal("auth_unavailable") })])
@@ -118,6 +138,10 @@ export function answerError(error: Error, c: Context<AppEnv>) {
   if (error instanceof HistoryRefusal && hidesOwnership(error.code)) return c.json(threadNotFound, 404);
   if (error instanceof HistoryRefusal) return c.json({ error: error.message, code: error.code }, refusalStatus[error.code]);
   if (error instanceof EventTooLarge) return c.json({ error: error.message }, 413);
+  if (error instanceof TooManyStreams) {
+    c.header("Retry-After", String(error.retryAfterSeconds));
+    return c.json({ error: error.message, code: "too_many_streams" as const }, 429);
+  }
   if (error instanceof EventNotSent) {
     logger.error({ requestId, err: error.cause }, "event not sent to Inngest");
     c.header("Retry-After", "5");

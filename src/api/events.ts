@@ -1,14 +1,15 @@
 import { Hono } from "hono";
 import { describeRoute } from "hono-openapi";
-import { streamSSE, type SSEStreamingApi } from "hono/streaming";
+import { streamSSE } from "hono/streaming";
 import { z } from "zod";
 import { callerId, type AuthEnv } from "../auth/identity.js";
 import { HistoryRefusal } from "../history/errors.js";
-import { ownsThread, readEventsAfter } from "../history/events.js";
+import { ownedThread } from "../history/events.js";
 import { logger } from "../logger.js";
-import { followThread } from "../stream/follow.js";
-import type { EventNotifier } from "../stream/notifier.js";
-import type { ApiDeps } from "./deps.js";
+import { STREAM_RETRY_AFTER_SECONDS, type StreamSlots } from "../stream/stream-slots.js";
+import type { FeedFollower } from "../stream/thread-feeds.js";
+import type { ApiDeps, StreamDeps } from "./deps.js";
+import { TooManyStreams } from "./errors.js";
 import { apiErrors } from "./openapi.js";
 import { validate } from "./validate.js";
 
@@ -31,13 +32,22 @@ const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UU
 const eventsQuery = z.object({ after: eventId("after").optional() });
 const eventsHeaders = z.object({ "last-event-id": eventId("Last-Event-ID").optional() });
 
+/** A slot for the caller's new stream (release it when the stream ends, or when the request is refused after all), or the 429 that refuses it. */
+export function takeStreamSlot(slots: StreamSlots, userId: string): { release: () => void } {
+  const slot = slots.acquire(userId);
+  if ("refused" in slot) throw new TooManyStreams(slot.refused, STREAM_RETRY_AFTER_SECONDS);
+  return slot;
+}
+
 /**
  * GET /api/threads/:threadId/events: the thread's event log as Server-Sent Events. Replays the
  * rows after Last-Event-ID (or ?after=; a reconnecting EventSource sends the header, which wins),
- * then follows live: woken by the process's shared LISTEN connection, it re-reads the log after
- * the last id it sent, so every row is sent once and in id order, whoever wrote it.
+ * then follows live through the thread's shared follow loop (thread-feeds.ts): every row is sent
+ * once and in id order, whoever wrote it, and every read is scoped by the caller and the thread's
+ * incarnation. When the thread is deleted the stream ends with a `thread.deleted` event; a stream
+ * beyond the caller's or the process's share of streams is refused (429).
  */
-export function eventRoutes({ db, events }: ApiDeps & { events: EventNotifier }, heartbeatMs = HEARTBEAT_MS) {
+export function eventRoutes({ db, feeds, slots }: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT_MS) {
   return new Hono<AuthEnv>().get(
     "/:threadId/events",
     describeRoute({
@@ -48,10 +58,11 @@ export function eventRoutes({ db, events }: ApiDeps & { events: EventNotifier },
         "Each event is one row of the thread's log: `id` (per thread, increasing), `event` (AgentKit's chunk names: run.started, " +
         "part.created, text.delta, part.completed, run.completed; and turn.retrying {attempt, maxAttempts, cause}, turn.failed, turn.cancelled, turn.stopped, turn.skipped, stream.ended, title.changed) and " +
         "`data` (JSON). stream.ended is written with the stored answer or the recorded failure. To resume, reconnect with " +
-        "Last-Event-ID (EventSource does) or ?after=<id>. Comment lines are heartbeats. The stream stays open across turns.",
+        "Last-Event-ID (EventSource does) or ?after=<id>. Comment lines are heartbeats. The stream stays open across turns; it ends with " +
+        "`thread.deleted` (no id) when the thread is deleted. 429 beyond the caller's share of open streams.",
       responses: {
         200: { description: "An endless text/event-stream.", content: { "text/event-stream": { schema: { type: "string" } } } },
-        ...apiErrors(400, 404),
+        ...apiErrors(400, 404, 429),
       },
     }),
     validate("param", threadParams),
@@ -59,34 +70,51 @@ export function eventRoutes({ db, events }: ApiDeps & { events: EventNotifier },
     validate("header", eventsHeaders),
     async (c) => {
       const { threadId } = c.req.valid("param");
-      if (!(await ownsThread(db, threadId, callerId(c)))) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+      const userId = callerId(c);
       const after = c.req.valid("header")["last-event-id"] ?? c.req.valid("query").after ?? 0;
-      // Listening before the first read: whatever commits after it wakes this stream.
-      const follower = await followThread(events, threadId);
+      // The slot first: a caller over their share is refused without a database read.
+      const slot = takeStreamSlot(slots, userId);
+      let follower: FeedFollower;
+      try {
+        const thread = await ownedThread(db, threadId, userId);
+        if (!thread) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+        // Listening before the first read: whatever commits after it reaches this stream.
+        follower = await feeds.follow(thread, after);
+      } catch (error) {
+        slot.release();
+        throw error;
+      }
       return streamSSE(c, async (stream) => {
-        let last = after;
-        // Never complete: the stream stays open across turns until the client or the notifier ends it.
-        await follower.follow(stream, heartbeatMs, async () => {
-          last = await sendEventsAfter(stream, threadId, last);
-          return false;
-        });
+        stream.onAbort(() => follower.close());
+        try {
+          // Never complete: the stream stays open across turns until the client, the thread or the process ends it.
+          while (!stream.aborted) {
+            const delivery = await follower.next(heartbeatMs);
+            if (delivery === null) {
+              await stream.write(": heartbeat\n\n");
+            } else if ("events" in delivery) {
+              for (const row of delivery.events) {
+                if (stream.aborted) return;
+                await stream.writeSSE({ id: String(row.id), event: row.event, data: JSON.stringify(row.data) });
+              }
+            } else if ("deleted" in delivery) {
+              await stream.writeSSE({ event: "thread.deleted", data: JSON.stringify({ threadId }) });
+              return;
+            } else if ("failed" in delivery) {
+              throw delivery.failed;
+            } else {
+              // Behind (a stalled client: it resumes with Last-Event-ID) or closed (shutdown).
+              return;
+            }
+          }
+        } finally {
+          follower.close();
+          slot.release();
+        }
       }, async (error) => {
         // Headers are sent: the client sees the stream end and resumes with Last-Event-ID.
         logger.error({ err: error, threadId }, "event stream failed");
       });
-
-      async function sendEventsAfter(stream: SSEStreamingApi, thread: string, from: number): Promise<number> {
-        let sent = from;
-        for (;;) {
-          const rows = await readEventsAfter(db, thread, sent, EVENT_PAGE_SIZE);
-          for (const row of rows) {
-            if (stream.aborted) return sent;
-            await stream.writeSSE({ id: String(row.id), event: row.event, data: JSON.stringify(row.data) });
-            sent = row.id;
-          }
-          if (rows.length < EVENT_PAGE_SIZE) return sent;
-        }
-      }
     },
   );
 }

@@ -12,6 +12,7 @@ import {
   notFoundBody,
   serverFaultBody,
   tooLargeBody,
+  tooManyStreamsBody,
   unauthenticatedBody,
   unavailableBody,
   unprocessableBody,
@@ -43,6 +44,10 @@ const errorAnswers = {
   413: jsonResponse("Request too large: over the body limit, a field's size limit, or Inngest's event size limit.", tooLargeBody),
   415: jsonResponse("The body is not declared as JSON (Content-Type: application/json).", unsupportedMediaTypeBody),
   422: jsonResponse("The request names something that cannot be acted on this way.", unprocessableBody),
+  429: {
+    ...jsonResponse("Too many open streams: the caller's share or the server's is taken (STREAM_MAX_PER_USER, STREAM_MAX_PER_PROCESS).", tooManyStreamsBody),
+    headers: { "Retry-After": { description: "Seconds to wait before opening the stream again.", required: true, schema: { type: "string" } } },
+  },
   500: jsonResponse("A fault of the server: send again later; the request id finds it in the log.", serverFaultBody),
   503: {
     ...jsonResponse("Not accepted now, nothing was stored: send the same request again shortly.", unavailableBody),

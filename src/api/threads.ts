@@ -244,7 +244,7 @@ export function threadRoutes({ db, sendEvent }: ApiDeps) {
         responses: {
           200: jsonResponse("The caller already holds a thread with this id: it is unchanged.", threadCreatedResponse),
           201: jsonResponse("The new thread.", threadCreatedResponse),
-          ...apiErrors(400, 404, 413, 415),
+          ...apiErrors(400, 404, 409, 413, 415),
         },
       }),
       validate("json", createThreadBody),

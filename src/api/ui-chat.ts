@@ -9,14 +9,14 @@ import { HistoryRefusal } from "../history/errors.js";
 import { clientMessageId } from "../history/ids.js";
 import { assistantTexts } from "../history/messages.js";
 import { checkOwnedThread, listAnswerVariants } from "../history/store.js";
+import { isDeletedThread } from "../history/threads.js";
 import { answeredMessage, messageTurns, readRunEventsAfter, runningTurn, type TurnRun } from "../history/turn-runs.js";
 import { logger } from "../logger.js";
 import { followThread, type ThreadFollower } from "../stream/follow.js";
-import type { EventNotifier } from "../stream/notifier.js";
-import { UiMessageStream, type FollowedRun, type UiMessageChunk } from "../stream/ui-message-stream.js";
-import type { ApiDeps } from "./deps.js";
+import { threadDeletedChunks, UiMessageStream, type FollowedRun, type UiMessageChunk } from "../stream/ui-message-stream.js";
+import type { ApiDeps, StreamDeps } from "./deps.js";
 import { badRequest } from "./errors.js";
-import { EVENT_PAGE_SIZE, HEARTBEAT_MS } from "./events.js";
+import { EVENT_PAGE_SIZE, HEARTBEAT_MS, takeStreamSlot } from "./events.js";
 import { apiErrors } from "./openapi.js";
 import { sendChatMessage, sendRegenerate } from "./send-message.js";
 import { validate } from "./validate.js";
@@ -74,8 +74,8 @@ const userMessageId = (threadId: string, id: string) => (z.uuid().safeParse(id).
  * resume). Sending checks and sends exactly as POST /api/chat or the regenerate route do, then
  * answers with the turn's run as a UI message stream, read from the thread's event log.
  */
-export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbeatMs = HEARTBEAT_MS) {
-  const { db, events } = deps;
+export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT_MS) {
+  const { db, events, slots } = deps;
   return new Hono<AuthEnv>()
     .post(
       "/",
@@ -84,7 +84,7 @@ export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbea
         tags: ["Chat"],
         summary: "Send useChat's last message (or regenerate an answer) and stream the answer (AI SDK UI message stream v1)",
         description: `submit-message sends the last message (a user message; its text parts joined) as POST /api/chat does; regenerate-message asks again as the regenerate route does. ${streamDescription}`,
-        responses: { 200: streamAnswer("The turn's answer as a UI message stream, until the turn ends."), ...apiErrors(400, 404, 409, 413, 415, 422) },
+        responses: { 200: streamAnswer("The turn's answer as a UI message stream, until the turn ends."), ...apiErrors(400, 404, 409, 413, 415, 422, 429) },
       }),
       validate("json", uiChatBody),
       async (c) => {
@@ -123,7 +123,7 @@ export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbea
         description:
           `The thread's running turn, replayed from the event log and then followed live, as POST /api/ui/chat streams it. ${streamDescription} ` +
           "204 when no turn of the caller runs on the thread (an unknown thread and another user's thread answer the same 204, so a new chat can resume on mount).",
-        responses: { 200: streamAnswer("The running turn's answer as a UI message stream."), 204: { description: "No turn runs on the thread." }, ...apiErrors(400) },
+        responses: { 200: streamAnswer("The running turn's answer as a UI message stream."), 204: { description: "No turn runs on the thread." }, ...apiErrors(400, 429) },
       }),
       validate("param", threadParams),
       async (c) => {
@@ -131,10 +131,14 @@ export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbea
         const found = await runningTurn(db, threadId);
         const running = found?.ownerId === callerId(c) ? found.running : null;
         if (!running) return c.body(null, 204);
+        const slot = takeStreamSlot(slots, callerId(c));
         // Subscribed before the first read of the run's events: nothing written meanwhile is missed.
-        const follower = await followThread(events, threadId);
+        const follower = await followThread(events, threadId).catch((error: unknown) => {
+          slot.release();
+          throw error;
+        });
         const run: FollowedRun = { threadId, runId: running.runId, userMessageId: running.messageId, variant: running.variant };
-        return respond(c, follower, threadId, () => Promise.resolve(run));
+        return respond(c, follower, slot, threadId, () => Promise.resolve(run));
       },
     );
 
@@ -143,13 +147,17 @@ export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbea
    * message sent before, submitted again, streams its latest run: Inngest drops the repeated event).
    */
   async function streamTurn(c: Context<AuthEnv>, threadId: string, messageId: string, kind: "submit" | "regenerate", send: () => Promise<unknown>) {
-    const follower = await followThread(events, threadId);
+    // The slot first: a refused stream sends nothing.
+    const slot = takeStreamSlot(slots, callerId(c));
+    let follower: ThreadFollower | undefined;
     let known: TurnRun[];
     try {
+      follower = await followThread(events, threadId);
       known = await messageTurns(db, threadId, messageId);
       await send();
     } catch (error) {
-      follower.stop();
+      follower?.stop();
+      slot.release();
       throw error;
     }
     const toRun = (turn: TurnRun): FollowedRun => ({
@@ -160,42 +168,54 @@ export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbea
       ...(turn.status === "running" ? {} : { ended: { status: turn.status, ...(turn.error === null ? {} : { cause: turn.error }) } }),
     });
     const earlier = kind === "submit" ? known.at(-1) : undefined;
-    return respond(c, follower, threadId, async () => {
+    return respond(c, follower, slot, threadId, async () => {
       if (earlier) return toRun(earlier);
       const started = (await messageTurns(db, threadId, messageId)).find((turn) => !known.some((k) => k.runId === turn.runId));
       return started && toRun(started);
     });
   }
 
-  /** The UI message stream of the run `findRun` names (undefined: not started yet, asked again on the next wake-up). */
-  function respond(c: Context<AuthEnv>, follower: ThreadFollower, threadId: string, findRun: () => Promise<FollowedRun | undefined>) {
+  /**
+   * The UI message stream of the run `findRun` names (undefined: not started yet, asked again on
+   * the next wake-up). Its reads are scoped by the caller; once the run was found, a thread that is
+   * no longer the caller's was deleted: the stream ends with a data-thread-deleted part.
+   */
+  function respond(c: Context<AuthEnv>, follower: ThreadFollower, slot: { release: () => void }, threadId: string, findRun: () => Promise<FollowedRun | undefined>) {
     c.header(UI_STREAM_HEADER, "v1");
+    const ownerId = callerId(c);
     return streamSSE(
       c,
       async (stream) => {
         let translator: UiMessageStream | undefined;
         let last = 0;
-        await follower.follow(stream, heartbeatMs, async () => {
-          if (!translator) {
-            const run = await findRun();
-            if (!run) return false;
-            translator = new UiMessageStream(run);
-            await write(stream, translator.start());
-          }
-          const rows = [];
-          for (;;) {
-            const page = await readRunEventsAfter(db, { threadId, runId: translator.run.runId, afterId: last, limit: EVENT_PAGE_SIZE });
-            rows.push(...page);
-            last = page.at(-1)?.id ?? last;
-            if (page.length < EVENT_PAGE_SIZE) break;
-          }
-          await write(stream, translator.push(rows));
-          if (!translator.ending) return false;
-          const stored = translator.needsStoredAnswer ? await storedAnswerTexts(translator.run, callerId(c)) : [];
-          await write(stream, translator.finish(stored));
-          await stream.writeSSE({ data: "[DONE]" });
-          return true;
-        });
+        try {
+          await follower.follow(stream, heartbeatMs, async () => {
+            if (!translator) {
+              const run = await findRun();
+              // Not started yet, or never will be: its thread was deleted meanwhile (or before).
+              if (!run && (await isDeletedThread(db, threadId))) return endDeleted(stream, threadId);
+              if (!run) return false;
+              translator = new UiMessageStream(run);
+              await write(stream, translator.start());
+            }
+            const rows = [];
+            for (;;) {
+              const page = await readRunEventsAfter(db, { threadId, ownerId, runId: translator.run.runId, afterId: last, limit: EVENT_PAGE_SIZE });
+              if (!page.present) return endDeleted(stream, threadId);
+              rows.push(...page.events);
+              last = page.events.at(-1)?.id ?? last;
+              if (page.events.length < EVENT_PAGE_SIZE) break;
+            }
+            await write(stream, translator.push(rows));
+            if (!translator.ending) return false;
+            const stored = translator.needsStoredAnswer ? await storedAnswerTexts(translator.run, callerId(c)) : [];
+            await write(stream, translator.finish(stored));
+            await stream.writeSSE({ data: "[DONE]" });
+            return true;
+          });
+        } finally {
+          slot.release();
+        }
       },
       async (error, stream) => {
         // Headers are sent: the client is told, and resumes with GET /api/ui/chat/:threadId/stream.
@@ -211,6 +231,13 @@ export function uiChatRoutes(deps: ApiDeps & { events: EventNotifier }, heartbea
     const results = variants.find((variant) => variant.variant === run.variant)?.results ?? [];
     return results.map((result) => assistantTexts(result.content).join(""));
   }
+}
+
+/** Ends a UI stream whose thread was deleted; true: the stream is complete. */
+async function endDeleted(stream: SSEStreamingApi, threadId: string): Promise<true> {
+  await write(stream, threadDeletedChunks(threadId));
+  await stream.writeSSE({ data: "[DONE]" });
+  return true;
 }
 
 async function write(stream: SSEStreamingApi, chunks: readonly UiMessageChunk[]) {

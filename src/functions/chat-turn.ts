@@ -13,6 +13,7 @@ import { inferenceMiddleware, type Inference } from "./streaming-inference.js";
 import { createTurnNetwork, type AgentsConfig } from "./turn-network.js";
 import { recordTurnFailure } from "./turn-failure.js";
 import { announceTurnFinished } from "./turn-finished.js";
+import { cancelOnDeletion } from "./turn-deletion.js";
 import { cancelOnStop } from "./turn-stop.js";
 import { turnOutcome } from "./turn-outcome.js";
 
@@ -59,8 +60,9 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
       // No per-thread concurrency key: turns of a thread are ordered by the durable wait before
       // history.get (src/history/turn-waits.ts), so a stop frees the thread at once (docs/engine.md).
       retries: TURN_RETRIES,
-      // The user's stop (POST /api/threads/:threadId/stop) ends the run.
-      cancelOn: cancelOnStop,
+      // The user's stop (POST /api/threads/:threadId/stop) ends the run; so do the thread's
+      // deletion and the user's erasure (turn-deletion.ts).
+      cancelOn: [...cancelOnStop, ...cancelOnDeletion],
       onFailure: recordTurnFailure(db),
       middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway"), turnRetryMiddleware(db, TURN_RETRIES)],
     },

@@ -14,11 +14,18 @@ import { createTurnCancellation } from "./turn-cancellation.js";
  * AgentKit's chunks to the thread event log); `inference`: INFERENCE (every model call — turns,
  * regenerate, titles, summaries, memory extraction — is made by this process or by the gateway);
  * `retentionDays`: RETENTION_DAYS (unset: threads are kept); `eventRetentionHours`:
- * EVENT_LOG_RETENTION_HOURS (default 24); `engine`: the Inngest server the lost-run reconciliation
- * asks about runs (the server always gives it), with `lostRunDeadlineMinutes`: LOST_RUN_DEADLINE_MINUTES.
+ * EVENT_LOG_RETENTION_HOURS (default 24); `tombstoneDays`: THREAD_TOMBSTONE_DAYS (default 90);
+ * `engine`: the Inngest server the lost-run reconciliation asks about runs (the server always gives
+ * it), with `lostRunDeadlineMinutes`: LOST_RUN_DEADLINE_MINUTES.
  */
 export const createFunctions = (
-  deps: FunctionDeps & { retentionDays?: number | undefined; eventRetentionHours?: number | undefined; engine?: InngestEngine; lostRunDeadlineMinutes?: number | undefined },
+  deps: FunctionDeps & {
+    retentionDays?: number | undefined;
+    eventRetentionHours?: number | undefined;
+    tombstoneDays?: number | undefined;
+    engine?: InngestEngine;
+    lostRunDeadlineMinutes?: number | undefined;
+  },
 ) => [
   createChatTurn(deps),
   createRegenerate(deps),

@@ -1,7 +1,7 @@
 import type pg from "pg";
 import { cron } from "inngest";
 import { inngest, threadDeleted } from "../../inngest.config.js";
-import { deleteExpiredThreads, retentionCutoff } from "../history/threads.js";
+import { DEFAULT_TOMBSTONE_DAYS, deleteExpiredThreads, pruneTombstones, retentionCutoff } from "../history/threads.js";
 
 export const THREAD_RETENTION_ID = "thread-retention";
 
@@ -11,14 +11,26 @@ export const RETENTION_BATCH = 200;
 /** Batches one run deletes at most (10,000 threads); a larger backlog continues on the next hour's run. */
 export const RETENTION_MAX_BATCHES = 50;
 
+/** Tombstones one run prunes at most; a larger backlog continues on the next hour's run. */
+export const TOMBSTONE_BATCH = 10_000;
+
 /**
- * Deletes threads inactive for longer than RETENTION_DAYS (unset: keeps everything), every hour.
+ * Prunes the tombstones of threads deleted more than `tombstoneDays` ago (THREAD_TOMBSTONE_DAYS),
+ * so their ids may be used again, and deletes threads inactive for longer than RETENTION_DAYS (unset: keeps everything), every hour.
  * The cutoff is fixed once per run (a step), then each batch is a step that deletes up to
  * RETENTION_BATCH expired threads and the next step announces them (thread/deleted). Idempotent:
  * a retried or re-run batch finds only threads still expired, and the announcement's event ids
  * are derived from the threads.
  */
-export function createThreadRetention({ db, retentionDays }: { db: pg.Pool; retentionDays?: number | undefined }) {
+export function createThreadRetention({
+  db,
+  retentionDays,
+  tombstoneDays = DEFAULT_TOMBSTONE_DAYS,
+}: {
+  db: pg.Pool;
+  retentionDays?: number | undefined;
+  tombstoneDays?: number | undefined;
+}) {
   return inngest.createFunction(
     {
       id: THREAD_RETENTION_ID,
@@ -29,7 +41,9 @@ export function createThreadRetention({ db, retentionDays }: { db: pg.Pool; rete
       retries: 4,
     },
     async ({ step }) => {
-      if (retentionDays === undefined) return { status: "disabled" as const, deleted: 0 };
+      // Every deletion leaves a tombstone (retention off or not): pruned here, whatever RETENTION_DAYS says.
+      const tombstonesPruned = await step.run("retention.prune-tombstones", () => pruneTombstones(db, tombstoneDays, TOMBSTONE_BATCH));
+      if (retentionDays === undefined) return { status: "disabled" as const, deleted: 0, tombstonesPruned };
       const cutoff = await step.run("retention.cutoff", () => retentionCutoff(db, retentionDays));
       let deleted = 0;
       for (let batch = 0; batch < RETENTION_MAX_BATCHES; batch += 1) {
@@ -41,9 +55,9 @@ export function createThreadRetention({ db, retentionDays }: { db: pg.Pool; rete
           );
         }
         deleted += gone.length;
-        if (gone.length < RETENTION_BATCH) return { status: "done" as const, cutoff, deleted };
+        if (gone.length < RETENTION_BATCH) return { status: "done" as const, cutoff, deleted, tombstonesPruned };
       }
-      return { status: "more-next-run" as const, cutoff, deleted };
+      return { status: "more-next-run" as const, cutoff, deleted, tombstonesPruned };
     },
   );
 }

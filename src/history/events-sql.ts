@@ -23,9 +23,30 @@ export const selectEventsAfter = `
   ORDER BY id
   LIMIT $3`;
 
-/** Whether the user ($2) owns the thread ($1). */
-export const selectOwnedThread = `
-  SELECT 1 FROM threads WHERE id = $1 AND user_id = $2`;
+/**
+ * The incarnation of the user's ($2) thread ($1): its creation time as text (exact to the
+ * microsecond, unlike a JavaScript date), which tells it apart from a thread created later under
+ * the same id. No row: not the user's thread, or none at all.
+ */
+export const selectThreadIncarnation = `
+  SELECT created_at::text AS incarnation FROM threads WHERE id = $1 AND user_id = $2`;
+
+/**
+ * The events after id $4 of thread $1 as long as it is still user $2's thread of incarnation $3,
+ * in id order, $5 of them. Always one row at least: present is false (and no event) once that
+ * thread is gone (deleted, or deleted and created again under its id).
+ */
+export const selectOwnedEventsAfter = `
+  SELECT t.id IS NOT NULL AS present, e.id, e.event, e.data
+  FROM (SELECT 1) one
+  LEFT JOIN threads t ON t.id = $1 AND t.user_id = $2 AND t.created_at = $3::timestamptz
+  LEFT JOIN LATERAL (
+    SELECT x.id, x.event, x.data FROM thread_events x
+    WHERE x.thread_id = t.id AND x.id > $4
+    ORDER BY x.id
+    LIMIT $5
+  ) e ON true
+  ORDER BY e.id`;
 
 /** Deletes up to $2 events written before $1 (oldest first); returns how many. */
 export const deleteEventsBefore = `

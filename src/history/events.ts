@@ -51,9 +51,28 @@ export async function readEventsAfter(db: pg.Pool, threadId: string, afterId: nu
   return rows.map(toThreadEvent);
 }
 
-/** Whether the user owns the thread (false for another user's thread and for none at all). */
-export async function ownsThread(db: pg.Pool, threadId: string, userId: string): Promise<boolean> {
-  return (await db.query(sql.selectOwnedThread, [threadId, userId])).rowCount === 1;
+/**
+ * One thread as a live stream follows it: its id, its owner, and its incarnation (which tells it
+ * apart from a thread created under the same id after it was deleted).
+ */
+export type OwnedThread = { threadId: string; ownerId: string; incarnation: string };
+
+/** The user's thread as a stream follows it; undefined for another user's thread and for none at all. */
+export async function ownedThread(db: pg.Pool, threadId: string, userId: string): Promise<OwnedThread | undefined> {
+  const row = (await db.query<{ incarnation: string }>(sql.selectThreadIncarnation, [threadId, userId])).rows[0];
+  return row && { threadId, ownerId: userId, incarnation: row.incarnation };
+}
+
+/**
+ * The thread's events after `afterId`, in id order, at most `limit`, read only while it is still
+ * the same owner's same thread: `present` false once it was deleted (whatever now has its id).
+ */
+export async function readOwnedEventsAfter(db: pg.Pool, thread: OwnedThread, afterId: number, limit: number): Promise<{ present: boolean; events: ThreadEvent[] }> {
+  const { rows } = await db.query<{ present: boolean; id: string | null; event: string; data: Record<string, unknown> }>(sql.selectOwnedEventsAfter, [
+    thread.threadId, thread.ownerId, thread.incarnation, afterId, limit,
+  ]);
+  const events = rows.flatMap((row) => (row.id === null ? [] : [toThreadEvent({ id: row.id, event: row.event, data: row.data })]));
+  return { present: rows[0]!.present, events };
 }
 
 /** The time before which events are pruned, fixed once per pruning run. */

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { HistoryRefusal, threadNotOwned } from "./errors.js";
+import { HistoryRefusal, isThreadDeletedError, threadDeleted, threadNotOwned } from "./errors.js";
 import type { AgentContent, HistoryRow } from "./messages.js";
 import * as sql from "./sql.js";
 
@@ -41,7 +41,9 @@ export async function transaction<T>(db: pg.Pool, work: (client: pg.PoolClient) 
 
 /** Creates the thread, or checks that an existing one belongs to the user (seeding and tools; a turn needs no call). */
 export async function ensureThread(db: pg.Pool, threadId: string, userId: string): Promise<{ created: boolean }> {
-  const inserted = await db.query(sql.insertThread, [threadId, userId]);
+  const inserted = await db.query(sql.insertThread, [threadId, userId]).catch((error: unknown) => {
+    throw isThreadDeletedError(error) ? threadDeleted(threadId) : error;
+  });
   if (inserted.rowCount === 1) return { created: true };
   const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
   if (owner.rows[0]?.user_id !== userId) throw threadNotOwned(threadId);
@@ -137,9 +139,14 @@ export async function beginTurn(
   },
 ): Promise<TurnStart> {
   const { threadId, userId, message, turn } = input;
-  const { rows } = await db.query<BeginTurnRow>(sql.beginTurn, [
-    threadId, userId, message.id, message.text, message.clientTimestamp ?? null, turn.runId, turn.kind, turn.eventId ?? null, input.context ?? null,
-  ]);
+  const { rows } = await db
+    .query<BeginTurnRow>(sql.beginTurn, [
+      threadId, userId, message.id, message.text, message.clientTimestamp ?? null, turn.runId, turn.kind, turn.eventId ?? null, input.context ?? null,
+    ])
+    // The thread was deleted (migration 0016's tombstone): its events never bring it back.
+    .catch((error: unknown) => {
+      throw isThreadDeletedError(error) ? threadDeleted(threadId) : error;
+    });
   const row = rows[0]!;
   if (row.refusal) throw refusal(row.refusal, { threadId, messageId: message.id });
   return {

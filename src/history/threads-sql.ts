@@ -127,6 +127,20 @@ export const deleteExpiredThreads = `
   WHERE t.id = e.id AND t.last_activity_at < $1
   RETURNING t.id, t.user_id`;
 
+/** Whether thread $1 was deleted: it has a tombstone (and, so, no row). */
+export const selectTombstone = `
+  SELECT 1 FROM thread_tombstones WHERE thread_id = $1`;
+
+/** Deletes up to $2 tombstones older than $1 days, oldest first (thread_tombstones_deleted_idx). */
+export const deleteOldTombstones = `
+  WITH old AS (
+    SELECT thread_id FROM thread_tombstones
+    WHERE deleted_at < now() - make_interval(days => $1::int)
+    ORDER BY deleted_at
+    LIMIT $2
+  )
+  DELETE FROM thread_tombstones d USING old WHERE d.thread_id = old.thread_id`;
+
 /* ---- Export (inside one REPEATABLE READ transaction: every batch reads the same snapshot) ---- */
 
 export const beginSnapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";

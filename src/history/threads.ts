@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { HistoryRefusal, threadNotOwned } from "./errors.js";
+import { HistoryRefusal, isThreadDeletedError, threadDeleted, threadNotOwned } from "./errors.js";
 import * as sql from "./threads-sql.js";
 
 /**
@@ -91,7 +91,11 @@ export async function createThread(
   input: { threadId: string; userId: string; title: string | null; metadata: Record<string, unknown> },
 ): Promise<{ thread: ThreadItem; created: boolean }> {
   const { threadId, userId } = input;
-  const inserted = (await db.query<ThreadRow>(sql.insertThreadWithDetails, [threadId, userId, input.title, input.metadata])).rows[0];
+  const inserted = (
+    await db.query<ThreadRow>(sql.insertThreadWithDetails, [threadId, userId, input.title, input.metadata]).catch((error: unknown) => {
+      throw isThreadDeletedError(error) ? threadDeleted(threadId) : error;
+    })
+  ).rows[0];
   if (inserted) return { thread: toItem(inserted), created: true };
   const owner = (await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId])).rows[0];
   if (owner?.user_id !== userId) throw threadNotOwned(threadId);
@@ -129,4 +133,23 @@ export async function retentionCutoff(db: pg.Pool, days: number): Promise<string
 export async function deleteExpiredThreads(db: pg.Pool, cutoff: string, limit: number): Promise<{ threadId: string; userId: string }[]> {
   const { rows } = await db.query<{ id: string; user_id: string }>(sql.deleteExpiredThreads, [cutoff, limit]);
   return rows.map((row) => ({ threadId: row.id, userId: row.user_id }));
+}
+
+/* ---- Tombstones (migration 0016) ---- */
+
+/**
+ * How long a deleted thread's id stays refused unless THREAD_TOMBSTONE_DAYS says otherwise: longer
+ * than Inngest keeps a run to replay or an event to re-deliver, so no event of a deleted thread
+ * can bring it back.
+ */
+export const DEFAULT_TOMBSTONE_DAYS = 90;
+
+/** Whether the thread id was deleted (and its tombstone not yet pruned). */
+export async function isDeletedThread(db: pg.Pool, threadId: string): Promise<boolean> {
+  return (await db.query(sql.selectTombstone, [threadId])).rowCount === 1;
+}
+
+/** Deletes up to `limit` tombstones older than `days` days (oldest first); returns how many. */
+export async function pruneTombstones(db: pg.Pool, days: number, limit: number): Promise<number> {
+  return (await db.query(sql.deleteOldTombstones, [days, limit])).rowCount ?? 0;
 }

@@ -31,12 +31,19 @@ export async function runningTurn(db: pg.Pool, threadId: string, messageId?: str
   return { ownerId: row.user_id, running: row.run_id === null ? null : { runId: row.run_id, messageId: row.message_id!, variant: row.variant! } };
 }
 
-/** One run's events in the thread's log after `afterId`, in id order, at most `limit`. */
-export async function readRunEventsAfter(db: pg.Pool, input: { threadId: string; runId: string; afterId: number; limit: number }): Promise<ThreadEvent[]> {
-  const { rows } = await db.query<ThreadEventRow>(sql.selectRunEventsAfter, [
-    input.threadId, input.runId, input.afterId, input.limit,
+/**
+ * One run's events in the owner's thread's log after `afterId`, in id order, at most `limit`;
+ * `present` false when the thread is not (or no longer) the owner's.
+ */
+export async function readRunEventsAfter(
+  db: pg.Pool,
+  input: { threadId: string; ownerId: string; runId: string; afterId: number; limit: number },
+): Promise<{ present: boolean; events: ThreadEvent[] }> {
+  const { rows } = await db.query<{ present: boolean } & ({ id: string; event: string; data: Record<string, unknown> } | { id: null })>(sql.selectRunEventsAfter, [
+    input.threadId, input.runId, input.afterId, input.limit, input.ownerId,
   ]);
-  return rows.map(toThreadEvent);
+  const events = rows.flatMap((row) => (row.id === null ? [] : [toThreadEvent(row as ThreadEventRow)]));
+  return { present: rows[0]!.present, events };
 }
 
 /**

@@ -4,7 +4,7 @@
  * their own rows first, in the same transaction.
  */
 export const deleteUserThreads = `
-  DELETE FROM threads WHERE user_id = $1`;
+  DELETE FROM threads WHERE user_id = $1 RETURNING id`;
 
 export const deleteUserApiKeys = `
   DELETE FROM api_keys WHERE user_id = $1`;

@@ -32,6 +32,7 @@ export type UiMessageChunk =
   | { type: "text-delta"; id: string; delta: string }
   | { type: "text-end"; id: string; providerMetadata?: PartOrigin }
   | { type: "data-superseded"; id: string; data: { partId: string; stepId: string; attempt: number; supersededBy: number } }
+  | { type: "data-thread-deleted"; data: { threadId: string }; transient: true }
   | { type: "error"; errorText: string }
   | { type: "abort"; reason?: string }
   | { type: "finish"; finishReason: "stop" | "error" | "other"; messageMetadata: { status: string } };
@@ -40,6 +41,16 @@ export type UiMessageChunk =
  * The run a UI stream follows: the user message it answers and the variant it writes (or found,
  * skipped); `ended` when its turn had already finished when it was looked up.
  */
+/**
+ * How a UI stream ends when its thread is deleted under it: a transient data-thread-deleted part
+ * (what a client acts on: the chat is gone), then abort and finish (status "deleted").
+ */
+export const threadDeletedChunks = (threadId: string): UiMessageChunk[] => [
+  { type: "data-thread-deleted", data: { threadId }, transient: true },
+  { type: "abort", reason: "thread.deleted" },
+  { type: "finish", finishReason: "other", messageMetadata: { status: "deleted" } },
+];
+
 export type FollowedRun = { threadId: string; runId: string; userMessageId: string; variant: number; ended?: RunEnding };
 
 /** How the run ended (its stream.ended), with the cause a failure or cancellation recorded. */

@@ -7,6 +7,7 @@ import type { InngestServing } from "../../src/inngest-serve.js";
 import { createApp } from "../../src/server.js";
 import type { RealtimePublisher } from "../../src/realtime/publisher.js";
 import type { EventNotifier } from "../../src/stream/notifier.js";
+import type { StreamLimits } from "../../src/stream/stream-slots.js";
 import type { SentEvent } from "./engine.js";
 import type { EngineProbe } from "../../src/inngest-engine.js";
 
@@ -48,7 +49,16 @@ export type { SentEvent };
  */
 export function createTestApp(
   db: pg.Pool,
-  overrides: { sendEvent?: SendEvent; functions?: InngestFunction.Any[]; auth?: AuthSettings; serving?: InngestServing; events?: EventNotifier; realtime?: RealtimePublisher; engineProbe?: EngineProbe } = {},
+  overrides: {
+    sendEvent?: SendEvent;
+    functions?: InngestFunction.Any[];
+    auth?: AuthSettings;
+    serving?: InngestServing;
+    events?: EventNotifier;
+    realtime?: RealtimePublisher;
+    engineProbe?: EngineProbe;
+    streams?: StreamLimits;
+  } = {},
 ) {
   const sent: SentEvent[] = [];
   const recordEvent: SendEvent = async (event) => {
@@ -64,6 +74,7 @@ export function createTestApp(
     ...(overrides.events ? { events: overrides.events } : {}),
     ...(overrides.realtime ? { realtime: overrides.realtime } : {}),
     ...(overrides.engineProbe ? { engineProbe: overrides.engineProbe } : {}),
+    ...(overrides.streams ? { streams: overrides.streams } : {}),
   });
   return { app, sent };
 }

@@ -4,12 +4,13 @@ import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import type { InngestFunction } from "inngest";
 import type pg from "pg";
-import { chatMessageRegenerate, chatMessageSent, inngest, turnStopRequested } from "../../inngest.config.js";
+import { chatMessageRegenerate, chatMessageSent, inngest } from "../../inngest.config.js";
 import type { ModelChoice } from "../../src/agents/model.js";
 import { CHAT_TURN_ID, createChatTurn } from "../../src/functions/chat-turn.js";
 import { createRegenerate, REGENERATE_ID } from "../../src/functions/regenerate.js";
 import { createTurnCancellation } from "../../src/functions/turn-cancellation.js";
 import { createEventNotifier } from "../../src/stream/notifier.js";
+import { cancels } from "./cancel-on.js";
 import { execute, executeFailureHandler, type Execution, type SentEvent } from "./engine.js";
 import { scriptedModel } from "./fixtures.js";
 import { createApp } from "../../src/server.js";
@@ -38,8 +39,8 @@ export type LiveApp = {
  * regenerate it accepts runs at once, in the background, in this process: the real turn function
  * under the test engine, streaming the scripted model's answer into the event log. Each run gets
  * one attempt: one that fails has failed for good, and its onFailure handler runs as Inngest
- * would run it then. A stop (chat/turn.stop.requested) cancels the unfinished runs answering its
- * user message as the functions' cancelOn makes Inngest do: a step executing goes on to its end (a
+ * would run it then. An event the app sends (a stop, a thread's deletion) cancels the unfinished runs
+ * that the functions' own cancelOn matches (cancel-on.ts), as Inngest does: a step executing goes on to its end (a
  * streaming inference ends at its next batch of text), no later step starts, no onFailure runs,
  * and inngest/function.cancelled reaches the turn-cancelled function.
  */
@@ -61,9 +62,8 @@ export async function startLiveApp(db: pg.Pool, model: ModelServer, options: { m
     events,
     service: { model: deps.model, inference: deps.inference },
     sendEvent: async (event) => {
-      if (event.name === turnStopRequested.name) {
-        for (const run of runs) if (!ended.has(run) && run.event.data.messageId === event.data.messageId) run.cancelled = true;
-      }
+      // Each unfinished run whose function's cancelOn matches the event is cancelled.
+      for (const run of runs) if (!ended.has(run) && cancels(functions[run.event.name]!.fn, run.event, event)) run.cancelled = true;
       const started = functions[event.name];
       if (started) {
         const { fn, id } = started;

@@ -1,0 +1,182 @@
+import type pg from "pg";
+import { readOwnedEventsAfter, type OwnedThread, type ThreadEvent } from "../history/events.js";
+import type { EventNotifier } from "./notifier.js";
+
+/** What a follower of a thread gets next. */
+export type FeedDelivery =
+  /** New rows of the thread's log, in id order, each once. */
+  | { events: ThreadEvent[] }
+  /** The thread is gone (deleted, or deleted and created again): nothing more comes. */
+  | { deleted: true }
+  /** The follower fell more than the feed's queue bound behind: it should resume from its last row. */
+  | { behind: true }
+  /** Reading the log failed: the follower ends and the client resumes. */
+  | { failed: unknown }
+  /** The process is shutting down (the notifier closed), or the follower was closed. */
+  | { closed: true };
+
+export type FeedFollower = {
+  /** The next delivery, or null when nothing came for `timeoutMs` (time for a heartbeat). */
+  next: (timeoutMs: number) => Promise<FeedDelivery | null>;
+  /** Leaves the feed (idempotent); a pending next() answers closed. */
+  close: () => void;
+};
+
+export type ThreadFeeds = {
+  /**
+   * Follows the owner's thread from after `afterId`. Resolves once the feed listens, so whatever
+   * commits afterwards reaches the follower; the rows after `afterId` already in the log come first.
+   */
+  follow: (thread: OwnedThread, afterId: number) => Promise<FeedFollower>;
+  /** Threads followed now (each one database read per wake-up, however many followers). */
+  readonly feeds: number;
+};
+
+/** Rows one read returns at most; a longer backlog is read page by page. */
+export const FEED_PAGE_SIZE = 500;
+
+/** Rows a follower may have waiting unwritten before it is told it is behind (a stalled client). */
+export const FEED_MAX_QUEUED = 5_000;
+
+type Follower = {
+  /** The last row id handed to this follower. */
+  last: number;
+  queue: FeedDelivery[];
+  queued: number;
+  wake: () => void;
+  done: boolean;
+};
+
+/**
+ * One follow loop per thread, shared by all of its live streams: each wake-up of the thread (the
+ * process's LISTEN connection) is one database read — from the position of the follower furthest
+ * behind, scoped by the thread's owner and incarnation — whose rows are handed to every follower
+ * past its own position. Reads of a thread never overlap: a wake-up during a read is one more read
+ * after it. A follower's rows wait in its own queue, so a slow client delays no other; one that
+ * falls FEED_MAX_QUEUED rows behind is told so and dropped (it resumes with Last-Event-ID).
+ *
+ * A feed is keyed by thread, owner and incarnation: a stream of a thread that was deleted and
+ * created again under the same id (by anyone) never reads the new thread's rows; its read finds
+ * its thread gone and it ends with `deleted`.
+ */
+export function createThreadFeeds({ db, events, pageSize = FEED_PAGE_SIZE, maxQueued = FEED_MAX_QUEUED }: { db: pg.Pool; events: EventNotifier; pageSize?: number; maxQueued?: number }): ThreadFeeds {
+  const feeds = new Map<string, Feed>();
+
+  type Feed = { thread: OwnedThread; followers: Set<Follower>; listening: Promise<() => void>; reading: boolean; again: boolean; gone: boolean };
+
+  const deliver = (follower: Follower, delivery: FeedDelivery) => {
+    if (follower.done) return;
+    if ("events" in delivery) {
+      follower.last = delivery.events.at(-1)!.id;
+      follower.queued += delivery.events.length;
+      if (follower.queued > maxQueued) {
+        follower.queue = [{ behind: true }];
+        follower.done = true;
+      } else follower.queue.push(delivery);
+    } else {
+      follower.queue.push(delivery);
+      follower.done = true;
+    }
+    follower.wake();
+  };
+
+  const readOnce = async (feed: Feed) => {
+    const followers = [...feed.followers];
+    if (followers.length === 0) return;
+    let from = Math.min(...followers.map((follower) => follower.last));
+    for (;;) {
+      const page = await readOwnedEventsAfter(db, feed.thread, from, pageSize);
+      if (!page.present) {
+        feed.gone = true;
+        for (const follower of followers) deliver(follower, { deleted: true });
+        return;
+      }
+      for (const follower of followers) {
+        const fresh = page.events.filter((event) => event.id > follower.last);
+        if (fresh.length > 0) deliver(follower, { events: fresh });
+      }
+      if (page.events.length < pageSize) return;
+      from = page.events.at(-1)!.id;
+    }
+  };
+
+  const read = async (feed: Feed) => {
+    if (feed.reading) {
+      feed.again = true;
+      return;
+    }
+    feed.reading = true;
+    try {
+      do {
+        feed.again = false;
+        await readOnce(feed).catch((error: unknown) => {
+          for (const follower of feed.followers) deliver(follower, { failed: error });
+        });
+      } while (feed.again && !feed.gone && feed.followers.size > 0);
+    } finally {
+      feed.reading = false;
+    }
+  };
+
+  const leave = (key: string, feed: Feed, follower: Follower) => {
+    follower.done = true;
+    follower.wake();
+    feed.followers.delete(follower);
+    if (feed.followers.size > 0) return;
+    if (feeds.get(key) === feed) feeds.delete(key);
+    void feed.listening.then((unsubscribe) => unsubscribe(), () => undefined);
+  };
+
+  return {
+    get feeds() {
+      return feeds.size;
+    },
+    async follow(thread, afterId) {
+      const key = JSON.stringify([thread.threadId, thread.ownerId, thread.incarnation]);
+      let feed = feeds.get(key);
+      if (!feed || feed.gone) {
+        const created: Feed = { thread, followers: new Set(), reading: false, again: false, gone: false, listening: Promise.resolve(() => undefined) };
+        // A wake-up after the notifier closed ends every follower (shutdown); any other is a read.
+        created.listening = events.subscribe(thread.threadId, () => {
+          if (events.closed) for (const follower of created.followers) follower.wake();
+          else void read(created);
+        });
+        feeds.set(key, created);
+        feed = created;
+      }
+      const joined = feed;
+      const follower: Follower = { last: afterId, queue: [], queued: 0, wake: () => undefined, done: false };
+      joined.followers.add(follower);
+      try {
+        await joined.listening;
+      } catch (error) {
+        leave(key, joined, follower);
+        throw error;
+      }
+      // The first read brings the rows already in the log; later ones come with each wake-up.
+      void read(joined);
+      return {
+        next: async (timeoutMs) => {
+          for (;;) {
+            const delivery = follower.queue.shift();
+            if (delivery) {
+              if ("events" in delivery) follower.queued -= delivery.events.length;
+              return delivery;
+            }
+            if (follower.done || events.closed) return { closed: true };
+            const woken = await new Promise<boolean>((resolve) => {
+              const timer = setTimeout(() => resolve(false), timeoutMs);
+              follower.wake = () => {
+                clearTimeout(timer);
+                resolve(true);
+              };
+            });
+            follower.wake = () => undefined;
+            if (!woken) return null;
+          }
+        },
+        close: () => leave(key, joined, follower),
+      };
+    },
+  };
+}
