@@ -1,5 +1,6 @@
 // First: the settings of .env, before any module reads the environment.
 import "../src/env-file.js";
+import { createHmac } from "node:crypto";
 import { parseArgs } from "node:util";
 
 /**
@@ -12,6 +13,7 @@ import { parseArgs } from "node:util";
 const HELP = `Usage: node dist/scripts/sync.js [--url <serve URL>]   (npm run sync [-- --url <serve URL>])
 
 Registers Threadline's functions with the Inngest server after a deploy (PUT <serve URL>).
+Signed with INNGEST_SIGNING_KEY when it is set: production refuses an unsigned sync.
 
   --url <serve URL>  the app's Inngest endpoint, as the Inngest server reaches it
                      (default: INNGEST_SERVE_ORIGIN + INNGEST_SERVE_PATH when set,
@@ -26,11 +28,23 @@ if (values.help) {
   process.exit(0);
 }
 
+/**
+ * Production refuses an unsigned sync (src/inngest-serve.ts): with the app's signing key the PUT
+ * is signed as Inngest signs its requests, an HMAC-SHA256 of the (empty) body and the time, keyed
+ * by the key without its signkey-<env>- prefix.
+ */
+function signature(signingKey: string | undefined): Record<string, string> {
+  if (!signingKey) return {};
+  const at = String(Math.floor(Date.now() / 1000));
+  const hex = createHmac("sha256", signingKey.replace(/^signkey-\w+-/, "")).update("").update(at).digest("hex");
+  return { "X-Inngest-Signature": `t=${at}&s=${hex}` };
+}
+
 const origin = process.env.INNGEST_SERVE_ORIGIN?.replace(/\/+$/, "");
 const url = values.url ?? `${origin ?? `http://127.0.0.1:${process.env.PORT || 3000}`}${process.env.INNGEST_SERVE_PATH || "/api/inngest"}`;
 
 try {
-  const response = await fetch(url, { method: "PUT", signal: AbortSignal.timeout(30_000) });
+  const response = await fetch(url, { method: "PUT", headers: signature(process.env.INNGEST_SIGNING_KEY), signal: AbortSignal.timeout(30_000) });
   const body = await response.text();
   let message = body;
   try {

@@ -87,7 +87,14 @@ export function inngestClient(serving: InngestServing) {
  * refused before its body is read, and a body is read only up to Inngest's largest request.
  */
 export function inngestHandler(functions: InngestFunction.Any[], serving: InngestServing): MiddlewareHandler[] {
-  const handler = serve({ client: inngestClient(serving), functions, ...(serving.serveOrigin && { serveOrigin: serving.serveOrigin }), ...(serving.servePath && { servePath: serving.servePath }) });
+  const handler = serve({
+    client: inngestClient(serving),
+    functions,
+    ...(serving.serveOrigin && { serveOrigin: serving.serveOrigin }),
+    ...(serving.servePath && { servePath: serving.servePath }),
+    // The gate below only sees that a signature is there; the SDK verifies it on a sync too (npm run sync signs).
+    ...(serving.mode === "cloud" && serving.refuseUnsignedSync && { enableUnauthedSync: false }),
+  });
   const serveRequest: MiddlewareHandler = (c) => handler(c);
   if (serving.mode === "dev") return [serveRequest];
 

@@ -12,7 +12,7 @@ import { INNGEST_MAX_REQUEST_BYTES, signatureHeaderRefusal } from "../src/innges
 import { TEST_JWT } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
-// The real server (src/server.ts) as a child process, on this file's database, with its Inngest
+// The real server (src/main.ts) as a child process, on this file's database, with its Inngest
 // API (INNGEST_BASE_URL) pointed at a loopback stand-in that records every request it gets: a
 // sync that the app performs shows there as a POST /fn/register.
 const bed = useTestBed();
@@ -66,7 +66,7 @@ async function startApp(overrides: Record<string, string | undefined> = {}) {
     AUTH_JWT_AUDIENCE: TEST_JWT.audience,
     ...overrides,
   };
-  const child = spawn(process.execPath, ["--import", "tsx", path.resolve("src/server.ts")], {
+  const child = spawn(process.execPath, ["--import", "tsx", path.resolve("src/main.ts")], {
     env: Object.fromEntries(Object.entries(env).filter((entry): entry is [string, string] => entry[1] !== undefined)),
     stdio: ["ignore", "pipe", "pipe"],
   });
@@ -123,6 +123,27 @@ describe("the serve endpoint in production", () => {
     const synced = await send(port, "PUT", { host: "attacker.example:4444", "content-type": "application/json", "x-inngest-sync-kind": "in_band", "x-inngest-signature": sign(forgedBody) }, forgedBody);
     expect(synced.status).toBe(200);
     expect(JSON.parse(synced.body)).toMatchObject({ url: `${PUBLIC_ORIGIN}/api/inngest` });
+  }, 90_000);
+
+  it("npm run sync (signed with the app's key) syncs a production app; a plausible but wrong signature does not", async () => {
+    const { port } = await startApp();
+    const guessed = await send(port, "PUT", { host: "attacker.example:4444", "x-inngest-signature": `t=${Math.floor(Date.now() / 1000)}&s=${"cd".repeat(32)}` });
+    expect(guessed.status).toBe(401);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(inngestApi.requests).toEqual([]);
+
+    const sync = spawn(process.execPath, ["--import", "tsx", path.resolve("scripts/sync.ts"), "--url", `http://127.0.0.1:${port}/api/inngest`], {
+      env: { PATH: process.env.PATH, INNGEST_SIGNING_KEY: SIGNING_KEY },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    sync.stdout?.on("data", (chunk) => (output += chunk));
+    sync.stderr?.on("data", (chunk) => (output += chunk));
+    const [code] = await once(sync, "exit");
+    expect({ code, output }).toMatchObject({ code: 0, output: expect.stringContaining("[threadline] synced") });
+    expect(inngestApi.requests).toHaveLength(1);
+    expect(inngestApi.requests[0]).toMatchObject({ method: "POST", path: "/fn/register" });
+    expect(JSON.parse(inngestApi.requests[0]!.body)).toMatchObject({ url: `${PUBLIC_ORIGIN}/api/inngest` });
   }, 90_000);
 
   it("outside production an unsigned PUT still syncs, but announces the configured URL, not the Host", async () => {
