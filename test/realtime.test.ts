@@ -141,9 +141,12 @@ describe("a relay that has followed many threads", () => {
     const busy = await threadOf("frank");
     await write(quiet, "one");
     await until(() => fake.published.length === 1);
+    // A thread still being relayed counts as awake: the sweeps judge threads at rest.
+    await relay.idle();
     await relay.sweep();
     await write(busy, "still talking");
     await until(() => fake.published.length === 2);
+    await relay.idle();
     await relay.sweep();
     // The quiet thread is forgotten; the one written to since the first sweep is kept.
     expect(relay.threads).toBe(1);
@@ -206,5 +209,95 @@ describe("POST /api/realtime/token", () => {
     const failed = await asUser(unreachable, "alice").post("/api/realtime/token", {});
     expect(failed.status).toBe(503);
     expect(failed.headers.get("retry-after")).toBe("5");
+  });
+});
+
+describe("the relay's queue", () => {
+  /** A publisher that holds every publish until released, recording what it published. */
+  function heldRealtime() {
+    const published: { userId: string; chunk: AgentStreamChunk }[] = [];
+    let release: () => void = () => undefined;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const publisher: RealtimePublisher = {
+      async publish(userId, chunk) {
+        await released;
+        published.push({ userId, chunk });
+      },
+      subscriptionToken: async () => {
+        throw new Error("not used");
+      },
+    };
+    return {
+      publisher,
+      published,
+      release: () => release(),
+    };
+  }
+
+  it("holds a thread once however often it wakes, bounds what waits, and still publishes every event once, in order per thread", async () => {
+    const events = createEventNotifier(bed.db.pool);
+    const fake = heldRealtime();
+    const relay = await startRealtimeRelay({ db: bed.db.pool, events, publisher: fake.publisher, concurrency: 1, maxPending: 2 });
+    const threads = await Promise.all(["gus", "hal", "ida", "jan", "kim"].map((user) => threadOf(user)));
+    // The first thread's publish is held: every later wake-up waits behind it.
+    await write(threads[0]!, "0-1");
+    for (let n = 2; n <= 6; n += 1) for (const [i, threadId] of threads.entries()) await write(threadId, `${i}-${n}`);
+    await until(() => relay.queued === 2);
+    // Thirty wake-ups of five threads: two wait (the bound), the rest are remembered, not queued.
+    expect(relay.queued).toBe(2);
+    fake.release();
+    await until(() => fake.published.length === 26);
+    await relay.idle();
+    for (const [i, threadId] of threads.entries()) {
+      const mine = fake.published.filter((p) => p.chunk.data.threadId === threadId);
+      const expected = i === 0 ? [1, 2, 3, 4, 5, 6] : [1, 2, 3, 4, 5];
+      expect(mine.map((p) => p.chunk.sequenceNumber)).toEqual(expected);
+    }
+    await relay.close();
+    await events.close();
+  });
+
+  it("a deleted thread's owner gets a final thread.deleted; a new thread under its id is another user's from its first event, and nothing of it reaches the first owner", async () => {
+    const events = createEventNotifier(bed.db.pool);
+    const fake = fakeRealtime();
+    const relay = await startRealtimeRelay({ db: bed.db.pool, events, publisher: fake.publisher });
+    const threadId = await threadOf("lea");
+    await write(threadId, "lea-1", "lea-2");
+    await until(() => fake.published.length === 2);
+    await relay.idle();
+
+    // Deleted and, in the same transaction, taken by another user (its tombstone pruned): both
+    // reach the relay in one wake-up.
+    const client = await bed.db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query("DELETE FROM threads WHERE id = $1", [threadId]);
+      await client.query("DELETE FROM thread_tombstones WHERE thread_id = $1", [threadId]);
+      await client.query("INSERT INTO threads (id, user_id) VALUES ($1, 'max')", [threadId]);
+      await client.query("SELECT threadline_append_events($1, NULL, 0, $2)", [threadId, JSON.stringify(["max-1", "max-2", "max-3"].map((delta) => ({ key: delta, event: "text.delta", data: { delta } })))]);
+      await client.query("COMMIT");
+    } finally {
+      client.release();
+    }
+    await until(() => fake.published.length === 6);
+    await relay.idle();
+    expect(fake.published.filter((p) => p.channel === "user:lea").map((p) => [p.chunk.event, p.chunk.data.delta ?? null])).toEqual([
+      ["text.delta", "lea-1"],
+      ["text.delta", "lea-2"],
+      ["thread.deleted", null],
+    ]);
+    expect(fake.published.filter((p) => p.channel === "user:max").map((p) => [p.chunk.data.delta, p.chunk.sequenceNumber])).toEqual([
+      ["max-1", 1],
+      ["max-2", 2],
+      ["max-3", 3],
+    ]);
+
+    await bed.db.pool.query("DELETE FROM threads WHERE id = $1", [threadId]);
+    await until(() => fake.published.length === 7);
+    await relay.idle();
+    expect(fake.published.at(-1)).toMatchObject({ channel: "user:max", chunk: { event: "thread.deleted", data: { threadId } } });
+    expect(relay.threads).toBe(0);
+    await relay.close();
+    await events.close();
   });
 });

@@ -4,12 +4,18 @@
 export const selectNow = `SELECT now() AS now`;
 
 /**
- * Thread $1's events after id $2 written at or after $3, in id order, $4 of them, each with the
- * thread's owner (whose channel it is published to).
+ * Thread $1 as the relay follows it: its owner and incarnation (creation time as text, exact to
+ * the microsecond), and its events after id $2 written at or after $3, in id order, $4 of them.
+ * Always one row at least: a null owner (and no event) when no thread has the id.
  */
 export const selectEventsToRelay = `
-  SELECT e.id, e.event, e.data, e.created_at, t.user_id
-  FROM thread_events e JOIN threads t ON t.id = e.thread_id
-  WHERE e.thread_id = $1 AND e.id > $2 AND e.created_at >= $3
-  ORDER BY e.id
-  LIMIT $4`;
+  SELECT t.user_id, t.created_at::text AS incarnation, e.id, e.event, e.data, e.created_at
+  FROM (SELECT 1) one
+  LEFT JOIN threads t ON t.id = $1
+  LEFT JOIN LATERAL (
+    SELECT x.id, x.event, x.data, x.created_at FROM thread_events x
+    WHERE x.thread_id = t.id AND x.id > $2 AND x.created_at >= $3
+    ORDER BY x.id
+    LIMIT $4
+  ) e ON true
+  ORDER BY e.id`;
