@@ -32,11 +32,11 @@ export function startupRefusals(env: Environment): string[] {
     // A self-hosted server takes the key as bare hex; the SDK only in its signkey-… form.
     refusals.push("INNGEST_SIGNING_KEY is not in the SDK's format signkey-<env>-<hex>: for self-hosted Inngest, prefix the server's hex key (inngest start --signing-key) with signkey-prod-.");
   }
-  if (env.INNGEST_EVENT_KEY === undefined) {
-    refusals.push("INNGEST_EVENT_KEY is not set: production needs it to send events to Inngest (Inngest Cloud: Manage > Event Keys; self-hosted: one of the keys given to inngest start --event-key).");
-  }
   if (env.INNGEST_SERVE_ORIGIN === undefined) {
     refusals.push("INNGEST_SERVE_ORIGIN is not set: production announces the URL Inngest calls from configuration, never from a request's Host; set it to this app's public origin (e.g. https://chat.example.com), and INNGEST_SERVE_PATH if the endpoint is not at /api/inngest.");
+  }
+  if (env.INNGEST_EVENT_KEY === undefined) {
+    refusals.push("INNGEST_EVENT_KEY is not set: production needs it to send events to Inngest (Inngest Cloud: Manage > Event Keys; self-hosted: one of the keys given to inngest start --event-key).");
   }
   if (choosesDevServer(env)) refusals.push("INNGEST_DEV is set: production never serves the Inngest dev server; unset it.");
   if (env.DATABASE_URL === undefined) refusals.push("DATABASE_URL is not set: production does not start an embedded database; set it to your PostgreSQL's URL.");

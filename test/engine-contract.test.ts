@@ -7,6 +7,7 @@ import { describeFailure } from "../src/functions/failure-message.js";
 import { modelFailureMessage } from "../src/functions/model-errors.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
+import { cancelOnDeletion } from "../src/functions/turn-deletion.js";
 import { cancelOnStop } from "../src/functions/turn-stop.js";
 import { MAX_WAIT_ROUNDS, QUICK_ROUND, QUICK_ROUNDS, roundTimeout, waitForEarlierTurns } from "../src/history/turn-waits.js";
 import { aiGatewayError } from "./helpers/engine-stand-in.js";
@@ -144,15 +145,21 @@ describe("rerun from a step (BRIEF: earlier steps stay memoized from the origina
 
 describe("cancellation and deduplication (BRIEF, docs)", () => {
   it("a stop cancels the run answering the same message; a cancelled run is recorded by a function on inngest/function.cancelled", () => {
-    for (const fn of [createChatTurn(deps()), createRegenerate(deps())]) expect(optsOf(fn).cancelOn).toBe(cancelOnStop);
+    for (const fn of [createChatTurn(deps()), createRegenerate(deps())]) expect(optsOf(fn).cancelOn).toEqual([...cancelOnStop, ...cancelOnDeletion]);
     expect(cancelOnStop).toEqual([expect.objectContaining({ if: "async.data.messageId == event.data.messageId" })]);
+    // Deleting a thread (or erasing its user) cancels its running and queued runs (docs/data-lifecycle.md).
+    expect(cancelOnDeletion.map((entry) => entry.if)).toEqual([
+      "async.data.threadId == event.data.threadId && async.data.userId == event.data.userId",
+      "async.data.threadId == event.data.messageId && async.data.userId == event.data.userId",
+      "async.data.userId == event.data.userId",
+    ]);
     const cancelled = createTurnCancellation(deps()) as unknown as { opts: { triggers: { event: string; if: string }[] } };
     expect(cancelled.opts.triggers[0]!.event).toBe("inngest/function.cancelled");
     expect(cancelled.opts.triggers[0]!.if).toContain(`${inngest.id}-chat-turn`);
   });
 
-  it("a chat message is answered by one run: the idempotency key is its id", () => {
-    expect(optsOf(createChatTurn(deps())).idempotency).toBe("event.data.messageId");
+  it("a chat message is answered by one run: the idempotency key is its id, scoped by its user", () => {
+    expect(optsOf(createChatTurn(deps())).idempotency).toBe('event.data.userId + ":" + event.data.messageId');
   });
 });
 

@@ -437,9 +437,11 @@ if (!existsSync(CHROMIUM)) {
       const staleId = await lastEventId(threadId);
       const user1 = { "X-Threadline-User": "user-1", "content-type": "application/json" };
 
-      // Another tab deletes the thread and writes to it again under the same id.
+      // Another tab deletes the thread and, once its id may be used again, writes to it under the same id.
       const rewrite = async (content: string, answer: string) => {
         expect((await fetch(`${app.url}/api/threads/${threadId}`, { method: "DELETE", headers: user1, body: "{}" })).status).toBe(200);
+        // The tombstone expires (THREAD_TOMBSTONE_DAYS, pruned by thread-retention): the id is free again.
+        await bed.db.pool.query("DELETE FROM thread_tombstones WHERE thread_id = $1", [threadId]);
         bed.model.script({ text: answer });
         const sent = await fetch(`${app.url}/api/chat`, { method: "POST", headers: user1, body: JSON.stringify({ threadId, messageId: crypto.randomUUID(), content }) });
         expect(sent.status).toBe(202);
@@ -473,7 +475,7 @@ if (!existsSync(CHROMIUM)) {
       expect(pageProblems).toEqual([]);
     });
 
-    it("a thread deleted elsewhere: a reload says so and forgets the tab's position; a message sent to it starts it again under the same link and is answered", async () => {
+    it("a thread deleted elsewhere: a reload says so and forgets the tab's position; a message sent then starts a new conversation and is answered", async () => {
       bed.model.script({ text: "First answer." });
       await openPlayground();
       await sendMessage("Hello");
@@ -492,7 +494,9 @@ if (!existsSync(CHROMIUM)) {
       await sendMessage("Anyone?");
       await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("Started again.");
       expect(await page.locator("#messages li.user .text").allTextContents()).toEqual(["Anyone?"]);
-      expect(page.url()).toBe(`${app.url}/#/threads/${threadId}`);
+      // The deleted id stays refused (its tombstone): the message went to a new thread, under a new link.
+      expect(page.url()).toMatch(new RegExp(`^${app.url}/#/threads/[0-9a-f-]{36}$`));
+      expect(page.url()).not.toContain(threadId);
       expect(await page.locator("#status").textContent()).toBe("");
       // The thread was gone when the page asked for it and when its stream was refused: the browser logs both 404s.
       expect(pageProblems.every((problem) => /status of 404 \(Not Found\)/.test(problem)), JSON.stringify(pageProblems)).toBe(true);

@@ -40,7 +40,7 @@ const threadHash = (threadId) => `#/threads/${threadId}`;
 const say = (text) => {
   $("status").textContent = text;
 };
-const GONE = "This thread no longer exists: it was deleted (in another tab?). Send a message to start it again under the same link.";
+const GONE = "This thread no longer exists: it was deleted (in another tab?). Send a message to start a new conversation.";
 
 /** An event handler that shows what went wrong instead of dropping it. */
 const guarded =
@@ -204,17 +204,19 @@ function threadGone(threadId) {
 }
 
 /**
- * Makes sure the open thread's log is the one followed: a thread deleted since is started again
- * under its id (so its new log can be followed before the message is sent); one written again
- * elsewhere is followed from its start.
+ * Makes sure the open thread's log is the one followed: one written again elsewhere (its id reused
+ * once its tombstone expired) is followed from its start. A thread deleted since is gone for good
+ * (its id is refused for a while): `restart` (about to send) starts a new conversation instead.
  */
-async function checkLog(threadId) {
+async function checkLog(threadId, { restart = false } = {}) {
   const thread = await readThreadOrNull(threadId);
   if (threadId !== state.threadId) return;
   if (thread === null) {
-    await state.api.createThread(threadId);
+    if (!restart) return threadGone(threadId);
+    const fresh = await state.api.createThread();
+    history.pushState(null, "", threadHash(fresh.id));
     if ($("status").textContent === GONE) say("");
-    await openThread(threadId, { keepSent: true });
+    await openThread(fresh.id);
   } else if (thread.createdAt !== state.epoch || state.following === null) {
     await openThread(threadId, { keepSent: true });
   }
@@ -506,7 +508,7 @@ async function send(event) {
       history.pushState(null, "", threadHash(thread.id));
       await openThread(thread.id);
     } else {
-      await checkLog(state.threadId);
+      await checkLog(state.threadId, { restart: true });
     }
     const messageId = crypto.randomUUID();
     state.outbox.set(messageId, { text: content, sending: true });
