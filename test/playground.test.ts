@@ -1,19 +1,15 @@
-import { existsSync, mkdirSync } from "node:fs";
 import fc from "fast-check";
-import { chromium, type Browser, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { MODEL_NOT_CONFIGURED } from "../src/agents/model.js";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { TURN_ENDED_ERROR } from "../src/functions/streaming-inference.js";
 import { appendEvents, type ThreadEvent } from "../src/history/events.js";
 import { streamedTexts } from "../src/stream/deltas.js";
+import { hasChromium, launchChromium, liveTexts as liveTextsOf, recordLiveTexts, reportMissingChromium, saveScreenshot } from "./helpers/chromium.js";
 import { startLiveApp, type LiveApp } from "./helpers/live-app.js";
 import { gate, type Gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
-
-/** Debian's chromium (apt-get install chromium); the test never downloads a browser. */
-const CHROMIUM = "/usr/bin/chromium";
-const ARTIFACTS = "test-artifacts";
 
 const bed = useTestBed();
 
@@ -62,16 +58,7 @@ async function openPlayground({ signIn = true, url = app.url } = {}) {
   });
   page.on("requestfinished", (request) => inFlight.delete(request));
   page.on("requestfailed", (request) => inFlight.delete(request));
-  // Every text the arriving answer shows, in order, from the page's first render on (per document).
-  await page.addInitScript(() => {
-    const shown: string[] = [];
-    Object.assign(window, { liveTexts: shown });
-    new MutationObserver(() => {
-      const live = document.getElementById("live-answer");
-      const text = live && !live.hidden ? (live.textContent ?? "").trim() : "";
-      if (text !== "" && text !== shown[shown.length - 1]) shown.push(text);
-    }).observe(document, { subtree: true, childList: true, characterData: true, attributes: true });
-  });
+  await recordLiveTexts(page);
   await page.goto(url);
   if (!signIn) return;
   await page.getByLabel("User name").fill("user-1");
@@ -80,20 +67,12 @@ async function openPlayground({ signIn = true, url = app.url } = {}) {
   expect(await page.getByRole("button", { name: "Sign in" }).isHidden()).toBe(true);
 }
 
-if (!existsSync(CHROMIUM)) {
-  const required = process.env.REQUIRE_BROWSER === "1";
-  // The suite's output is where a developer sees why the browser test did not run.
-  if (!required) console.warn(`playground browser test skipped: ${CHROMIUM} is missing (apt-get install chromium; REQUIRE_BROWSER=1 makes this a failure)`);
-  it.runIf(required)("the playground in a real browser", () => {
-    expect.fail(`${CHROMIUM} is missing and REQUIRE_BROWSER=1: install it with apt-get install -y chromium`);
-  });
+if (!hasChromium) {
+  reportMissingChromium("the playground in a real browser");
 } else {
   beforeAll(async () => {
     app = await startLiveApp(bed.db.pool, bed.model);
-    browser = await chromium.launch({
-      executablePath: CHROMIUM,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
-    });
+    browser = await launchChromium();
   });
 
   afterEach(async () => {
@@ -154,8 +133,7 @@ if (!existsSync(CHROMIUM)) {
       expect(afterReload[0]).toBe("The quick brown fox");
       expect(beforeReload.length + afterReload.length - 1).toBeGreaterThanOrEqual(4);
 
-      mkdirSync(ARTIFACTS, { recursive: true });
-      await page.screenshot({ path: `${ARTIFACTS}/playground.png`, fullPage: true });
+      await saveScreenshot(page, "playground", true);
       // The browser logs each cut connection itself; nothing else went wrong.
       expect(pageProblems).toEqual(Array(2).fill(expect.stringMatching(/net::ERR_INCOMPLETE_CHUNKED_ENCODING \(.*\/events\)$/)));
     });
@@ -201,8 +179,7 @@ if (!existsSync(CHROMIUM)) {
       const shown = await liveTexts();
       expect(shown.slice(0, shownBeforeNext).every((text) => "The quick ".startsWith(text)), JSON.stringify(shown)).toBe(true);
       expect(shown.slice(shownBeforeNext).every((text) => "Foxes are quick.".startsWith(text)), JSON.stringify(shown)).toBe(true);
-      mkdirSync(ARTIFACTS, { recursive: true });
-      await page.screenshot({ path: `${ARTIFACTS}/playground-stopped.png`, fullPage: true });
+      await saveScreenshot(page, "playground-stopped", true);
       expect(pageProblems).toEqual([]);
     });
 
@@ -602,10 +579,7 @@ async function sendMessage(text: string) {
 }
 
 /** Keeps a screenshot of the page as a test artifact (test-artifacts/<name>.png). */
-async function screenshot(name: string) {
-  mkdirSync(ARTIFACTS, { recursive: true });
-  await page.screenshot({ path: `${ARTIFACTS}/${name}.png` });
-}
+const screenshot = (name: string) => saveScreenshot(page, name);
 
 /** Whether the element lies wholly inside the window, as the reader sees it now. */
 async function inViewport(locator: ReturnType<Page["locator"]>) {
@@ -614,7 +588,7 @@ async function inViewport(locator: ReturnType<Page["locator"]>) {
   return box !== null && box.y >= 0 && box.x >= 0 && box.y + box.height <= viewport.height && box.x + box.width <= viewport.width;
 }
 
-const liveTexts = async () => (await page.evaluate("window.liveTexts")) as string[];
+const liveTexts = () => liveTextsOf(page);
 
 /** The arriving answer's text as shown (rendered Markdown: whitespace at its ends is not shown). */
 const liveAnswer = async () => ((await page.locator("#live-answer").isVisible()) ? ((await page.locator("#live-answer").textContent()) ?? "").trim() : null);
