@@ -136,12 +136,18 @@ export function resolveWaits(resolve: WaitResolver) {
  * `beforeStep` before a step's work runs (not when its result comes from the memo): tests stop the
  * database or count steps there.
  */
-export function observeSteps(stepIds: string[], beforeStep?: (id: string) => Promise<void>) {
+export function observeSteps(stepIds: string[], beforeStep?: (id: string) => Promise<void>, memoIds: string[] = []) {
   return (ctx: TestContext): TestContext => {
     const run = ctx.step.run;
+    // This context serves one replay: the k-th call of an id in it is the one Inngest memoizes as `<id>:<k>`.
+    const calls = new Map<string, number>();
     const observed = ((id: string, fn: () => unknown) => {
       // The engine replays the function once per step: each id is recorded where it was first reached.
       if (!stepIds.includes(id)) stepIds.push(id);
+      const k = calls.get(id) ?? 0;
+      calls.set(id, k + 1);
+      const memoId = k === 0 ? id : `${id}:${k}`;
+      if (!memoIds.includes(memoId)) memoIds.push(memoId);
       return run(id, async () => {
         await beforeStep?.(id);
         return fn();
@@ -181,6 +187,8 @@ export type Execution = {
   sentEvents: SentEvent[];
   /** The id of every step the run reached, in order (step.run, and the inference, sendEvent and waitForEvent steps). */
   stepIds: string[];
+  /** Like stepIds, with each repeat of an id as Inngest memoizes it (`<id>:<k>` for its k-th repeat). */
+  memoIds: string[];
   /** The ids of the step.ai.infer calls the run made: requests the Inngest server would send to the model. */
   aiInferSteps: string[];
 };
@@ -212,12 +220,13 @@ export async function execute(
   const runId = options.runId ?? `run-${randomUUID()}`;
   const sentEvents: SentEvent[] = [];
   const stepIds: string[] = [];
+  const memoIds: string[] = [];
   const aiInferSteps: string[] = [];
   const engine = new InngestTestEngine({
     function: withFunctionMiddleware(fn),
     events: [{ id: event.id ?? `event-${randomUUID()}`, ...event }],
     transformCtx: (ctx) => ({
-      ...resolveWaits(options.waits ?? waitForEventOnBus)(recordSentEvents(sentEvents)(inferOverHttp(runId, aiInferSteps)(observeSteps(stepIds, options.beforeStep)(ctx)))),
+      ...resolveWaits(options.waits ?? waitForEventOnBus)(recordSentEvents(sentEvents)(inferOverHttp(runId, aiInferSteps)(observeSteps(stepIds, options.beforeStep, memoIds)(ctx)))),
       attempt: options.attempt ?? 0,
     }),
   });
@@ -237,7 +246,7 @@ export async function execute(
       memo.push({ id: hashedId, idIsHashed: true, handler: () => json });
     }
   }
-  return { result: output.result, error: output.error, memo, runId, sentEvents, stepIds, aiInferSteps };
+  return { result: output.result, error: output.error, memo, runId, sentEvents, stepIds, memoIds, aiInferSteps };
 }
 
 /**
