@@ -101,13 +101,36 @@ export async function startEmbeddedPostgres(dataDir: string, port: EmbeddedPort)
   };
 }
 
-/** A TCP port on 127.0.0.1 that nothing listens on right now. */
+/**
+ * A TCP port that nothing listens on right now, for a server started a moment later. Chosen below
+ * the kernel's ephemeral range where it can be read: a port the kernel handed out for `listen(0)`
+ * and released is in the range it also gives outgoing connections, so one of those could take it
+ * before the server binds (EADDRINUSE under load, with many connections open).
+ */
 export async function freePort(): Promise<number> {
+  const lowestEphemeral = Number(/^(\d+)/.exec(existsSync(LOCAL_PORT_RANGE) ? readFileSync(LOCAL_PORT_RANGE, "utf8") : "")?.[1] ?? NaN);
+  if (lowestEphemeral > 20_000) {
+    for (let attempt = 0; attempt < 50; attempt++) {
+      const port = 10_000 + Math.floor(Math.random() * (lowestEphemeral - 10_000));
+      if (await bindable(port)) return port;
+    }
+  }
   const probe = createServer();
   await new Promise<void>((resolve, reject) => probe.once("error", reject).listen(0, "127.0.0.1", resolve));
   const { port } = probe.address() as { port: number };
   await new Promise((resolve) => probe.close(resolve));
   return port;
+}
+
+const LOCAL_PORT_RANGE = "/proc/sys/net/ipv4/ip_local_port_range";
+
+/** Whether a server could listen on `port` on every interface (and so on 127.0.0.1) now. */
+function bindable(port: number): Promise<boolean> {
+  const probe = createServer();
+  return new Promise((resolve) => {
+    probe.once("error", () => resolve(false));
+    probe.listen(port, "0.0.0.0", () => probe.close(() => resolve(true)));
+  });
 }
 
 class PortTaken extends Error {}
