@@ -2,6 +2,8 @@
 import "../src/env-file.js";
 import { createHmac } from "node:crypto";
 import { parseArgs } from "node:util";
+import { readEnvironment } from "../src/config.js";
+import { DEFAULT_SERVE_PATH } from "../src/inngest-serve.js";
 
 /**
  * npm run sync — registers the app's functions with its Inngest server after a deploy: a PUT to the
@@ -40,11 +42,12 @@ function signature(signingKey: string | undefined): Record<string, string> {
   return { "X-Inngest-Signature": `t=${at}&s=${hex}` };
 }
 
-const origin = process.env.INNGEST_SERVE_ORIGIN?.replace(/\/+$/, "");
-const url = values.url ?? `${origin ?? `http://127.0.0.1:${process.env.PORT || 3000}`}${process.env.INNGEST_SERVE_PATH || "/api/inngest"}`;
+// The serve URL as the app announces it (src/inngest-serve.ts), from the same validated settings.
+const env = readEnvironment();
+const url = values.url ?? `${env.INNGEST_SERVE_ORIGIN ?? `http://127.0.0.1:${env.PORT}`}${env.INNGEST_SERVE_PATH ?? DEFAULT_SERVE_PATH}`;
 
 try {
-  const response = await fetch(url, { method: "PUT", headers: signature(process.env.INNGEST_SIGNING_KEY), signal: AbortSignal.timeout(30_000) });
+  const response = await fetch(url, { method: "PUT", headers: signature(env.INNGEST_SIGNING_KEY), signal: AbortSignal.timeout(30_000) });
   const body = await response.text();
   let message = body;
   try {
