@@ -12,13 +12,18 @@ export type BenchDatabase = { pool: pg.Pool; name: string; fresh: boolean; close
  * embedded one; dropped (and the embedded server stopped) by close(). `reuse` names a database a
  * run kept (measured again, neither created nor dropped); `keep` leaves the fresh one for that.
  */
-export async function openBenchDatabase(options: { reuse?: string | undefined; keep?: boolean } = {}): Promise<BenchDatabase> {
+export async function openBenchDatabase(
+  options: { reuse?: string | undefined; keep?: boolean } = {},
+): Promise<BenchDatabase> {
   // A benchmark prints its own table: the turns' info lines would bury it.
   logger.level = process.env.LOG_LEVEL ?? "warn";
   const fromEnv = process.env.DATABASE_URL?.trim();
   const embedded = fromEnv
     ? undefined
-    : await startEmbeddedPostgres(path.resolve(".data", "bench-postgres"), Number(process.env.BENCH_EMBEDDED_POSTGRES_PORT ?? 54349));
+    : await startEmbeddedPostgres(
+        path.resolve(".data", "bench-postgres"),
+        Number(process.env.BENCH_EMBEDDED_POSTGRES_PORT ?? 54349),
+      );
   const serverUrl = fromEnv ?? embedded!.urlFor("postgres");
   const fresh = !options.reuse;
   const database = options.reuse ?? `threadline_bench_${randomUUID().replaceAll("-", "").slice(0, 12)}`;

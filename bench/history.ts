@@ -41,7 +41,9 @@ async function main() {
     for (const size of SIZES) {
       const started = performance.now();
       threads.set(size, await seedThread(pool, size));
-      console.log(`seeded ${size.toLocaleString("en")} messages in ${((performance.now() - started) / 1000).toFixed(1)} s`);
+      console.log(
+        `seeded ${size.toLocaleString("en")} messages in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+      );
     }
     await pool.query("VACUUM ANALYZE messages");
 
@@ -50,8 +52,13 @@ async function main() {
       const threadId = threads.get(size)!;
       const input = { threadId, userId: USER_ID, beforeSeq: size + 1, window: WINDOW };
       const lastN = await measure(CALLS, () => readHistory(pool, input));
-      const step = await measure(CALLS, () => readHistoryWithSummary(pool, { ...input, countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1 }));
-      const full = await measure(fullLoadCalls(size), async () => (await pool.query(SELECT_WHOLE_THREAD, [threadId])).rows);
+      const step = await measure(CALLS, () =>
+        readHistoryWithSummary(pool, { ...input, countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1 }),
+      );
+      const full = await measure(
+        fullLoadCalls(size),
+        async () => (await pool.query(SELECT_WHOLE_THREAD, [threadId])).rows,
+      );
       results.push({ size, lastN, step, full });
     }
     printTable(results);
@@ -107,17 +114,53 @@ async function measure(calls: number, load: () => Promise<unknown>): Promise<Mea
 }
 
 function printTable(results: { size: number; lastN: Measure; step: Measure; full: Measure }[]) {
-  const header = ["messages", "load", "calls", "median ms", "rows read", "bytes returned", "full/lastN time", "full/lastN bytes"];
+  const header = [
+    "messages",
+    "load",
+    "calls",
+    "median ms",
+    "rows read",
+    "bytes returned",
+    "full/lastN time",
+    "full/lastN bytes",
+  ];
   const lines: string[][] = [];
   for (const { size, lastN, step, full } of results) {
     const n = size.toLocaleString("en");
-    lines.push([n, `readHistory lastN=${LAST_N}`, `${lastN.calls}`, lastN.medianMs.toFixed(2), `${lastN.rows}`, `${lastN.bytes}`, "", ""]);
-    lines.push([n, "history.get step (+summary)", `${step.calls}`, step.medianMs.toFixed(2), `${step.rows}`, `${step.bytes}`, "", ""]);
-    lines.push([n, "whole thread by created_at", `${full.calls}`, full.medianMs.toFixed(2), `${full.rows}`, `${full.bytes}`,
-      `${(full.medianMs / lastN.medianMs).toFixed(1)}x`, `${(full.bytes / lastN.bytes).toFixed(1)}x`]);
+    lines.push([
+      n,
+      `readHistory lastN=${LAST_N}`,
+      `${lastN.calls}`,
+      lastN.medianMs.toFixed(2),
+      `${lastN.rows}`,
+      `${lastN.bytes}`,
+      "",
+      "",
+    ]);
+    lines.push([
+      n,
+      "history.get step (+summary)",
+      `${step.calls}`,
+      step.medianMs.toFixed(2),
+      `${step.rows}`,
+      `${step.bytes}`,
+      "",
+      "",
+    ]);
+    lines.push([
+      n,
+      "whole thread by created_at",
+      `${full.calls}`,
+      full.medianMs.toFixed(2),
+      `${full.rows}`,
+      `${full.bytes}`,
+      `${(full.medianMs / lastN.medianMs).toFixed(1)}x`,
+      `${(full.bytes / lastN.bytes).toFixed(1)}x`,
+    ]);
   }
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const row = (cells: string[]) => "| " + cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
+  const row = (cells: string[]) =>
+    "| " + cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
   console.log("\n" + row(header));
   console.log("|" + widths.map((w, i) => (i < 2 ? "-".repeat(w + 2) : "-".repeat(w + 1) + ":")).join("|") + "|");
   for (const line of lines) console.log(row(line));
@@ -126,17 +169,27 @@ function printTable(results: { size: number; lastN: Measure; step: Measure; full
   const large = results.at(-1)!;
   const timeRatio = large.lastN.medianMs / small.lastN.medianMs;
   const stepRatio = large.step.medianMs / small.step.medianMs;
-  console.log(`\nlastN@${large.size.toLocaleString("en")} / lastN@${small.size}: time ${timeRatio.toFixed(2)}x (target ≤ 1.5x: ${timeRatio <= 1.5 ? "met" : "MISSED"}), ` +
-    `bytes ${(large.lastN.bytes / small.lastN.bytes).toFixed(2)}x`);
-  console.log(`history.get step@${large.size.toLocaleString("en")} / @${small.size}: time ${stepRatio.toFixed(2)}x, bytes ${(large.step.bytes / small.step.bytes).toFixed(2)}x`);
+  console.log(
+    `\nlastN@${large.size.toLocaleString("en")} / lastN@${small.size}: time ${timeRatio.toFixed(2)}x (target ≤ 1.5x: ${timeRatio <= 1.5 ? "met" : "MISSED"}), ` +
+      `bytes ${(large.lastN.bytes / small.lastN.bytes).toFixed(2)}x`,
+  );
+  console.log(
+    `history.get step@${large.size.toLocaleString("en")} / @${small.size}: time ${stepRatio.toFixed(2)}x, bytes ${(large.step.bytes / small.step.bytes).toFixed(2)}x`,
+  );
 }
 
 /** Confirms the window (and the summary check riding on it) is read through the partial indexes, not by scanning the thread. */
 async function explain(pool: pg.Pool, threadId: string) {
   const plan = await pool.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql.selectHistoryWindow}`, [
-    threadId, 100_001, LAST_N - 1, WINDOW.preserveSystemMessages, SUMMARIZE_AFTER_MESSAGES + 1,
+    threadId,
+    100_001,
+    LAST_N - 1,
+    WINDOW.preserveSystemMessages,
+    SUMMARIZE_AFTER_MESSAGES + 1,
   ]);
-  console.log(`\nEXPLAIN (ANALYZE, BUFFERS) selectHistoryWindow (the history.get statement) on the 100,000-message thread:`);
+  console.log(
+    `\nEXPLAIN (ANALYZE, BUFFERS) selectHistoryWindow (the history.get statement) on the 100,000-message thread:`,
+  );
   for (const line of plan.rows) console.log("  " + line["QUERY PLAN"]);
 }
 

@@ -48,7 +48,9 @@ const COMMON_WORDS = `database deploy migration server schema query index custom
 const VOCABULARY = 20_000;
 /** Zipf's rank of the first content word: the ranks above it are the stop words of real text. */
 const FIRST_CONTENT_RANK = 50;
-const STOP_WORDS = "the a an of to and in is it that for on with as was at by this be or are from but not have".split(" ");
+const STOP_WORDS = "the a an of to and in is it that for on with as was at by this be or are from but not have".split(
+  " ",
+);
 const PHRASE = "the connection pool ran out during the nightly batch";
 
 type Query = { name: string; q: string };
@@ -63,7 +65,10 @@ const QUERIES: Query[] = [
 
 async function main() {
   const kept = process.env.BENCH_SEARCH_DATABASE?.trim() || undefined;
-  const { pool, name, fresh, close } = await openBenchDatabase({ reuse: kept, keep: Boolean(process.env.BENCH_SEARCH_KEEP) });
+  const { pool, name, fresh, close } = await openBenchDatabase({
+    reuse: kept,
+    keep: Boolean(process.env.BENCH_SEARCH_KEEP),
+  });
   try {
     if (fresh) {
       const started = performance.now();
@@ -73,7 +78,8 @@ async function main() {
     await report(pool);
   } finally {
     await close();
-    if (!fresh || process.env.BENCH_SEARCH_KEEP) console.log(`\nkept database ${name}: BENCH_SEARCH_DATABASE=${name} npm run bench:search measures it again`);
+    if (!fresh || process.env.BENCH_SEARCH_KEEP)
+      console.log(`\nkept database ${name}: BENCH_SEARCH_DATABASE=${name} npm run bench:search measures it again`);
   }
 }
 
@@ -84,7 +90,12 @@ async function report(pool: pg.Pool) {
   const rare = await rareWord(pool);
   const cases: Case[] = QUERIES.map(({ name, q }) => ({ name, q: q || rare, userId: BIG_USER }));
   const common = cases[0]!;
-  const first = await searchMessages(pool, { userId: BIG_USER, query: common.q, limit: PAGE_SIZE, includeOffPath: false });
+  const first = await searchMessages(pool, {
+    userId: BIG_USER,
+    query: common.q,
+    limit: PAGE_SIZE,
+    includeOffPath: false,
+  });
   cases.push({ ...common, name: "common word, page 2", after: decodeSearchCursor(first.nextCursor!)! });
   cases.push({ ...common, name: `common word, ${SMALL_USER}`, userId: SMALL_USER });
 
@@ -93,12 +104,36 @@ async function report(pool: pg.Pool) {
   for (const c of cases) {
     const request = { userId: c.userId, query: c.q, limit: PAGE_SIZE, includeOffPath: false, after: c.after };
     const times = await measure(() => searchMessages(pool, request));
-    const databaseTimes = await measure(() => executionTime(pool, sql.searchMessages, [c.userId, c.q, false, c.after?.rank ?? null, c.after?.id ?? null, PAGE_SIZE + 1]));
-    rows.push({ ...c, matches: await countMatches(pool, c.userId, c.q), times: times.durations, databaseTimes: databaseTimes.results as number[] });
+    const databaseTimes = await measure(() =>
+      executionTime(pool, sql.searchMessages, [
+        c.userId,
+        c.q,
+        false,
+        c.after?.rank ?? null,
+        c.after?.id ?? null,
+        PAGE_SIZE + 1,
+      ]),
+    );
+    rows.push({
+      ...c,
+      matches: await countMatches(pool, c.userId, c.q),
+      times: times.durations,
+      databaseTimes: databaseTimes.results as number[],
+    });
   }
   printTable(rows, [load, os.loadavg()[0]!]);
-  await explain(pool, sql.searchMessages, [BIG_USER, common.q, false, null, null, PAGE_SIZE + 1], `searchMessages, common word (${common.q})`);
-  await explain(pool, sql.searchMessages, [BIG_USER, rare, false, null, null, PAGE_SIZE + 1], `searchMessages, rare word (${rare})`);
+  await explain(
+    pool,
+    sql.searchMessages,
+    [BIG_USER, common.q, false, null, null, PAGE_SIZE + 1],
+    `searchMessages, common word (${common.q})`,
+  );
+  await explain(
+    pool,
+    sql.searchMessages,
+    [BIG_USER, rare, false, null, null, PAGE_SIZE + 1],
+    `searchMessages, rare word (${rare})`,
+  );
   // Last: reading every user's matches pushes the measured user's rows out of shared buffers.
   await compareWithoutOwner(pool, [common, cases[1]!]);
 }
@@ -111,12 +146,16 @@ const seconds = (since: number) => ((performance.now() - since) / 1000).toFixed(
  * definition the migration created).
  */
 async function seed(pool: pg.Pool) {
-  const { rows } = await pool.query<{ definition: string }>("SELECT pg_get_indexdef('messages_search_idx'::regclass) AS definition");
+  const { rows } = await pool.query<{ definition: string }>(
+    "SELECT pg_get_indexdef('messages_search_idx'::regclass) AS definition",
+  );
   await pool.query("DROP INDEX messages_search_idx");
   // Stop words first (ids 1..S), then content words by rank: the common words, then made-up words
   // of three to five syllables, distinct by construction (their number in base 40).
   await pool.query("CREATE TABLE bench_words (id int PRIMARY KEY, word text NOT NULL)");
-  await pool.query("INSERT INTO bench_words SELECT id, word FROM unnest($1::text[]) WITH ORDINALITY AS w(word, id)", [[...STOP_WORDS, ...COMMON_WORDS]]);
+  await pool.query("INSERT INTO bench_words SELECT id, word FROM unnest($1::text[]) WITH ORDINALITY AS w(word, id)", [
+    [...STOP_WORDS, ...COMMON_WORDS],
+  ]);
   await pool.query(
     `INSERT INTO bench_words
      SELECT i, string_agg((ARRAY['ka','lo','mi','ne','ru','ta','vo','pe','si','du','ga','bo','ze','fi','ha','jo','ly','wu','xe','qua',
@@ -135,7 +174,8 @@ async function seed(pool: pg.Pool) {
   const chunk = MESSAGES / CHUNKS;
   const queue = Array.from({ length: CHUNKS }, (_, i) => i);
   const worker = async () => {
-    for (let i = queue.shift(); i !== undefined; i = queue.shift()) await pool.query(insertMessages, [i * chunk, (i + 1) * chunk - 1, THREADS, PHRASE]);
+    for (let i = queue.shift(); i !== undefined; i = queue.shift())
+      await pool.query(insertMessages, [i * chunk, (i + 1) * chunk - 1, THREADS, PHRASE]);
   };
   await Promise.all([worker(), worker()]);
   console.log(`  messages inserted in ${seconds(started)} s`);
@@ -212,7 +252,10 @@ async function measure<T>(call: () => Promise<T>): Promise<{ durations: number[]
 
 /** The time PostgreSQL spent executing a statement (EXPLAIN ANALYZE without per-node timing, so barely slowed). */
 async function executionTime(pool: pg.Pool, statement: string, params: unknown[]): Promise<number> {
-  const { rows } = await pool.query<{ "QUERY PLAN": [{ "Execution Time": number }] }>(`EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ${statement}`, params);
+  const { rows } = await pool.query<{ "QUERY PLAN": [{ "Execution Time": number }] }>(
+    `EXPLAIN (ANALYZE, TIMING OFF, FORMAT JSON) ${statement}`,
+    params,
+  );
   return rows[0]!["QUERY PLAN"][0]["Execution Time"];
 }
 
@@ -223,25 +266,46 @@ function percentiles(times: number[]) {
 }
 
 function printTable(rows: Measured[], load: number[]) {
-  const header = ["query", "q", "user's matches", "p50 ms", "p95 ms", "p50 in database ms", `p50 / ${TARGET_P50_MS} ms target`];
+  const header = [
+    "query",
+    "q",
+    "user's matches",
+    "p50 ms",
+    "p95 ms",
+    "p50 in database ms",
+    `p50 / ${TARGET_P50_MS} ms target`,
+  ];
   const lines = rows.map((r) => {
     const { p50, p95 } = percentiles(r.times);
     const n = r.matches.toLocaleString("en");
-    return [r.name, r.q, n, p50.toFixed(2), p95.toFixed(2), percentiles(r.databaseTimes).p50.toFixed(2), `${(p50 / TARGET_P50_MS).toFixed(2)}x`];
+    return [
+      r.name,
+      r.q,
+      n,
+      p50.toFixed(2),
+      p95.toFixed(2),
+      percentiles(r.databaseTimes).p50.toFixed(2),
+      `${(p50 / TARGET_P50_MS).toFixed(2)}x`,
+    ];
   });
-  console.log(`\nGET /api/search's query (searchMessages: first page of ${PAGE_SIZE} with snippets) for ${BIG_USER}, who has 100,000 of ` +
-    `${MESSAGES.toLocaleString("en")} messages, ${CALLS} calls each; load average ${load.map((l) => l.toFixed(1)).join(" → ")} on ${os.cpus().length} cores:\n`);
+  console.log(
+    `\nGET /api/search's query (searchMessages: first page of ${PAGE_SIZE} with snippets) for ${BIG_USER}, who has 100,000 of ` +
+      `${MESSAGES.toLocaleString("en")} messages, ${CALLS} calls each; load average ${load.map((l) => l.toFixed(1)).join(" → ")} on ${os.cpus().length} cores:\n`,
+  );
   printRows(header, lines);
   const measured = rows.filter((r) => r.userId === BIG_USER);
   const all = percentiles(measured.flatMap((r) => r.times));
   const worst = Math.max(...measured.map((r) => percentiles(r.times).p50));
-  console.log(`\n${BIG_USER}, every query together: p50 ${all.p50.toFixed(2)} ms, p95 ${all.p95.toFixed(2)} ms (target p50 < ${TARGET_P50_MS} ms: ` +
-    `${all.p50 < TARGET_P50_MS ? "met" : "MISSED"}); slowest query's p50 ${worst.toFixed(2)} ms`);
+  console.log(
+    `\n${BIG_USER}, every query together: p50 ${all.p50.toFixed(2)} ms, p95 ${all.p95.toFixed(2)} ms (target p50 < ${TARGET_P50_MS} ms: ` +
+      `${all.p50 < TARGET_P50_MS ? "met" : "MISSED"}); slowest query's p50 ${worst.toFixed(2)} ms`,
+  );
 }
 
 function printRows(header: string[], lines: string[][]) {
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const row = (cells: string[]) => "| " + cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
+  const row = (cells: string[]) =>
+    "| " + cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
   console.log(row(header));
   console.log("|" + widths.map((w, i) => (i < 2 ? "-".repeat(w + 2) : "-".repeat(w + 1) + ":")).join("|") + "|");
   for (const line of lines) console.log(row(line));
@@ -266,10 +330,14 @@ async function compareWithoutOwner(pool: pg.Pool, cases: Case[]) {
   const lines: string[][] = [];
   for (const c of cases) {
     const owner = percentiles((await measure(() => pool.query(RANKED_BY_OWNER, [c.userId, c.q]))).durations).p50;
-    const threads = percentiles((await measure(() => pool.query(RANKED_THROUGH_THREADS, [c.userId, c.q]))).durations).p50;
+    const threads = percentiles(
+      (await measure(() => pool.query(RANKED_THROUGH_THREADS, [c.userId, c.q]))).durations,
+    ).p50;
     lines.push([c.name, c.q, owner.toFixed(2), threads.toFixed(2), `${(threads / owner).toFixed(1)}x`]);
   }
-  console.log(`\nThe ranked page of ids alone, for ${BIG_USER}: found with messages.user_id (GIN on (user_id, search)) vs joined through threads.user_id:\n`);
+  console.log(
+    `\nThe ranked page of ids alone, for ${BIG_USER}: found with messages.user_id (GIN on (user_id, search)) vs joined through threads.user_id:\n`,
+  );
   printRows(header, lines);
   await explain(pool, RANKED_THROUGH_THREADS, [BIG_USER, cases[0]!.q], `through threads, common word (${cases[0]!.q})`);
 }

@@ -53,10 +53,14 @@ const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 const as = (userId: string) => ({ "X-Threadline-User": userId });
 
 try {
-  for (let i = 0; i < OTHER_THREADS; i += 1) await createThread(database.pool, { threadId: randomUUID(), userId: OTHER, title: `Thread ${i}`, metadata: {} });
+  for (let i = 0; i < OTHER_THREADS; i += 1)
+    await createThread(database.pool, { threadId: randomUUID(), userId: OTHER, title: `Thread ${i}`, metadata: {} });
   const heavyThreads: string[] = [];
   for (let i = 0; i < DEFAULT_STREAM_LIMITS.perUser; i += 1) {
-    heavyThreads.push((await createThread(database.pool, { threadId: randomUUID(), userId: HEAVY, title: null, metadata: {} })).thread.id);
+    heavyThreads.push(
+      (await createThread(database.pool, { threadId: randomUUID(), userId: HEAVY, title: null, metadata: {} })).thread
+        .id,
+    );
   }
 
   const listLatency = async (): Promise<number> => {
@@ -75,7 +79,10 @@ try {
     let refused = 0;
     const streams = await Promise.all(
       heavyThreads.map(async (threadId) => {
-        const response = await fetch(`${base}/api/threads/${threadId}/events`, { headers: as(HEAVY), signal: controller.signal });
+        const response = await fetch(`${base}/api/threads/${threadId}/events`, {
+          headers: as(HEAVY),
+          signal: controller.signal,
+        });
         if (response.status !== 200) throw new Error(`the heavy user's stream answered ${response.status}`);
         const reader = response.body!.getReader();
         // Wrapped: an async function returning the reading promise itself would wait for the stream's end.
@@ -84,7 +91,10 @@ try {
             for (;;) {
               const { done, value } = await reader.read();
               if (done) return;
-              received += new TextDecoder().decode(value).split("\n\n").filter((frame) => frame.includes("data:")).length;
+              received += new TextDecoder()
+                .decode(value)
+                .split("\n\n")
+                .filter((frame) => frame.includes("data:")).length;
             }
           } catch {
             // Aborted at the end of the round.
@@ -98,7 +108,14 @@ try {
       while (!stopped) {
         n += 1;
         await Promise.all(
-          heavyThreads.map((threadId) => appendEvents(writerPool, { threadId, runId: null, attempt: 0, events: [{ key: `e${n}`, event: "title.changed", data: { title: `Title ${n}` } }] })),
+          heavyThreads.map((threadId) =>
+            appendEvents(writerPool, {
+              threadId,
+              runId: null,
+              attempt: 0,
+              events: [{ key: `e${n}`, event: "title.changed", data: { title: `Title ${n}` } }],
+            }),
+          ),
         );
         await new Promise((resolve) => setTimeout(resolve, WRITE_EVERY_MS));
       }
@@ -106,7 +123,9 @@ try {
     // The rest of the streams the user asks for, as the review's client did (400 in all): refused.
     await Promise.all(
       Array.from({ length: ASKED_STREAMS - heavyThreads.length }, async (_, i) => {
-        const response = await fetch(`${base}/api/threads/${heavyThreads[i % heavyThreads.length]}/events`, { headers: as(HEAVY) });
+        const response = await fetch(`${base}/api/threads/${heavyThreads[i % heavyThreads.length]}/events`, {
+          headers: as(HEAVY),
+        });
         await response.arrayBuffer();
         if (response.status !== 429) throw new Error(`a stream beyond the cap answered ${response.status}`);
         refused += 1;
@@ -137,15 +156,23 @@ try {
     refused += load.refused;
   }
 
-  const percentile = (values: number[], p: number) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]!;
-  const row = (name: string, values: number[]) => `${name.padEnd(34)} p50 ${percentile(values, 50).toFixed(2).padStart(7)} ms   p95 ${percentile(values, 95).toFixed(2).padStart(7)} ms`;
+  const percentile = (values: number[], p: number) =>
+    [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]!;
+  const row = (name: string, values: number[]) =>
+    `${name.padEnd(34)} p50 ${percentile(values, 50).toFixed(2).padStart(7)} ms   p95 ${percentile(values, 95).toFixed(2).padStart(7)} ms`;
   const ratio50 = percentile(loaded, 50) / percentile(idle, 50);
   const ratio95 = percentile(loaded, 95) / percentile(idle, 95);
-  console.log(`GET /api/threads (${OTHER_THREADS} threads, page of 20) by another user, ${ROUNDS} × ${CALLS_PER_ROUND} calls each, rounds alternating:`);
+  console.log(
+    `GET /api/threads (${OTHER_THREADS} threads, page of 20) by another user, ${ROUNDS} × ${CALLS_PER_ROUND} calls each, rounds alternating:`,
+  );
   console.log(row("idle", idle));
   console.log(row(`one user at the cap (${DEFAULT_STREAM_LIMITS.perUser} streams)`, loaded));
-  console.log(`load: ${received} events streamed to the capped user, ${refused} of their stream requests refused (429)`);
-  console.log(`ratio loaded / idle: p50 ${ratio50.toFixed(2)}×, p95 ${ratio95.toFixed(2)}× (target ≤ ${TARGET_RATIO}× at p50) ${ratio50 <= TARGET_RATIO ? "OK" : "OVER TARGET"}`);
+  console.log(
+    `load: ${received} events streamed to the capped user, ${refused} of their stream requests refused (429)`,
+  );
+  console.log(
+    `ratio loaded / idle: p50 ${ratio50.toFixed(2)}×, p95 ${ratio95.toFixed(2)}× (target ≤ ${TARGET_RATIO}× at p50) ${ratio50 <= TARGET_RATIO ? "OK" : "OVER TARGET"}`,
+  );
 } finally {
   await events.close();
   await writerPool.end();

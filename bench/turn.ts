@@ -29,15 +29,31 @@ const WARMUP = 5;
 const SEEDED_TURNS = 50;
 const LATEST_TURN_ROWS = 50_000;
 
-type Scenario = { name: string; run: () => Promise<{ fn: InngestFunction.Like; event: { name: string; data: Record<string, unknown> } }> };
-type Measured = { name: string; steps: number; perStep: Map<string, number>; statements: number; medianMs: number; sqlMs: number; bareMs: number };
+type Scenario = {
+  name: string;
+  run: () => Promise<{ fn: InngestFunction.Like; event: { name: string; data: Record<string, unknown> } }>;
+};
+type Measured = {
+  name: string;
+  steps: number;
+  perStep: Map<string, number>;
+  statements: number;
+  medianMs: number;
+  sqlMs: number;
+  bareMs: number;
+};
 
 async function main() {
   const { pool, close } = await openBenchDatabase();
   const model = await startModelServer();
   try {
     const counting = statementsPerStep(pool);
-    const deps = { db: counting.pool, model: chooseModel(readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "bench", MODEL: "bench-model" })) };
+    const deps = {
+      db: counting.pool,
+      model: chooseModel(
+        readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "bench", MODEL: "bench-model" }),
+      ),
+    };
     const chatTurn = createChatTurn(deps);
     const regenerate = createRegenerate(deps);
     // The same turn with the model called in-process and its text logged as it streams (one batch here).
@@ -47,18 +63,30 @@ async function main() {
       { name: "chat turn, new thread", run: async () => ({ fn: chatTurn, event: chatEvent({}) }) },
       {
         name: `chat turn, ${SEEDED_TURNS * 2}-message thread`,
-        run: async () => ({ fn: chatTurn, event: chatEvent({ threadId: (await seedThread(pool, { turns: SEEDED_TURNS })).threadId }) }),
+        run: async () => ({
+          fn: chatTurn,
+          event: chatEvent({ threadId: (await seedThread(pool, { turns: SEEDED_TURNS })).threadId }),
+        }),
       },
       {
         name: `chat turn, ${SEEDED_TURNS * 2}-message thread, INFERENCE=stream`,
-        run: async () => ({ fn: streamingTurn, event: chatEvent({ threadId: (await seedThread(pool, { turns: SEEDED_TURNS })).threadId }) }),
+        run: async () => ({
+          fn: streamingTurn,
+          event: chatEvent({ threadId: (await seedThread(pool, { turns: SEEDED_TURNS })).threadId }),
+        }),
       },
       {
         name: `regenerate, ${SEEDED_TURNS * 2}-message thread`,
         run: async () => {
           const { threadId, userId } = await seedThread(pool, { turns: SEEDED_TURNS });
-          const { rows } = await pool.query("SELECT id FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq DESC LIMIT 1", [threadId]);
-          return { fn: regenerate, event: { name: "chat/message.regenerate", data: { threadId, messageId: rows[0].id, userId } } };
+          const { rows } = await pool.query(
+            "SELECT id FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq DESC LIMIT 1",
+            [threadId],
+          );
+          return {
+            fn: regenerate,
+            event: { name: "chat/message.regenerate", data: { threadId, messageId: rows[0].id, userId } },
+          };
         },
       },
     ];
@@ -72,7 +100,12 @@ async function main() {
         const started = performance.now();
         const { steps, error } = await counting.run(fn, event);
         if (error) throw error;
-        return { steps, ms: performance.now() - started, sqlMs: counting.sqlTime.ms, perStep: new Map(counting.perStep) };
+        return {
+          steps,
+          ms: performance.now() - started,
+          sqlMs: counting.sqlTime.ms,
+          perStep: new Map(counting.perStep),
+        };
       };
       const first = await turn();
       const bare = bareFunction(first.steps);
@@ -89,7 +122,15 @@ async function main() {
         sqlTimes.push(sqlMs);
         bareTimes.push(performance.now() - started);
       }
-      results.push({ name: scenario.name, steps: first.steps, perStep: first.perStep, statements: totalStatements(first.perStep), medianMs: median(times), sqlMs: median(sqlTimes), bareMs: median(bareTimes) });
+      results.push({
+        name: scenario.name,
+        steps: first.steps,
+        perStep: first.perStep,
+        statements: totalStatements(first.perStep),
+        medianMs: median(times),
+        sqlMs: median(sqlTimes),
+        bareMs: median(bareTimes),
+      });
     }
     printTable(results);
     await explainHistoryRead(pool);
@@ -107,19 +148,38 @@ const chatEvent = (data: { threadId?: string }) => ({
 
 /** A function of `steps` no-op steps: the floor a turn is compared with, under the same engine. */
 const bareFunction = (steps: number) =>
-  inngest.createFunction({ id: `bare-${steps}-steps`, triggers: [{ event: "bench/bare" }], retries: 0 }, async ({ step }) => {
-    for (let i = 0; i < steps; i++) await step.run(`noop-${i}`, async () => null);
-  });
+  inngest.createFunction(
+    { id: `bare-${steps}-steps`, triggers: [{ event: "bench/bare" }], retries: 0 },
+    async ({ step }) => {
+      for (let i = 0; i < steps; i++) await step.run(`noop-${i}`, async () => null);
+    },
+  );
 
 function printTable(results: Measured[]) {
   const stepNames = [...new Set(results.flatMap((r) => [...r.perStep.keys()]))].sort();
-  const header = ["turn", "steps", "SQL statements", ...stepNames, "median ms", "of which SQL ms", "bare fn ms", "turn/bare"];
+  const header = [
+    "turn",
+    "steps",
+    "SQL statements",
+    ...stepNames,
+    "median ms",
+    "of which SQL ms",
+    "bare fn ms",
+    "turn/bare",
+  ];
   const lines = results.map((r) => [
-    r.name, `${r.steps}`, `${r.statements}`, ...stepNames.map((s) => `${r.perStep.get(s) ?? 0}`),
-    r.medianMs.toFixed(1), r.sqlMs.toFixed(1), r.bareMs.toFixed(1), `${(r.medianMs / r.bareMs).toFixed(2)}x`,
+    r.name,
+    `${r.steps}`,
+    `${r.statements}`,
+    ...stepNames.map((s) => `${r.perStep.get(s) ?? 0}`),
+    r.medianMs.toFixed(1),
+    r.sqlMs.toFixed(1),
+    r.bareMs.toFixed(1),
+    `${(r.medianMs / r.bareMs).toFixed(2)}x`,
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const row = (cells: string[]) => "| " + cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
+  const row = (cells: string[]) =>
+    "| " + cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
   console.log(
     `\n${TURNS} turns each (after ${WARMUP} warm-up turns), medians; statements counted per step of one turn; "of which SQL" sums the time ` +
       "spent waiting for each statement; the bare function has as many no-op steps and alternates with the turn.\n",
@@ -127,17 +187,29 @@ function printTable(results: Measured[]) {
   console.log(row(header));
   console.log("|" + widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : "-".repeat(w + 1) + ":")).join("|") + "|");
   for (const line of lines) console.log(row(line));
-  const worst = Math.max(...results.map((r) => Math.max(0, ...[...r.perStep].filter(([s]) => s.startsWith("history.")).map(([, n]) => n))));
+  const worst = Math.max(
+    ...results.map((r) => Math.max(0, ...[...r.perStep].filter(([s]) => s.startsWith("history.")).map(([, n]) => n))),
+  );
   const most = Math.max(...results.map((r) => r.statements));
-  console.log(`\nmost statements in one history step: ${worst} (target ≤ 1: ${worst <= 1 ? "met" : "MISSED"}); most per turn: ${most} (target ≤ 6: ${most <= 6 ? "met" : "MISSED"})`);
+  console.log(
+    `\nmost statements in one history step: ${worst} (target ≤ 1: ${worst <= 1 ? "met" : "MISSED"}); most per turn: ${most} (target ≤ 6: ${most <= 6 ? "met" : "MISSED"})`,
+  );
 }
 
 /** The history.get statement on a seeded thread: index scans only, the summary check included. */
 async function explainHistoryRead(pool: pg.Pool) {
   const { threadId } = await seedThread(pool, { turns: SEEDED_TURNS });
   await pool.query("ANALYZE");
-  const plan = await pool.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql.selectHistoryWindow}`, [threadId, SEEDED_TURNS * 2 + 1, 19, true, 21]);
-  console.log(`\nEXPLAIN (ANALYZE, BUFFERS) history.get (selectHistoryWindow) on a ${SEEDED_TURNS * 2}-message thread, lastN 20:`);
+  const plan = await pool.query(`EXPLAIN (ANALYZE, BUFFERS) ${sql.selectHistoryWindow}`, [
+    threadId,
+    SEEDED_TURNS * 2 + 1,
+    19,
+    true,
+    21,
+  ]);
+  console.log(
+    `\nEXPLAIN (ANALYZE, BUFFERS) history.get (selectHistoryWindow) on a ${SEEDED_TURNS * 2}-message thread, lastN 20:`,
+  );
   for (const line of plan.rows) console.log("  " + line["QUERY PLAN"]);
 }
 
@@ -161,7 +233,9 @@ async function explainLatestTurn(pool: pg.Pool) {
   await pool.query("ANALYZE turns");
   const threadId = (await pool.query("SELECT md5('t' || 250)::uuid AS id")).rows[0].id;
   const explain = async (client: pg.PoolClient) =>
-    (await client.query(`EXPLAIN (ANALYZE) ${sql.selectLatestTurn}`, [threadId])).rows.map((r) => r["QUERY PLAN"] as string);
+    (await client.query(`EXPLAIN (ANALYZE) ${sql.selectLatestTurn}`, [threadId])).rows.map(
+      (r) => r["QUERY PLAN"] as string,
+    );
   const client = await pool.connect();
   try {
     const withIndex = await explain(client);
@@ -169,7 +243,9 @@ async function explainLatestTurn(pool: pg.Pool) {
     await client.query("DROP INDEX turns_thread_idx");
     const withoutIndex = await explain(client);
     await client.query("ROLLBACK");
-    console.log(`\nEXPLAIN (ANALYZE) latest-turn lookup among ${LATEST_TURN_ROWS.toLocaleString("en")} turns, with turns_thread_idx:`);
+    console.log(
+      `\nEXPLAIN (ANALYZE) latest-turn lookup among ${LATEST_TURN_ROWS.toLocaleString("en")} turns, with turns_thread_idx:`,
+    );
     for (const line of withIndex) console.log("  " + line);
     console.log("without it (dropped in a rolled-back transaction):");
     for (const line of withoutIndex) console.log("  " + line);

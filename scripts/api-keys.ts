@@ -24,11 +24,16 @@ const describe = (key: ApiKeyRecord) =>
  * embedded database). Returns what to print.
  */
 export async function apiKeysCommand(args: string[], db: pg.Pool): Promise<string> {
-  const { positionals, values } = parseArgs({ args, allowPositionals: true, options: { user: { type: "string" }, name: { type: "string" } } });
+  const { positionals, values } = parseArgs({
+    args,
+    allowPositionals: true,
+    options: { user: { type: "string" }, name: { type: "string" } },
+  });
   const [command, ...rest] = positionals;
   if (command === "create") {
     const userId = verifiedUserId.safeParse(values.user);
-    if (!userId.success) throw new UsageError("create needs --user <user id> (1 to 200 characters, no control characters)");
+    if (!userId.success)
+      throw new UsageError("create needs --user <user id> (1 to 200 characters, no control characters)");
     if (!values.name?.trim()) throw new UsageError("create needs --name <what the key is for>");
     const { key, record } = await createApiKey(db, { userId: userId.data, name: values.name.trim() });
     return `${describe(record)}\n\nAPI key (shown once, store it now; send it as "Authorization: Bearer <key>"):\n${key}`;

@@ -17,11 +17,18 @@ export function exitOnHelp(usage: string, args: string[]): void {
  * Runs an operator command against the app's database (DATABASE_URL, or the embedded one),
  * migrated first, prints what it returns, and exits 0, or 1 after printing what went wrong.
  */
-export async function runDatabaseCommand(usage: string, command: (args: string[], db: pg.Pool) => Promise<string>): Promise<never> {
+export async function runDatabaseCommand(
+  usage: string,
+  command: (args: string[], db: pg.Pool) => Promise<string>,
+): Promise<never> {
   const args = process.argv.slice(2);
   exitOnHelp(usage, args);
   const env = readEnvironment();
-  const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, embeddedPort: env.EMBEDDED_POSTGRES_PORT });
+  const database = await openDatabase({
+    databaseUrl: env.DATABASE_URL,
+    dataDir: env.DATA_DIR,
+    embeddedPort: env.EMBEDDED_POSTGRES_PORT,
+  });
   let exitCode = 0;
   try {
     await migrate(database.url);

@@ -27,7 +27,11 @@ const SEND_BATCH = 500;
  * keep every deleted thread from coming back); the command then fails, saying so. Returns what to
  * print.
  */
-export async function deleteUserCommand(args: string[], db: pg.Pool, send: SendEvents = (events) => inngest.send(events)): Promise<string> {
+export async function deleteUserCommand(
+  args: string[],
+  db: pg.Pool,
+  send: SendEvents = (events) => inngest.send(events),
+): Promise<string> {
   const { values } = parseArgs({ args, options: { user: { type: "string" } } });
   const userId = verifiedUserId.safeParse(values.user);
   if (!userId.success) throw new UsageError("needs --user <user id> (1 to 200 characters, no control characters)");
@@ -35,7 +39,11 @@ export async function deleteUserCommand(args: string[], db: pg.Pool, send: SendE
   const erased = await eraseUser(db, userId.data, hooks);
   const summary = `Erased user ${JSON.stringify(userId.data)}: ${erased.threads} threads (with their messages, turns, summaries and agent state), ${erased.memories} memories, ${erased.apiKeys} API keys.`;
   const events = [
-    ...erased.threadIds.map((threadId) => ({ id: `thread-deleted-${threadId}`, name: threadDeleted.name, data: { threadId, userId: userId.data, reason: "user" } })),
+    ...erased.threadIds.map((threadId) => ({
+      id: `thread-deleted-${threadId}`,
+      name: threadDeleted.name,
+      data: { threadId, userId: userId.data, reason: "user" },
+    })),
     { id: `user-deleted-${userId.data}`, name: userDeleted.name, data: { userId: userId.data } },
   ];
   try {

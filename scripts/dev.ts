@@ -19,20 +19,28 @@ process.env.HOST ??= "127.0.0.1"; // this machine only; containers keep the defa
 // Human-readable log lines while developing (pino-pretty, a development dependency).
 process.env.LOG_FORMAT ??= "pretty";
 // Loaded after the settings above: modules read the environment as they load.
-const [{ readEnvironment }, { startServer }, { logger }] = await Promise.all([import("../src/config.js"), import("../src/server.js"), import("../src/logger.js")]);
+const [{ readEnvironment }, { startServer }, { logger }] = await Promise.all([
+  import("../src/config.js"),
+  import("../src/server.js"),
+  import("../src/logger.js"),
+]);
 if (envFile) logger.info(`settings read from ${envFile} (a variable set in the environment wins over it)`);
 const { PORT, INNGEST_BASE_URL } = readEnvironment();
 await startServer();
 
 const appUrl = `http://127.0.0.1:${PORT}/api/inngest`;
 if (INNGEST_BASE_URL === undefined) {
-  const devServer = spawn("npx", ["--yes", "inngest-cli@latest", "dev", "-u", appUrl, "--no-discovery"], { stdio: "inherit" });
+  const devServer = spawn("npx", ["--yes", "inngest-cli@latest", "dev", "-u", appUrl, "--no-discovery"], {
+    stdio: "inherit",
+  });
   devServer.on("error", (error) => explain(error.message));
   devServer.on("exit", (code) => {
     if (code !== 0 && code !== null) explain(`exited with code ${code}`);
   });
 } else {
-  console.info(`[threadline] Using the Inngest server at ${INNGEST_BASE_URL} (INNGEST_BASE_URL): register the app there with "-u ${appUrl}".`);
+  console.info(
+    `[threadline] Using the Inngest server at ${INNGEST_BASE_URL} (INNGEST_BASE_URL): register the app there with "-u ${appUrl}".`,
+  );
 }
 
 function explain(reason: string) {

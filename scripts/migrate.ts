@@ -12,7 +12,11 @@ exitOnHelp(
   process.argv.slice(2),
 );
 const env = readEnvironment();
-const database = await openDatabase({ databaseUrl: env.DATABASE_URL, dataDir: env.DATA_DIR, embeddedPort: env.EMBEDDED_POSTGRES_PORT });
+const database = await openDatabase({
+  databaseUrl: env.DATABASE_URL,
+  dataDir: env.DATA_DIR,
+  embeddedPort: env.EMBEDDED_POSTGRES_PORT,
+});
 try {
   const applied = await migrate(database.url);
   console.info(applied.length > 0 ? `Applied: ${applied.join(", ")}` : "Schema is up to date.");

@@ -38,16 +38,25 @@ if (values.help) {
 function signature(signingKey: string | undefined): Record<string, string> {
   if (!signingKey) return {};
   const at = String(Math.floor(Date.now() / 1000));
-  const hex = createHmac("sha256", signingKey.replace(/^signkey-\w+-/, "")).update("").update(at).digest("hex");
+  const hex = createHmac("sha256", signingKey.replace(/^signkey-\w+-/, ""))
+    .update("")
+    .update(at)
+    .digest("hex");
   return { "X-Inngest-Signature": `t=${at}&s=${hex}` };
 }
 
 // The serve URL as the app announces it (src/inngest-serve.ts), from the same validated settings.
 const env = readEnvironment();
-const url = values.url ?? `${env.INNGEST_SERVE_ORIGIN ?? `http://127.0.0.1:${env.PORT}`}${env.INNGEST_SERVE_PATH ?? DEFAULT_SERVE_PATH}`;
+const url =
+  values.url ??
+  `${env.INNGEST_SERVE_ORIGIN ?? `http://127.0.0.1:${env.PORT}`}${env.INNGEST_SERVE_PATH ?? DEFAULT_SERVE_PATH}`;
 
 try {
-  const response = await fetch(url, { method: "PUT", headers: signature(env.INNGEST_SIGNING_KEY), signal: AbortSignal.timeout(30_000) });
+  const response = await fetch(url, {
+    method: "PUT",
+    headers: signature(env.INNGEST_SIGNING_KEY),
+    signal: AbortSignal.timeout(30_000),
+  });
   const body = await response.text();
   let message = body;
   try {
@@ -61,6 +70,8 @@ try {
   }
   console.log(`[threadline] synced: PUT ${url}: ${message}`);
 } catch (error) {
-  console.error(`[threadline] sync failed: PUT ${url}: ${error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error)}. Is the app running and reachable at that URL?`);
+  console.error(
+    `[threadline] sync failed: PUT ${url}: ${error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error)}. Is the app running and reachable at that URL?`,
+  );
   process.exit(1);
 }

@@ -23,7 +23,9 @@ const optionalText = z.string().trim().min(1).optional().catch(undefined);
 const optionalSetting = <T extends z.ZodType>(schema: T) =>
   z.preprocess((value) => (typeof value === "string" && value.trim() === "" ? undefined : value), schema.optional());
 
-const flag = z.enum(["1", "true", "0", "false"], { error: "must be 1, true, 0 or false" }).transform((value) => value === "1" || value === "true");
+const flag = z
+  .enum(["1", "true", "0", "false"], { error: "must be 1, true, 0 or false" })
+  .transform((value) => value === "1" || value === "true");
 
 /** Production mode, Inngest's mode and authentication: what src/production.ts checks at start-up. */
 const deploymentEnvironment = z.object({
@@ -35,37 +37,66 @@ const deploymentEnvironment = z.object({
   INNGEST_SIGNING_KEY_FALLBACK: optionalText,
   INNGEST_EVENT_KEY: optionalText,
   /** A self-hosted Inngest server (or the dev server elsewhere than localhost:8288): its events and REST API, as the SDK reads them; set, `npm run dev` starts no dev server of its own. */
-  INNGEST_BASE_URL: optionalSetting(z.url({ error: "INNGEST_BASE_URL must be the URL of your Inngest server (e.g. http://inngest:8288)" })),
+  INNGEST_BASE_URL: optionalSetting(
+    z.url({ error: "INNGEST_BASE_URL must be the URL of your Inngest server (e.g. http://inngest:8288)" }),
+  ),
   INNGEST_EVENT_API_BASE_URL: optionalSetting(z.url({ error: "INNGEST_EVENT_API_BASE_URL must be a URL" })),
   INNGEST_API_BASE_URL: optionalSetting(z.url({ error: "INNGEST_API_BASE_URL must be a URL" })),
   /** The app's public origin as Inngest reaches it (https://host[:port]): announced on sync instead of a request's Host. */
   INNGEST_SERVE_ORIGIN: optionalSetting(
     z
-      .url({ protocol: /^https?$/, error: "INNGEST_SERVE_ORIGIN must be an http(s) origin such as https://chat.example.com" })
-      .refine((value) => !URL.canParse(value) || (new URL(value).pathname === "/" && new URL(value).search === ""), "INNGEST_SERVE_ORIGIN is an origin only (scheme, host, port): put a path in INNGEST_SERVE_PATH")
+      .url({
+        protocol: /^https?$/,
+        error: "INNGEST_SERVE_ORIGIN must be an http(s) origin such as https://chat.example.com",
+      })
+      .refine(
+        (value) => !URL.canParse(value) || (new URL(value).pathname === "/" && new URL(value).search === ""),
+        "INNGEST_SERVE_ORIGIN is an origin only (scheme, host, port): put a path in INNGEST_SERVE_PATH",
+      )
       .transform((value) => new URL(value).origin),
   ),
   /** The path of the serve endpoint as Inngest reaches it (a proxy may add a prefix); default /api/inngest. */
-  INNGEST_SERVE_PATH: optionalSetting(z.string().regex(/^\/[^\s?#]*$/, "INNGEST_SERVE_PATH must be a path starting with / (e.g. /api/inngest)")),
+  INNGEST_SERVE_PATH: optionalSetting(
+    z.string().regex(/^\/[^\s?#]*$/, "INNGEST_SERVE_PATH must be a path starting with / (e.g. /api/inngest)"),
+  ),
   /** "dev": take the user from the X-Threadline-User header (local development only). */
-  AUTH: optionalSetting(z.enum(["dev"], { error: 'AUTH accepts only "dev" (local development); unset it to require JWTs or API keys' })),
-  AUTH_JWKS_URL: optionalSetting(z.url({ error: "AUTH_JWKS_URL must be the URL of your identity provider's JWKS (…/.well-known/jwks.json)" })),
-  AUTH_JWT_SECRET: optionalSetting(z.string().min(32, "AUTH_JWT_SECRET must be at least 32 characters (HS256 shared secret)")),
+  AUTH: optionalSetting(
+    z.enum(["dev"], { error: 'AUTH accepts only "dev" (local development); unset it to require JWTs or API keys' }),
+  ),
+  AUTH_JWKS_URL: optionalSetting(
+    z.url({ error: "AUTH_JWKS_URL must be the URL of your identity provider's JWKS (…/.well-known/jwks.json)" }),
+  ),
+  AUTH_JWT_SECRET: optionalSetting(
+    z.string().min(32, "AUTH_JWT_SECRET must be at least 32 characters (HS256 shared secret)"),
+  ),
   AUTH_JWT_ISSUER: optionalText,
   AUTH_JWT_AUDIENCE: optionalText,
-  AUTH_JWT_CLOCK_SKEW: optionalSetting(z.coerce.number().int().min(0).max(300, "AUTH_JWT_CLOCK_SKEW is in seconds, at most 300")),
+  AUTH_JWT_CLOCK_SKEW: optionalSetting(
+    z.coerce.number().int().min(0).max(300, "AUTH_JWT_CLOCK_SKEW is in seconds, at most 300"),
+  ),
   AUTH_JWT_USER_CLAIM: optionalText,
   /** The longest token lifetime accepted: seconds, or a number with s, m, h or d (e.g. 24h); unset: any. */
   AUTH_JWT_MAX_AGE: optionalSetting(
     z
       .string()
       .trim()
-      .regex(/^\d+\s*[smhd]?$/, "AUTH_JWT_MAX_AGE must be a duration: seconds, or a number with s, m, h or d (e.g. 3600 or 24h)")
-      .transform((value) => Number.parseInt(value, 10) * { s: 1, m: 60, h: 3_600, d: 86_400 }[(/[smhd]$/.exec(value)?.[0] ?? "s") as "s" | "m" | "h" | "d"])
+      .regex(
+        /^\d+\s*[smhd]?$/,
+        "AUTH_JWT_MAX_AGE must be a duration: seconds, or a number with s, m, h or d (e.g. 3600 or 24h)",
+      )
+      .transform(
+        (value) =>
+          Number.parseInt(value, 10) *
+          { s: 1, m: 60, h: 3_600, d: 86_400 }[(/[smhd]$/.exec(value)?.[0] ?? "s") as "s" | "m" | "h" | "d"],
+      )
       .pipe(z.number().int().positive("AUTH_JWT_MAX_AGE must be more than 0")),
   ),
   /** Refused credentials (bad token or API key) a client address may send a minute, as a burst and a refill; 0: no limit. */
-  AUTH_FAILURES_PER_MINUTE: z.coerce.number({ error: "AUTH_FAILURES_PER_MINUTE must be a whole number" }).int().min(0).default(20),
+  AUTH_FAILURES_PER_MINUTE: z.coerce
+    .number({ error: "AUTH_FAILURES_PER_MINUTE must be a whole number" })
+    .int()
+    .min(0)
+    .default(20),
   /** A header your proxy sets to the client's address (e.g. X-Forwarded-For, last value used); unset: the connection's peer. */
   AUTH_CLIENT_ADDRESS_HEADER: optionalText,
   /** Production without JWTs: callers are servers holding API keys, and that is intended. */
@@ -73,97 +104,175 @@ const deploymentEnvironment = z.object({
 });
 
 /** The environment Threadline reads, validated once at the edge. Empty values count as unset. */
-export const environment = z.object({
-  ...deploymentEnvironment.shape,
-  DATABASE_URL: optionalText,
-  PORT: z.coerce.number().int().positive().default(3000),
-  /** The interface the HTTP server listens on: every interface (containers) unless set; npm run dev uses loopback. */
-  HOST: optionalSetting(z.string().trim().min(1)).transform((value) => value ?? "0.0.0.0"),
-  /** A running turn whose run the engine cannot vouch for is recorded failed after this long as its thread's current turn. */
-  LOST_RUN_DEADLINE_MINUTES: optionalSetting(z.coerce.number({ error: "LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes" }).int("LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes").min(2, "LOST_RUN_DEADLINE_MINUTES must be at least 2").max(240, "LOST_RUN_DEADLINE_MINUTES must be at most 240")).transform((value) => value ?? DEFAULT_LOST_RUN_DEADLINE_MINUTES),
-  /** Readiness (GET /health/ready) probes the Inngest server at most once per this many seconds. */
-  READINESS_ENGINE_INTERVAL_SECONDS: optionalSetting(z.coerce.number({ error: "READINESS_ENGINE_INTERVAL_SECONDS must be a number of seconds" }).int("READINESS_ENGINE_INTERVAL_SECONDS must be a whole number of seconds").min(1, "READINESS_ENGINE_INTERVAL_SECONDS must be at least 1").max(300, "READINESS_ENGINE_INTERVAL_SECONDS must be at most 300")).transform((value) => value ?? 10),
-  DATA_DIR: z.string().default(".data"),
-  EMBEDDED_POSTGRES_PORT: z.coerce.number().int().positive().default(54329),
-  /** "pretty": human-readable log lines (npm run dev's default; never in production); "json" otherwise. Read by src/logger.ts as it loads. */
-  LOG_FORMAT: optionalSetting(z.enum(["json", "pretty"], { error: 'LOG_FORMAT must be "json" or "pretty"' })),
-  /** PostgreSQL's statement_timeout for the app's pooled sessions, in ms (0: none). */
-  DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).default(DEFAULT_SESSION_TIMEOUTS.statementTimeoutMs),
-  /** PostgreSQL's idle_in_transaction_session_timeout for the app's pooled sessions, in ms (0: none). */
-  DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce.number().int().min(0).default(DEFAULT_SESSION_TIMEOUTS.idleInTransactionTimeoutMs),
-  /** How long SIGTERM/SIGINT waits for requests in flight before cutting them off. */
-  SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(10_000),
-  OPENAI_API_KEY: optionalText,
-  OPENAI_BASE_URL: optionalText,
-  ANTHROPIC_API_KEY: optionalText,
-  GEMINI_API_KEY: optionalText,
-  MODEL: optionalText,
-  /** Where development start-up looks for a local Ollama when no provider is configured. */
-  OLLAMA_BASE_URL: optionalSetting(z.url({ error: "OLLAMA_BASE_URL must be Ollama's URL, e.g. http://127.0.0.1:11434" })).transform((value) => value ?? "http://127.0.0.1:11434"),
-  /**
-   * Who calls the model, for every model call (turns, regenerate, titles, summaries, memory
-   * extraction): "gateway" (default; step.ai.infer, the Inngest server) or "stream" (this process,
-   * streaming; a turn's text is logged as it arrives).
-   */
-  INFERENCE: optionalSetting(z.enum(["gateway", "stream"], { error: 'INFERENCE must be "gateway" (the Inngest server calls the model) or "stream" (this process calls it, streaming)' })).transform((value) => value ?? "gateway"),
-  /** Operator overrides of the history policy: they beat what a request asks for. */
-  HISTORY_POLICY: optionalSetting(historyPolicyName),
-  HISTORY_LENGTH: optionalSetting(z.coerce.number().pipe(historyLength)),
-  HISTORY_MAX_TOKENS: optionalSetting(z.coerce.number().pipe(historyMaxTokens)),
-  /** Operator maximums that no request or setting exceeds (defaults: DEFAULT_HISTORY_MAXIMUMS). */
-  HISTORY_MAX_LENGTH: optionalSetting(z.coerce.number().pipe(historyLength.min(1))),
-  HISTORY_MAX_TOKENS_CAP: optionalSetting(z.coerce.number().pipe(historyMaxTokens)),
-  HISTORY_MAX_BYTES: optionalSetting(z.coerce.number().pipe(historyMaxBytes)),
-  /** Threads inactive for longer than this many days are deleted (hourly); unset: kept forever. */
-  RETENTION_DAYS: optionalSetting(z.coerce.number({ error: "RETENTION_DAYS must be a whole number of days" }).int("RETENTION_DAYS must be a whole number of days").min(1, "RETENTION_DAYS must be at least 1 (unset it to keep threads forever)").max(36_500, "RETENTION_DAYS must be at most 36500")),
-  /**
-   * How long a deleted thread's id stays refused (its tombstone), in days; the hourly thread
-   * retention function prunes older tombstones, and the id may then be used again.
-   */
-  THREAD_TOMBSTONE_DAYS: z.coerce.number({ error: "THREAD_TOMBSTONE_DAYS must be a whole number of days" }).int("THREAD_TOMBSTONE_DAYS must be a whole number of days").min(1, "THREAD_TOMBSTONE_DAYS must be at least 1").max(36_500, "THREAD_TOMBSTONE_DAYS must be at most 36500").default(DEFAULT_TOMBSTONE_DAYS),
-  /** Open live streams (event streams and useChat's UI streams) one user may hold on one process; beyond it, 429. */
-  STREAM_MAX_PER_USER: z.coerce.number({ error: "STREAM_MAX_PER_USER must be a whole number" }).int("STREAM_MAX_PER_USER must be a whole number").min(1, "STREAM_MAX_PER_USER must be at least 1").max(10_000, "STREAM_MAX_PER_USER must be at most 10000").default(DEFAULT_STREAM_LIMITS.perUser),
-  /** Open live streams one process holds in all; beyond it, 429. */
-  STREAM_MAX_PER_PROCESS: z.coerce.number({ error: "STREAM_MAX_PER_PROCESS must be a whole number" }).int("STREAM_MAX_PER_PROCESS must be a whole number").min(1, "STREAM_MAX_PER_PROCESS must be at least 1").max(100_000, "STREAM_MAX_PER_PROCESS must be at most 100000").default(DEFAULT_STREAM_LIMITS.perProcess),
-  /** Thread event log rows older than this many hours are pruned (every 10 minutes); a client resumes within it. */
-  /**
-   * 1: turns also log AgentKit's chunks (run.started, part.*, text.delta, tool_call.*), one step and
-   * one statement each; unset: only each turn's outcome events, written with the outcome itself.
-   */
-  EVENT_LOG_CHUNKS: optionalSetting(flag),
-  EVENT_LOG_RETENTION_HOURS: z.coerce.number({ error: "EVENT_LOG_RETENTION_HOURS must be a whole number of hours" }).int("EVENT_LOG_RETENTION_HOURS must be a whole number of hours").min(1, "EVENT_LOG_RETENTION_HOURS must be at least 1").max(8_760, "EVENT_LOG_RETENTION_HOURS must be at most 8760").default(DEFAULT_EVENT_RETENTION_HOURS),
-  /**
-   * "inngest": every event of the log is also published to Inngest realtime (the thread owner's
-   * channel, topic agent_stream, for @inngest/use-agent) and POST /api/realtime/token issues tokens.
-   * Needs the Inngest server (dev server or Inngest Cloud); set it on one instance of a deployment.
-   */
-  REALTIME: optionalSetting(z.enum(["inngest"], { error: 'REALTIME accepts only "inngest" (unset: no realtime publishing)' })),
-  /** Which agents answer a turn: "assistant" (default) or "pair" (the assistant, then the reviewer). */
-  NETWORK: networkName.default("assistant"),
-  /** Agents that get the user-memory component (comma-separated names; default none: nothing is remembered). */
-  MEMORY_AGENTS: z
-    .string()
-    .default("")
-    .transform((list) => [...new Set(list.split(",").map((name) => name.trim()).filter((name) => name.length > 0))]),
-  /** 1: propose memories from each completed chat turn (its own function, after the turn). */
-  MEMORY_EXTRACTION: optionalSetting(flag),
-  /** Tokens the user's memories may add to one model request. */
-  MEMORY_CONTEXT_TOKENS: optionalSetting(z.coerce.number().int().min(50, "MEMORY_CONTEXT_TOKENS must be at least 50").max(8_000, "MEMORY_CONTEXT_TOKENS must be at most 8000")),
-}).superRefine((env, ctx) => {
-  const agents = Object.keys(NETWORK_AGENTS[env.NETWORK]);
-  for (const name of env.MEMORY_AGENTS.filter((agent) => !agents.includes(agent))) {
-    ctx.addIssue({ code: "custom", path: ["MEMORY_AGENTS"], message: `${name} is not an agent of the ${env.NETWORK} network (its agents: ${agents.join(", ")})` });
-  }
-  // The operator's own settings must respect the operator's maximums: a contradiction is a start-up error.
-  const maxLength = env.HISTORY_MAX_LENGTH ?? DEFAULT_HISTORY_MAXIMUMS.length;
-  if (env.HISTORY_LENGTH !== undefined && env.HISTORY_LENGTH > maxLength) {
-    ctx.addIssue({ code: "custom", path: ["HISTORY_LENGTH"], message: `${env.HISTORY_LENGTH} is above HISTORY_MAX_LENGTH (${maxLength}): lower it or raise HISTORY_MAX_LENGTH` });
-  }
-  const maxTokens = env.HISTORY_MAX_TOKENS_CAP ?? DEFAULT_HISTORY_MAXIMUMS.maxTokens;
-  if (env.HISTORY_MAX_TOKENS !== undefined && env.HISTORY_MAX_TOKENS > maxTokens) {
-    ctx.addIssue({ code: "custom", path: ["HISTORY_MAX_TOKENS"], message: `${env.HISTORY_MAX_TOKENS} is above HISTORY_MAX_TOKENS_CAP (${maxTokens}): lower it or raise HISTORY_MAX_TOKENS_CAP` });
-  }
-});
+export const environment = z
+  .object({
+    ...deploymentEnvironment.shape,
+    DATABASE_URL: optionalText,
+    PORT: z.coerce.number().int().positive().default(3000),
+    /** The interface the HTTP server listens on: every interface (containers) unless set; npm run dev uses loopback. */
+    HOST: optionalSetting(z.string().trim().min(1)).transform((value) => value ?? "0.0.0.0"),
+    /** A running turn whose run the engine cannot vouch for is recorded failed after this long as its thread's current turn. */
+    LOST_RUN_DEADLINE_MINUTES: optionalSetting(
+      z.coerce
+        .number({ error: "LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes" })
+        .int("LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes")
+        .min(2, "LOST_RUN_DEADLINE_MINUTES must be at least 2")
+        .max(240, "LOST_RUN_DEADLINE_MINUTES must be at most 240"),
+    ).transform((value) => value ?? DEFAULT_LOST_RUN_DEADLINE_MINUTES),
+    /** Readiness (GET /health/ready) probes the Inngest server at most once per this many seconds. */
+    READINESS_ENGINE_INTERVAL_SECONDS: optionalSetting(
+      z.coerce
+        .number({ error: "READINESS_ENGINE_INTERVAL_SECONDS must be a number of seconds" })
+        .int("READINESS_ENGINE_INTERVAL_SECONDS must be a whole number of seconds")
+        .min(1, "READINESS_ENGINE_INTERVAL_SECONDS must be at least 1")
+        .max(300, "READINESS_ENGINE_INTERVAL_SECONDS must be at most 300"),
+    ).transform((value) => value ?? 10),
+    DATA_DIR: z.string().default(".data"),
+    EMBEDDED_POSTGRES_PORT: z.coerce.number().int().positive().default(54329),
+    /** "pretty": human-readable log lines (npm run dev's default; never in production); "json" otherwise. Read by src/logger.ts as it loads. */
+    LOG_FORMAT: optionalSetting(z.enum(["json", "pretty"], { error: 'LOG_FORMAT must be "json" or "pretty"' })),
+    /** PostgreSQL's statement_timeout for the app's pooled sessions, in ms (0: none). */
+    DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).default(DEFAULT_SESSION_TIMEOUTS.statementTimeoutMs),
+    /** PostgreSQL's idle_in_transaction_session_timeout for the app's pooled sessions, in ms (0: none). */
+    DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .default(DEFAULT_SESSION_TIMEOUTS.idleInTransactionTimeoutMs),
+    /** How long SIGTERM/SIGINT waits for requests in flight before cutting them off. */
+    SHUTDOWN_TIMEOUT_MS: z.coerce.number().int().nonnegative().default(10_000),
+    OPENAI_API_KEY: optionalText,
+    OPENAI_BASE_URL: optionalText,
+    ANTHROPIC_API_KEY: optionalText,
+    GEMINI_API_KEY: optionalText,
+    MODEL: optionalText,
+    /** Where development start-up looks for a local Ollama when no provider is configured. */
+    OLLAMA_BASE_URL: optionalSetting(
+      z.url({ error: "OLLAMA_BASE_URL must be Ollama's URL, e.g. http://127.0.0.1:11434" }),
+    ).transform((value) => value ?? "http://127.0.0.1:11434"),
+    /**
+     * Who calls the model, for every model call (turns, regenerate, titles, summaries, memory
+     * extraction): "gateway" (default; step.ai.infer, the Inngest server) or "stream" (this process,
+     * streaming; a turn's text is logged as it arrives).
+     */
+    INFERENCE: optionalSetting(
+      z.enum(["gateway", "stream"], {
+        error:
+          'INFERENCE must be "gateway" (the Inngest server calls the model) or "stream" (this process calls it, streaming)',
+      }),
+    ).transform((value) => value ?? "gateway"),
+    /** Operator overrides of the history policy: they beat what a request asks for. */
+    HISTORY_POLICY: optionalSetting(historyPolicyName),
+    HISTORY_LENGTH: optionalSetting(z.coerce.number().pipe(historyLength)),
+    HISTORY_MAX_TOKENS: optionalSetting(z.coerce.number().pipe(historyMaxTokens)),
+    /** Operator maximums that no request or setting exceeds (defaults: DEFAULT_HISTORY_MAXIMUMS). */
+    HISTORY_MAX_LENGTH: optionalSetting(z.coerce.number().pipe(historyLength.min(1))),
+    HISTORY_MAX_TOKENS_CAP: optionalSetting(z.coerce.number().pipe(historyMaxTokens)),
+    HISTORY_MAX_BYTES: optionalSetting(z.coerce.number().pipe(historyMaxBytes)),
+    /** Threads inactive for longer than this many days are deleted (hourly); unset: kept forever. */
+    RETENTION_DAYS: optionalSetting(
+      z.coerce
+        .number({ error: "RETENTION_DAYS must be a whole number of days" })
+        .int("RETENTION_DAYS must be a whole number of days")
+        .min(1, "RETENTION_DAYS must be at least 1 (unset it to keep threads forever)")
+        .max(36_500, "RETENTION_DAYS must be at most 36500"),
+    ),
+    /**
+     * How long a deleted thread's id stays refused (its tombstone), in days; the hourly thread
+     * retention function prunes older tombstones, and the id may then be used again.
+     */
+    THREAD_TOMBSTONE_DAYS: z.coerce
+      .number({ error: "THREAD_TOMBSTONE_DAYS must be a whole number of days" })
+      .int("THREAD_TOMBSTONE_DAYS must be a whole number of days")
+      .min(1, "THREAD_TOMBSTONE_DAYS must be at least 1")
+      .max(36_500, "THREAD_TOMBSTONE_DAYS must be at most 36500")
+      .default(DEFAULT_TOMBSTONE_DAYS),
+    /** Open live streams (event streams and useChat's UI streams) one user may hold on one process; beyond it, 429. */
+    STREAM_MAX_PER_USER: z.coerce
+      .number({ error: "STREAM_MAX_PER_USER must be a whole number" })
+      .int("STREAM_MAX_PER_USER must be a whole number")
+      .min(1, "STREAM_MAX_PER_USER must be at least 1")
+      .max(10_000, "STREAM_MAX_PER_USER must be at most 10000")
+      .default(DEFAULT_STREAM_LIMITS.perUser),
+    /** Open live streams one process holds in all; beyond it, 429. */
+    STREAM_MAX_PER_PROCESS: z.coerce
+      .number({ error: "STREAM_MAX_PER_PROCESS must be a whole number" })
+      .int("STREAM_MAX_PER_PROCESS must be a whole number")
+      .min(1, "STREAM_MAX_PER_PROCESS must be at least 1")
+      .max(100_000, "STREAM_MAX_PER_PROCESS must be at most 100000")
+      .default(DEFAULT_STREAM_LIMITS.perProcess),
+    /** Thread event log rows older than this many hours are pruned (every 10 minutes); a client resumes within it. */
+    /**
+     * 1: turns also log AgentKit's chunks (run.started, part.*, text.delta, tool_call.*), one step and
+     * one statement each; unset: only each turn's outcome events, written with the outcome itself.
+     */
+    EVENT_LOG_CHUNKS: optionalSetting(flag),
+    EVENT_LOG_RETENTION_HOURS: z.coerce
+      .number({ error: "EVENT_LOG_RETENTION_HOURS must be a whole number of hours" })
+      .int("EVENT_LOG_RETENTION_HOURS must be a whole number of hours")
+      .min(1, "EVENT_LOG_RETENTION_HOURS must be at least 1")
+      .max(8_760, "EVENT_LOG_RETENTION_HOURS must be at most 8760")
+      .default(DEFAULT_EVENT_RETENTION_HOURS),
+    /**
+     * "inngest": every event of the log is also published to Inngest realtime (the thread owner's
+     * channel, topic agent_stream, for @inngest/use-agent) and POST /api/realtime/token issues tokens.
+     * Needs the Inngest server (dev server or Inngest Cloud); set it on one instance of a deployment.
+     */
+    REALTIME: optionalSetting(
+      z.enum(["inngest"], { error: 'REALTIME accepts only "inngest" (unset: no realtime publishing)' }),
+    ),
+    /** Which agents answer a turn: "assistant" (default) or "pair" (the assistant, then the reviewer). */
+    NETWORK: networkName.default("assistant"),
+    /** Agents that get the user-memory component (comma-separated names; default none: nothing is remembered). */
+    MEMORY_AGENTS: z
+      .string()
+      .default("")
+      .transform((list) => [
+        ...new Set(
+          list
+            .split(",")
+            .map((name) => name.trim())
+            .filter((name) => name.length > 0),
+        ),
+      ]),
+    /** 1: propose memories from each completed chat turn (its own function, after the turn). */
+    MEMORY_EXTRACTION: optionalSetting(flag),
+    /** Tokens the user's memories may add to one model request. */
+    MEMORY_CONTEXT_TOKENS: optionalSetting(
+      z.coerce
+        .number()
+        .int()
+        .min(50, "MEMORY_CONTEXT_TOKENS must be at least 50")
+        .max(8_000, "MEMORY_CONTEXT_TOKENS must be at most 8000"),
+    ),
+  })
+  .superRefine((env, ctx) => {
+    const agents = Object.keys(NETWORK_AGENTS[env.NETWORK]);
+    for (const name of env.MEMORY_AGENTS.filter((agent) => !agents.includes(agent))) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["MEMORY_AGENTS"],
+        message: `${name} is not an agent of the ${env.NETWORK} network (its agents: ${agents.join(", ")})`,
+      });
+    }
+    // The operator's own settings must respect the operator's maximums: a contradiction is a start-up error.
+    const maxLength = env.HISTORY_MAX_LENGTH ?? DEFAULT_HISTORY_MAXIMUMS.length;
+    if (env.HISTORY_LENGTH !== undefined && env.HISTORY_LENGTH > maxLength) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["HISTORY_LENGTH"],
+        message: `${env.HISTORY_LENGTH} is above HISTORY_MAX_LENGTH (${maxLength}): lower it or raise HISTORY_MAX_LENGTH`,
+      });
+    }
+    const maxTokens = env.HISTORY_MAX_TOKENS_CAP ?? DEFAULT_HISTORY_MAXIMUMS.maxTokens;
+    if (env.HISTORY_MAX_TOKENS !== undefined && env.HISTORY_MAX_TOKENS > maxTokens) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["HISTORY_MAX_TOKENS"],
+        message: `${env.HISTORY_MAX_TOKENS} is above HISTORY_MAX_TOKENS_CAP (${maxTokens}): lower it or raise HISTORY_MAX_TOKENS_CAP`,
+      });
+    }
+  });
 export type Environment = z.infer<typeof environment>;
 
 export function readEnvironment(env: NodeJS.ProcessEnv = process.env): Environment {
@@ -204,11 +313,19 @@ export function agentsConfig(env: Environment): AgentsConfig {
 
 /** The ways a request may prove its user, as the environment configures them. */
 export function authSettings(env: Environment): AuthSettings {
-  const key = env.AUTH_JWKS_URL !== undefined ? { jwksUrl: env.AUTH_JWKS_URL } : env.AUTH_JWT_SECRET !== undefined ? { secret: env.AUTH_JWT_SECRET } : undefined;
+  const key =
+    env.AUTH_JWKS_URL !== undefined
+      ? { jwksUrl: env.AUTH_JWKS_URL }
+      : env.AUTH_JWT_SECRET !== undefined
+        ? { secret: env.AUTH_JWT_SECRET }
+        : undefined;
   return {
     dev: env.AUTH === "dev",
     ...(env.AUTH_FAILURES_PER_MINUTE > 0 && {
-      failureLimit: { perMinute: env.AUTH_FAILURES_PER_MINUTE, ...(env.AUTH_CLIENT_ADDRESS_HEADER !== undefined && { addressHeader: env.AUTH_CLIENT_ADDRESS_HEADER }) },
+      failureLimit: {
+        perMinute: env.AUTH_FAILURES_PER_MINUTE,
+        ...(env.AUTH_CLIENT_ADDRESS_HEADER !== undefined && { addressHeader: env.AUTH_CLIENT_ADDRESS_HEADER }),
+      },
     }),
     ...(key && {
       jwt: {

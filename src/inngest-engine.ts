@@ -27,11 +27,19 @@ const trimmed = (url: string) => url.replace(/\/+$/, "");
 export function inngestEngine(env: Environment): InngestEngine {
   if (choosesDevServer(env)) {
     // INNGEST_DEV may be the dev server's URL; INNGEST_BASE_URL wins, as in the SDK.
-    const devUrl = env.INNGEST_DEV !== undefined && /^https?:\/\//.test(env.INNGEST_DEV) ? env.INNGEST_DEV : DEV_SERVER_URL;
+    const devUrl =
+      env.INNGEST_DEV !== undefined && /^https?:\/\//.test(env.INNGEST_DEV) ? env.INNGEST_DEV : DEV_SERVER_URL;
     const base = trimmed(env.INNGEST_BASE_URL ?? devUrl);
-    return { kind: "dev", eventUrl: trimmed(env.INNGEST_EVENT_API_BASE_URL ?? base), apiUrl: trimmed(env.INNGEST_API_BASE_URL ?? base) };
+    return {
+      kind: "dev",
+      eventUrl: trimmed(env.INNGEST_EVENT_API_BASE_URL ?? base),
+      apiUrl: trimmed(env.INNGEST_API_BASE_URL ?? base),
+    };
   }
-  const selfHosted = env.INNGEST_BASE_URL !== undefined || env.INNGEST_EVENT_API_BASE_URL !== undefined || env.INNGEST_API_BASE_URL !== undefined;
+  const selfHosted =
+    env.INNGEST_BASE_URL !== undefined ||
+    env.INNGEST_EVENT_API_BASE_URL !== undefined ||
+    env.INNGEST_API_BASE_URL !== undefined;
   return {
     kind: selfHosted ? "self-hosted" : "cloud",
     eventUrl: trimmed(env.INNGEST_EVENT_API_BASE_URL ?? env.INNGEST_BASE_URL ?? CLOUD_EVENT_URL),
@@ -61,7 +69,9 @@ export function engineAdvice(engine: InngestEngine): string {
  */
 export function hashedSigningKey(signingKey: string): string {
   const prefix = /^signkey-\w+-/.exec(signingKey)?.[0] ?? "";
-  return `${prefix}${createHash("sha256").update(Buffer.from(signingKey.slice(prefix.length), "hex")).digest("hex")}`;
+  return `${prefix}${createHash("sha256")
+    .update(Buffer.from(signingKey.slice(prefix.length), "hex"))
+    .digest("hex")}`;
 }
 
 /**
@@ -77,7 +87,11 @@ export function hashedSigningKey(signingKey: string): string {
  * Cloud and a 500 "Unable to load function run" on the open-source server (dev and `inngest
  * start`), which has no separate not-found answer; a run id that is not a ULID is a 400.
  */
-export type RunVerdict = { verdict: "unknown" } | { verdict: "ended"; status: string } | { verdict: "running" } | { verdict: "unanswered"; reason: string };
+export type RunVerdict =
+  | { verdict: "unknown" }
+  | { verdict: "ended"; status: string }
+  | { verdict: "running" }
+  | { verdict: "unanswered"; reason: string };
 
 const ENDED = new Set(["completed", "failed", "cancelled"]);
 
@@ -87,16 +101,26 @@ const ENDED = new Set(["completed", "failed", "cancelled"]);
  */
 export const ENDED_GRACE_MS = 60_000;
 
-export async function askEngineAboutRun(engine: InngestEngine, runId: string, { now = new Date(), timeoutMs = 5_000 }: { now?: Date; timeoutMs?: number } = {}): Promise<RunVerdict> {
-  const headers: Record<string, string> = engine.signingKey ? { authorization: `Bearer ${hashedSigningKey(engine.signingKey)}` } : {};
+export async function askEngineAboutRun(
+  engine: InngestEngine,
+  runId: string,
+  { now = new Date(), timeoutMs = 5_000 }: { now?: Date; timeoutMs?: number } = {},
+): Promise<RunVerdict> {
+  const headers: Record<string, string> = engine.signingKey
+    ? { authorization: `Bearer ${hashedSigningKey(engine.signingKey)}` }
+    : {};
   let response: Response;
   try {
-    response = await fetch(`${engine.apiUrl}/v1/runs/${encodeURIComponent(runId)}`, { headers, signal: AbortSignal.timeout(timeoutMs) });
+    response = await fetch(`${engine.apiUrl}/v1/runs/${encodeURIComponent(runId)}`, {
+      headers,
+      signal: AbortSignal.timeout(timeoutMs),
+    });
   } catch (error) {
     return { verdict: "unanswered", reason: error instanceof Error ? error.message : String(error) };
   }
   const text = await response.text().catch(() => "");
-  if (response.status === 404 || (response.status === 500 && text.includes("Unable to load function run"))) return { verdict: "unknown" };
+  if (response.status === 404 || (response.status === 500 && text.includes("Unable to load function run")))
+    return { verdict: "unknown" };
   if (!response.ok) return { verdict: "unanswered", reason: `HTTP ${response.status}: ${text.slice(0, 200)}` };
   type Run = { status?: unknown; ended_at?: unknown };
   let body: Run & { data?: Run };
@@ -118,14 +142,23 @@ export async function askEngineAboutRun(engine: InngestEngine, runId: string, { 
  * `intervalMs`, however many callers ask: a probe under way is shared, and its answer is reused
  * until the interval has passed.
  */
-export function engineProbe(engine: Pick<InngestEngine, "eventUrl">, { intervalMs, timeoutMs = 2_000, now = Date.now }: { intervalMs: number; timeoutMs?: number; now?: () => number }) {
+export function engineProbe(
+  engine: Pick<InngestEngine, "eventUrl">,
+  { intervalMs, timeoutMs = 2_000, now = Date.now }: { intervalMs: number; timeoutMs?: number; now?: () => number },
+) {
   let last: { at: number; answer: Promise<EngineReachability> } | undefined;
   const probe = async (): Promise<EngineReachability> => {
     try {
-      await fetch(engine.eventUrl, { method: "GET", signal: AbortSignal.timeout(timeoutMs) }).then((response) => response.body?.cancel());
+      await fetch(engine.eventUrl, { method: "GET", signal: AbortSignal.timeout(timeoutMs) }).then((response) =>
+        response.body?.cancel(),
+      );
       return { reachable: true };
     } catch (error) {
-      return { reachable: false, reason: error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error) };
+      return {
+        reachable: false,
+        reason:
+          error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error),
+      };
     }
   };
   return {

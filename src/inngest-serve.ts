@@ -26,19 +26,27 @@ const SIGNATURE_WINDOW_SECONDS = 5 * 60;
  * public URL announced when the app syncs comes from configuration when given (always in
  * production), never from a request's Host header.
  */
-export type InngestServing = ({ mode: "dev" } | { mode: "cloud"; signingKey: string; signingKeyFallback?: string; refuseUnsignedSync?: boolean }) & {
+export type InngestServing = (
+  | { mode: "dev" }
+  | { mode: "cloud"; signingKey: string; signingKeyFallback?: string; refuseUnsignedSync?: boolean }
+) & {
   serveOrigin?: string;
   servePath?: string;
 };
 
 /** INNGEST_DEV=1 (or the dev server's URL) chooses the dev server; 0, false or unset do not. */
-export const choosesDevServer = (env: Environment) => env.INNGEST_DEV !== undefined && !["0", "false"].includes(env.INNGEST_DEV);
+export const choosesDevServer = (env: Environment) =>
+  env.INNGEST_DEV !== undefined && !["0", "false"].includes(env.INNGEST_DEV);
 
 /** The serving mode the environment chose; src/production.ts refuses to start without a choice. */
 export function inngestServing(env: Environment): InngestServing {
-  const url = { ...(env.INNGEST_SERVE_ORIGIN !== undefined && { serveOrigin: env.INNGEST_SERVE_ORIGIN }), servePath: env.INNGEST_SERVE_PATH ?? DEFAULT_SERVE_PATH };
+  const url = {
+    ...(env.INNGEST_SERVE_ORIGIN !== undefined && { serveOrigin: env.INNGEST_SERVE_ORIGIN }),
+    servePath: env.INNGEST_SERVE_PATH ?? DEFAULT_SERVE_PATH,
+  };
   if (choosesDevServer(env)) return { mode: "dev", ...url };
-  if (env.INNGEST_SIGNING_KEY === undefined) throw new Error("INNGEST_SIGNING_KEY is not set and INNGEST_DEV does not choose the dev server.");
+  if (env.INNGEST_SIGNING_KEY === undefined)
+    throw new Error("INNGEST_SIGNING_KEY is not set and INNGEST_DEV does not choose the dev server.");
   return {
     mode: "cloud",
     signingKey: env.INNGEST_SIGNING_KEY,
@@ -57,8 +65,10 @@ export function signatureHeaderRefusal(header: string | undefined, nowSeconds = 
   if (header === undefined || header === "") return "the request is not signed (no X-Inngest-Signature header)";
   const params = new URLSearchParams(header);
   const timestamp = params.get("t") ?? "";
-  if (!/^\d{1,12}$/.test(timestamp) || !/^[0-9a-f]{64}$/i.test(params.get("s") ?? "")) return "the X-Inngest-Signature header is malformed (expected t=<seconds>&s=<hex HMAC>)";
-  if (Math.abs(nowSeconds - Number(timestamp)) > SIGNATURE_WINDOW_SECONDS) return "the X-Inngest-Signature header has expired";
+  if (!/^\d{1,12}$/.test(timestamp) || !/^[0-9a-f]{64}$/i.test(params.get("s") ?? ""))
+    return "the X-Inngest-Signature header is malformed (expected t=<seconds>&s=<hex HMAC>)";
+  if (Math.abs(nowSeconds - Number(timestamp)) > SIGNATURE_WINDOW_SECONDS)
+    return "the X-Inngest-Signature header has expired";
   return undefined;
 }
 
@@ -100,17 +110,31 @@ export function inngestHandler(functions: InngestFunction.Any[], serving: Innges
 
   const mustBeSigned = new Set(serving.refuseUnsignedSync ? ["POST", "PUT"] : ["POST"]);
   const requireSignature: MiddlewareHandler = async (c, next) => {
-    const refusal = mustBeSigned.has(c.req.method) ? signatureHeaderRefusal(c.req.header("x-inngest-signature")) : undefined;
+    const refusal = mustBeSigned.has(c.req.method)
+      ? signatureHeaderRefusal(c.req.header("x-inngest-signature"))
+      : undefined;
     if (refusal === undefined) return next();
     // Nothing more of this request is wanted: the connection closes instead of draining its body.
     c.header("Connection", "close");
-    return c.json({ error: `Refused: ${refusal}. Only Inngest calls this endpoint; sync the app from Inngest (its signed in-band sync).`, code: "unsigned" }, 401);
+    return c.json(
+      {
+        error: `Refused: ${refusal}. Only Inngest calls this endpoint; sync the app from Inngest (its signed in-band sync).`,
+        code: "unsigned",
+      },
+      401,
+    );
   };
   const limit = bodyLimit({
     maxSize: INNGEST_MAX_REQUEST_BYTES,
     onError: (c) => {
       c.header("Connection", "close");
-      return c.json({ error: `Request body too large: Inngest's requests are at most ${INNGEST_MAX_REQUEST_BYTES} bytes.`, code: "too_large" }, 413);
+      return c.json(
+        {
+          error: `Request body too large: Inngest's requests are at most ${INNGEST_MAX_REQUEST_BYTES} bytes.`,
+          code: "too_large",
+        },
+        413,
+      );
     },
   });
   return [requireSignature, limit, serveRequest];

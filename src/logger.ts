@@ -9,9 +9,16 @@ async function prettyStream(): Promise<DestinationStream | undefined> {
   if (process.env.LOG_FORMAT !== "pretty" || process.env.NODE_ENV === "production") return undefined;
   try {
     const { default: pretty } = await import("pino-pretty");
-    return pretty({ sync: true, colorize: process.stdout.isTTY, translateTime: "SYS:HH:MM:ss.l", ignore: "pid,hostname,name" });
+    return pretty({
+      sync: true,
+      colorize: process.stdout.isTTY,
+      translateTime: "SYS:HH:MM:ss.l",
+      ignore: "pid,hostname,name",
+    });
   } catch {
-    console.warn("[threadline] LOG_FORMAT=pretty needs pino-pretty (a development dependency, not installed here): logging JSON lines");
+    console.warn(
+      "[threadline] LOG_FORMAT=pretty needs pino-pretty (a development dependency, not installed here): logging JSON lines",
+    );
     return undefined;
   }
 }
@@ -23,4 +30,7 @@ const pretty = await prettyStream();
  * level; under vitest the default is "silent", so a green test run prints nothing and a real failure
  * stands out.
  */
-export const logger = pino({ name: "threadline", level: process.env.LOG_LEVEL ?? (process.env.VITEST ? "silent" : "info") }, ...(pretty ? [pretty] : []));
+export const logger = pino(
+  { name: "threadline", level: process.env.LOG_LEVEL ?? (process.env.VITEST ? "silent" : "info") },
+  ...(pretty ? [pretty] : []),
+);

@@ -21,7 +21,11 @@ type AnyState = State<Record<string, unknown>>;
  * `atStart`: the run found it out as it began, so its turn was never running and no client follows
  * it: nothing is logged for it (the message's one stream.ended stays the answer's).
  */
-export const markTurnSkipped = (state: AnyState, reason: string, skipped: { answerId?: string | undefined; atStart?: boolean } = {}) => {
+export const markTurnSkipped = (
+  state: AnyState,
+  reason: string,
+  skipped: { answerId?: string | undefined; atStart?: boolean } = {},
+) => {
   state.kv.set(SKIP, reason);
   if (skipped.answerId !== undefined) state.kv.set(SKIPPED_ANSWER, skipped.answerId);
   if (skipped.atStart) state.kv.set(SKIPPED_AT_START, true);

@@ -30,7 +30,14 @@ import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./history/database.js";
 import { migrate } from "./history/migrate.js";
 import { drainable } from "./graceful-shutdown.js";
-import { devServerEngine, engineAdvice, engineProbe, inngestEngine, type EngineProbe, type InngestEngine } from "./inngest-engine.js";
+import {
+  devServerEngine,
+  engineAdvice,
+  engineProbe,
+  inngestEngine,
+  type EngineProbe,
+  type InngestEngine,
+} from "./inngest-engine.js";
 import { inngestClient, inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
 import { logger } from "./logger.js";
 import { startupRefusals } from "./production.js";
@@ -58,7 +65,15 @@ export type AppDeps = ApiDeps & {
  * a health check, the API's OpenAPI description (/openapi.json, rendered at /docs), generated
  * from the routes themselves, and the playground page (/). Every request gets an id (X-Request-Id).
  */
-export function createApp({ functions, auth, serving, service, engine = devServerEngine(), engineProbe: probe, ...api }: AppDeps) {
+export function createApp({
+  functions,
+  auth,
+  serving,
+  service,
+  engine = devServerEngine(),
+  engineProbe: probe,
+  ...api
+}: AppDeps) {
   // An event Inngest would refuse for its size is refused here (413); one that cannot reach Inngest
   // means the request was not accepted (503).
   const advice = engineAdvice(engine);
@@ -71,7 +86,12 @@ export function createApp({ functions, auth, serving, service, engine = devServe
   const deps = { ...api, sendEvent, ...streams };
   const app = new Hono<AppEnv>();
   app.onError(answerError);
-  app.notFound((c) => c.json({ error: `No route for ${c.req.method} ${c.req.path}: see /docs (the API reference) or /openapi.json.` }, 404));
+  app.notFound((c) =>
+    c.json(
+      { error: `No route for ${c.req.method} ${c.req.path}: see /docs (the API reference) or /openapi.json.` },
+      404,
+    ),
+  );
   app.use(requestId());
   app.on(
     ["GET", "PUT", "POST"],
@@ -123,26 +143,48 @@ export async function startServer() {
     databaseUrl: env.DATABASE_URL,
     dataDir: env.DATA_DIR,
     embeddedPort: env.EMBEDDED_POSTGRES_PORT,
-    timeouts: { statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS, idleInTransactionTimeoutMs: env.DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS },
+    timeouts: {
+      statementTimeoutMs: env.DATABASE_STATEMENT_TIMEOUT_MS,
+      idleInTransactionTimeoutMs: env.DATABASE_IDLE_IN_TRANSACTION_TIMEOUT_MS,
+    },
   });
-  logger.info(`database: ${database.source === "embedded" ? `embedded PostgreSQL, data in ${database.dataDir} (delete it, with the app stopped, to start afresh)` : "DATABASE_URL"}`);
+  logger.info(
+    `database: ${database.source === "embedded" ? `embedded PostgreSQL, data in ${database.dataDir} (delete it, with the app stopped, to start afresh)` : "DATABASE_URL"}`,
+  );
   const applied = await migrate(database.url);
   if (applied.length > 0) logger.info(`migrations applied: ${applied.join(", ")}`);
 
   if (model.configured) logger.info(`model: ${model.provider} ${model.name}${modelNote ? `: ${modelNote}` : ""}`);
-  else logger.warn(`${model.reason} Until then every chat turn fails (the user's message is still stored)${modelNote ? `; ${modelNote}` : ""}. To configure one:\n  - ${MODEL_SETUP_STEPS.join("\n  - ")}`);
-  logger.info(`inference: ${env.INFERENCE === "stream" ? "in this process, streamed to the event log" : "through the Inngest server (step.ai.infer)"}`);
+  else
+    logger.warn(
+      `${model.reason} Until then every chat turn fails (the user's message is still stored)${modelNote ? `; ${modelNote}` : ""}. To configure one:\n  - ${MODEL_SETUP_STEPS.join("\n  - ")}`,
+    );
+  logger.info(
+    `inference: ${env.INFERENCE === "stream" ? "in this process, streamed to the event log" : "through the Inngest server (step.ai.infer)"}`,
+  );
 
   const history = historyEnvironment(env);
   if (Object.keys(history).length > 0) logger.info({ history }, "history settings fixed by the environment");
-  if (env.RETENTION_DAYS !== undefined) logger.info(`retention: threads inactive for more than ${env.RETENTION_DAYS} days are deleted hourly`);
+  if (env.RETENTION_DAYS !== undefined)
+    logger.info(`retention: threads inactive for more than ${env.RETENTION_DAYS} days are deleted hourly`);
   const agents = agentsConfig(env);
   logger.info({ network: agents.network, memory: agents.memory.agents }, "agents");
   const engine = inngestEngine(env);
-  logger.info(`Inngest: ${engine.kind === "cloud" ? "Inngest Cloud" : engine.kind === "dev" ? "the dev server" : "self-hosted"} (events ${engine.eventUrl}, API ${engine.apiUrl}); a turn whose run is lost is recorded failed within ${env.LOST_RUN_DEADLINE_MINUTES} minutes`);
+  logger.info(
+    `Inngest: ${engine.kind === "cloud" ? "Inngest Cloud" : engine.kind === "dev" ? "the dev server" : "self-hosted"} (events ${engine.eventUrl}, API ${engine.apiUrl}); a turn whose run is lost is recorded failed within ${env.LOST_RUN_DEADLINE_MINUTES} minutes`,
+  );
   const functions = createFunctions({
-    db: database.pool, model, historyEnvironment: history, agents, retentionDays: env.RETENTION_DAYS, eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS,
-    tombstoneDays: env.THREAD_TOMBSTONE_DAYS, eventLog: env.EVENT_LOG_CHUNKS === true, inference: env.INFERENCE, engine, lostRunDeadlineMinutes: env.LOST_RUN_DEADLINE_MINUTES,
+    db: database.pool,
+    model,
+    historyEnvironment: history,
+    agents,
+    retentionDays: env.RETENTION_DAYS,
+    eventRetentionHours: env.EVENT_LOG_RETENTION_HOURS,
+    tombstoneDays: env.THREAD_TOMBSTONE_DAYS,
+    eventLog: env.EVENT_LOG_CHUNKS === true,
+    inference: env.INFERENCE,
+    engine,
+    lostRunDeadlineMinutes: env.LOST_RUN_DEADLINE_MINUTES,
   });
   const events = createEventNotifier(database.pool);
   const serving = inngestServing(env);
@@ -152,26 +194,38 @@ export async function startServer() {
   const relay = realtime ? await startRealtimeRelay({ db: database.pool, events, publisher: realtime }) : undefined;
   if (relay) logger.info("realtime: the event log is published to Inngest realtime (topic agent_stream)");
   const app = createApp({
-    db: database.pool, sendEvent: (event) => client.send(event), events, realtime, functions, auth: authSettings(env), serving,
-    engine, engineProbe: engineProbe(engine, { intervalMs: env.READINESS_ENGINE_INTERVAL_SECONDS * 1_000 }),
+    db: database.pool,
+    sendEvent: (event) => client.send(event),
+    events,
+    realtime,
+    functions,
+    auth: authSettings(env),
+    serving,
+    engine,
+    engineProbe: engineProbe(engine, { intervalMs: env.READINESS_ENGINE_INTERVAL_SECONDS * 1_000 }),
     service: { model, inference: env.INFERENCE },
     streams: { perUser: env.STREAM_MAX_PER_USER, perProcess: env.STREAM_MAX_PER_PROCESS },
   });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT, hostname: env.HOST });
-  logger.info(`listening on http://${env.HOST}:${env.PORT} (Inngest endpoint: /api/inngest; liveness /health, readiness /health/ready)`);
+  logger.info(
+    `listening on http://${env.HOST}:${env.PORT} (Inngest endpoint: /api/inngest; liveness /health, readiness /health/ready)`,
+  );
 
   // SIGTERM/SIGINT: no new connections, requests in flight finish (up to SHUTDOWN_TIMEOUT_MS), then
   // the pool and the embedded database close. Exit 1 when the timeout cut requests off. A second
   // signal ends the process at once (an embedded database left running is stopped on the next start).
   const { drain } = drainable(server as Server);
   const shutdown = async (signal: NodeJS.Signals) => {
-    logger.info(`${signal}: not accepting connections; waiting up to ${env.SHUTDOWN_TIMEOUT_MS} ms for requests in flight`);
+    logger.info(
+      `${signal}: not accepting connections; waiting up to ${env.SHUTDOWN_TIMEOUT_MS} ms for requests in flight`,
+    );
     // Event streams never finish on their own: closing the notifier ends them (clients resume elsewhere).
     const draining = drain(env.SHUTDOWN_TIMEOUT_MS);
     await relay?.close();
     await events.close();
     const drained = await draining;
-    if (!drained) logger.warn(`requests still in flight after SHUTDOWN_TIMEOUT_MS (${env.SHUTDOWN_TIMEOUT_MS} ms) were cut off`);
+    if (!drained)
+      logger.warn(`requests still in flight after SHUTDOWN_TIMEOUT_MS (${env.SHUTDOWN_TIMEOUT_MS} ms) were cut off`);
     try {
       await database.close();
     } catch (error) {
@@ -184,4 +238,3 @@ export async function startServer() {
   process.once("SIGINT", shutdown);
   process.once("SIGTERM", shutdown);
 }
-

@@ -31,7 +31,8 @@ afterAll(async () => {
 describe("/docs, offline, in chromium", () => {
   it("renders the API reference with every request to another origin refused", async (context) => {
     if (!browser) {
-      if (process.env.REQUIRE_BROWSER === "1") expect.fail(`${CHROMIUM} is missing and REQUIRE_BROWSER=1: install it with apt-get install -y chromium`);
+      if (process.env.REQUIRE_BROWSER === "1")
+        expect.fail(`${CHROMIUM} is missing and REQUIRE_BROWSER=1: install it with apt-get install -y chromium`);
       console.warn(`reference page browser test skipped: ${CHROMIUM} is missing (apt-get install chromium)`);
       return context.skip();
     }
@@ -39,15 +40,25 @@ describe("/docs, offline, in chromium", () => {
     const elsewhere: string[] = [];
     const problems: string[] = [];
     // As offline: whatever is not this app never answers.
-    await page.route("**/*", (route) => (route.request().url().startsWith(`${origin}/`) ? route.continue() : (elsewhere.push(route.request().url()), route.abort("internetdisconnected"))));
+    await page.route("**/*", (route) =>
+      route.request().url().startsWith(`${origin}/`)
+        ? route.continue()
+        : (elsewhere.push(route.request().url()), route.abort("internetdisconnected")),
+    );
     page.on("pageerror", (error) => problems.push(error.message));
     page.on("console", (message) => {
       if (message.type() === "error") problems.push(`${message.text()} (${message.location().url})`);
     });
     await page.goto(`${origin}/docs`);
     // Swagger UI has read /openapi.json: the API's title, a tag and an operation are on the page.
-    await expect.poll(() => page.locator(".swagger-ui .info .title").textContent(), { timeout: 20_000 }).toContain("Threadline");
-    await expect.poll(() => page.locator(".opblock-summary-path", { hasText: "/api/threads/{threadId}/stop" }).count(), { timeout: 10_000 }).toBeGreaterThan(0);
+    await expect
+      .poll(() => page.locator(".swagger-ui .info .title").textContent(), { timeout: 20_000 })
+      .toContain("Threadline");
+    await expect
+      .poll(() => page.locator(".opblock-summary-path", { hasText: "/api/threads/{threadId}/stop" }).count(), {
+        timeout: 10_000,
+      })
+      .toBeGreaterThan(0);
     mkdirSync(ARTIFACTS, { recursive: true });
     await page.screenshot({ path: `${ARTIFACTS}/api-reference.png` });
     expect(elsewhere).toEqual([]);

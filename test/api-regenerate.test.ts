@@ -28,7 +28,8 @@ const postRegenerate = (threadId: string, messageId: string, body: unknown, user
 
 type ShownMessage = { role: string; content: { output?: { content: string }[] }; variantCount?: number };
 
-const answerTexts = (messages: ShownMessage[]) => messages.filter((m) => m.role === "assistant").map((m) => m.content.output![0]!.content);
+const answerTexts = (messages: ShownMessage[]) =>
+  messages.filter((m) => m.role === "assistant").map((m) => m.content.output![0]!.content);
 
 describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
   it("sends chat/message.regenerate and answers 202; the executed event makes the new answer the only one the messages API shows", async () => {
@@ -39,7 +40,12 @@ describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
 
     expect(response.status).toBe(202);
     expect(await response.json()).toEqual({ threadId, messageId: messageIds[0], eventId: "evt-1" });
-    expect(sent).toEqual([{ name: "chat/message.regenerate", data: { threadId, messageId: messageIds[0], userId: "user-1", reason: "try again" } }]);
+    expect(sent).toEqual([
+      {
+        name: "chat/message.regenerate",
+        data: { threadId, messageId: messageIds[0], userId: "user-1", reason: "try again" },
+      },
+    ]);
     expect(await countRows(bed.db.pool)).toEqual(before);
 
     bed.model.script({ text: "Hello there" });
@@ -52,7 +58,9 @@ describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
 
     const variants = await asUser(app, "user-1").get(`/api/threads/${threadId}/messages/${messageIds[0]}/variants`);
     expect(variants.status).toBe(200);
-    const listed = (await variants.json()) as { variants: { variant: number; current: boolean; results: { content: { output: { content: string }[] } }[] }[] };
+    const listed = (await variants.json()) as {
+      variants: { variant: number; current: boolean; results: { content: { output: { content: string }[] } }[] }[];
+    };
     expect(listed.variants.map((v) => [v.variant, v.current, v.results[0]!.content.output[0]!.content])).toEqual([
       [1, false, "Hi"],
       [2, true, "Hello there"],
@@ -66,7 +74,10 @@ describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
     ]);
     const answerId = (await threadRows(bed.db.pool, threadId)).find((r) => r.kind === "agent")!.id;
     bed.model.script({ text: "Uno" });
-    await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: messageIds[0]!, userId: "user-1" } });
+    await execute(regenerate, {
+      name: "chat/message.regenerate",
+      data: { threadId, messageId: messageIds[0]!, userId: "user-1" },
+    });
     const before = await countRows(bed.db.pool);
     const rowsBefore = await threadRows(bed.db.pool, threadId);
 
@@ -89,7 +100,10 @@ describe("POST /api/threads/:threadId/messages/:messageId/regenerate", () => {
     const otherUser = await postRegenerate(threadId, messageIds[0]!, { userId: "someone-else" });
     expect(otherUser.status).toBe(400);
     expect(((await otherUser.json()) as { error: string }).error).toContain("userId");
-    const noCredentials = await app.request(`/api/threads/${threadId}/messages/${messageIds[0]}/regenerate`, { method: "POST", body: "{}" });
+    const noCredentials = await app.request(`/api/threads/${threadId}/messages/${messageIds[0]}/regenerate`, {
+      method: "POST",
+      body: "{}",
+    });
     expect(noCredentials.status).toBe(401);
 
     expect(sent).toEqual([]);

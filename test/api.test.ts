@@ -28,7 +28,13 @@ describe("POST /api/chat", () => {
     const response = await post({ messageId, content: "Hello" });
     expect(response.status).toBe(202);
     expect(await response.json()).toEqual({ threadId: messageId, messageId, eventId: "evt-1" });
-    expect(sent).toEqual([{ id: chatMessageEventId("u1", messageId), name: "chat/message.sent", data: { messageId, userId: "u1", content: "Hello" } }]);
+    expect(sent).toEqual([
+      {
+        id: chatMessageEventId("u1", messageId),
+        name: "chat/message.sent",
+        data: { messageId, userId: "u1", content: "Hello" },
+      },
+    ]);
   });
 
   it("refuses invalid bodies with 400 naming the field, sending nothing and writing nothing", async () => {
@@ -71,7 +77,13 @@ describe("GET /api/threads/:threadId/messages", () => {
     expect(response.status).toBe(200);
     const body = (await response.json()) as { messages: Record<string, unknown>[] };
     expect(body.messages).toMatchObject([
-      { id: event.data.messageId, role: "user", content: { text: "Hi" }, variantCount: 1, turn: { status: "completed", runId: run.runId } },
+      {
+        id: event.data.messageId,
+        role: "user",
+        content: { text: "Hi" },
+        variantCount: 1,
+        turn: { status: "completed", runId: run.runId },
+      },
       { role: "assistant", agentName: "assistant", answers: event.data.messageId, variant: 1 },
     ]);
 

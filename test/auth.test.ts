@@ -33,11 +33,27 @@ const apiRoutes = (threadId: string, messageId: string): [string, string, unknow
   ["GET", `/api/threads/${threadId}/messages/${messageId}/variants`, undefined],
   ["GET", `/api/threads/${threadId}/debug`, undefined],
   ["POST", `/api/threads/${threadId}/messages/${messageId}/regenerate`, {}],
-  ["POST", "/api/ui/chat", { id: threadId, messages: [{ id: messageId, role: "user", parts: [{ type: "text", text: "hi" }] }], trigger: "submit-message" }],
+  [
+    "POST",
+    "/api/ui/chat",
+    {
+      id: threadId,
+      messages: [{ id: messageId, role: "user", parts: [{ type: "text", text: "hi" }] }],
+      trigger: "submit-message",
+    },
+  ],
 ];
 
-const call = (target: { request: typeof app.request }, [method, path, body]: [string, string, unknown], headers: Record<string, string> = {}) =>
-  target.request(path, { method, headers: { "content-type": "application/json", ...headers }, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+const call = (
+  target: { request: typeof app.request },
+  [method, path, body]: [string, string, unknown],
+  headers: Record<string, string> = {},
+) =>
+  target.request(path, {
+    method,
+    headers: { "content-type": "application/json", ...headers },
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
 
 const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
 
@@ -55,7 +71,11 @@ describe("without credentials", () => {
     const { threadId, messageId } = await bobsThread();
     const before = await countRows(bed.db.pool);
     for (const route of apiRoutes(threadId, messageId)) {
-      const attempts: Record<string, string>[] = [{}, { authorization: "Basic Ym9iOnNlY3JldA==" }, { "x-threadline-user": "bob" }];
+      const attempts: Record<string, string>[] = [
+        {},
+        { authorization: "Basic Ym9iOnNlY3JldA==" },
+        { "x-threadline-user": "bob" },
+      ];
       for (const headers of attempts) {
         const response = await call(app, route, headers);
         expect(response.status, `${route[0]} ${route[1]} ${JSON.stringify(headers)}`).toBe(401);
@@ -67,11 +87,17 @@ describe("without credentials", () => {
     }
     // And every other route the app serves under /api (threads, search, export, memories, ... and
     // any added later), found from the app itself, with its parameters filled in.
-    const served = servedRoutes(app).filter((route) => route.split(" ")[1]!.startsWith("/api/") && !route.endsWith(" /api/inngest"));
+    const served = servedRoutes(app).filter(
+      (route) => route.split(" ")[1]!.startsWith("/api/") && !route.endsWith(" /api/inngest"),
+    );
     expect(served.length).toBeGreaterThan(apiRoutes(threadId, messageId).length);
     for (const route of served) {
       const [method, template] = route.split(" ") as [string, string];
-      const response = await call(app, [method, template.replace(/\{\w+\}/g, randomUUID()), method === "GET" || method === "DELETE" ? undefined : {}]);
+      const response = await call(app, [
+        method,
+        template.replace(/\{\w+\}/g, randomUUID()),
+        method === "GET" || method === "DELETE" ? undefined : {},
+      ]);
       expect(response.status, route).toBe(401);
     }
     // An unknown API path is refused before it is looked up: no route list for strangers.
@@ -96,7 +122,10 @@ describe("another user's thread", () => {
     const unknown = randomUUID();
     for (const [method, path, body] of apiRoutes(threadId, messageId).slice(1)) {
       const asAlice = method === "GET" ? await alice.get(path) : await alice.post(path, body);
-      const missing = method === "GET" ? await alice.get(path.replace(threadId, unknown)) : await alice.post(path.replace(threadId, unknown), body);
+      const missing =
+        method === "GET"
+          ? await alice.get(path.replace(threadId, unknown))
+          : await alice.post(path.replace(threadId, unknown), body);
       expect(asAlice.status, path).toBe(404);
       expect(missing.status, path).toBe(404);
       expect(await asAlice.text(), path).toBe(await missing.text());
@@ -108,7 +137,8 @@ describe("another user's thread", () => {
     const posted = await alice.post("/api/chat", { messageId: randomUUID(), threadId, content: "Let me in" });
     expect([202, 404]).toContain(posted.status);
     expect(sent.map((event) => event.data.userId)).toEqual(sent.map(() => "alice"));
-    for (const event of sent) expect((await execute(chatTurn, event)).error).toMatchObject({ name: "NonRetriableError" });
+    for (const event of sent)
+      expect((await execute(chatTurn, event)).error).toMatchObject({ name: "NonRetriableError" });
 
     expect(await countRows(bed.db.pool)).toEqual(before);
     expect(await threadRows(bed.db.pool, threadId)).toEqual(bobsRows);
@@ -135,7 +165,11 @@ describe("bearer JWTs (shared secret)", () => {
       .sign(new TextEncoder().encode(TEST_JWT.secret));
     const cases: [string, string, RegExp][] = [
       ["expired", await tokenFor("carol", { issuedAt: now() - 7200, expiresAt: now() - 60 }), /expired/],
-      ["wrongly signed", await tokenFor("carol", { secret: "another-secret-that-is-also-32-characters-long" }), /signature/],
+      [
+        "wrongly signed",
+        await tokenFor("carol", { secret: "another-secret-that-is-also-32-characters-long" }),
+        /signature/,
+      ],
       ["wrong audience", await tokenFor("carol", { audience: "some-other-api" }), /aud claim/],
       ["wrong issuer", await tokenFor("carol", { issuer: "https://evil.test" }), /iss claim/],
       ["without expiry", withoutExpiry, /exp claim/],
@@ -144,7 +178,9 @@ describe("bearer JWTs (shared secret)", () => {
     for (const [name, token, reason] of cases) {
       const response = await call(app, route(), bearer(token));
       expect(response.status, name).toBe(401);
-      expect(response.headers.get("www-authenticate"), name).toMatch(/error="invalid_token", error_description="[^"]+"/);
+      expect(response.headers.get("www-authenticate"), name).toMatch(
+        /error="invalid_token", error_description="[^"]+"/,
+      );
       expect(((await response.json()) as { error: string }).error, name).toMatch(reason);
     }
     expect(sent).toEqual([]);
@@ -172,7 +208,14 @@ describe("bearer JWTs (shared secret)", () => {
         .sign(new TextEncoder().encode(TEST_JWT.secret));
     expect((await call(byClaim.app, route(), bearer(await sign({ uid: "dave" })))).status).toBe(202);
     expect(byClaim.sent[0]!.data.userId).toBe("dave");
-    for (const claims of [{}, { uid: 42 }, { uid: "" }, { uid: "nul\u0000" }, { uid: "lone \uD800 surrogate" }, { uid: "x".repeat(201) }]) {
+    for (const claims of [
+      {},
+      { uid: 42 },
+      { uid: "" },
+      { uid: "nul\u0000" },
+      { uid: "lone \uD800 surrogate" },
+      { uid: "x".repeat(201) },
+    ]) {
       const response = await call(byClaim.app, route(), bearer(await sign(claims)));
       expect(response.status, JSON.stringify(claims)).toBe(401);
       expect(((await response.json()) as { error: string }).error).toMatch(/uid claim/);
@@ -213,12 +256,19 @@ describe("bearer JWTs (JWKS URL)", () => {
 
   const jwksAuth = (url: string): AuthSettings => ({
     dev: false,
-    jwt: { key: { jwksUrl: url }, issuer: "https://login.example.test/", audience: "threadline-api", clockSkewSeconds: 5, userClaim: "sub" },
+    jwt: {
+      key: { jwksUrl: url },
+      issuer: "https://login.example.test/",
+      audience: "threadline-api",
+      clockSkewSeconds: 5,
+      userClaim: "sub",
+    },
   });
 
   it("accepts a token signed by a key of the provider's JWKS and refuses others", async () => {
     const { app: provider, sent: providerSent } = createTestApp(bed.db.pool, { auth: jwksAuth(jwksUrl) });
-    const read = (token: string) => provider.request(`/api/threads/${randomUUID()}/messages`, { headers: bearer(token) });
+    const read = (token: string) =>
+      provider.request(`/api/threads/${randomUUID()}/messages`, { headers: bearer(token) });
 
     expect((await read(await providerToken(signingKey, "key-1"))).status).toBe(404);
     const posted = await provider.request("/api/chat", {
@@ -244,7 +294,9 @@ describe("bearer JWTs (JWKS URL)", () => {
     const deadUrl = `http://127.0.0.1:${(closed.address() as AddressInfo).port}/jwks.json`;
     await new Promise<void>((resolve) => closed.close(() => resolve()));
     const { app: unreachable } = createTestApp(bed.db.pool, { auth: jwksAuth(deadUrl) });
-    const response = await unreachable.request(`/api/threads/${randomUUID()}/messages`, { headers: bearer(await providerToken(signingKey, "key-1")) });
+    const response = await unreachable.request(`/api/threads/${randomUUID()}/messages`, {
+      headers: bearer(await providerToken(signingKey, "key-1")),
+    });
     expect(response.status).toBe(503);
     expect(await response.json()).toMatchObject({ code: "auth_unavailable" });
   });
@@ -255,11 +307,14 @@ describe("API keys", () => {
     const created = await apiKeysCommand(["create", "--user", "billing-bot", "--name", "billing service"], bed.db.pool);
     const key = /^(tl_[0-9a-f]{16}_[A-Za-z0-9_-]{43})$/m.exec(created)![1]!;
     const id = key.slice(3, 19);
-    const withKey = (token: string) => call(app, ["POST", "/api/chat", { messageId: randomUUID(), content: "invoice ready" }], bearer(token));
+    const withKey = (token: string) =>
+      call(app, ["POST", "/api/chat", { messageId: randomUUID(), content: "invoice ready" }], bearer(token));
 
     expect((await withKey(key)).status).toBe(202);
     expect(sent[0]!.data.userId).toBe("billing-bot");
-    expect(await apiKeysCommand(["list", "--user", "billing-bot"], bed.db.pool)).toMatch(new RegExp(`^${id}  user=billing-bot  name="billing service"`));
+    expect(await apiKeysCommand(["list", "--user", "billing-bot"], bed.db.pool)).toMatch(
+      new RegExp(`^${id}  user=billing-bot  name="billing service"`),
+    );
     const { rows } = await bed.db.pool.query("SELECT * FROM api_keys WHERE id = $1", [id]);
     expect(JSON.stringify(rows)).not.toContain(key.slice(20));
 
@@ -286,7 +341,11 @@ describe("API keys", () => {
 
   it("a server with only API keys refuses JWTs, saying what it accepts", async () => {
     const { app: keysOnly } = createTestApp(bed.db.pool, { auth: { dev: false } });
-    const response = await call(keysOnly, ["GET", `/api/threads/${randomUUID()}/messages`, undefined], bearer(await tokenFor("carol")));
+    const response = await call(
+      keysOnly,
+      ["GET", `/api/threads/${randomUUID()}/messages`, undefined],
+      bearer(await tokenFor("carol")),
+    );
     expect(response.status).toBe(401);
     expect(((await response.json()) as { error: string }).error).toMatch(/accepts only Threadline API keys/);
   });
@@ -304,7 +363,9 @@ describe("AUTH=dev", () => {
     expect(((await missing.json()) as { error: string }).error).toMatch(/X-Threadline-User: <user id> \(AUTH=dev\)/);
     expect((await call(devApp, route, { "x-threadline-user": "" })).status).toBe(401);
     // Real credentials still work beside the switch, and win over the header.
-    expect((await call(devApp, route, { ...bearer(await tokenFor("grace")), "x-threadline-user": "frank" })).status).toBe(202);
+    expect(
+      (await call(devApp, route, { ...bearer(await tokenFor("grace")), "x-threadline-user": "frank" })).status,
+    ).toBe(202);
     expect(devSent[1]!.data.userId).toBe("grace");
     expect((await call(app, route, { "x-threadline-user": "frank" })).status).toBe(401);
     expect(devSent).toHaveLength(2);

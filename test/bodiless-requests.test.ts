@@ -34,7 +34,12 @@ type Answer = { status: number; body: string };
  * One HTTP/1.1 request written byte for byte on a socket, as curl writes it: `curl -X DELETE url`
  * sends neither Content-Length nor Transfer-Encoding; `chunked` adds an empty chunked body.
  */
-function rawRequest(method: string, path: string, headers: Record<string, string>, body: "none" | "empty-chunked" = "none"): Promise<Answer> {
+function rawRequest(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body: "none" | "empty-chunked" = "none",
+): Promise<Answer> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, "127.0.0.1");
     let received = "";
@@ -45,7 +50,14 @@ function rawRequest(method: string, path: string, headers: Record<string, string
       const status = Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]);
       resolve({ status, body: rest.join("\r\n\r\n") });
     });
-    const lines = [`${method} ${path} HTTP/1.1`, `Host: 127.0.0.1:${port}`, "User-Agent: curl/8.5.0", "Accept: */*", "Connection: close", ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`)];
+    const lines = [
+      `${method} ${path} HTTP/1.1`,
+      `Host: 127.0.0.1:${port}`,
+      "User-Agent: curl/8.5.0",
+      "Accept: */*",
+      "Connection: close",
+      ...Object.entries(headers).map(([k, v]) => `${k}: ${v}`),
+    ];
     if (body === "empty-chunked") lines.push("Transfer-Encoding: chunked");
     socket.write(`${lines.join("\r\n")}\r\n\r\n${body === "empty-chunked" ? "0\r\n\r\n" : ""}`);
   });
@@ -80,7 +92,12 @@ describe("requests without a body, over real HTTP", () => {
     const { userId, threadId } = await userWithThreadAndMemory();
     const auth = await bearer(userId);
     expect((await rawRequest("DELETE", "/api/memories", auth, "empty-chunked")).status).toBe(200);
-    const thread = await rawRequest("DELETE", `/api/threads/${threadId}`, { ...auth, "Content-Type": "application/json" }, "empty-chunked");
+    const thread = await rawRequest(
+      "DELETE",
+      `/api/threads/${threadId}`,
+      { ...auth, "Content-Type": "application/json" },
+      "empty-chunked",
+    );
     expect(thread.status, thread.body).toBe(200);
   });
 
@@ -91,9 +108,15 @@ describe("requests without a body, over real HTTP", () => {
     expect(stop.status).toBe(409);
     expect(await stop.json()).toMatchObject({ code: "no_running_turn" });
     // A client that sets the JSON content type on every request, body or not.
-    const stopJson = await fetch(url(`/api/threads/${threadId}/stop`), { method: "POST", headers: { ...auth, "content-type": "application/json" } });
+    const stopJson = await fetch(url(`/api/threads/${threadId}/stop`), {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+    });
     expect(stopJson.status).toBe(409);
-    const memories = await fetch(url("/api/memories"), { method: "DELETE", headers: { ...auth, "content-type": "application/json" } });
+    const memories = await fetch(url("/api/memories"), {
+      method: "DELETE",
+      headers: { ...auth, "content-type": "application/json" },
+    });
     expect(memories.status).toBe(200);
     expect(await memories.json()).toEqual({ deleted: 1 });
     const thread = await fetch(url(`/api/threads/${threadId}`), { method: "DELETE", headers: auth });
@@ -120,7 +143,11 @@ describe("requests without a body, over real HTTP", () => {
     } as RequestInit);
     expect(chunked.status).toBe(415);
     expect(((await chunked.json()) as { error: string }).error).toContain("no Content-Type header");
-    const sized = await fetch(url(`/api/threads/${threadId}/stop`), { method: "POST", headers: { ...auth, "content-type": "text/plain" }, body });
+    const sized = await fetch(url(`/api/threads/${threadId}/stop`), {
+      method: "POST",
+      headers: { ...auth, "content-type": "text/plain" },
+      body,
+    });
     expect(sized.status).toBe(415);
     // A chunked JSON body is read whole after its first bytes were looked at.
     const chunkedJson = await fetch(url(`/api/threads/${threadId}/stop`), {
@@ -130,7 +157,11 @@ describe("requests without a body, over real HTTP", () => {
       duplex: "half",
     } as RequestInit);
     expect(chunkedJson.status).toBe(409);
-    const bad = await fetch(url(`/api/threads/${threadId}/stop`), { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: '{"messageId": 1}' });
+    const bad = await fetch(url(`/api/threads/${threadId}/stop`), {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: '{"messageId": 1}',
+    });
     expect(bad.status).toBe(400);
   });
 });

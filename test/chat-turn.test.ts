@@ -24,7 +24,11 @@ describe("a chat turn", () => {
     const run = await execute(chatTurn, event);
 
     expect(run.error).toBeUndefined();
-    expect(run.result).toMatchObject({ threadId: event.data.messageId, status: "completed", answer: "Hello! How can I help?" });
+    expect(run.result).toMatchObject({
+      threadId: event.data.messageId,
+      status: "completed",
+      answer: "Hello! How can I help?",
+    });
     expect(bed.model.requests).toHaveLength(1);
     expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
@@ -36,7 +40,9 @@ describe("a chat turn", () => {
       [2, "agent", "assistant"],
     ]);
     expect(rows[1]!.answers).toBe(event.data.messageId);
-    expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "completed", kind: "chat", variant: 1 }]);
+    expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([
+      { status: "completed", kind: "chat", variant: 1 },
+    ]);
   });
 
   it("stores the user message before the model is called", async () => {
@@ -45,7 +51,9 @@ describe("a chat turn", () => {
     bed.model.script({ text: "Yes.", delayMs: 0 });
     const original = bed.model.requests.push.bind(bed.model.requests);
     bed.model.requests.push = (...items) => {
-      void threadRows(bed.db.pool, event.data.messageId).then((rows) => (storedWhenModelCalled = rows.map((r) => r.kind)));
+      void threadRows(bed.db.pool, event.data.messageId).then(
+        (rows) => (storedWhenModelCalled = rows.map((r) => r.kind)),
+      );
       return original(...items);
     };
     const run = await execute(chatTurn, event);
@@ -108,7 +116,10 @@ describe("a chat turn", () => {
 
     expect(rerun.result).toMatchObject({ status: "skipped" });
     const after = await countRows(bed.db.pool);
-    expect({ threads: after.threads, messages: after.messages }).toEqual({ threads: before.threads, messages: before.messages });
+    expect({ threads: after.threads, messages: after.messages }).toEqual({
+      threads: before.threads,
+      messages: before.messages,
+    });
     expect(bed.model.requests.length).toBe(requestsBefore);
     expect((await turnsOf(bed.db.pool, event.data.messageId)).map((t) => t.status)).toEqual(["completed", "skipped"]);
   });
@@ -141,7 +152,11 @@ describe("a chat turn", () => {
 
   it("stores a tool call and its result, and sends them paired to the model on the next turn", async () => {
     const first = chatEvent({ content: "What time is it?" });
-    bed.model.script({ toolCalls: [{ name: "current_time", id: "call_time_1" }] }, { text: "It is noon." }, { text: "You asked for the time." });
+    bed.model.script(
+      { toolCalls: [{ name: "current_time", id: "call_time_1" }] },
+      { text: "It is noon." },
+      { text: "You asked for the time." },
+    );
 
     const run = await execute(chatTurn, first);
     expect(run.error).toBeUndefined();
@@ -149,7 +164,9 @@ describe("a chat turn", () => {
     // The second inference of the turn sees the call and its result after the user's message.
     const secondCall = bed.model.requests[1]!.messages;
     expect(secondCall.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool"]);
-    expect(secondCall[2]!.tool_calls).toEqual([{ id: "call_time_1", type: "function", function: { name: "current_time", arguments: "{}" } }]);
+    expect(secondCall[2]!.tool_calls).toEqual([
+      { id: "call_time_1", type: "function", function: { name: "current_time", arguments: "{}" } },
+    ]);
     expect(secondCall[3]).toMatchObject({ tool_call_id: "call_time_1" });
     expect(JSON.parse(String(secondCall[3]!.content))).toMatchObject({ data: { now: expect.any(String) } });
 
@@ -176,7 +193,10 @@ describe("a chat turn", () => {
     const before = await countRows(bed.db.pool);
     const requestsBefore = bed.model.requests.length;
 
-    const intruder = await execute(chatTurn, chatEvent({ content: "Let me in.", userId: "mallory", threadId: owned.data.messageId }));
+    const intruder = await execute(
+      chatTurn,
+      chatEvent({ content: "Let me in.", userId: "mallory", threadId: owned.data.messageId }),
+    );
 
     expect(intruder.error).toMatchObject({ name: "NonRetriableError" });
     expect(String((intruder.error as Error).message)).toMatch(/belongs to another user/);
@@ -214,7 +234,11 @@ describe("a chat turn", () => {
     expect(String((run.error as Error).message)).toMatch(/No model is configured: set OPENAI_API_KEY/);
     expect((await threadRows(bed.db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user"]);
 
-    await executeFailureHandler(unconfigured, { runId: run.runId, event, error: { name: "NonRetriableError", message: (run.error as Error).message } });
+    await executeFailureHandler(unconfigured, {
+      runId: run.runId,
+      event,
+      error: { name: "NonRetriableError", message: (run.error as Error).message },
+    });
     expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([
       { run_id: run.runId, status: "failed", error: expect.stringMatching(/No model is configured/) },
     ]);

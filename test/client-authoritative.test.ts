@@ -11,20 +11,37 @@ import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
 
-
-
 /** What a client keeps of a conversation: a question answered after a tool call. */
 const clientConversation = [
   { type: "text", role: "user", content: "What time is it?" },
-  { type: "tool_call", role: "assistant", stop_reason: "tool", tools: [{ type: "tool", id: "call_client_1", name: "current_time", input: {} }] },
-  { type: "tool_result", role: "tool_result", stop_reason: "tool", tool: { type: "tool", id: "call_client_1", name: "current_time", input: {} }, content: { data: { now: "2026-05-01T12:00:00.000Z" } } },
+  {
+    type: "tool_call",
+    role: "assistant",
+    stop_reason: "tool",
+    tools: [{ type: "tool", id: "call_client_1", name: "current_time", input: {} }],
+  },
+  {
+    type: "tool_result",
+    role: "tool_result",
+    stop_reason: "tool",
+    tool: { type: "tool", id: "call_client_1", name: "current_time", input: {} },
+    content: { data: { now: "2026-05-01T12:00:00.000Z" } },
+  },
   { type: "text", role: "assistant", content: "It is noon (UTC)." },
 ];
 
 const clientConversationAsSent = [
   { role: "user", content: "What time is it?" },
-  { role: "assistant", content: null, tool_calls: [{ id: "call_client_1", type: "function", function: { name: "current_time", arguments: "{}" } }] },
-  { role: "tool", tool_call_id: "call_client_1", content: JSON.stringify({ data: { now: "2026-05-01T12:00:00.000Z" } }) },
+  {
+    role: "assistant",
+    content: null,
+    tool_calls: [{ id: "call_client_1", type: "function", function: { name: "current_time", arguments: "{}" } }],
+  },
+  {
+    role: "tool",
+    tool_call_id: "call_client_1",
+    content: JSON.stringify({ data: { now: "2026-05-01T12:00:00.000Z" } }),
+  },
   { role: "assistant", content: "It is noon (UTC)." },
 ];
 
@@ -66,7 +83,11 @@ describe("client-authoritative and hybrid modes", () => {
     const rows = await threadRows(bed.db.pool, thread.threadId);
     expect(rows.slice(-2).map((r) => [r.id, r.kind, r.content])).toEqual([
       [event.data.messageId, "user", { text: "And now?" }],
-      [expect.any(String), "agent", { output: [{ type: "text", role: "assistant", content: "Still noon.", stop_reason: "stop" }], toolCalls: [] }],
+      [
+        expect.any(String),
+        "agent",
+        { output: [{ type: "text", role: "assistant", content: "Still noon.", stop_reason: "stop" }], toolCalls: [] },
+      ],
     ]);
     expect(rows).toHaveLength(3 * 2 + 2 + 2);
   });
@@ -90,7 +111,10 @@ describe("client-authoritative and hybrid modes", () => {
     const counting = countingPool(bed.db.pool);
     bed.model.script({ text: "Fresh start." });
     const event = chatEvent({ content: "Forget the rest.", threadId: thread.threadId });
-    const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), { ...event, data: { ...event.data, conversation: [] } });
+    const run = await execute(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), {
+      ...event,
+      data: { ...event.data, conversation: [] },
+    });
     expect(run.error).toBeUndefined();
     expect(readsHistory(counting.queries)).toBe(0);
     expect(bed.model.requests[0]!.messages).toEqual([
@@ -103,12 +127,18 @@ describe("client-authoritative and hybrid modes", () => {
     const before = await countRows(bed.db.pool);
     const broken = clientConversation.filter((m) => m.type !== "tool_result");
     const event = chatEvent({ content: "And now?" });
-    const run = await execute(createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) }), { ...event, data: { ...event.data, conversation: broken } });
+    const run = await execute(createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) }), {
+      ...event,
+      data: { ...event.data, conversation: broken },
+    });
     expect(String((run.error as Error).message)).toMatch(/conversation\.1: tool call call_client_1 has no tool_result/);
 
     const { app, sent } = createTestApp(bed.db.pool);
     const { userId: _user, ...body } = event.data;
-    const response = await asUser(app, event.data.userId).post("/api/chat", { ...body, conversation: [{ type: "text", role: "wizard", content: "hi" }] });
+    const response = await asUser(app, event.data.userId).post("/api/chat", {
+      ...body,
+      conversation: [{ type: "text", role: "wizard", content: "hi" }],
+    });
     expect(response.status).toBe(400);
     expect(((await response.json()) as { error: string }).error).toMatch(/conversation\.0/);
     expect(sent).toHaveLength(0);
@@ -119,9 +149,16 @@ describe("client-authoritative and hybrid modes", () => {
   it("POST /api/chat passes the conversation and history settings on in the event", async () => {
     const { app, sent } = createTestApp(bed.db.pool);
     const { userId, ...message } = chatEvent({ content: "hi" }).data;
-    const body = { ...message, conversation: clientConversation, history: { policy: "lastN", length: 3, maxTokens: 2000 } };
+    const body = {
+      ...message,
+      conversation: clientConversation,
+      history: { policy: "lastN", length: 3, maxTokens: 2000 },
+    };
     const response = await asUser(app, userId).post("/api/chat", body);
     expect(response.status).toBe(202);
-    expect(sent[0]!.data).toMatchObject({ conversation: clientConversation, history: { policy: "lastN", length: 3, maxTokens: 2000 } });
+    expect(sent[0]!.data).toMatchObject({
+      conversation: clientConversation,
+      history: { policy: "lastN", length: 3, maxTokens: 2000 },
+    });
   });
 });

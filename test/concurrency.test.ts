@@ -12,8 +12,6 @@ import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
 
-
-
 describe("many writers appending to one thread at once", () => {
   it("20 appends from 20 connections get the sequence 1..20 with no gap and no duplicate", async () => {
     const threadId = randomUUID();
@@ -45,13 +43,23 @@ describe("many writers appending to one thread at once", () => {
     const threadId = randomUUID();
     await ensureThread(bed.db.pool, threadId, "user-1");
     const message = { id: threadId, text: "Hello" };
-    await beginTurn(bed.db.pool, { threadId, userId: "user-1", message, turn: { runId: `run-${randomUUID()}`, kind: "chat" } });
+    await beginTurn(bed.db.pool, {
+      threadId,
+      userId: "user-1",
+      message,
+      turn: { runId: `run-${randomUUID()}`, kind: "chat" },
+    });
 
     const pools = [createPool(bed.db.url), createPool(bed.db.url)];
     try {
       const starts = await Promise.all(
         pools.map((pool) =>
-          beginTurn(pool, { threadId, userId: "user-1", message, turn: { runId: `run-${randomUUID()}`, kind: "regenerate", eventId: randomUUID() } }),
+          beginTurn(pool, {
+            threadId,
+            userId: "user-1",
+            message,
+            turn: { runId: `run-${randomUUID()}`, kind: "regenerate", eventId: randomUUID() },
+          }),
         ),
       );
       expect(starts.map((s) => s.variant).sort()).toEqual([2, 3]);
@@ -66,19 +74,49 @@ describe("many writers appending to one thread at once", () => {
     const message = { id: threadId, text: "Hello" };
     const runs = [`run-${randomUUID()}`, `run-${randomUUID()}`];
     const starts = await Promise.all(
-      runs.map((runId) => beginTurn(bed.db.pool, { threadId, userId: "user-1", message, turn: { runId, kind: "chat" } })),
+      runs.map((runId) =>
+        beginTurn(bed.db.pool, { threadId, userId: "user-1", message, turn: { runId, kind: "chat" } }),
+      ),
     );
-    expect(starts.map((s) => [s.status, s.variant])).toEqual([["running", 1], ["running", 1]]);
+    expect(starts.map((s) => [s.status, s.variant])).toEqual([
+      ["running", 1],
+      ["running", 1],
+    ]);
 
     const stored = [];
     for (const [i, runId] of runs.entries()) {
-      const results = [{ id: resultId(threadId, 1, 0), agentName: "assistant", content: { output: [{ type: "text" as const, role: "assistant" as const, content: `answer ${i}` }], toolCalls: [] } }];
-      stored.push(await storeAnswer(bed.db.pool, { threadId, userId: "user-1", runId, messageId: threadId, messageSeq: 1, variant: 1, detachLaterTurns: false, results }));
+      const results = [
+        {
+          id: resultId(threadId, 1, 0),
+          agentName: "assistant",
+          content: {
+            output: [{ type: "text" as const, role: "assistant" as const, content: `answer ${i}` }],
+            toolCalls: [],
+          },
+        },
+      ];
+      stored.push(
+        await storeAnswer(bed.db.pool, {
+          threadId,
+          userId: "user-1",
+          runId,
+          messageId: threadId,
+          messageSeq: 1,
+          variant: 1,
+          detachLaterTurns: false,
+          results,
+        }),
+      );
     }
 
-    expect(stored).toEqual([{ inserted: 1, status: "completed" }, { inserted: 0, status: "completed" }]);
+    expect(stored).toEqual([
+      { inserted: 1, status: "completed" },
+      { inserted: 0, status: "completed" },
+    ]);
     const answers = (await threadRows(bed.db.pool, threadId)).filter((r) => r.kind === "agent");
-    expect(answers.map((r) => [r.variant, r.on_path, (r.content as { output: { content: string }[] }).output[0]!.content])).toEqual([[1, true, "answer 0"]]);
+    expect(
+      answers.map((r) => [r.variant, r.on_path, (r.content as { output: { content: string }[] }).output[0]!.content]),
+    ).toEqual([[1, true, "answer 0"]]);
   });
 });
 
@@ -128,7 +166,12 @@ describe("two chat turns on one thread", () => {
     expect(waiting.stepIds).toContain("history.wait-for-turn");
     const firstDone = await firstRun;
     expect(firstDone.error).toBeUndefined();
-    expect(firstDone.sentEvents).toContainEqual(expect.objectContaining({ name: "threadline/turn.finished", data: expect.objectContaining({ runId: firstDone.runId }) }));
+    expect(firstDone.sentEvents).toContainEqual(
+      expect.objectContaining({
+        name: "threadline/turn.finished",
+        data: expect.objectContaining({ runId: firstDone.runId }),
+      }),
+    );
 
     expect(bed.model.requests).toHaveLength(2);
     expect(bed.model.requests[1]!.messages.slice(-3)).toEqual([

@@ -44,7 +44,8 @@ async function until(done: () => boolean | Promise<boolean>, what: string) {
 }
 
 const turnStatus = async (messageId: string) =>
-  (await bed.db.pool.query<{ status: string }>("SELECT status FROM turns WHERE message_id = $1", [messageId])).rows[0]?.status;
+  (await bed.db.pool.query<{ status: string }>("SELECT status FROM turns WHERE message_id = $1", [messageId])).rows[0]
+    ?.status;
 
 describe("deletion is final", () => {
   it("a thread deleted while its turn runs and a second message is queued: both runs are cancelled, and replaying every event of the thread afterwards re-creates nothing and calls no model", async () => {
@@ -54,12 +55,22 @@ describe("deletion is final", () => {
 
     // The first turn is mid-answer (the model holds its reply); the second message waits behind it.
     const held = gate();
-    bed.model.script({ text: "Once upon a time", stream: { chunks: ["Once ", "upon a time"], holdAfter: { chunks: 1, gate: held } } });
-    expect((await call(userId, "POST", "/api/chat", { threadId, messageId: threadId, content: "Tell me a story." })).status).toBe(202);
+    bed.model.script({
+      text: "Once upon a time",
+      stream: { chunks: ["Once ", "upon a time"], holdAfter: { chunks: 1, gate: held } },
+    });
+    expect(
+      (await call(userId, "POST", "/api/chat", { threadId, messageId: threadId, content: "Tell me a story." })).status,
+    ).toBe(202);
     await held.reached;
     const second = randomUUID();
-    expect((await call(userId, "POST", "/api/chat", { threadId, messageId: second, content: "And another one." })).status).toBe(202);
-    await until(async () => (await turnStatus(second)) === "running", "the second turn is recorded and waits for the first");
+    expect(
+      (await call(userId, "POST", "/api/chat", { threadId, messageId: second, content: "And another one." })).status,
+    ).toBe(202);
+    await until(
+      async () => (await turnStatus(second)) === "running",
+      "the second turn is recorded and waits for the first",
+    );
     expect(bed.model.requests).toHaveLength(1);
 
     const deleted = await call(userId, "DELETE", `/api/threads/${threadId}`);
@@ -79,9 +90,15 @@ describe("deletion is final", () => {
     ];
     for (const event of replays) {
       const replay = await execute(chatTurn, event);
-      expect(replay.error).toMatchObject({ name: "NonRetriableError", message: expect.stringContaining(`Thread ${threadId} was deleted`) });
+      expect(replay.error).toMatchObject({
+        name: "NonRetriableError",
+        message: expect.stringContaining(`Thread ${threadId} was deleted`),
+      });
     }
-    const regenerated = await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: threadId, userId } });
+    const regenerated = await execute(regenerate, {
+      name: "chat/message.regenerate",
+      data: { threadId, messageId: threadId, userId },
+    });
     expect(regenerated.error).toMatchObject({ name: "NonRetriableError" });
 
     // Only the first turn's request, made before the deletion, ever reached the model.
@@ -104,7 +121,10 @@ describe("deletion is final", () => {
     const newThread = chatEvent({ userId: "ada", messageId: threadId, content: "Hi" });
     const otherThread = chatEvent({ userId: "ada", threadId: randomUUID(), content: "Hi" });
     const othersRun = chatEvent({ userId: "bob", threadId, content: "Hi" });
-    const regenerateRun: SentEvent = { name: "chat/message.regenerate", data: { threadId, messageId: randomUUID(), userId: "ada" } };
+    const regenerateRun: SentEvent = {
+      name: "chat/message.regenerate",
+      data: { threadId, messageId: randomUUID(), userId: "ada" },
+    };
     expect(cancels(chatTurn, onThread, deletedEvent)).toBe(true);
     expect(cancels(chatTurn, newThread, deletedEvent)).toBe(true);
     expect(cancels(regenerate, regenerateRun, deletedEvent)).toBe(true);
@@ -128,11 +148,20 @@ describe("deletion is final", () => {
     const printed = await deleteUserCommand(["--user", userId], bed.db.pool, async (batch) => sent.push(...batch));
     expect(printed).toContain("Announced thread/deleted for each thread and user/deleted.");
     const threadIds = events.map((event) => event.data.messageId);
-    expect(sent.filter((event) => event.name === "thread/deleted").map((event) => event.data.threadId).sort()).toEqual([...threadIds].sort());
-    expect(sent.find((event) => event.name === "user/deleted")).toMatchObject({ id: `user-deleted-${userId}`, data: { userId } });
+    expect(
+      sent
+        .filter((event) => event.name === "thread/deleted")
+        .map((event) => event.data.threadId)
+        .sort(),
+    ).toEqual([...threadIds].sort());
+    expect(sent.find((event) => event.name === "user/deleted")).toMatchObject({
+      id: `user-deleted-${userId}`,
+      data: { userId },
+    });
 
     bed.model.reset();
-    for (const event of events) expect((await execute(chatTurn, event)).error).toMatchObject({ name: "NonRetriableError" });
+    for (const event of events)
+      expect((await execute(chatTurn, event)).error).toMatchObject({ name: "NonRetriableError" });
     expect(bed.model.requests).toHaveLength(0);
     expect((await bed.db.pool.query("SELECT 1 FROM threads WHERE user_id = $1", [userId])).rowCount).toBe(0);
   });
@@ -160,12 +189,19 @@ describe("deletion is final", () => {
     // Younger than the period: kept.
     const retention = createThreadRetention({ db: bed.db.pool, tombstoneDays: 30 });
     await execute(retention, { name: "inngest/scheduled.timer", data: {} });
-    expect((await bed.db.pool.query("SELECT 1 FROM thread_tombstones WHERE thread_id = $1", [threadId])).rowCount).toBe(1);
+    expect((await bed.db.pool.query("SELECT 1 FROM thread_tombstones WHERE thread_id = $1", [threadId])).rowCount).toBe(
+      1,
+    );
 
-    await bed.db.pool.query("UPDATE thread_tombstones SET deleted_at = now() - interval '31 days' WHERE thread_id = $1", [threadId]);
+    await bed.db.pool.query(
+      "UPDATE thread_tombstones SET deleted_at = now() - interval '31 days' WHERE thread_id = $1",
+      [threadId],
+    );
     const pruned = await execute(retention, { name: "inngest/scheduled.timer", data: {} });
     expect(pruned.result).toMatchObject({ status: "disabled", tombstonesPruned: expect.any(Number) });
-    expect((await bed.db.pool.query("SELECT 1 FROM thread_tombstones WHERE thread_id = $1", [threadId])).rowCount).toBe(0);
+    expect((await bed.db.pool.query("SELECT 1 FROM thread_tombstones WHERE thread_id = $1", [threadId])).rowCount).toBe(
+      0,
+    );
 
     bed.model.script({ text: "Hello again." });
     expect((await execute(chatTurn, chatEvent({ userId, messageId: threadId, content: "Hi" }))).error).toBeUndefined();

@@ -45,7 +45,9 @@ async function sendAndReadAnswer(url: string, user: string) {
   const run = await engine.runFor((r) => r.fnId === "threadline-chat-turn" && r.event.data.messageId === messageId);
   await run.ended;
   const page = await fetch(`${url}/api/threads/${messageId}/messages`, { headers: { "x-threadline-user": user } });
-  const { messages } = (await page.json()) as { messages: { role: string; content: { text?: string; output?: { content: string }[] }; turn?: { status: string } }[] };
+  const { messages } = (await page.json()) as {
+    messages: { role: string; content: { text?: string; output?: { content: string }[] }; turn?: { status: string } }[];
+  };
   return { messageId, accepted, run, messages };
 }
 
@@ -54,13 +56,19 @@ describe("npm run dev (scripts/dev.ts)", () => {
     engine = await startEngineStandIn();
     model.script({ text: "Hello from the model" });
     // As a new user starts it: INNGEST_DEV unset (dev.ts sets it), the dev server elsewhere on loopback.
-    app = await startAppProcess("scripts/dev.ts", { DATABASE_URL: db.url, INNGEST_BASE_URL: engine.url, ...modelEnv() });
+    app = await startAppProcess("scripts/dev.ts", {
+      DATABASE_URL: db.url,
+      INNGEST_BASE_URL: engine.url,
+      ...modelEnv(),
+    });
     await engine.registerApp(`${app.url}/api/inngest`);
 
     const { messageId, accepted, run, messages } = await sendAndReadAnswer(app.url, "dev-user");
 
     expect(accepted).toEqual({ status: 202, body: expect.objectContaining({ messageId, threadId: messageId }) });
-    expect(engine.events.filter((e) => e.name === "chat/message.sent").map((e) => e.data)).toEqual([expect.objectContaining({ messageId, userId: "dev-user" })]);
+    expect(engine.events.filter((e) => e.name === "chat/message.sent").map((e) => e.data)).toEqual([
+      expect.objectContaining({ messageId, userId: "dev-user" }),
+    ]);
     expect(run.status).toBe("completed");
     expect(messages.map((m) => m.role)).toEqual(["user", "assistant"]);
     expect(JSON.stringify(messages[1]!.content)).toContain("Hello from the model");
@@ -86,11 +94,18 @@ describe("docker compose (docker-compose.yml, the app service)", () => {
   it("with the app service's environment, POST /api/chat reaches the dev server and the answer is readable", async () => {
     const { services } = await compose();
     // The compose values, with the hosts only compose can resolve replaced by this machine's.
-    const env = Object.fromEntries(Object.entries(services.app!.environment!).filter(([, value]) => !/^\$\{/.test(value)));
+    const env = Object.fromEntries(
+      Object.entries(services.app!.environment!).filter(([, value]) => !/^\$\{/.test(value)),
+    );
     engine = await startEngineStandIn();
     model.script({ text: "Hello from compose" });
     // The image runs the server itself (Dockerfile CMD), not scripts/dev.ts.
-    app = await startAppProcess("src/main.ts", { ...env, DATABASE_URL: db.url, INNGEST_BASE_URL: engine.url, ...modelEnv() });
+    app = await startAppProcess("src/main.ts", {
+      ...env,
+      DATABASE_URL: db.url,
+      INNGEST_BASE_URL: engine.url,
+      ...modelEnv(),
+    });
     await engine.registerApp(`${app.url}/api/inngest`);
 
     const { accepted, run, messages } = await sendAndReadAnswer(app.url, "compose-user");

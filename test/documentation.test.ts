@@ -12,7 +12,9 @@ function typescriptFiles(folder: string): string[] {
 
 /** The variables a source text reads straight from process.env (`process.env.X`, `process.env["X"]`). */
 export function processEnvReads(source: string): string[] {
-  return [...source.matchAll(/process\.env(?:\.([A-Z][A-Z0-9_]*)|\[\s*["'`]([A-Z][A-Z0-9_]*)["'`]\s*\])/g)].map((match) => (match[1] ?? match[2])!);
+  return [...source.matchAll(/process\.env(?:\.([A-Z][A-Z0-9_]*)|\[\s*["'`]([A-Z][A-Z0-9_]*)["'`]\s*\])/g)].map(
+    (match) => (match[1] ?? match[2])!,
+  );
 }
 
 /** Each variable the app reads, with where: the zod schema of src/config.ts, then every process.env read in src/ and scripts/. */
@@ -26,30 +28,53 @@ function variablesRead(): Map<string, string> {
 
 /** The variables named in the first column of docs/configuration.md's tables. */
 function documentedVariables(): Set<string> {
-  const rows = readFileSync("docs/configuration.md", "utf8").split("\n").filter((line) => line.startsWith("| `"));
-  return new Set(rows.flatMap((row) => [...row.split("|")[1]!.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((match) => match[1]!)));
+  const rows = readFileSync("docs/configuration.md", "utf8")
+    .split("\n")
+    .filter((line) => line.startsWith("| `"));
+  return new Set(
+    rows.flatMap((row) => [...row.split("|")[1]!.matchAll(/`([A-Z][A-Z0-9_]*)`/g)].map((match) => match[1]!)),
+  );
 }
 
 describe("the configuration reference", () => {
   it("finds process.env reads in either spelling (the scan below is not blind)", () => {
-    expect(processEnvReads(`const a = process.env.LOG_LEVEL ?? process.env["PORT"]; process.env.AUTH ??= "dev"; process.env.lower;`)).toEqual(["LOG_LEVEL", "PORT", "AUTH"]);
+    expect(
+      processEnvReads(
+        `const a = process.env.LOG_LEVEL ?? process.env["PORT"]; process.env.AUTH ??= "dev"; process.env.lower;`,
+      ),
+    ).toEqual(["LOG_LEVEL", "PORT", "AUTH"]);
   });
 
   it("docs/configuration.md lists every environment variable the app reads", () => {
     const documented = documentedVariables();
-    const missing = [...variablesRead()].filter(([name]) => !documented.has(name)).map(([name, file]) => `${name} (read in ${file})`);
-    expect(missing, `docs/configuration.md does not list ${missing.join(", ")}: add a row (variable, default, meaning) to one of its tables`).toEqual([]);
+    const missing = [...variablesRead()]
+      .filter(([name]) => !documented.has(name))
+      .map(([name, file]) => `${name} (read in ${file})`);
+    expect(
+      missing,
+      `docs/configuration.md does not list ${missing.join(", ")}: add a row (variable, default, meaning) to one of its tables`,
+    ).toEqual([]);
   });
 
   it(".env.example mentions every variable the app reads", () => {
     const example = readFileSync(".env.example", "utf8");
-    const missing = [...variablesRead()].filter(([name]) => !new RegExp(`\\b${name}\\b`).test(example)).map(([name, file]) => `${name} (read in ${file})`);
-    expect(missing, `.env.example does not mention ${missing.join(", ")}: add it, commented, with a line saying what it does`).toEqual([]);
+    const missing = [...variablesRead()]
+      .filter(([name]) => !new RegExp(`\\b${name}\\b`).test(example))
+      .map(([name, file]) => `${name} (read in ${file})`);
+    expect(
+      missing,
+      `.env.example does not mention ${missing.join(", ")}: add it, commented, with a line saying what it does`,
+    ).toEqual([]);
   });
 });
 
 /** Docs written on other branches of the same change (engine, security, data lifecycle, operations): linked before they land. */
-const WRITTEN_ELSEWHERE = new Set(["docs/engine.md", "docs/security.md", "docs/data-lifecycle.md", "docs/operations.md"]);
+const WRITTEN_ELSEWHERE = new Set([
+  "docs/engine.md",
+  "docs/security.md",
+  "docs/data-lifecycle.md",
+  "docs/operations.md",
+]);
 
 describe("the README", () => {
   const readme = readFileSync("README.md", "utf8");

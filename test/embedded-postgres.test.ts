@@ -28,12 +28,16 @@ beforeAll(async () => {
   await mkdir(path.join(base, "closed"), { mode: 0o700 });
   closedPath = path.join(base, "closed", "project", ".data", "postgres");
   plainPath = path.join(base, "plain", "postgres");
-  [closedServer, plainServer] = await Promise.all([startEmbeddedPostgres(closedPath, "free"), startEmbeddedPostgres(plainPath, "free")]);
+  [closedServer, plainServer] = await Promise.all([
+    startEmbeddedPostgres(closedPath, "free"),
+    startEmbeddedPostgres(plainPath, "free"),
+  ]);
 }, 120_000);
 
 afterAll(async () => {
   await Promise.allSettled([closedServer?.stop(), plainServer?.stop()]);
-  if (closedServer && !closedServer.dataDir.startsWith(base)) await rm(closedServer.dataDir, { recursive: true, force: true });
+  if (closedServer && !closedServer.dataDir.startsWith(base))
+    await rm(closedServer.dataDir, { recursive: true, force: true });
   await rm(base, { recursive: true, force: true });
 });
 
@@ -54,7 +58,12 @@ describe("embedded PostgreSQL", () => {
       const threadId = randomUUID();
       await pool.query("INSERT INTO threads (id, user_id) VALUES ($1, 'user-1')", [threadId]);
       const stream = await openEventStream(createTestApp(pool, { events }).app, threadId);
-      await appendEvents(pool, { threadId, runId: "run-1", attempt: 0, events: [{ key: "k", event: "text.delta", data: { delta: "live" } }] });
+      await appendEvents(pool, {
+        threadId,
+        runId: "run-1",
+        attempt: 0,
+        events: [{ key: "k", event: "text.delta", data: { delta: "live" } }],
+      });
       await stream.waitFor(1);
       expect(stream.received).toEqual([{ id: 1, event: "text.delta", data: { delta: "live" } }]);
       await stream.close();
@@ -86,7 +95,11 @@ describe("embedded PostgreSQL", () => {
 
   it("after its owner was killed with SIGKILL, stops the server it left running and starts again", async () => {
     await plainServer.stop();
-    const owner = spawn(process.execPath, ["--import", "tsx", path.resolve("test/helpers/embedded-postgres-owner.ts"), plainPath], { stdio: ["ignore", "pipe", "pipe"] });
+    const owner = spawn(
+      process.execPath,
+      ["--import", "tsx", path.resolve("test/helpers/embedded-postgres-owner.ts"), plainPath],
+      { stdio: ["ignore", "pipe", "pipe"] },
+    );
     const [port] = (await once(owner.stdout, "data")) as [Buffer];
     expect(Number(port.toString())).toBeGreaterThan(0);
     const orphan = await postmasterPid(plainPath);
@@ -129,7 +142,9 @@ describe("embedded PostgreSQL", () => {
     await once(taken, "listening");
     const port = (taken.address() as { port: number }).port;
     try {
-      await expect(startEmbeddedPostgres(plainPath, port)).rejects.toThrow(new RegExp(`Port ${port} on 127.0.0.1 is in use.*set EMBEDDED_POSTGRES_PORT`));
+      await expect(startEmbeddedPostgres(plainPath, port)).rejects.toThrow(
+        new RegExp(`Port ${port} on 127.0.0.1 is in use.*set EMBEDDED_POSTGRES_PORT`),
+      );
     } finally {
       taken.close();
     }
@@ -140,7 +155,9 @@ describe("embedded PostgreSQL", () => {
     const original = await readFile(conf, "utf8");
     await appendFile(conf, "\nnot_a_setting = on\n");
     try {
-      await expect(plainServer.start()).rejects.toThrow(/stopped during start-up[\s\S]*unrecognized configuration parameter "not_a_setting"/);
+      await expect(plainServer.start()).rejects.toThrow(
+        /stopped during start-up[\s\S]*unrecognized configuration parameter "not_a_setting"/,
+      );
     } finally {
       await writeFile(conf, original);
     }

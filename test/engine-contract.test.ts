@@ -9,7 +9,13 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
 import { cancelOnDeletion } from "../src/functions/turn-deletion.js";
 import { cancelOnStop } from "../src/functions/turn-stop.js";
-import { MAX_WAIT_ROUNDS, QUICK_ROUND, QUICK_ROUNDS, roundTimeout, waitForEarlierTurns } from "../src/history/turn-waits.js";
+import {
+  MAX_WAIT_ROUNDS,
+  QUICK_ROUND,
+  QUICK_ROUNDS,
+  roundTimeout,
+  waitForEarlierTurns,
+} from "../src/history/turn-waits.js";
 import { aiGatewayError } from "./helpers/engine-stand-in.js";
 import { execute, waitForEventOnBus } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
@@ -25,7 +31,7 @@ import { useTestBed } from "./helpers/test-bed.js";
  */
 export const ENGINE_CONTRACT = [
   {
-    fact: "A failed step.ai.infer reaches the SDK as {name: AIGatewayError, message: 'Error making AI request: unsuccessful status code: <n>', stack: <provider body>, data: <provider body>}; an empty body as {\"error\":\"Error making AI request\"}.",
+    fact: 'A failed step.ai.infer reaches the SDK as {name: AIGatewayError, message: \'Error making AI request: unsuccessful status code: <n>\', stack: <provider body>, data: <provider body>}; an empty body as {"error":"Error making AI request"}.',
     source: "BRIEF",
     reliedOnBy: "src/functions/model-errors.ts (the recorded failure cause)",
     pinnedBy: "the AI gateway's error shape",
@@ -69,7 +75,8 @@ export const ENGINE_CONTRACT = [
   {
     fact: "InngestTestEngine neither serializes step results, retries, models concurrency keys, debounce nor executes step.ai.infer.",
     source: "BRIEF; @inngest/test 1.0.0",
-    reliedOnBy: "test/helpers/engine.ts (JSON round-trip, inference as step.run + fetch, waits on a bus), test/helpers/engine-stand-in.ts",
+    reliedOnBy:
+      "test/helpers/engine.ts (JSON round-trip, inference as step.run + fetch, waits on a bus), test/helpers/engine-stand-in.ts",
     pinnedBy: "the test engine",
   },
 ] as const;
@@ -81,7 +88,15 @@ const optsOf = (fn: unknown) => (fn as FnOpts).opts;
 
 describe("the engine contract", () => {
   it("names each fact once, with its source and what pins it", () => {
-    const pinned = new Set(["the AI gateway's error shape", "concurrency", "waitForEvent", "rerun from a step", "cancellation and deduplication", "retries", "the test engine"]);
+    const pinned = new Set([
+      "the AI gateway's error shape",
+      "concurrency",
+      "waitForEvent",
+      "rerun from a step",
+      "cancellation and deduplication",
+      "retries",
+      "the test engine",
+    ]);
     for (const entry of ENGINE_CONTRACT) {
       expect(entry.source).not.toBe("");
       expect(pinned.has(entry.pinnedBy), entry.pinnedBy).toBe(true);
@@ -93,13 +108,22 @@ describe("the AI gateway's error shape (BRIEF)", () => {
   it("the stand-in hands over exactly the observed shape, and the app reads status and provider body from it", () => {
     const body = '{"error":{"message":"The server had an error","type":"server_error"}}';
     const failed = aiGatewayError(500, body);
-    expect(failed).toEqual({ name: "AIGatewayError", message: "Error making AI request: unsuccessful status code: 500", stack: body, data: body });
-    expect(describeFailure({ message: modelFailureMessage(failed) })).toBe("The model provider answered HTTP 500: The server had an error (server_error)");
+    expect(failed).toEqual({
+      name: "AIGatewayError",
+      message: "Error making AI request: unsuccessful status code: 500",
+      stack: body,
+      data: body,
+    });
+    expect(describeFailure({ message: modelFailureMessage(failed) })).toBe(
+      "The model provider answered HTTP 500: The server had an error (server_error)",
+    );
   });
 
   it("an empty provider body arrives as the server's own body", () => {
     expect(aiGatewayError(undefined, "").data).toBe('{"error":"Error making AI request"}');
-    expect(modelFailureMessage(aiGatewayError(undefined, ""))).toMatch(/^The model request got no answer from the provider/);
+    expect(modelFailureMessage(aiGatewayError(undefined, ""))).toMatch(
+      /^The model request got no answer from the provider/,
+    );
   });
 });
 
@@ -113,8 +137,18 @@ describe("waitForEvent (BRIEF: only events sent after the wait started)", () => 
   it("the test engine's waits model it: a turn's finished event, sent before the wait, is not seen", async () => {
     bed.model.script({ text: "Hi." });
     const run = await execute(createChatTurn(deps()), chatEvent({ content: "Hello" }));
-    expect(run.sentEvents).toContainEqual(expect.objectContaining({ name: "threadline/turn.finished", data: expect.objectContaining({ runId: run.runId }) }));
-    const seen = await waitForEventOnBus({ id: "wait", event: "threadline/turn.finished", timeout: "1s", match: { field: "runId", value: run.runId } });
+    expect(run.sentEvents).toContainEqual(
+      expect.objectContaining({
+        name: "threadline/turn.finished",
+        data: expect.objectContaining({ runId: run.runId }),
+      }),
+    );
+    const seen = await waitForEventOnBus({
+      id: "wait",
+      event: "threadline/turn.finished",
+      timeout: "1s",
+      match: { field: "runId", value: run.runId },
+    });
     expect(seen).toBeNull();
   });
 
@@ -138,14 +172,17 @@ describe("rerun from a step (BRIEF: earlier steps stay memoized from the origina
   it("the begin-turn step's memoized result names the run that began the turn, so a rerun can tell it is not its own", async () => {
     bed.model.script({ text: "Hi." });
     const run = await execute(createChatTurn(deps()), chatEvent({ content: "Hello" }));
-    const begun = run.memo.map((step) => step.handler()).find((data) => typeof data === "object" && data !== null && "messageSeq" in data);
+    const begun = run.memo
+      .map((step) => step.handler())
+      .find((data) => typeof data === "object" && data !== null && "messageSeq" in data);
     expect(begun).toMatchObject({ status: "running", runId: run.runId });
   });
 });
 
 describe("cancellation and deduplication (BRIEF, docs)", () => {
   it("a stop cancels the run answering the same message; a cancelled run is recorded by a function on inngest/function.cancelled", () => {
-    for (const fn of [createChatTurn(deps()), createRegenerate(deps())]) expect(optsOf(fn).cancelOn).toEqual([...cancelOnStop, ...cancelOnDeletion]);
+    for (const fn of [createChatTurn(deps()), createRegenerate(deps())])
+      expect(optsOf(fn).cancelOn).toEqual([...cancelOnStop, ...cancelOnDeletion]);
     expect(cancelOnStop).toEqual([expect.objectContaining({ if: "async.data.messageId == event.data.messageId" })]);
     // Deleting a thread (or erasing its user) cancels its running and queued runs (docs/data-lifecycle.md).
     expect(cancelOnDeletion.map((entry) => entry.if)).toEqual([
@@ -153,7 +190,9 @@ describe("cancellation and deduplication (BRIEF, docs)", () => {
       "async.data.threadId == event.data.messageId && async.data.userId == event.data.userId",
       "async.data.userId == event.data.userId",
     ]);
-    const cancelled = createTurnCancellation(deps()) as unknown as { opts: { triggers: { event: string; if: string }[] } };
+    const cancelled = createTurnCancellation(deps()) as unknown as {
+      opts: { triggers: { event: string; if: string }[] };
+    };
     expect(cancelled.opts.triggers[0]!.event).toBe("inngest/function.cancelled");
     expect(cancelled.opts.triggers[0]!.if).toContain(`${inngest.id}-chat-turn`);
   });
@@ -172,11 +211,17 @@ describe("retries (BRIEF, docs)", () => {
 
 describe("the test engine (BRIEF, @inngest/test 1.0.0)", () => {
   it("InngestTestEngine hands step results back unserialized: the helpers JSON round-trip the memo as the real engine does", async () => {
-    const fn = inngest.createFunction({ id: "contract-serialization", triggers: [{ event: "contract/serialization" }] }, async ({ step }) => {
-      const when = await step.run("now", () => new Date(0));
-      return typeof when;
-    });
-    const raw = await new InngestTestEngine({ function: fn, events: [{ name: "contract/serialization", data: {} }] }).execute();
+    const fn = inngest.createFunction(
+      { id: "contract-serialization", triggers: [{ event: "contract/serialization" }] },
+      async ({ step }) => {
+        const when = await step.run("now", () => new Date(0));
+        return typeof when;
+      },
+    );
+    const raw = await new InngestTestEngine({
+      function: fn,
+      events: [{ name: "contract/serialization", data: {} }],
+    }).execute();
     // Unserialized: the Date stays a Date in the raw engine. On the real engine it would be a string.
     expect(raw.result).toBe("object");
     const run = await execute(fn, { name: "contract/serialization", data: {} });

@@ -49,7 +49,11 @@ describe("erasure", () => {
     await bed.db.pool.query("DELETE FROM threads WHERE id = $1", [threadId]);
 
     // The explicitly remembered fact is the user's, not the thread's: it is the one row left, beside the thread's tombstone.
-    expect(await tableRowCounts(bed.db.pool)).toEqual({ ...before, user_memories: before.user_memories! + 1, thread_tombstones: before.thread_tombstones! + 1 });
+    expect(await tableRowCounts(bed.db.pool)).toEqual({
+      ...before,
+      user_memories: before.user_memories! + 1,
+      thread_tombstones: before.thread_tombstones! + 1,
+    });
     const { rows } = await bed.db.pool.query("SELECT text, source FROM user_memories WHERE user_id = $1", [userId]);
     expect(rows).toEqual([{ text: "Likes jazz", source: "remembered" }]);
   });
@@ -65,7 +69,8 @@ describe("erasure", () => {
     await busyThread(userId, "Owns a bike");
     await createApiKey(bed.db.pool, { userId, name: "backend" });
     const during = await tableRowCounts(bed.db.pool);
-    for (const table of ["threads", "messages", "turns", "agent_thread_state", "user_memories", "api_keys"]) expect(during[table]).toBeGreaterThan(before[table]!);
+    for (const table of ["threads", "messages", "turns", "agent_thread_state", "user_memories", "api_keys"])
+      expect(during[table]).toBeGreaterThan(before[table]!);
 
     // Two remembered facts and two extracted memories.
     const printed = await deleteUserCommand(["--user", userId], bed.db.pool, async () => undefined);
@@ -78,6 +83,8 @@ describe("erasure", () => {
 
   it("refuses a command line without a valid user", async () => {
     await expect(deleteUserCommand([], bed.db.pool, async () => undefined)).rejects.toThrow("needs --user");
-    await expect(deleteUserCommand(["--user", "bad\u0000id"], bed.db.pool, async () => undefined)).rejects.toThrow("needs --user");
+    await expect(deleteUserCommand(["--user", "bad\u0000id"], bed.db.pool, async () => undefined)).rejects.toThrow(
+      "needs --user",
+    );
   });
 });

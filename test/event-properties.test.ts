@@ -28,7 +28,11 @@ let thread: { threadId: string; userMessageId: string; agentMessageId: string };
 beforeAll(async () => {
   const seeded = await seedThread(bed.db.pool, { turns: 3, toolTurns: [2], userId: OWNER });
   const rows = await threadRows(bed.db.pool, seeded.threadId);
-  thread = { threadId: seeded.threadId, userMessageId: rows.find((r) => r.kind === "user")!.id, agentMessageId: rows.find((r) => r.kind === "agent")!.id };
+  thread = {
+    threadId: seeded.threadId,
+    userMessageId: rows.find((r) => r.kind === "user")!.id,
+    agentMessageId: rows.find((r) => r.kind === "agent")!.id,
+  };
 });
 
 const huge = "long ".repeat(MAX_CONTENT_LENGTH / 4);
@@ -42,16 +46,35 @@ const hostile = fc.oneof(
   fc.constant(""),
   fc.constant("   "),
 );
-const wrongType = fc.oneof(fc.integer(), fc.constant(null), fc.boolean(), fc.array(fc.nat(), { maxLength: 3 }), fc.dictionary(fc.string({ maxLength: 3 }), fc.nat(), { maxKeys: 2 }));
+const wrongType = fc.oneof(
+  fc.integer(),
+  fc.constant(null),
+  fc.boolean(),
+  fc.array(fc.nat(), { maxLength: 3 }),
+  fc.dictionary(fc.string({ maxLength: 3 }), fc.nat(), { maxKeys: 2 }),
+);
 const bad = fc.oneof(hostile, wrongType);
 
-const toolCall = (id: unknown, input: unknown) => ({ type: "tool_call", role: "assistant", stop_reason: "tool", tools: [{ type: "tool", id, name: "current_time", input }] });
-const toolResult = (id: unknown, content: unknown) => ({ type: "tool_result", role: "tool_result", stop_reason: "tool", tool: { type: "tool", id, name: "current_time" }, content });
+const toolCall = (id: unknown, input: unknown) => ({
+  type: "tool_call",
+  role: "assistant",
+  stop_reason: "tool",
+  tools: [{ type: "tool", id, name: "current_time", input }],
+});
+const toolResult = (id: unknown, content: unknown) => ({
+  type: "tool_result",
+  role: "tool_result",
+  stop_reason: "tool",
+  tool: { type: "tool", id, name: "current_time" },
+  content,
+});
 const textMessage = (role: unknown, content: unknown) => ({ type: "text", role, content });
 
 const validMessages = fc.oneof(
   fc.tuple(fc.constantFrom("user", "assistant"), storable).map(([role, content]) => [textMessage(role, content)]),
-  fc.tuple(storable, storable).map(([id, result]) => [toolCall(`call_${id}`, { value: result }), toolResult(`call_${id}`, { data: result })]),
+  fc
+    .tuple(storable, storable)
+    .map(([id, result]) => [toolCall(`call_${id}`, { value: result }), toolResult(`call_${id}`, { data: result })]),
 );
 const hostileMessages = fc.oneof(
   storable.map((content) => [textMessage("system", content)]),
@@ -66,18 +89,25 @@ const hostileMessages = fc.oneof(
 );
 const validConversation = fc.array(validMessages, { maxLength: 3 }).map((groups) => groups.flat());
 const hostileConversation = fc.oneof(
-  fc.tuple(validConversation, hostileMessages, validConversation).map(([before, hostileGroup, after]) => [...before, ...hostileGroup, ...after]),
+  fc
+    .tuple(validConversation, hostileMessages, validConversation)
+    .map(([before, hostileGroup, after]) => [...before, ...hostileGroup, ...after]),
   fc.constant(Array.from({ length: 4 }, () => textMessage("user", huge.slice(0, 20_000)))),
   wrongType,
 );
 
 /** Valid data, or valid data with one field made hostile (or removed). */
-const oneFieldBroken = <T extends Record<string, unknown>>(valid: fc.Arbitrary<T>, breakers: Record<string, fc.Arbitrary<unknown>>) =>
+const oneFieldBroken = <T extends Record<string, unknown>>(
+  valid: fc.Arbitrary<T>,
+  breakers: Record<string, fc.Arbitrary<unknown>>,
+) =>
   fc.oneof(
     valid,
-    fc.tuple(valid, fc.constantFrom(...Object.keys(breakers))).chain(([data, key]) =>
-      fc.oneof(breakers[key]!, fc.constant(undefined)).map((value) => ({ ...data, [key]: value })),
-    ),
+    fc
+      .tuple(valid, fc.constantFrom(...Object.keys(breakers)))
+      .chain(([data, key]) =>
+        fc.oneof(breakers[key]!, fc.constant(undefined)).map((value) => ({ ...data, [key]: value })),
+      ),
   );
 
 const owner = fc.constantFrom(OWNER, OWNER, "someone-else");
@@ -89,7 +119,14 @@ const chatData = oneFieldBroken(
       content: storable,
       threadId: fc.oneof(fc.constant("seeded"), fc.uuid()),
       clientTimestamp: fc.constant("2026-05-01T12:00:00Z"),
-      history: fc.record({ policy: fc.constantFrom("all", "lastN", "none"), length: fc.nat({ max: 1000 }), maxTokens: fc.integer({ min: 1, max: 2_000_000 }) }, { requiredKeys: [] }),
+      history: fc.record(
+        {
+          policy: fc.constantFrom("all", "lastN", "none"),
+          length: fc.nat({ max: 1000 }),
+          maxTokens: fc.integer({ min: 1, max: 2_000_000 }),
+        },
+        { requiredKeys: [] },
+      ),
       conversation: validConversation,
     },
     { requiredKeys: ["messageId", "userId", "content"] },
@@ -100,24 +137,45 @@ const chatData = oneFieldBroken(
     content: bad,
     threadId: bad,
     clientTimestamp: bad,
-    history: fc.oneof(wrongType, fc.constant({ policy: "lastFew" }), fc.constant({ length: -1 }), fc.constant({ maxTokens: 1.5 })),
+    history: fc.oneof(
+      wrongType,
+      fc.constant({ policy: "lastFew" }),
+      fc.constant({ length: -1 }),
+      fc.constant({ maxTokens: 1.5 }),
+    ),
     conversation: hostileConversation,
   },
 );
 const regenerateData = oneFieldBroken(
   fc.record(
-    { threadId: fc.constantFrom("seeded", "seeded", randomUUID()), messageId: fc.constantFrom("seeded-user", "seeded-agent", randomUUID()), userId: owner, reason: storable },
+    {
+      threadId: fc.constantFrom("seeded", "seeded", randomUUID()),
+      messageId: fc.constantFrom("seeded-user", "seeded-agent", randomUUID()),
+      userId: owner,
+      reason: storable,
+    },
     { requiredKeys: ["threadId", "messageId", "userId"] },
   ),
   { threadId: bad, messageId: bad, userId: bad, reason: bad },
 );
 const summarizeData = oneFieldBroken(
-  fc.record({ threadId: fc.constantFrom("seeded", "seeded", randomUUID()), userId: owner, beforeSeq: fc.integer({ min: 1, max: 100 }) }),
-  { threadId: bad, userId: bad, beforeSeq: fc.oneof(wrongType, fc.constant(0), fc.constant(-3), fc.constant(1.5), fc.constant("3")) },
+  fc.record({
+    threadId: fc.constantFrom("seeded", "seeded", randomUUID()),
+    userId: owner,
+    beforeSeq: fc.integer({ min: 1, max: 100 }),
+  }),
+  {
+    threadId: bad,
+    userId: bad,
+    beforeSeq: fc.oneof(wrongType, fc.constant(0), fc.constant(-3), fc.constant(1.5), fc.constant("3")),
+  },
 );
 
 /** The model's answer, hostile strings included: they must be stored, not lose the turn. */
-const modelAnswer = fc.oneof(storable, hostile.filter((s) => s.trim().length > 0 && s !== huge));
+const modelAnswer = fc.oneof(
+  storable,
+  hostile.filter((s) => s.trim().length > 0 && s !== huge),
+);
 
 /** Puts the seeded thread's ids where the generator asked for them. */
 const withSeededIds = (data: Record<string, unknown>) =>
@@ -126,11 +184,22 @@ const withSeededIds = (data: Record<string, unknown>) =>
       .filter(([, value]) => value !== undefined)
       .map(([key, value]) => [
         key,
-        value === "seeded" ? thread.threadId : value === "seeded-user" ? thread.userMessageId : value === "seeded-agent" ? thread.agentMessageId : value,
+        value === "seeded"
+          ? thread.threadId
+          : value === "seeded-user"
+            ? thread.userMessageId
+            : value === "seeded-agent"
+              ? thread.agentMessageId
+              : value,
       ]),
   );
 
-async function completesOrRefusesCleanly(fn: Parameters<typeof execute>[0], name: string, generated: Record<string, unknown>, answer: string) {
+async function completesOrRefusesCleanly(
+  fn: Parameters<typeof execute>[0],
+  name: string,
+  generated: Record<string, unknown>,
+  answer: string,
+) {
   const data = withSeededIds(generated);
   const before = await tableRowCounts(bed.db.pool);
   bed.model.reset();
@@ -148,7 +217,9 @@ describe("generated events: complete, or fail non-retriably having written nothi
   it("chat/message.sent", async () => {
     const chatTurn = createChatTurn(deps());
     await fc.assert(
-      fc.asyncProperty(chatData, modelAnswer, (data, answer) => completesOrRefusesCleanly(chatTurn, "chat/message.sent", data, answer)),
+      fc.asyncProperty(chatData, modelAnswer, (data, answer) =>
+        completesOrRefusesCleanly(chatTurn, "chat/message.sent", data, answer),
+      ),
       { numRuns: RUNS },
     );
   });
@@ -156,7 +227,9 @@ describe("generated events: complete, or fail non-retriably having written nothi
   it("chat/message.regenerate", async () => {
     const regenerate = createRegenerate(deps());
     await fc.assert(
-      fc.asyncProperty(regenerateData, modelAnswer, (data, answer) => completesOrRefusesCleanly(regenerate, "chat/message.regenerate", data, answer)),
+      fc.asyncProperty(regenerateData, modelAnswer, (data, answer) =>
+        completesOrRefusesCleanly(regenerate, "chat/message.regenerate", data, answer),
+      ),
       { numRuns: RUNS },
     );
   });
@@ -164,7 +237,9 @@ describe("generated events: complete, or fail non-retriably having written nothi
   it("thread/summarize.requested", async () => {
     const summarize = createSummarizeThread(deps());
     await fc.assert(
-      fc.asyncProperty(summarizeData, modelAnswer, (data, answer) => completesOrRefusesCleanly(summarize, "thread/summarize.requested", data, answer)),
+      fc.asyncProperty(summarizeData, modelAnswer, (data, answer) =>
+        completesOrRefusesCleanly(summarize, "thread/summarize.requested", data, answer),
+      ),
       { numRuns: RUNS },
     );
   });

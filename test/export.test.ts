@@ -23,7 +23,13 @@ async function exportOf(userId: string): Promise<{ response: Response; lines: Li
   const response = await app.request("/api/export", { headers: await headersFor(userId) });
   const text = await response.text();
   expect(text.endsWith("\n")).toBe(true);
-  return { response, lines: text.trimEnd().split("\n").map((line) => exportLine.parse(JSON.parse(line))) };
+  return {
+    response,
+    lines: text
+      .trimEnd()
+      .split("\n")
+      .map((line) => exportLine.parse(JSON.parse(line))),
+  };
 }
 
 /** Every message of the user's threads as stored (on the current path or not), per thread, in stored order. */
@@ -34,7 +40,11 @@ async function storedMessages(userId: string) {
     [userId],
   );
   const paths = new Map<string, { id: string; content: unknown; onPath: boolean }[]>();
-  for (const row of rows) paths.set(row.thread_id, [...(paths.get(row.thread_id) ?? []), { id: row.id, content: row.content, onPath: row.on_path }]);
+  for (const row of rows)
+    paths.set(row.thread_id, [
+      ...(paths.get(row.thread_id) ?? []),
+      { id: row.id, content: row.content, onPath: row.on_path },
+    ]);
   return paths;
 }
 
@@ -72,7 +82,9 @@ describe("GET /api/export", () => {
     expect(exported.get(regenerated.threadId)!.filter((message) => !message.onPath).length).toBeGreaterThan(0);
     // Threads come in list order, with what the thread API shows of them.
     const threadLines = lines.filter((line) => line.type === "thread");
-    expect(threadLines.find((t) => t.id === regenerated.threadId)).toMatchObject({ messageCount: stored.get(regenerated.threadId)!.filter((message) => message.onPath).length });
+    expect(threadLines.find((t) => t.id === regenerated.threadId)).toMatchObject({
+      messageCount: stored.get(regenerated.threadId)!.filter((message) => message.onPath).length,
+    });
   });
 
   it("ends its snapshot transaction when done, and when the client stops reading mid-way", async () => {
@@ -113,11 +125,16 @@ describe("GET /api/export", () => {
     expect(((await full.json()) as { error: string }).error).toMatch(/Too many exports are running on this server/);
 
     await readers[0]!.cancel();
-    await expect.poll(async () => {
-      const response = await app.request("/api/export", { headers: await headersFor(users[0]!) });
-      await response.body?.cancel();
-      return response.status;
-    }, { timeout: 5_000 }).toBe(200);
+    await expect
+      .poll(
+        async () => {
+          const response = await app.request("/api/export", { headers: await headersFor(users[0]!) });
+          await response.body?.cancel();
+          return response.status;
+        },
+        { timeout: 5_000 },
+      )
+      .toBe(200);
     for (const reader of readers.slice(1)) await reader.cancel();
     await expect.poll(idleInTransaction, { timeout: 5_000 }).toBe(0);
   });
@@ -126,21 +143,57 @@ describe("GET /api/export", () => {
     const { lines } = await exportOf("nobody");
     expect(lines).toEqual([
       expect.objectContaining({ type: "export", userId: "nobody" }),
-      { type: "end", threads: 0, messages: 0, turns: 0, summaries: 0, agentStates: 0, events: 0, memories: 0, apiKeys: 0 },
+      {
+        type: "end",
+        threads: 0,
+        messages: 0,
+        turns: 0,
+        summaries: 0,
+        agentStates: 0,
+        events: 0,
+        memories: 0,
+        apiKeys: 0,
+      },
     ]);
   });
 });
 
 const idleInTransaction = async () =>
-  (await bed.db.pool.query<{ n: number }>("SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'")).rows[0]!.n;
+  (
+    await bed.db.pool.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND state LIKE 'idle in transaction%'",
+    )
+  ).rows[0]!.n;
 
 /** Regenerates the thread's first message: its old answer and the later turn leave the current path. */
 async function regenerateFirst(threadId: string, userId: string) {
-  const first = (await bed.db.pool.query<{ id: string }>("SELECT id FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq LIMIT 1", [threadId])).rows[0]!;
+  const first = (
+    await bed.db.pool.query<{ id: string }>(
+      "SELECT id FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq LIMIT 1",
+      [threadId],
+    )
+  ).rows[0]!;
   const runId = `regen-${randomUUID()}`;
-  const start = await beginTurn(bed.db.pool, { threadId, userId, message: { id: first.id, text: "question 1" }, turn: { runId, kind: "regenerate" } });
+  const start = await beginTurn(bed.db.pool, {
+    threadId,
+    userId,
+    message: { id: first.id, text: "question 1" },
+    turn: { runId, kind: "regenerate" },
+  });
   await storeAnswer(bed.db.pool, {
-    threadId, userId, runId, messageId: first.id, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: true,
-    results: [{ id: resultId(first.id, start.variant, 0), agentName: ASSISTANT_NAME, content: { output: [{ type: "text", role: "assistant", content: "regenerated" }], toolCalls: [] } }],
+    threadId,
+    userId,
+    runId,
+    messageId: first.id,
+    messageSeq: start.messageSeq,
+    variant: start.variant,
+    detachLaterTurns: true,
+    results: [
+      {
+        id: resultId(first.id, start.variant, 0),
+        agentName: ASSISTANT_NAME,
+        content: { output: [{ type: "text", role: "assistant", content: "regenerated" }], toolCalls: [] },
+      },
+    ],
   });
 }

@@ -28,12 +28,18 @@ describe("a failed turn records a readable cause", () => {
   it("the provider's HTTP status and message when the model answers 500 with an error body", async () => {
     bed.model.script({
       status: 500,
-      body: { error: { message: "The server had an error while processing your request. Sorry about that!", type: "server_error" } },
+      body: {
+        error: {
+          message: "The server had an error while processing your request. Sorry about that!",
+          type: "server_error",
+        },
+      },
     });
     const { turn, event, failure, run } = await failedTurn();
     expect(turn).toMatchObject({
       status: "failed",
-      error: "The model provider answered HTTP 500: The server had an error while processing your request. Sorry about that! (server_error)",
+      error:
+        "The model provider answered HTTP 500: The server had an error while processing your request. Sorry about that! (server_error)",
     });
     // The thread is released: a later turn waiting for this run gets its finished event.
     expect(failure.sentEvents).toEqual([
@@ -54,7 +60,13 @@ describe("a failed turn records a readable cause", () => {
   it("without credentials, and at most MAX_FAILURE_MESSAGE characters", async () => {
     bed.model.script({
       status: 401,
-      body: { error: { message: `Incorrect API key provided: sk-proj-AbCdEf0123456789XyZ. Sent as Authorization: Bearer sk-proj-AbCdEf0123456789XyZ ${"padding ".repeat(80)}`, type: "invalid_request_error", code: "invalid_api_key" } },
+      body: {
+        error: {
+          message: `Incorrect API key provided: sk-proj-AbCdEf0123456789XyZ. Sent as Authorization: Bearer sk-proj-AbCdEf0123456789XyZ ${"padding ".repeat(80)}`,
+          type: "invalid_request_error",
+          code: "invalid_api_key",
+        },
+      },
     });
     const { turn } = await failedTurn();
     expect(turn.error).toMatch(/^The model provider answered HTTP 401: Incorrect API key provided: sk-\[redacted\]/);
@@ -65,19 +77,26 @@ describe("a failed turn records a readable cause", () => {
 
 describe("describeFailure", () => {
   it("reads the error bodies of Anthropic and Gemini, and plain messages", () => {
-    expect(describeFailure({ message: 'HTTP 529: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}' })).toBe(
-      "The model provider answered HTTP 529: Overloaded (overloaded_error)",
+    expect(
+      describeFailure({
+        message: 'HTTP 529: {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}',
+      }),
+    ).toBe("The model provider answered HTTP 529: Overloaded (overloaded_error)");
+    expect(
+      describeFailure({
+        message: 'HTTP 400: {"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT"}}',
+      }),
+    ).toBe("The model provider answered HTTP 400: API key not valid. (400, INVALID_ARGUMENT)");
+    expect(describeFailure({ name: "NonRetriableError", message: "No model is configured." })).toBe(
+      "No model is configured.",
     );
-    expect(describeFailure({ message: 'HTTP 400: {"error":{"code":400,"message":"API key not valid.","status":"INVALID_ARGUMENT"}}' })).toBe(
-      "The model provider answered HTTP 400: API key not valid. (400, INVALID_ARGUMENT)",
-    );
-    expect(describeFailure({ name: "NonRetriableError", message: "No model is configured." })).toBe("No model is configured.");
     expect(describeFailure({ name: "Error", message: "" })).toBe("Error");
   });
 
   it("redacts bearer tokens, API keys and keys in URLs", () => {
     const text = describeFailure({
-      message: "request to https://generativelanguage.googleapis.com/v1/models?key=AIzaSyA1234567890abcdefghijkl failed; authorization: Bearer abc.def.ghi; x-api-key: sk-ant-api03-secretsecret",
+      message:
+        "request to https://generativelanguage.googleapis.com/v1/models?key=AIzaSyA1234567890abcdefghijkl failed; authorization: Bearer abc.def.ghi; x-api-key: sk-ant-api03-secretsecret",
     });
     expect(text).not.toMatch(/AIzaSyA1234567890|abc\.def\.ghi|secretsecret/);
     expect(text).toMatch(/key=\[redacted\]/);
@@ -93,7 +112,8 @@ describe("under Inngest's server, a failed inference", () => {
       provider: "OpenAI",
       status: 500,
       body: '{"error":{"message":"The server had an error while processing your request. Sorry about that!","type":"server_error","param":null,"code":null}}',
-      cause: "The model provider answered HTTP 500: The server had an error while processing your request. Sorry about that! (server_error)",
+      cause:
+        "The model provider answered HTTP 500: The server had an error while processing your request. Sorry about that! (server_error)",
     },
     {
       provider: "Anthropic",
@@ -105,18 +125,27 @@ describe("under Inngest's server, a failed inference", () => {
       provider: "Gemini",
       status: 503,
       body: '{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}',
-      cause: "The model provider answered HTTP 503: The model is overloaded. Please try again later. (503, UNAVAILABLE)",
+      cause:
+        "The model provider answered HTTP 503: The model is overloaded. Please try again later. (503, UNAVAILABLE)",
     },
   ];
 
   async function throughMiddleware(raw: ReturnType<typeof aiGatewayError>) {
     const middleware = new ModelErrorMiddleware({ client: inngest });
-    await middleware.transformFunctionInput({ steps: { hashed: { type: "error", error: raw } } } as unknown as Middleware.TransformFunctionInputArgs);
+    await middleware.transformFunctionInput({
+      steps: { hashed: { type: "error", error: raw } },
+    } as unknown as Middleware.TransformFunctionInputArgs);
     const stepError = new StepError("assistant", raw);
     // The SDK alone keeps the server's sentence, not the provider's.
     expect(stepError.message).toBe(raw.message);
-    const wrapped = middleware.wrapStep({ next: () => Promise.reject(stepError), stepInfo: { hashedId: "hashed", stepType: "ai.infer" } } as unknown as Middleware.WrapStepArgs);
-    const error = await wrapped.then(() => undefined, (e: unknown) => e as Error);
+    const wrapped = middleware.wrapStep({
+      next: () => Promise.reject(stepError),
+      stepInfo: { hashedId: "hashed", stepType: "ai.infer" },
+    } as unknown as Middleware.WrapStepArgs);
+    const error = await wrapped.then(
+      () => undefined,
+      (e: unknown) => e as Error,
+    );
     expect(error).toBe(stepError);
     return describeFailure(error!);
   }
@@ -128,13 +157,17 @@ describe("under Inngest's server, a failed inference", () => {
   }
 
   it("says the provider answered with an empty body when the server substituted its own body but named a status", async () => {
-    expect(await throughMiddleware(aiGatewayError(502, ""))).toBe("The model provider answered HTTP 502 with an empty body.");
+    expect(await throughMiddleware(aiGatewayError(502, ""))).toBe(
+      "The model provider answered HTTP 502 with an empty body.",
+    );
   });
 
   it("says the provider gave no answer only when the server substituted its body and named no status", async () => {
     const noAnswer = aiGatewayError(undefined, "");
     expect(noAnswer.data).toBe('{"error":"Error making AI request"}');
-    expect(await throughMiddleware(noAnswer)).toBe("The model request got no answer from the provider (it timed out or could not connect).");
+    expect(await throughMiddleware(noAnswer)).toBe(
+      "The model request got no answer from the provider (it timed out or could not connect).",
+    );
   });
 
   it("end to end through the engine stand-in: the turn records the provider's status and message", async () => {
@@ -143,7 +176,9 @@ describe("under Inngest's server, a failed inference", () => {
     try {
       const { status, body, cause } = providers[0]!;
       // Every attempt fails the same way (retries: TURN_RETRIES).
-      bed.model.script(...Array.from({ length: TURN_RETRIES + 1 }, () => ({ status, body: JSON.parse(body) as unknown })));
+      bed.model.script(
+        ...Array.from({ length: TURN_RETRIES + 1 }, () => ({ status, body: JSON.parse(body) as unknown })),
+      );
       const event = chatEvent({ content: "Are you there?" });
       await live.engine.send(event);
       const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");

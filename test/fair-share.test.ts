@@ -43,7 +43,9 @@ describe("failed authentications per client address", () => {
   let server: Server;
   let url: string;
   beforeAll(async () => {
-    const { app } = createTestApp(bed.db.pool, { auth: { ...testAuth, failureLimit: { perMinute: 3, addressHeader: "x-forwarded-for" } } });
+    const { app } = createTestApp(bed.db.pool, {
+      auth: { ...testAuth, failureLimit: { perMinute: 3, addressHeader: "x-forwarded-for" } },
+    });
     server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
     await new Promise((resolve) => server.once("listening", resolve));
     url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
@@ -67,7 +69,14 @@ describe("failed authentications per client address", () => {
     // Even a good token waits: the address is refused before its credentials are checked.
     expect((await list({ ...from, authorization: `Bearer ${await tokenFor("user-1")}` })).status).toBe(429);
     // The limit is the address's (the last value of the proxy's header), not everyone's.
-    expect((await list({ "x-forwarded-for": "203.0.113.7, 198.51.100.2", authorization: `Bearer ${await tokenFor("user-1")}` })).status).toBe(200);
+    expect(
+      (
+        await list({
+          "x-forwarded-for": "203.0.113.7, 198.51.100.2",
+          authorization: `Bearer ${await tokenFor("user-1")}`,
+        })
+      ).status,
+    ).toBe(200);
     expect((await list({ "x-forwarded-for": "198.51.100.3", authorization: "Bearer not-a-token" })).status).toBe(401);
   });
 
@@ -88,6 +97,9 @@ describe("failed authentications per client address", () => {
   it("is configured by AUTH_FAILURES_PER_MINUTE (default 20; 0 switches it off) and AUTH_CLIENT_ADDRESS_HEADER", () => {
     expect(authSettings(readEnvironment({})).failureLimit).toEqual({ perMinute: 20 });
     expect(authSettings(readEnvironment({ AUTH_FAILURES_PER_MINUTE: "0" })).failureLimit).toBeUndefined();
-    expect(authSettings(readEnvironment({ AUTH_FAILURES_PER_MINUTE: "5", AUTH_CLIENT_ADDRESS_HEADER: "X-Real-IP" })).failureLimit).toEqual({ perMinute: 5, addressHeader: "X-Real-IP" });
+    expect(
+      authSettings(readEnvironment({ AUTH_FAILURES_PER_MINUTE: "5", AUTH_CLIENT_ADDRESS_HEADER: "X-Real-IP" }))
+        .failureLimit,
+    ).toEqual({ perMinute: 5, addressHeader: "X-Real-IP" });
   });
 });

@@ -60,7 +60,9 @@ async function nextMessage(content: string) {
 
 describe("fault matrix", () => {
   it("covers the history steps a clean turn runs", () => {
-    expect(historySteps).toEqual(expect.arrayContaining(["history.append-user-message", "history.get", "history.append-results"]));
+    expect(historySteps).toEqual(
+      expect.arrayContaining(["history.append-user-message", "history.get", "history.append-results"]),
+    );
     expect(historySteps.length).toBeGreaterThanOrEqual(4);
   });
 
@@ -99,7 +101,9 @@ describe("fault matrix", () => {
       const replayed = await execute(chatTurn, event, { memo: memoBefore(full, stepId), runId: full.runId });
       expect(replayed.error, stepId).toBeUndefined();
       await expectConsistent(threadId, messageIds);
-      expect(await turnsOf(pool, event.data.messageId), stepId).toMatchObject([{ run_id: full.runId, status: "completed" }]);
+      expect(await turnsOf(pool, event.data.messageId), stepId).toMatchObject([
+        { run_id: full.runId, status: "completed" },
+      ]);
       model.reset();
     }
   }, 120_000);
@@ -123,18 +127,27 @@ describe("fault matrix", () => {
     expect(failed.error).toBeDefined();
     const { name, message } = failed.error as Error;
     const failure = await executeFailureHandler(chatTurn, { runId: failed.runId, event, error: { name, message } });
-    expect(failure.sentEvents).toMatchObject([{ name: "threadline/turn.finished", data: { runId: failed.runId, status: "failed" } }]);
-    expect(await turnsOf(pool, event.data.messageId)).toMatchObject([{ status: "failed", error: expect.stringMatching(/did not answer in time/) }]);
+    expect(failure.sentEvents).toMatchObject([
+      { name: "threadline/turn.finished", data: { runId: failed.runId, status: "failed" } },
+    ]);
+    expect(await turnsOf(pool, event.data.messageId)).toMatchObject([
+      { status: "failed", error: expect.stringMatching(/did not answer in time/) },
+    ]);
 
     model.script({ text: "Answer, regenerated." });
     const regenerate = createRegenerate({ db: pool, model: scriptedModel(model) });
-    const regenerated = await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: event.data.messageId, userId: "user-1" } });
+    const regenerated = await execute(regenerate, {
+      name: "chat/message.regenerate",
+      data: { threadId, messageId: event.data.messageId, userId: "user-1" },
+    });
     expect(regenerated.error).toBeUndefined();
 
     // The next message does not wait for anything: the failed turn released the thread.
     model.script({ text: "Answer to the next message." });
     const next = chatEvent({ threadId, content: "Next question." });
-    const nextRun = await execute(chatTurn, next, { waits: async () => Promise.reject(new Error("nothing should be waited for")) });
+    const nextRun = await execute(chatTurn, next, {
+      waits: async () => Promise.reject(new Error("nothing should be waited for")),
+    });
     expect(nextRun.error).toBeUndefined();
     await expectConsistent(threadId, [...messageIds, next.data.messageId]);
   });

@@ -17,21 +17,39 @@ import { useTestBed } from "./helpers/test-bed.js";
  * and chat completions (answered with `reply`), every request recorded. `models: "hang"` never
  * answers the list.
  */
-async function startOllamaStandIn({ models, reply = "Hello from the local model." }: { models: string[] | "hang"; reply?: string }) {
+async function startOllamaStandIn({
+  models,
+  reply = "Hello from the local model.",
+}: {
+  models: string[] | "hang";
+  reply?: string;
+}) {
   const requests: { method: string; url: string; body: string }[] = [];
   const server: Server = createServer(async (req, res) => {
     const body = await readBody(req);
     requests.push({ method: req.method!, url: req.url!, body });
     if (req.method === "GET" && req.url === "/v1/models") {
       if (models === "hang") return;
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ object: "list", data: models.map((id) => ({ id, object: "model", created: 0, owned_by: "library" })) }));
+      res.writeHead(200, { "content-type": "application/json" }).end(
+        JSON.stringify({
+          object: "list",
+          data: models.map((id) => ({ id, object: "model", created: 0, owned_by: "library" })),
+        }),
+      );
       return;
     }
     if (req.method === "POST" && req.url === "/v1/chat/completions") {
       const { model } = JSON.parse(body) as { model: string };
       const message = { role: "assistant", content: reply };
       res.writeHead(200, { "content-type": "application/json" }).end(
-        JSON.stringify({ id: "chatcmpl-1", object: "chat.completion", created: 0, model, choices: [{ index: 0, message, finish_reason: "stop" }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }),
+        JSON.stringify({
+          id: "chatcmpl-1",
+          object: "chat.completion",
+          created: 0,
+          model,
+          choices: [{ index: 0, message, finish_reason: "stop" }],
+          usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+        }),
       );
       return;
     }
@@ -42,10 +60,11 @@ async function startOllamaStandIn({ models, reply = "Hello from the local model.
   return {
     url,
     requests,
-    close: () => new Promise<void>((resolve) => {
-      server.closeAllConnections();
-      server.close(() => resolve());
-    }),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
   };
 }
 
@@ -74,42 +93,66 @@ describe("choosing the model at start-up, with no provider configured", () => {
     const ollama = await standIn({ models: ["llama3.2:latest", "qwen2.5:0.5b"] });
     const { choice, note } = await chooseStartModel(readEnvironment({ ...NO_PROVIDER, OLLAMA_BASE_URL: ollama.url }));
     expect(choice).toMatchObject({ configured: true, provider: "openai", name: "llama3.2:latest", source: "ollama" });
-    expect(note).toBe(`no provider is configured, so the local Ollama at ${ollama.url} answers (MODEL picks another of its models: qwen2.5:0.5b)`);
+    expect(note).toBe(
+      `no provider is configured, so the local Ollama at ${ollama.url} answers (MODEL picks another of its models: qwen2.5:0.5b)`,
+    );
     expect(ollama.requests.map((request) => `${request.method} ${request.url}`)).toEqual(["GET /v1/models"]);
 
-    const { error, result } = await execute(createChatTurn({ db: bed.db.pool, model: choice }), chatEvent({ content: "Hello?" }));
+    const { error, result } = await execute(
+      createChatTurn({ db: bed.db.pool, model: choice }),
+      chatEvent({ content: "Hello?" }),
+    );
     expect(error).toBeUndefined();
     const inference = ollama.requests.at(-1)!;
     expect(`${inference.method} ${inference.url}`).toBe("POST /v1/chat/completions");
-    expect(JSON.parse(inference.body)).toMatchObject({ model: "llama3.2:latest", messages: expect.arrayContaining([expect.objectContaining({ role: "user", content: "Hello?" })]) });
+    expect(JSON.parse(inference.body)).toMatchObject({
+      model: "llama3.2:latest",
+      messages: expect.arrayContaining([expect.objectContaining({ role: "user", content: "Hello?" })]),
+    });
     expect(JSON.stringify(result)).toContain("Hello from the local model.");
   });
 
   it("takes MODEL when it is set, and asks nothing of Ollama when a provider is configured or in production", async () => {
     const ollama = await standIn({ models: ["llama3.2:latest", "qwen2.5:0.5b"] });
-    const picked = await chooseStartModel(readEnvironment({ ...NO_PROVIDER, MODEL: "qwen2.5:0.5b", OLLAMA_BASE_URL: ollama.url }));
+    const picked = await chooseStartModel(
+      readEnvironment({ ...NO_PROVIDER, MODEL: "qwen2.5:0.5b", OLLAMA_BASE_URL: ollama.url }),
+    );
     expect(picked.choice).toMatchObject({ configured: true, name: "qwen2.5:0.5b", source: "ollama" });
     const requestsBefore = ollama.requests.length;
 
     const keyed = await chooseStartModel(readEnvironment({ OPENAI_API_KEY: "sk-test", OLLAMA_BASE_URL: ollama.url }));
-    expect(keyed).toEqual({ choice: expect.objectContaining({ configured: true, name: "gpt-4o-mini", source: "environment" }) });
-    const production = await chooseStartModel(readEnvironment({ ...NO_PROVIDER, NODE_ENV: "production", OLLAMA_BASE_URL: ollama.url }));
+    expect(keyed).toEqual({
+      choice: expect.objectContaining({ configured: true, name: "gpt-4o-mini", source: "environment" }),
+    });
+    const production = await chooseStartModel(
+      readEnvironment({ ...NO_PROVIDER, NODE_ENV: "production", OLLAMA_BASE_URL: ollama.url }),
+    );
     expect(production.choice.configured).toBe(false);
     expect(ollama.requests.length).toBe(requestsBefore);
   });
 
   it("says what it found instead: nothing listening, an Ollama without models, a port that never answers", async () => {
     const closedPort = await freePort();
-    const nothing = await chooseStartModel(readEnvironment({ ...NO_PROVIDER, OLLAMA_BASE_URL: `http://127.0.0.1:${closedPort}` }));
+    const nothing = await chooseStartModel(
+      readEnvironment({ ...NO_PROVIDER, OLLAMA_BASE_URL: `http://127.0.0.1:${closedPort}` }),
+    );
     expect(nothing.choice.configured).toBe(false);
     expect(nothing.note).toBe(`no local Ollama either (nothing answered at http://127.0.0.1:${closedPort}/v1/models)`);
 
     const empty = await standIn({ models: [] });
     const { choice } = await chooseStartModel(readEnvironment({ ...NO_PROVIDER, OLLAMA_BASE_URL: empty.url }));
-    expect(choice).toMatchObject({ configured: false, reason: expect.stringMatching(new RegExp(`^A local Ollama answers at ${empty.url} but has no model: run \`ollama pull llama3.2\``)) });
+    expect(choice).toMatchObject({
+      configured: false,
+      reason: expect.stringMatching(
+        new RegExp(`^A local Ollama answers at ${empty.url} but has no model: run \`ollama pull llama3.2\``),
+      ),
+    });
 
     const hung = await standIn({ models: "hang" });
-    expect(await probeOllama(hung.url, 200)).toEqual({ found: false, why: `no answer within 200 ms at ${hung.url}/v1/models` });
+    expect(await probeOllama(hung.url, 200)).toEqual({
+      found: false,
+      why: `no answer within 200 ms at ${hung.url}/v1/models`,
+    });
   });
 });
 
@@ -127,7 +170,16 @@ describe("the server's start, as `npm run dev` starts it (a child process)", () 
   async function startServer(env: Record<string, string>) {
     const port = await freePort();
     const started = spawn(process.execPath, ["--import", "tsx", path.resolve("src/main.ts")], {
-      env: { ...process.env, ...NO_PROVIDER, INNGEST_DEV: "1", AUTH: "dev", LOG_LEVEL: "info", DATABASE_URL: bed.db.url, PORT: String(port), ...env },
+      env: {
+        ...process.env,
+        ...NO_PROVIDER,
+        INNGEST_DEV: "1",
+        AUTH: "dev",
+        LOG_LEVEL: "info",
+        DATABASE_URL: bed.db.url,
+        PORT: String(port),
+        ...env,
+      },
       stdio: ["ignore", "pipe", "pipe"],
     });
     child = started;
@@ -137,7 +189,13 @@ describe("the server's start, as `npm run dev` starts it (a child process)", () 
     const url = `http://127.0.0.1:${port}`;
     for (;;) {
       if (started.exitCode !== null) throw new Error(`the server exited during start-up:\n${output}`);
-      if (await fetch(`${url}/health`).then((response) => response.ok, () => false)) break;
+      if (
+        await fetch(`${url}/health`).then(
+          (response) => response.ok,
+          () => false,
+        )
+      )
+        break;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     const info = await (await fetch(`${url}/api/info`, { headers: { "X-Threadline-User": "newcomer" } })).json();
@@ -147,8 +205,13 @@ describe("the server's start, as `npm run dev` starts it (a child process)", () 
   it("finds the local Ollama, says so in the log, and GET /api/info names its model", async () => {
     const ollama = await standIn({ models: ["llama3.2:latest"] });
     const { output, info } = await startServer({ OLLAMA_BASE_URL: ollama.url });
-    expect(output()).toContain(`model: openai llama3.2:latest: no provider is configured, so the local Ollama at ${ollama.url} answers`);
-    expect(info).toEqual({ model: { configured: true, provider: "openai", name: "llama3.2:latest", source: "ollama" }, inference: "gateway" });
+    expect(output()).toContain(
+      `model: openai llama3.2:latest: no provider is configured, so the local Ollama at ${ollama.url} answers`,
+    );
+    expect(info).toEqual({
+      model: { configured: true, provider: "openai", name: "llama3.2:latest", source: "ollama" },
+      inference: "gateway",
+    });
   }, 90_000);
 
   it("without a provider or an Ollama, logs exactly how to configure a model, and GET /api/info says the same", async () => {
@@ -156,6 +219,9 @@ describe("the server's start, as `npm run dev` starts it (a child process)", () 
     const { output, info } = await startServer({ OLLAMA_BASE_URL: `http://127.0.0.1:${closedPort}` });
     expect(output()).toContain(`no local Ollama either (nothing answered at http://127.0.0.1:${closedPort}/v1/models)`);
     for (const step of MODEL_SETUP_STEPS) expect(output()).toContain(JSON.stringify(step).slice(1, -1));
-    expect(info).toEqual({ model: { configured: false, problem: expect.stringMatching(/^No model is configured/), setup: MODEL_SETUP_STEPS }, inference: "gateway" });
+    expect(info).toEqual({
+      model: { configured: false, problem: expect.stringMatching(/^No model is configured/), setup: MODEL_SETUP_STEPS },
+      inference: "gateway",
+    });
   }, 90_000);
 });

@@ -1,7 +1,14 @@
 import type { Browser, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { startAppProcess, type AppProcess } from "./helpers/app-process.js";
-import { hasChromium, launchChromium, liveTexts, recordLiveTexts, reportMissingChromium, saveScreenshot } from "./helpers/chromium.js";
+import {
+  hasChromium,
+  launchChromium,
+  liveTexts,
+  recordLiveTexts,
+  reportMissingChromium,
+  saveScreenshot,
+} from "./helpers/chromium.js";
 import { startEngineStandIn, type EngineStandIn } from "./helpers/engine-stand-in.js";
 import { gate, type Gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -87,7 +94,9 @@ function turnRequest() {
 async function chatEvent(engine: EngineStandIn, tab: Page) {
   await eventually(() => tab.url()).toMatch(/#\/threads\/[^/]+$/);
   const threadId = decodeURIComponent(tab.url().split("#/threads/")[1]!);
-  expect(engine.events.filter((e) => e.name === "chat/message.sent").map((e) => e.data)).toEqual([expect.objectContaining({ threadId, userId: USER, content: MESSAGE })]);
+  expect(engine.events.filter((e) => e.name === "chat/message.sent").map((e) => e.data)).toEqual([
+    expect.objectContaining({ threadId, userId: USER, content: MESSAGE }),
+  ]);
   const run = await engine.runFor((r) => r.fnId === "threadline-chat-turn" && r.event.data.threadId === threadId);
   await run.ended;
   return run;
@@ -121,21 +130,31 @@ if (!hasChromium) {
       const held = gate();
       heldReplies.push(held);
       // Pauses well beyond the writer's batching (DELTA_FLUSH_MS): the pieces reach the thread log, and the page, apart.
-      bed.model.script({ text: answer, stream: { chunks: pieces, pauseMs: 250, holdAfter: { chunks: 3, gate: held } } }, { text: "A first conversation" });
+      bed.model.script(
+        { text: answer, stream: { chunks: pieces, pauseMs: 250, holdAfter: { chunks: 3, gate: held } } },
+        { text: "A first conversation" },
+      );
       const { app, engine } = await npmRunDev({ INFERENCE: "stream" });
 
       const { page: tab, problems } = await openPlayground(app.url);
-      await eventually(() => tab.locator("#model-info").textContent()).toBe("Model: scripted-model (openai) · inference: stream");
+      await eventually(() => tab.locator("#model-info").textContent()).toBe(
+        "Model: scripted-model (openai) · inference: stream",
+      );
       await saveScreenshot(tab, "first-run-stream-1-before-send");
 
       await typeAndPressEnter(tab);
       await held.reached;
       const live = tab.locator("#live-answer");
-      await eventually(async () => ((await live.isVisible()) ? (await live.textContent())?.trim() : null)).toBe("Hello there, newcomer.");
+      await eventually(async () => ((await live.isVisible()) ? (await live.textContent())?.trim() : null)).toBe(
+        "Hello there, newcomer.",
+      );
       // At least two pieces shown, one after the other, while the model is still writing the answer.
       const midAnswer = await liveTexts(tab);
       expect(midAnswer.length, JSON.stringify(midAnswer)).toBeGreaterThanOrEqual(2);
-      expect(midAnswer.every((text, i) => answer.startsWith(text) && (i === 0 || text.length > midAnswer[i - 1]!.length)), JSON.stringify(midAnswer)).toBe(true);
+      expect(
+        midAnswer.every((text, i) => answer.startsWith(text) && (i === 0 || text.length > midAnswer[i - 1]!.length)),
+        JSON.stringify(midAnswer),
+      ).toBe(true);
       expect(await tab.locator("#messages li.assistant").count()).toBe(0);
       await saveScreenshot(tab, "first-run-stream-2-mid-answer");
 
@@ -149,7 +168,10 @@ if (!hasChromium) {
 
       // Everything the arriving answer showed was a growing beginning of it.
       const shown = await liveTexts(tab);
-      expect(shown.every((text, i) => answer.startsWith(text) && (i === 0 || text.length > shown[i - 1]!.length)), JSON.stringify(shown)).toBe(true);
+      expect(
+        shown.every((text, i) => answer.startsWith(text) && (i === 0 || text.length > shown[i - 1]!.length)),
+        JSON.stringify(shown),
+      ).toBe(true);
       const run = await chatEvent(engine, tab);
       expect(run.status).toBe("completed");
       // The app called the model itself, streaming; the engine performed no inference.
@@ -165,7 +187,9 @@ if (!hasChromium) {
       const { app, engine } = await npmRunDev();
 
       const { page: tab, problems } = await openPlayground(app.url);
-      await eventually(() => tab.locator("#model-info").textContent()).toBe("Model: scripted-model (openai) · inference: gateway");
+      await eventually(() => tab.locator("#model-info").textContent()).toBe(
+        "Model: scripted-model (openai) · inference: gateway",
+      );
       await saveScreenshot(tab, "first-run-gateway-1-before-send");
 
       await typeAndPressEnter(tab);

@@ -58,14 +58,23 @@ function expectMemoMatches(run: Execution) {
 }
 
 /** Runs `fn` for `event`, expects success, and returns the normalized step ids. */
-async function stepsOf(fn: Parameters<typeof execute>[0], event: TestEvent, placeholders: Record<string, string> = {}, options: ExecuteOptions = {}) {
+async function stepsOf(
+  fn: Parameters<typeof execute>[0],
+  event: TestEvent,
+  placeholders: Record<string, string> = {},
+  options: ExecuteOptions = {},
+) {
   const run = await execute(fn, event, options);
   expect(run.error).toBeUndefined();
   expectMemoMatches(run);
   return { run, steps: normalized(run, event, placeholders) };
 }
 
-const deps = (extra: Partial<FunctionDeps> = {}): FunctionDeps => ({ db: bed.db.pool, model: scriptedModel(bed.model), ...extra });
+const deps = (extra: Partial<FunctionDeps> = {}): FunctionDeps => ({
+  db: bed.db.pool,
+  model: scriptedModel(bed.model),
+  ...extra,
+});
 
 let chatTurn: ReturnType<typeof createChatTurn>;
 let regenerate: ReturnType<typeof createRegenerate>;
@@ -114,7 +123,11 @@ describe("golden step ids of each turn kind", () => {
   });
 
   it("an existing thread whose earlier turn is still running (the turn waits for it)", async () => {
-    const { threadId, event: earlier, attempt } = await threadWithRunningTurn(bed.db.pool, chatTurn, bed.model, "I like compilers.");
+    const {
+      threadId,
+      event: earlier,
+      attempt,
+    } = await threadWithRunningTurn(bed.db.pool, chatTurn, bed.model, "I like compilers.");
     bed.model.script({ text: "Compilers are great." }, { text: "You like compilers." });
     const next = chatEvent({ threadId, content: "What do I like?" });
     // The wait ends when the earlier turn, retried meanwhile, announces its finish.
@@ -144,7 +157,10 @@ describe("golden step ids of each turn kind", () => {
     const first = chatEvent({ userId, content: "Tell me something." });
     await stepsOf(chatTurn, first);
     const threadId = first.data.messageId;
-    const { steps } = await stepsOf(regenerate, { name: "chat/message.regenerate", data: { userId, threadId, messageId: threadId } });
+    const { steps } = await stepsOf(regenerate, {
+      name: "chat/message.regenerate",
+      data: { userId, threadId, messageId: threadId },
+    });
     expect(steps).toEqual([
       "history.load-message",
       "generate-network-id",
@@ -200,7 +216,14 @@ describe("golden step ids of each turn kind", () => {
 
   it("a turn with user memory that remembers a fact, and its extraction request", async () => {
     const userId = `user-${randomUUID()}`;
-    const withMemory = createChatTurn(deps({ agents: { network: "assistant", memory: { agents: { assistant: ["user-memory"] }, contextTokens: 500, extract: true } } }));
+    const withMemory = createChatTurn(
+      deps({
+        agents: {
+          network: "assistant",
+          memory: { agents: { assistant: ["user-memory"] }, contextTokens: 500, extract: true },
+        },
+      }),
+    );
     bed.model.script({ toolCalls: [{ name: "remember", arguments: { fact: "Prefers tea" } }] }, { text: "Noted." });
     const event = chatEvent({ userId, content: "Remember that I prefer tea." });
     const { steps } = await stepsOf(withMemory, event, { [memoryIdFor(userId, "Prefers tea")]: "<memoryId>" });
@@ -225,7 +248,11 @@ describe("golden step ids of each turn kind", () => {
 
   it("a turn of the pair network (assistant, then reviewer)", async () => {
     const pair = createChatTurn(deps({ agents: { network: "pair", memory: NO_MEMORY } }));
-    bed.model.script({ toolCalls: [{ name: "current_time", id: "call_time_1" }] }, { text: "It is noon." }, { text: "OK" });
+    bed.model.script(
+      { toolCalls: [{ name: "current_time", id: "call_time_1" }] },
+      { text: "It is noon." },
+      { text: "OK" },
+    );
     const event = chatEvent({ userId: `user-${randomUUID()}`, content: "What time is it?" });
     const { steps } = await stepsOf(pair, event);
     expect(steps).toEqual([
@@ -284,7 +311,12 @@ async function seedTurns(threadId: string, userId: string, count: number) {
   for (let i = 1; i <= count; i++) {
     const messageId = randomUUID();
     const runId = `seed-${messageId}`;
-    const start = await beginTurn(bed.db.pool, { threadId, userId, message: { id: messageId, text: `message ${i}` }, turn: { runId, kind: "chat" } });
+    const start = await beginTurn(bed.db.pool, {
+      threadId,
+      userId,
+      message: { id: messageId, text: `message ${i}` },
+      turn: { runId, kind: "chat" },
+    });
     await storeAnswer(bed.db.pool, {
       threadId,
       userId,
@@ -293,7 +325,13 @@ async function seedTurns(threadId: string, userId: string, count: number) {
       messageSeq: start.messageSeq,
       variant: start.variant,
       detachLaterTurns: false,
-      results: [{ id: resultId(messageId, start.variant, 0), agentName: "assistant", content: { output: [{ type: "text", role: "assistant", content: `answer ${i}` }], toolCalls: [] } }],
+      results: [
+        {
+          id: resultId(messageId, start.variant, 0),
+          agentName: "assistant",
+          content: { output: [{ type: "text", role: "assistant", content: `answer ${i}` }], toolCalls: [] },
+        },
+      ],
     });
   }
 }
@@ -311,7 +349,9 @@ describe("golden function ids and event names", () => {
       return {
         id: fn.id(events.inngest.id),
         triggers: triggers.map((t) => (t.cron ? `cron ${t.cron}` : `${nameOf(t.event)}${t.if ? ` if ${t.if}` : ""}`)),
-        cancelOn: cancelOn.map((c) => `${nameOf(c.event)}${c.match ? ` match ${c.match}` : ""}${c.if ? ` if ${c.if}` : ""}`),
+        cancelOn: cancelOn.map(
+          (c) => `${nameOf(c.event)}${c.match ? ` match ${c.match}` : ""}${c.if ? ` if ${c.if}` : ""}`,
+        ),
       };
     });
     const turnCancelOn = [
@@ -326,10 +366,16 @@ describe("golden function ids and event names", () => {
       { id: "threadline-summarize-thread", triggers: ["thread/summarize.requested"], cancelOn: [] },
       {
         id: "threadline-turn-cancelled",
-        triggers: ['inngest/function.cancelled if event.data.function_id == "threadline-chat-turn" || event.data.function_id == "threadline-regenerate"'],
+        triggers: [
+          'inngest/function.cancelled if event.data.function_id == "threadline-chat-turn" || event.data.function_id == "threadline-regenerate"',
+        ],
         cancelOn: [],
       },
-      { id: "threadline-title-thread", triggers: ["threadline/turn.finished if event.data.status == 'completed'"], cancelOn: [] },
+      {
+        id: "threadline-title-thread",
+        triggers: ["threadline/turn.finished if event.data.status == 'completed'"],
+        cancelOn: [],
+      },
       { id: "threadline-thread-retention", triggers: ["cron TZ=UTC 17 * * * *"], cancelOn: [] },
       { id: "threadline-event-retention", triggers: ["cron TZ=UTC */10 * * * *"], cancelOn: [] },
       { id: "threadline-extract-memories", triggers: ["memory/extract.requested"], cancelOn: [] },
@@ -339,7 +385,14 @@ describe("golden function ids and event names", () => {
 
   it("every event inngest.config.ts defines", () => {
     const names = Object.values(events as Record<string, unknown>)
-      .filter((value): value is { name: string; schema: unknown } => typeof value === "object" && value !== null && "schema" in value && "name" in value && typeof value.name === "string")
+      .filter(
+        (value): value is { name: string; schema: unknown } =>
+          typeof value === "object" &&
+          value !== null &&
+          "schema" in value &&
+          "name" in value &&
+          typeof value.name === "string",
+      )
       .map((event) => event.name)
       .sort();
     expect(names).toEqual([

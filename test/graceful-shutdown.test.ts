@@ -60,7 +60,9 @@ describe("SIGTERM", () => {
     const app = await startApp({ SHUTDOWN_TIMEOUT_MS: "10000" });
     running = { app: app.child, postgres: await postmasterPid() };
     const headers = { "x-threadline-user": "user-1", "content-type": "application/json" };
-    const thread = (await (await fetch(`${app.url}/api/threads`, { method: "POST", headers, body: "{}" })).json()) as { id: string };
+    const thread = (await (await fetch(`${app.url}/api/threads`, { method: "POST", headers, body: "{}" })).json()) as {
+      id: string;
+    };
     const stream = await fetch(`${app.url}/api/threads/${thread.id}/events`, { headers });
     expect(stream.status).toBe(200);
     const body = stream.text();
@@ -91,15 +93,30 @@ describe("SIGTERM", () => {
   }, 60_000);
 });
 
-async function startApp(env: Record<string, string>): Promise<{ child: ChildProcess; port: number; url: string; exitCode: Promise<number | null>; output: () => string }> {
+async function startApp(
+  env: Record<string, string>,
+): Promise<{ child: ChildProcess; port: number; url: string; exitCode: Promise<number | null>; output: () => string }> {
   const [port, embeddedPort] = [await freePort(), await freePort()];
   const { DATABASE_URL: _external, ...inherited } = process.env;
   // The entry point `npm start` runs, from the data directory: a developer's .env in the project is not read.
-  const child = spawn(process.execPath, ["--import", pathToFileURL(path.resolve("node_modules/tsx/dist/loader.mjs")).href, path.resolve("src/main.ts")], {
-    cwd: dataDir,
-    env: { ...inherited, INNGEST_DEV: "1", AUTH: "dev", ...env, PORT: String(port), DATA_DIR: dataDir, EMBEDDED_POSTGRES_PORT: String(embeddedPort), LOG_LEVEL: "info" },
-    stdio: ["ignore", "pipe", "pipe"],
-  });
+  const child = spawn(
+    process.execPath,
+    ["--import", pathToFileURL(path.resolve("node_modules/tsx/dist/loader.mjs")).href, path.resolve("src/main.ts")],
+    {
+      cwd: dataDir,
+      env: {
+        ...inherited,
+        INNGEST_DEV: "1",
+        AUTH: "dev",
+        ...env,
+        PORT: String(port),
+        DATA_DIR: dataDir,
+        EMBEDDED_POSTGRES_PORT: String(embeddedPort),
+        LOG_LEVEL: "info",
+      },
+      stdio: ["ignore", "pipe", "pipe"],
+    },
+  );
   let output = "";
   child.stdout?.on("data", (chunk) => (output += chunk));
   child.stderr?.on("data", (chunk) => (output += chunk));
@@ -108,7 +125,13 @@ async function startApp(env: Record<string, string>): Promise<{ child: ChildProc
   for (const started = Date.now(); ; ) {
     if (child.exitCode !== null) throw new Error(`the server exited during start-up:\n${output}`);
     if (Date.now() - started > 45_000) throw new Error(`the server did not answer /health:\n${output}`);
-    if (await fetch(`${url}/health`).then((response) => response.ok, () => false)) return { child, port, url, exitCode, output: () => output };
+    if (
+      await fetch(`${url}/health`).then(
+        (response) => response.ok,
+        () => false,
+      )
+    )
+      return { child, port, url, exitCode, output: () => output };
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

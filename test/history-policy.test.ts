@@ -6,21 +6,36 @@ import { DEFAULT_HISTORY_MAXIMUMS, type HistoryEnvironment, type HistoryRequest 
 import { execute } from "./helpers/engine.js";
 import { asUser, createTestApp } from "./helpers/http.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
-import { expectedMessages, seedThread, systemEntries, turnsBetween, type SeededEntry, type SeededThread } from "./helpers/seed.js";
+import {
+  expectedMessages,
+  seedThread,
+  systemEntries,
+  turnsBetween,
+  type SeededEntry,
+  type SeededThread,
+} from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
 
-
-
 const seed = () => seedThread(bed.db.pool, { turns: 30, toolTurns: [3, 29], systemBefore: [1, 16] });
 
 /** Runs turn 31 on the thread and returns what the model received and the run's report. */
-async function turn31(thread: SeededThread, options: { request?: HistoryRequest; environment?: HistoryEnvironment } = {}) {
+async function turn31(
+  thread: SeededThread,
+  options: { request?: HistoryRequest; environment?: HistoryEnvironment } = {},
+) {
   bed.model.script({ text: "answer 31" });
-  const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), ...(options.environment ? { historyEnvironment: options.environment } : {}) });
+  const chatTurn = createChatTurn({
+    db: bed.db.pool,
+    model: scriptedModel(bed.model),
+    ...(options.environment ? { historyEnvironment: options.environment } : {}),
+  });
   const event = chatEvent({ content: "question 31", threadId: thread.threadId });
-  const run = await execute(chatTurn, { ...event, data: { ...event.data, ...(options.request ? { history: options.request } : {}) } });
+  const run = await execute(chatTurn, {
+    ...event,
+    data: { ...event.data, ...(options.request ? { history: options.request } : {}) },
+  });
   expect(run.error).toBeUndefined();
   expect(bed.model.requests).toHaveLength(1);
   const messages = bed.model.requests[0]!.messages;
@@ -46,7 +61,12 @@ describe("history policies on a thread of 30 turns with system messages and tool
   it("all: every turn, with the system messages where they stand and tool calls paired with their results", async () => {
     const { messages, result } = await turn31(thread, { request: { policy: "all" } });
     expect(messages).toEqual(prompt(thread.entries));
-    expect(result.history).toMatchObject({ policy: "all", from: "database", read: 2 + 30 * 2 + 2, sent: 2 + 30 * 2 + 2 });
+    expect(result.history).toMatchObject({
+      policy: "all",
+      from: "database",
+      read: 2 + 30 * 2 + 2,
+      sent: 2 + 30 * 2 + 2,
+    });
   });
 
   it("all keeps every message whatever preserveSystemMessages says, the note before the first turn included", async () => {
@@ -61,12 +81,16 @@ describe("history policies on a thread of 30 turns with system messages and tool
   });
 
   it("lastN without preserveSystemMessages: only the window's turns", async () => {
-    const { messages } = await turn31(thread, { request: { policy: "lastN", length: 5, preserveSystemMessages: false } });
+    const { messages } = await turn31(thread, {
+      request: { policy: "lastN", length: 5, preserveSystemMessages: false },
+    });
     expect(messages).toEqual(prompt(turnsBetween(thread.entries, 27, 30)));
   });
 
   it("lastN keeps a system message that falls inside the window in its place", async () => {
-    const { messages } = await turn31(thread, { request: { policy: "lastN", length: 17, preserveSystemMessages: false } });
+    const { messages } = await turn31(thread, {
+      request: { policy: "lastN", length: 17, preserveSystemMessages: false },
+    });
     // Turns 15..30 plus the current one: the note between turns 15 and 16 is inside the window.
     const window = turnsBetween(thread.entries, 15, 30);
     expect(window.filter((e) => e.kind === "system")).toHaveLength(1);
@@ -79,7 +103,9 @@ describe("history policies on a thread of 30 turns with system messages and tool
   });
 
   it("lastN with length 0 and no preserved system messages: the current message alone", async () => {
-    const { messages } = await turn31(thread, { request: { policy: "lastN", length: 0, preserveSystemMessages: false } });
+    const { messages } = await turn31(thread, {
+      request: { policy: "lastN", length: 0, preserveSystemMessages: false },
+    });
     expect(messages).toEqual(prompt([]));
   });
 
@@ -99,7 +125,13 @@ describe("history policies on a thread of 30 turns with system messages and tool
       // The agent asks for no token budget: the operator's maximum (here the default one) applies.
       maxTokens: DEFAULT_HISTORY_MAXIMUMS.maxTokens,
       maxBytes: DEFAULT_HISTORY_MAXIMUMS.maxBytes,
-      sources: { policy: "default", length: "default", preserveSystemMessages: "default", maxTokens: "operator-maximum", maxBytes: "default" },
+      sources: {
+        policy: "default",
+        length: "default",
+        preserveSystemMessages: "default",
+        maxTokens: "operator-maximum",
+        maxBytes: "default",
+      },
     });
   });
 });
@@ -116,7 +148,12 @@ describe("precedence: environment over request over the agent's default", () => 
     expect(result.history).toMatchObject({
       policy: "lastN",
       length: 3,
-      sources: { policy: "default", length: "request", preserveSystemMessages: "default", maxTokens: "operator-maximum" },
+      sources: {
+        policy: "default",
+        length: "request",
+        preserveSystemMessages: "default",
+        maxTokens: "operator-maximum",
+      },
     });
   });
 
@@ -131,14 +168,21 @@ describe("precedence: environment over request over the agent's default", () => 
       policy: "lastN",
       length: 2,
       preserveSystemMessages: false,
-      sources: { policy: "environment", length: "environment", preserveSystemMessages: "request", maxTokens: "operator-maximum" },
+      sources: {
+        policy: "environment",
+        length: "environment",
+        preserveSystemMessages: "request",
+        maxTokens: "operator-maximum",
+      },
     });
   });
 
   it("the environment is validated: a bad HISTORY_POLICY stops start-up with a clear error, empty means unset", () => {
     expect(() => readEnvironment({ HISTORY_POLICY: "lastFew" })).toThrow(/HISTORY_POLICY/);
     expect(() => readEnvironment({ HISTORY_LENGTH: "-1" })).toThrow(/HISTORY_LENGTH/);
-    expect(historyEnvironment(readEnvironment({ HISTORY_POLICY: "", HISTORY_MAX_TOKENS: "4000" }))).toEqual({ maxTokens: 4000 });
+    expect(historyEnvironment(readEnvironment({ HISTORY_POLICY: "", HISTORY_MAX_TOKENS: "4000" }))).toEqual({
+      maxTokens: 4000,
+    });
   });
 
   it("a bad request setting fails the turn non-retriably, naming the field", async () => {

@@ -31,9 +31,19 @@ describe("thread storage", () => {
     await db.pool.query("UPDATE messages SET created_at = '2026-01-01T00:00:00.000Z' WHERE thread_id = $1", [threadId]);
     // Their turns ended without answers (a running one would make the read wait for it).
     await db.pool.query("UPDATE turns SET status = 'failed' WHERE thread_id = $1", [threadId]);
-    const last = await beginTurn(db.pool, { threadId, userId: "u1", message: { id: randomUUID(), text: "current" }, turn: turn() });
+    const last = await beginTurn(db.pool, {
+      threadId,
+      userId: "u1",
+      message: { id: randomUUID(), text: "current" },
+      turn: turn(),
+    });
 
-    const history = await readHistory(db.pool, { threadId, userId: "u1", beforeSeq: last.messageSeq, window: { userMessages: null, preserveSystemMessages: true } });
+    const history = await readHistory(db.pool, {
+      threadId,
+      userId: "u1",
+      beforeSeq: last.messageSeq,
+      window: { userMessages: null, preserveSystemMessages: true },
+    });
 
     expect(history.map((row) => row.id)).toEqual(ids);
     expect(history.map((row) => (row.content as { text: string }).text)).toEqual(ids.map((_, i) => `message ${i}`));
@@ -58,9 +68,14 @@ describe("thread storage", () => {
     await expect(
       beginTurn(db.pool, { threadId, userId: "mallory", message: { id: randomUUID(), text: "hi" }, turn: turn() }),
     ).rejects.toThrow(/belongs to another user/);
-    await expect(readHistory(db.pool, { threadId, userId: "mallory", beforeSeq: 10, window: { userMessages: null, preserveSystemMessages: true } })).rejects.toThrow(
-      /belongs to another user/,
-    );
+    await expect(
+      readHistory(db.pool, {
+        threadId,
+        userId: "mallory",
+        beforeSeq: 10,
+        window: { userMessages: null, preserveSystemMessages: true },
+      }),
+    ).rejects.toThrow(/belongs to another user/);
     expect(await countRows(db.pool)).toEqual(before);
   });
 
@@ -70,6 +85,8 @@ describe("thread storage", () => {
     await ensureThread(db.pool, b, "u1");
     const message = { id: randomUUID(), text: "hello" };
     await beginTurn(db.pool, { threadId: a, userId: "u1", message, turn: turn() });
-    await expect(beginTurn(db.pool, { threadId: b, userId: "u1", message, turn: turn() })).rejects.toThrow(/already used/);
+    await expect(beginTurn(db.pool, { threadId: b, userId: "u1", message, turn: turn() })).rejects.toThrow(
+      /already used/,
+    );
   });
 });

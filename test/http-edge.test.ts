@@ -18,7 +18,8 @@ let sent: { name: string; data: Record<string, unknown> }[];
 let app: ReturnType<typeof createApp>;
 /** The caller's credentials: every API request is authenticated before its body is looked at. */
 let auth: { authorization: string };
-const appWith = (db: pg.Pool, sendEvent: Parameters<typeof createApp>[0]["sendEvent"]) => createApp({ db, functions: [], sendEvent, auth: testAuth, serving: { mode: "dev" } });
+const appWith = (db: pg.Pool, sendEvent: Parameters<typeof createApp>[0]["sendEvent"]) =>
+  createApp({ db, functions: [], sendEvent, auth: testAuth, serving: { mode: "dev" } });
 beforeAll(async () => {
   app = appWith(bed.db.pool, async (event) => (sent.push(event), { ids: ["evt-1"] }));
   auth = { authorization: `Bearer ${await tokenFor("u1")}` };
@@ -34,16 +35,25 @@ const chatBody = (content = "Hello") => JSON.stringify({ messageId: randomUUID()
 const errorOf = async (response: Response) => ((await response.json()) as { error: string }).error;
 
 /** A database server that is not there: what the app sees while PostgreSQL is down. */
-const unreachableDatabase = () => new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:1/none", connectionTimeoutMillis: 2_000 });
+const unreachableDatabase = () =>
+  new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:1/none", connectionTimeoutMillis: 2_000 });
 
 describe("content type", () => {
   it("refuses a body not sent as JSON with 415 naming the content type, sending and writing nothing", async () => {
     const before = await countRows(bed.db.pool);
     const cases: [string, RequestInit, RegExp][] = [
       ["/api/chat", { headers: { ...auth, "content-type": "text/plain" }, body: chatBody() }, /"text\/plain"/],
-      ["/api/chat", { headers: { ...auth, "content-type": "application/x-www-form-urlencoded" }, body: "messageId=x&content=hi" }, /"application\/x-www-form-urlencoded"/],
+      [
+        "/api/chat",
+        { headers: { ...auth, "content-type": "application/x-www-form-urlencoded" }, body: "messageId=x&content=hi" },
+        /"application\/x-www-form-urlencoded"/,
+      ],
       ["/api/chat", { headers: auth, body: new TextEncoder().encode(chatBody()) }, /no Content-Type header/],
-      [`/api/threads/${randomUUID()}/messages/${randomUUID()}/regenerate`, { headers: { ...auth, "content-type": "multipart/form-data; boundary=x" }, body: "--x--" }, /multipart\/form-data/],
+      [
+        `/api/threads/${randomUUID()}/messages/${randomUUID()}/regenerate`,
+        { headers: { ...auth, "content-type": "multipart/form-data; boundary=x" }, body: "--x--" },
+        /multipart\/form-data/,
+      ],
     ];
     for (const [path, init, named] of cases) {
       const response = await app.request(path, { method: "POST", ...init });
@@ -57,7 +67,11 @@ describe("content type", () => {
   });
 
   it("accepts application/json with parameters, in any case", async () => {
-    const response = await app.request("/api/chat", { method: "POST", headers: { ...auth, "content-type": "Application/JSON; charset=utf-8" }, body: chatBody() });
+    const response = await app.request("/api/chat", {
+      method: "POST",
+      headers: { ...auth, "content-type": "Application/JSON; charset=utf-8" },
+      body: chatBody(),
+    });
     expect(response.status).toBe(202);
   });
 });
@@ -76,7 +90,12 @@ describe("body size", () => {
       },
     });
     const response = await app.request(
-      new Request("http://localhost/api/chat", { method: "POST", headers: { ...auth, "content-type": "application/json" }, body, duplex: "half" } as RequestInit),
+      new Request("http://localhost/api/chat", {
+        method: "POST",
+        headers: { ...auth, "content-type": "application/json" },
+        body,
+        duplex: "half",
+      } as RequestInit),
     );
     expect(response.status).toBe(413);
     expect(await errorOf(response)).toContain(`at most ${MAX_BODY_BYTES} bytes`);
@@ -91,7 +110,13 @@ describe("body size", () => {
       const { port } = server.address() as AddressInfo;
       const declared = 64 * 1024 * 1024;
       const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
-        const request = http.request({ host: "127.0.0.1", port, path: "/api/chat", method: "POST", headers: { ...auth, "content-type": "application/json", "content-length": declared } });
+        const request = http.request({
+          host: "127.0.0.1",
+          port,
+          path: "/api/chat",
+          method: "POST",
+          headers: { ...auth, "content-type": "application/json", "content-length": declared },
+        });
         request.on("response", (response) => {
           let body = "";
           response.on("data", (data: Buffer) => (body += data.toString()));
@@ -115,9 +140,17 @@ describe("body size", () => {
   it("refuses a body within the limit whose event Inngest would refuse for its size: 413 naming the size, before sending, never a 503 inviting a resend", async () => {
     // Within the body limit, but over Inngest's event limit once made an event: the event schemas
     // refuse the conversation's size first (413 naming the field); the measured event backs them up.
-    const body = JSON.stringify({ messageId: randomUUID(), content: "Hello", conversation: [{ type: "text", role: "user", content: "x".repeat(MAX_BODY_BYTES - 200) }] });
+    const body = JSON.stringify({
+      messageId: randomUUID(),
+      content: "Hello",
+      conversation: [{ type: "text", role: "user", content: "x".repeat(MAX_BODY_BYTES - 200) }],
+    });
     expect(Buffer.byteLength(body)).toBeLessThanOrEqual(MAX_BODY_BYTES);
-    const response = await app.request("/api/chat", { method: "POST", headers: { ...auth, "content-type": "application/json" }, body });
+    const response = await app.request("/api/chat", {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body,
+    });
     expect(response.status).toBe(413);
     expect(await errorOf(response)).toMatch(/\d+ bytes/);
     expect(sent).toEqual([]);
@@ -127,7 +160,9 @@ describe("body size", () => {
     const event = (bytes: number) => ({ name: "chat/message.sent", data: { content: "x".repeat(bytes) } });
     expect(() => checkEventSize(event(MAX_EVENT_BYTES - 2_000))).not.toThrow();
     expect(() => checkEventSize(event(MAX_EVENT_BYTES))).toThrow(EventTooLarge);
-    expect(() => checkEventSize(event(MAX_EVENT_BYTES))).toThrow(/event of \d+ bytes, over the \d+ bytes Inngest accepts/);
+    expect(() => checkEventSize(event(MAX_EVENT_BYTES))).toThrow(
+      /event of \d+ bytes, over the \d+ bytes Inngest accepts/,
+    );
     // Measured in UTF-8 bytes, not characters: 100,000 three-byte characters are 300,000 bytes.
     expect(() => checkEventSize({ name: "x", data: { content: "€".repeat(100_000) } })).toThrow(EventTooLarge);
   });
@@ -143,8 +178,14 @@ describe("errors carry a request id, never internals", () => {
 
   it("503 for an unsent event: says what to do and gives the request id; Inngest's error is logged, not returned", async () => {
     const logged = vi.spyOn(logger, "error");
-    const offline = appWith(bed.db.pool, () => Promise.reject(new Error("connect ECONNREFUSED 10.1.2.3:8288 (event key evt_SECRET)")));
-    const response = await offline.request("/api/chat", { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: chatBody() });
+    const offline = appWith(bed.db.pool, () =>
+      Promise.reject(new Error("connect ECONNREFUSED 10.1.2.3:8288 (event key evt_SECRET)")),
+    );
+    const response = await offline.request("/api/chat", {
+      method: "POST",
+      headers: { ...auth, "content-type": "application/json" },
+      body: chatBody(),
+    });
     expect(response.status).toBe(503);
     const requestId = response.headers.get("x-request-id");
     const body = (await response.json()) as { error: string; requestId: string };
@@ -153,7 +194,13 @@ describe("errors carry a request id, never internals", () => {
     expect(body.error).toContain(requestId);
     expect(JSON.stringify(body)).not.toMatch(/ECONNREFUSED|10\.1\.2\.3|SECRET/);
     expect(response.headers.get("retry-after")).toBe("5");
-    expect(logged).toHaveBeenCalledWith(expect.objectContaining({ requestId, err: expect.objectContaining({ message: expect.stringContaining("ECONNREFUSED") }) }), expect.any(String));
+    expect(logged).toHaveBeenCalledWith(
+      expect.objectContaining({
+        requestId,
+        err: expect.objectContaining({ message: expect.stringContaining("ECONNREFUSED") }),
+      }),
+      expect.any(String),
+    );
   });
 
   it("/health with the database down: 503 {status, database} and the request id, the PostgreSQL error only in the log", async () => {
@@ -164,7 +211,10 @@ describe("errors carry a request id, never internals", () => {
       expect(response.status).toBe(503);
       const requestId = response.headers.get("x-request-id");
       expect(await response.json()).toEqual({ status: "unavailable", database: "unreachable", requestId });
-      expect(logged).toHaveBeenCalledWith(expect.objectContaining({ requestId, err: expect.any(Error) }), expect.any(String));
+      expect(logged).toHaveBeenCalledWith(
+        expect.objectContaining({ requestId, err: expect.any(Error) }),
+        expect.any(String),
+      );
     } finally {
       await db.end();
     }
@@ -174,7 +224,9 @@ describe("errors carry a request id, never internals", () => {
     const logged = vi.spyOn(logger, "error");
     const db = unreachableDatabase();
     try {
-      const response = await appWith(db, async () => ({ ids: [] })).request(`/api/threads/${randomUUID()}/messages`, { headers: auth });
+      const response = await appWith(db, async () => ({ ids: [] })).request(`/api/threads/${randomUUID()}/messages`, {
+        headers: auth,
+      });
       expect(response.status).toBe(500);
       const requestId = response.headers.get("x-request-id")!;
       const body = (await response.json()) as { error: string; requestId: string };

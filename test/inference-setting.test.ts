@@ -28,7 +28,11 @@ async function answeredTurn(inference: Inference, content: string) {
   expect(turn.error).toBeUndefined();
   bed.model.reset();
   const sent = (name: string) => turn.sentEvents.find((e) => e.name === name)!;
-  return { threadId: (turn.result as { threadId: string }).threadId, finished: sent("threadline/turn.finished"), extraction: sent("memory/extract.requested") };
+  return {
+    threadId: (turn.result as { threadId: string }).threadId,
+    finished: sent("threadline/turn.finished"),
+    extraction: sent("memory/extract.requested"),
+  };
 }
 
 describe("INFERENCE applies to every model call, not only the turn's", () => {
@@ -42,9 +46,14 @@ describe("INFERENCE applies to every model call, not only the turn's", () => {
     expect(title.stepIds).toEqual(["title.load", TITLER_NAME, "title.store"]);
 
     bed.model.script({ text: "The user asked about sourdough." });
-    const userId = (await bed.db.pool.query<{ user_id: string }>("SELECT user_id FROM threads WHERE id = $1", [threadId])).rows[0]!.user_id;
+    const userId = (
+      await bed.db.pool.query<{ user_id: string }>("SELECT user_id FROM threads WHERE id = $1", [threadId])
+    ).rows[0]!.user_id;
     // beforeSeq past the first turn: that turn lies outside the (pretend) window and is summarized.
-    const summary = await execute(createSummarizeThread(deps("stream")), { name: "thread/summarize.requested", data: { threadId, userId, beforeSeq: 100 } });
+    const summary = await execute(createSummarizeThread(deps("stream")), {
+      name: "thread/summarize.requested",
+      data: { threadId, userId, beforeSeq: 100 },
+    });
     expect(summary.result).toMatchObject({ status: "stored", messagesSummarized: 2 });
     expect(summary.aiInferSteps).toEqual([]);
     expect(summary.stepIds).toEqual(["summary.load", SUMMARIZER_NAME, "summary.store"]);

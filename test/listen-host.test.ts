@@ -13,16 +13,29 @@ afterAll(() => Promise.all(stops.map((stop) => stop())));
 async function startOn(host: string) {
   const port = await freePort();
   const child = spawn(process.execPath, ["--import", "tsx", path.resolve("src/main.ts")], {
-    env: { ...process.env, INNGEST_DEV: "1", AUTH: "dev", DATABASE_URL: bed.db.url, HOST: host, PORT: String(port), LOG_LEVEL: "silent" },
+    env: {
+      ...process.env,
+      INNGEST_DEV: "1",
+      AUTH: "dev",
+      DATABASE_URL: bed.db.url,
+      HOST: host,
+      PORT: String(port),
+      LOG_LEVEL: "silent",
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
   child.stderr.on("data", (chunk) => (output += chunk));
   const exited = once(child, "exit");
   stops.push(() => (child.exitCode === null ? (child.kill("SIGTERM"), exited) : Promise.resolve()));
-  const answers = (address: string) => fetch(`http://${address}:${port}/health`).then((response) => response.ok, () => false);
+  const answers = (address: string) =>
+    fetch(`http://${address}:${port}/health`).then(
+      (response) => response.ok,
+      () => false,
+    );
   for (const started = Date.now(); !(await answers(host)); ) {
-    if (child.exitCode !== null || Date.now() - started > 45_000) throw new Error(`the server did not start on ${host}:\n${output}`);
+    if (child.exitCode !== null || Date.now() - started > 45_000)
+      throw new Error(`the server did not start on ${host}:\n${output}`);
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
   return { answers };

@@ -10,9 +10,19 @@ const run = promisify(execFile);
 async function logLine(env: Record<string, string>): Promise<string> {
   const logger = pathToFileURL(path.resolve("src/logger.ts")).href;
   const script = `const { logger } = await import(${JSON.stringify(logger)}); logger.info({ threadId: "t-1" }, "listening");`;
-  const { stdout } = await run(process.execPath, ["--import", pathToFileURL(path.resolve("node_modules/tsx/dist/loader.mjs")).href, "--input-type=module", "-e", script], {
-    env: { PATH: process.env.PATH ?? "", ...env },
-  });
+  const { stdout } = await run(
+    process.execPath,
+    [
+      "--import",
+      pathToFileURL(path.resolve("node_modules/tsx/dist/loader.mjs")).href,
+      "--input-type=module",
+      "-e",
+      script,
+    ],
+    {
+      env: { PATH: process.env.PATH ?? "", ...env },
+    },
+  );
   return stdout;
 }
 
@@ -24,7 +34,12 @@ describe("log lines", () => {
 
   it("JSON lines by default, and always in production, whatever LOG_FORMAT says", async () => {
     for (const env of [{}, { NODE_ENV: "production", LOG_FORMAT: "pretty" }] as Record<string, string>[]) {
-      expect(JSON.parse(await logLine(env)), JSON.stringify(env)).toMatchObject({ level: 30, name: "threadline", threadId: "t-1", msg: "listening" });
+      expect(JSON.parse(await logLine(env)), JSON.stringify(env)).toMatchObject({
+        level: 30,
+        name: "threadline",
+        threadId: "t-1",
+        msg: "listening",
+      });
     }
   });
 });

@@ -15,21 +15,30 @@ describe("GET/DELETE /api/memories", () => {
   it("lists only the caller's memories, newest first, a page at a time", async () => {
     const { app } = createTestApp(bed.db.pool);
     const userId = `user-${randomUUID()}`;
-    for (const text of ["Likes tea", "Works nights", "Speaks Portuguese"]) await remember(bed.db.pool, { userId, text });
+    for (const text of ["Likes tea", "Works nights", "Speaks Portuguese"])
+      await remember(bed.db.pool, { userId, text });
     await remember(bed.db.pool, { userId: `other-${randomUUID()}`, text: "Someone else's secret" });
 
     const first = memoryListResponse.parse(await (await asUser(app, userId).get("/api/memories?limit=2")).json());
     expect(first.memories.map((m) => m.text)).toEqual(["Speaks Portuguese", "Works nights"]);
     expect(first.memories[0]).toMatchObject({ source: "remembered", threadId: null });
-    const rest = memoryListResponse.parse(await (await asUser(app, userId).get(`/api/memories?limit=2&after=${first.next}`)).json());
+    const rest = memoryListResponse.parse(
+      await (await asUser(app, userId).get(`/api/memories?limit=2&after=${first.next}`)).json(),
+    );
     expect(rest).toMatchObject({ memories: [{ text: "Likes tea" }], next: null });
 
     expect((await asUser(app, userId).get("/api/memories?after=nonsense")).status).toBe(400);
-    for (const [method, path] of [["GET", "/api/memories"], ["DELETE", "/api/memories"], ["DELETE", `/api/memories/${first.memories[0]!.id}`]] as const) {
+    for (const [method, path] of [
+      ["GET", "/api/memories"],
+      ["DELETE", "/api/memories"],
+      ["DELETE", `/api/memories/${first.memories[0]!.id}`],
+    ] as const) {
       expect((await app.request(path, { method })).status, `${method} ${path}`).toBe(401);
     }
     expect((await asUser(app, userId).get("/api/memories")).status).toBe(200);
-    expect(memoryListResponse.parse(await (await asUser(app, userId).get("/api/memories")).json()).memories).toHaveLength(3);
+    expect(
+      memoryListResponse.parse(await (await asUser(app, userId).get("/api/memories")).json()).memories,
+    ).toHaveLength(3);
   });
 
   it("shows an extracted memory with the thread it came from", async () => {
@@ -59,7 +68,11 @@ describe("GET/DELETE /api/memories", () => {
 
     const all = await del(app, userId, "/api/memories");
     expect(memoriesDeletedResponse.parse(await all.json())).toEqual({ deleted: 1 });
-    expect(memoryListResponse.parse(await (await asUser(app, userId).get("/api/memories")).json()).memories).toEqual([]);
-    expect(memoryListResponse.parse(await (await asUser(app, otherId).get("/api/memories")).json()).memories).toHaveLength(1);
+    expect(memoryListResponse.parse(await (await asUser(app, userId).get("/api/memories")).json()).memories).toEqual(
+      [],
+    );
+    expect(
+      memoryListResponse.parse(await (await asUser(app, otherId).get("/api/memories")).json()).memories,
+    ).toHaveLength(1);
   });
 });

@@ -16,19 +16,29 @@ beforeAll(() => {
   const deps = {
     db: bed.db.pool,
     model: scriptedModel(bed.model),
-    agents: { network: "assistant" as const, memory: { agents: { assistant: ["user-memory" as const] }, contextTokens: 500, extract: true } },
+    agents: {
+      network: "assistant" as const,
+      memory: { agents: { assistant: ["user-memory" as const] }, contextTokens: 500, extract: true },
+    },
   };
   extracting = createChatTurn(deps);
   extractMemories = createExtractMemories(deps);
 });
 
 const memoriesOf = async (userId: string) =>
-  (await bed.db.pool.query("SELECT text, source, thread_id FROM user_memories WHERE user_id = $1 ORDER BY text", [userId])).rows;
+  (
+    await bed.db.pool.query("SELECT text, source, thread_id FROM user_memories WHERE user_id = $1 ORDER BY text", [
+      userId,
+    ])
+  ).rows;
 
 describe("memory extraction (MEMORY_EXTRACTION)", () => {
   it("off by default: a completed turn requests no extraction", async () => {
     bed.model.script({ text: "Hello." });
-    const run = await execute(createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) }), chatEvent({ content: "I live in Porto." }));
+    const run = await execute(
+      createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) }),
+      chatEvent({ content: "I live in Porto." }),
+    );
     expect(run.sentEvents.filter((e) => e.name === "memory/extract.requested")).toEqual([]);
   });
 
@@ -47,7 +57,11 @@ describe("memory extraction (MEMORY_EXTRACTION)", () => {
     expect(extraction.error).toBeUndefined();
     expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: EXTRACTOR_SYSTEM_PROMPT },
-      { role: "user", content: "<user_message>\nI live in Porto and I am vegetarian.\n</user_message>\n\n<assistant_message>\nPorto is lovely.\n</assistant_message>" },
+      {
+        role: "user",
+        content:
+          "<user_message>\nI live in Porto and I am vegetarian.\n</user_message>\n\n<assistant_message>\nPorto is lovely.\n</assistant_message>",
+      },
     ]);
     expect(await memoriesOf(userId)).toEqual([
       { text: "Is vegetarian", source: "extracted", thread_id: threadId },
@@ -56,7 +70,11 @@ describe("memory extraction (MEMORY_EXTRACTION)", () => {
 
     // A re-run proposes the same facts: nothing new is stored.
     bed.model.script({ text: "- Lives in Porto" });
-    expect((await execute(extractMemories, request!)).result).toMatchObject({ status: "extracted", proposed: 1, stored: 0 });
+    expect((await execute(extractMemories, request!)).result).toMatchObject({
+      status: "extracted",
+      proposed: 1,
+      stored: 0,
+    });
     expect(await memoriesOf(userId)).toHaveLength(2);
 
     await bed.db.pool.query("DELETE FROM threads WHERE id = $1", [threadId]);
@@ -68,7 +86,10 @@ describe("memory extraction (MEMORY_EXTRACTION)", () => {
     bed.model.script({ text: "Hi." });
     const turn = await execute(extracting, chatEvent({ userId, content: "I am a pilot." }));
     const threadId = (turn.result as { threadId: string }).threadId;
-    const run = await execute(extractMemories, { name: "memory/extract.requested", data: { threadId, userId: "someone-else", messageId: threadId } });
+    const run = await execute(extractMemories, {
+      name: "memory/extract.requested",
+      data: { threadId, userId: "someone-else", messageId: threadId },
+    });
     expect(run.result).toMatchObject({ status: "gone", stored: 0 });
     expect(await memoriesOf("someone-else")).toEqual([]);
   });

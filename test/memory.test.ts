@@ -25,7 +25,12 @@ beforeAll(() => {
 });
 
 const memoriesOf = async (userId: string) =>
-  (await bed.db.pool.query<{ text: string; source: string }>("SELECT text, source FROM user_memories WHERE user_id = $1 ORDER BY text", [userId])).rows;
+  (
+    await bed.db.pool.query<{ text: string; source: string }>(
+      "SELECT text, source FROM user_memories WHERE user_id = $1 ORDER BY text",
+      [userId],
+    )
+  ).rows;
 
 /** Every tool call of a request is answered by a tool message after it, and every tool message answers an earlier call. */
 function expectToolCallsPaired(request: ChatRequest) {
@@ -44,8 +49,14 @@ function expectToolCallsPaired(request: ChatRequest) {
 describe("user memory", () => {
   it("a fact remembered in one thread reaches the model in the user's next thread, never another user's", async () => {
     const userId = `user-${randomUUID()}`;
-    bed.model.script({ toolCalls: [{ name: "remember", arguments: { fact: "Prefers metric units" } }] }, { text: "Noted: metric it is." });
-    const first = await execute(chatTurn, chatEvent({ userId, content: "Please remember that I prefer metric units." }));
+    bed.model.script(
+      { toolCalls: [{ name: "remember", arguments: { fact: "Prefers metric units" } }] },
+      { text: "Noted: metric it is." },
+    );
+    const first = await execute(
+      chatTurn,
+      chatEvent({ userId, content: "Please remember that I prefer metric units." }),
+    );
     expect(first.error).toBeUndefined();
     expect(await memoriesOf(userId)).toEqual([{ text: "Prefers metric units", source: "remembered" }]);
     // The remember tool was offered, and its call answered, in the same turn.
@@ -54,7 +65,10 @@ describe("user memory", () => {
 
     bed.model.reset();
     bed.model.script({ text: "About 1.8 m." });
-    const second = await execute(chatTurn, chatEvent({ userId, content: "How tall is a typical door in metric units?" }));
+    const second = await execute(
+      chatTurn,
+      chatEvent({ userId, content: "How tall is a typical door in metric units?" }),
+    );
     expect(second.error).toBeUndefined();
     expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
@@ -64,7 +78,10 @@ describe("user memory", () => {
 
     bed.model.reset();
     bed.model.script({ text: "About 6 ft 8 in." });
-    const other = await execute(chatTurn, chatEvent({ userId: `other-${randomUUID()}`, content: "How tall is a typical door in metric units?" }));
+    const other = await execute(
+      chatTurn,
+      chatEvent({ userId: `other-${randomUUID()}`, content: "How tall is a typical door in metric units?" }),
+    );
     expect(other.error).toBeUndefined();
     expect(JSON.stringify(bed.model.requests)).not.toContain("Prefers metric units");
     expect(bed.model.requests[0]!.messages.map((m) => m.role)).toEqual(["system", "user"]);
@@ -74,22 +91,33 @@ describe("user memory", () => {
     const userId = `user-${randomUUID()}`;
     await remember(bed.db.pool, { userId, text: "Is allergic to peanuts" });
     await remember(bed.db.pool, { userId, text: "Lives in Lisbon" });
-    bed.model.script({ toolCalls: [{ name: "forget", arguments: { fact: "is ALLERGIC to  peanuts" } }] }, { text: "Forgotten." });
+    bed.model.script(
+      { toolCalls: [{ name: "forget", arguments: { fact: "is ALLERGIC to  peanuts" } }] },
+      { text: "Forgotten." },
+    );
     const run = await execute(chatTurn, chatEvent({ userId, content: "Forget my peanut allergy." }));
     expect(run.error).toBeUndefined();
-    expect(JSON.parse(bed.model.requests[1]!.messages.at(-1)!.content as string)).toEqual({ data: { forgotten: true } });
+    expect(JSON.parse(bed.model.requests[1]!.messages.at(-1)!.content as string)).toEqual({
+      data: { forgotten: true },
+    });
     expect(await memoriesOf(userId)).toEqual([{ text: "Lives in Lisbon", source: "remembered" }]);
 
     bed.model.reset();
     bed.model.script({ text: "Sure." });
     await execute(chatTurn, chatEvent({ userId, content: "Suggest a snack with peanuts." }));
-    expect(bed.model.requests[0]!.messages[1]).toEqual({ role: "user", content: memoryContextText(["Lives in Lisbon"]) });
+    expect(bed.model.requests[0]!.messages[1]).toEqual({
+      role: "user",
+      content: memoryContextText(["Lives in Lisbon"]),
+    });
   });
 
   it("a retried step, a retried run and a re-run of the event store a remembered fact once", async () => {
     const userId = `user-${randomUUID()}`;
     const event = chatEvent({ userId, content: "Remember: my cat is called Miso." });
-    bed.model.script({ toolCalls: [{ name: "remember", arguments: { fact: "Has a cat called Miso" } }] }, { status: 500 });
+    bed.model.script(
+      { toolCalls: [{ name: "remember", arguments: { fact: "Has a cat called Miso" } }] },
+      { status: 500 },
+    );
     const failed = await execute(chatTurn, event);
     expect(failed.error).toBeDefined();
     expect(await memoriesOf(userId)).toHaveLength(1);
@@ -113,7 +141,8 @@ describe("user memory", () => {
     const userId = `user-${randomUUID()}`;
     const budgeted = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), agents: withUserMemory(120) });
     await remember(bed.db.pool, { userId, text: "Favourite colour is green" });
-    for (let i = 0; i < 30; i += 1) await remember(bed.db.pool, { userId, text: `Unrelated preference number ${i} about something else entirely` });
+    for (let i = 0; i < 30; i += 1)
+      await remember(bed.db.pool, { userId, text: `Unrelated preference number ${i} about something else entirely` });
 
     bed.model.script({ text: "Hello!" });
     const first = await execute(budgeted, chatEvent({ userId, content: "Hi" }));
@@ -144,13 +173,22 @@ describe("memory component hooks", () => {
     const recorder: MemoryComponent = {
       name: "recorder",
       threadCreated: async ({ threadId }) => void heard.push(`created ${threadId}`),
-      newMessage: async (_scope, message: ThreadMessage) => void heard.push(`${message.role} ${message.agentName}: ${message.text}`),
+      newMessage: async (_scope, message: ThreadMessage) =>
+        void heard.push(`${message.role} ${message.agentName}: ${message.text}`),
       beforeModelCall: async () => {
         heard.push("before call");
-        return { component: "recorder", text: "Context from the recorder.", tokens: countTokens("Context from the recorder.") };
+        return {
+          component: "recorder",
+          text: "Context from the recorder.",
+          tokens: countTokens("Context from the recorder."),
+        };
       },
     };
-    const turn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), agents: { network: "assistant", memory: { agents: { assistant: [recorder] }, contextTokens: 500 } } });
+    const turn = createChatTurn({
+      db: bed.db.pool,
+      model: scriptedModel(bed.model),
+      agents: { network: "assistant", memory: { agents: { assistant: [recorder] }, contextTokens: 500 } },
+    });
     const event = chatEvent({ content: "Hello recorder" });
     bed.model.script({ toolCalls: [{ name: "current_time" }] }, { status: 500 });
     const failed = await execute(turn, event);
@@ -159,7 +197,13 @@ describe("memory component hooks", () => {
     const retried = await execute(turn, event, { memo: failed.memo, runId: failed.runId });
     expect(retried.error).toBeUndefined();
 
-    expect(heard).toEqual([`created ${event.data.messageId}`, "user user: Hello recorder", "before call", "before call", "assistant assistant: Hi."]);
+    expect(heard).toEqual([
+      `created ${event.data.messageId}`,
+      "user user: Hello recorder",
+      "before call",
+      "before call",
+      "assistant assistant: Hi.",
+    ]);
     expect(bed.model.requests.at(-1)!.messages[1]).toEqual({ role: "user", content: "Context from the recorder." });
   });
 });

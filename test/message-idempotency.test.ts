@@ -21,14 +21,17 @@ let app: ReturnType<typeof createTestApp>["app"];
 
 beforeAll(() => {
   chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
-  app = createTestApp(bed.db.pool, { sendEvent: async (event) => (sent.push(event), { ids: [`evt-${sent.length}`] }) }).app;
+  app = createTestApp(bed.db.pool, {
+    sendEvent: async (event) => (sent.push(event), { ids: [`evt-${sent.length}`] }),
+  }).app;
 });
 beforeEach(() => {
   sent = [];
 });
 
 /** POST /api/chat as user-1 (the caller is the token's subject, never a body field). */
-const post = async (body: unknown) => app.request("/api/chat", { method: "POST", headers: await headersFor("user-1"), body: JSON.stringify(body) });
+const post = async (body: unknown) =>
+  app.request("/api/chat", { method: "POST", headers: await headersFor("user-1"), body: JSON.stringify(body) });
 
 /** A thread holding "What is 2+2?" answered "4". */
 async function answeredQuestion() {
@@ -44,7 +47,10 @@ describe("a message id names one message", () => {
 
     const run = await execute(chatTurn, chatEvent({ threadId, messageId, content: "What is the capital of France?" }));
 
-    expect(run.error).toMatchObject({ name: "NonRetriableError", message: expect.stringMatching(/already sent with different text/) });
+    expect(run.error).toMatchObject({
+      name: "NonRetriableError",
+      message: expect.stringMatching(/already sent with different text/),
+    });
     expect(bed.model.requests).toHaveLength(0);
     expect(await countRows(bed.db.pool)).toEqual(before);
     expect((await threadRows(bed.db.pool, threadId)).map((r) => [r.kind, r.content])).toEqual([
@@ -61,17 +67,28 @@ describe("a message id names one message", () => {
     const before = await countRows(bed.db.pool);
 
     // Mallory starts a "new thread" with the id of a message in Alice's thread: it would be named after it.
-    const stolen = await execute(chatTurn, chatEvent({ userId: "mallory", messageId: second.data.messageId, content: "And 3+3?" }));
-    expect(stolen.error).toMatchObject({ name: "NonRetriableError", message: expect.stringMatching(/already used by another message/) });
+    const stolen = await execute(
+      chatTurn,
+      chatEvent({ userId: "mallory", messageId: second.data.messageId, content: "And 3+3?" }),
+    );
+    expect(stolen.error).toMatchObject({
+      name: "NonRetriableError",
+      message: expect.stringMatching(/already used by another message/),
+    });
     // Alice herself reusing it in another thread is refused the same way.
     const otherThread = randomUUID();
     await execute(chatTurn, chatEvent({ messageId: otherThread, content: "new thread" }));
-    const reused = await execute(chatTurn, chatEvent({ threadId: otherThread, messageId: second.data.messageId, content: "And 3+3?" }));
+    const reused = await execute(
+      chatTurn,
+      chatEvent({ threadId: otherThread, messageId: second.data.messageId, content: "And 3+3?" }),
+    );
     expect(reused.error).toMatchObject({ message: expect.stringMatching(/already used by another message/) });
 
     const after = await countRows(bed.db.pool);
     expect(after.threads).toBe(before.threads + 1);
-    expect((await bed.db.pool.query("SELECT count(*)::int AS n FROM threads WHERE user_id = 'mallory'")).rows[0].n).toBe(0);
+    expect(
+      (await bed.db.pool.query("SELECT count(*)::int AS n FROM threads WHERE user_id = 'mallory'")).rows[0].n,
+    ).toBe(0);
   });
 
   it("two runs of a new thread's first message at once, on two connections: one thread, one message, both turns on variant 1", async () => {
@@ -81,10 +98,18 @@ describe("a message id names one message", () => {
       await Promise.all(pools.map((pool) => pool.query("SELECT 1")));
       const starts = await Promise.all(
         pools.map((pool, i) =>
-          beginTurn(pool, { threadId: messageId, userId: "user-1", message: { id: messageId, text: "Hello" }, turn: { runId: `run-${i}-${messageId}`, kind: "chat" } }),
+          beginTurn(pool, {
+            threadId: messageId,
+            userId: "user-1",
+            message: { id: messageId, text: "Hello" },
+            turn: { runId: `run-${i}-${messageId}`, kind: "chat" },
+          }),
         ),
       );
-      expect(starts.map((s) => [s.messageSeq, s.status, s.variant, s.text])).toEqual([[1, "running", 1, "Hello"], [1, "running", 1, "Hello"]]);
+      expect(starts.map((s) => [s.messageSeq, s.status, s.variant, s.text])).toEqual([
+        [1, "running", 1, "Hello"],
+        [1, "running", 1, "Hello"],
+      ]);
       expect((await threadRows(bed.db.pool, messageId)).map((r) => r.id)).toEqual([messageId]);
     } finally {
       await Promise.all(pools.map((pool) => pool.end()));
@@ -95,7 +120,10 @@ describe("a message id names one message", () => {
     const { threadId } = await answeredQuestion();
     const before = await countRows(bed.db.pool);
     const run = await execute(chatTurn, chatEvent({ userId: "mallory", threadId, content: "Mine now" }));
-    expect(run.error).toMatchObject({ name: "NonRetriableError", message: expect.stringMatching(/belongs to another user/) });
+    expect(run.error).toMatchObject({
+      name: "NonRetriableError",
+      message: expect.stringMatching(/belongs to another user/),
+    });
     expect(await countRows(bed.db.pool)).toEqual(before);
   });
 
@@ -103,14 +131,28 @@ describe("a message id names one message", () => {
     const { threadId, messageId } = await answeredQuestion();
     bed.model.script({ text: "Four." });
     // A turn whose input text differs from the stored message (as a stale regenerate could): the stored text is answered.
-    const stale = inngest.createFunction({ id: "stale-input", triggers: [chatMessageRegenerate], retries: 0 }, async ({ event, runId }) => {
-      const history = createTurnHistory(bed.db.pool, {
-        userId: event.data.userId, messageId: event.data.messageId, runId, kind: "regenerate", eventId: event.id, policy: resolveHistoryPolicy({}),
-      });
-      const network = createChatNetwork({ model: scriptedModel(bed.model), history });
-      await network.run({ id: event.data.messageId, content: "What is the capital of France?", role: "user" }, { state: createState({}, { threadId }) });
+    const stale = inngest.createFunction(
+      { id: "stale-input", triggers: [chatMessageRegenerate], retries: 0 },
+      async ({ event, runId }) => {
+        const history = createTurnHistory(bed.db.pool, {
+          userId: event.data.userId,
+          messageId: event.data.messageId,
+          runId,
+          kind: "regenerate",
+          eventId: event.id,
+          policy: resolveHistoryPolicy({}),
+        });
+        const network = createChatNetwork({ model: scriptedModel(bed.model), history });
+        await network.run(
+          { id: event.data.messageId, content: "What is the capital of France?", role: "user" },
+          { state: createState({}, { threadId }) },
+        );
+      },
+    );
+    const run = await execute(stale, {
+      name: "chat/message.regenerate",
+      data: { threadId, messageId, userId: "user-1" },
     });
-    const run = await execute(stale, { name: "chat/message.regenerate", data: { threadId, messageId, userId: "user-1" } });
     expect(run.error).toBeUndefined();
     expect(bed.model.requests[0]!.messages.at(-1)).toEqual({ role: "user", content: "What is 2+2?" });
   });
@@ -122,7 +164,10 @@ describe("POST /api/chat checks the message before sending it", () => {
     const before = await countRows(bed.db.pool);
     const response = await post({ threadId, messageId, content: "What is the capital of France?" });
     expect(response.status).toBe(409);
-    expect(await response.json()).toMatchObject({ code: "message_conflict", error: expect.stringMatching(/already sent with different text/) });
+    expect(await response.json()).toMatchObject({
+      code: "message_conflict",
+      error: expect.stringMatching(/already sent with different text/),
+    });
     expect(sent).toEqual([]);
     expect(await countRows(bed.db.pool)).toEqual(before);
   });
@@ -141,14 +186,26 @@ describe("POST /api/chat checks the message before sending it", () => {
 
   it("another user's thread is refused; an unknown thread id is a new thread (the turn creates it); a message id used elsewhere is refused", async () => {
     const { threadId, messageId } = await answeredQuestion();
-    await expect(checkSendable(bed.db.pool, { threadId, messageId: randomUUID(), userId: "mallory", content: "hi" })).rejects.toMatchObject({ code: "thread_not_owned" });
-    await expect(checkSendable(bed.db.pool, { threadId: randomUUID(), messageId: randomUUID(), userId: "user-1", content: "hi" })).resolves.toBeUndefined();
-    await expect(checkSendable(bed.db.pool, { messageId, userId: "mallory", content: "What is 2+2?" })).rejects.toMatchObject({ code: "thread_not_owned" });
+    await expect(
+      checkSendable(bed.db.pool, { threadId, messageId: randomUUID(), userId: "mallory", content: "hi" }),
+    ).rejects.toMatchObject({ code: "thread_not_owned" });
+    await expect(
+      checkSendable(bed.db.pool, { threadId: randomUUID(), messageId: randomUUID(), userId: "user-1", content: "hi" }),
+    ).resolves.toBeUndefined();
+    await expect(
+      checkSendable(bed.db.pool, { messageId, userId: "mallory", content: "What is 2+2?" }),
+    ).rejects.toMatchObject({ code: "thread_not_owned" });
     const newThread = randomUUID();
-    await expect(checkSendable(bed.db.pool, { messageId: newThread, userId: "user-1", content: "hi" })).resolves.toBeUndefined();
-    await expect(checkSendable(bed.db.pool, { threadId: newThread, messageId: newThread, userId: "user-1", content: "hi" })).resolves.toBeUndefined();
+    await expect(
+      checkSendable(bed.db.pool, { messageId: newThread, userId: "user-1", content: "hi" }),
+    ).resolves.toBeUndefined();
+    await expect(
+      checkSendable(bed.db.pool, { threadId: newThread, messageId: newThread, userId: "user-1", content: "hi" }),
+    ).resolves.toBeUndefined();
     const reply = (await threadRows(bed.db.pool, threadId)).find((r) => r.kind === "agent")!.id;
-    await expect(checkSendable(bed.db.pool, { threadId, messageId: reply, userId: "user-1", content: "hi" })).rejects.toMatchObject({ code: "message_conflict" });
+    await expect(
+      checkSendable(bed.db.pool, { threadId, messageId: reply, userId: "user-1", content: "hi" }),
+    ).rejects.toMatchObject({ code: "message_conflict" });
     expect(sent).toEqual([]);
   });
 });

@@ -20,7 +20,9 @@ beforeAll(() => {
 });
 
 async function readPage(threadId: string, query: Record<string, string>, userId = "user-1"): Promise<Page> {
-  const response = await app.request(`/api/threads/${threadId}/messages?${new URLSearchParams(query)}`, { headers: await headersFor(userId) });
+  const response = await app.request(`/api/threads/${threadId}/messages?${new URLSearchParams(query)}`, {
+    headers: await headersFor(userId),
+  });
   expect(response.status, await response.clone().text()).toBe(200);
   return (await response.json()) as Page;
 }
@@ -29,18 +31,38 @@ async function readPage(threadId: string, query: Record<string, string>, userId 
 async function appendTurn(threadId: string, userId: string, text: string): Promise<string[]> {
   const messageId = randomUUID();
   const runId = `append-${messageId}`;
-  const start = await beginTurn(bed.db.pool, { threadId, userId, message: { id: messageId, text }, turn: { runId, kind: "chat" } });
+  const start = await beginTurn(bed.db.pool, {
+    threadId,
+    userId,
+    message: { id: messageId, text },
+    turn: { runId, kind: "chat" },
+  });
   const answerId = resultId(messageId, start.variant, 0);
   await storeAnswer(bed.db.pool, {
-    threadId, userId, runId, messageId, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: false,
-    results: [{ id: answerId, agentName: ASSISTANT_NAME, content: { output: [{ type: "text", role: "assistant", content: `answer to ${text}` }], toolCalls: [] } }],
+    threadId,
+    userId,
+    runId,
+    messageId,
+    messageSeq: start.messageSeq,
+    variant: start.variant,
+    detachLaterTurns: false,
+    results: [
+      {
+        id: answerId,
+        agentName: ASSISTANT_NAME,
+        content: { output: [{ type: "text", role: "assistant", content: `answer to ${text}` }], toolCalls: [] },
+      },
+    ],
   });
   return [messageId, answerId];
 }
 
 /** The thread's current path as stored, in thread order: what paging must return. */
 async function storedPath(threadId: string): Promise<string[]> {
-  const { rows } = await bed.db.pool.query<{ id: string }>("SELECT id FROM messages WHERE thread_id = $1 AND on_path ORDER BY turn_seq, seq", [threadId]);
+  const { rows } = await bed.db.pool.query<{ id: string }>(
+    "SELECT id FROM messages WHERE thread_id = $1 AND on_path ORDER BY turn_seq, seq",
+    [threadId],
+  );
   return rows.map((row) => row.id);
 }
 
@@ -92,13 +114,28 @@ describe("GET /api/threads/:threadId/messages, paged", () => {
     const page = await readPage(threadId, { limit: "2" });
     expect(page).toMatchObject({ threadId, hasMore: true });
     expect(page.messages).toMatchObject([
-      { role: "user", agentName: "user", content: { text: "question 3" }, variantCount: 1, turn: { status: "completed" } },
+      {
+        role: "user",
+        agentName: "user",
+        content: { text: "question 3" },
+        variantCount: 1,
+        turn: { status: "completed" },
+      },
       { role: "assistant", agentName: "assistant", answers: page.messages[0]!.id, variant: 1 },
     ]);
     const first = await readPage(threadId, { before: page.previous });
-    expect(first.messages.map((m) => m.content)).toMatchObject([{ text: "question 1" }, {}, { text: "question 2" }, {}]);
+    expect(first.messages.map((m) => m.content)).toMatchObject([
+      { text: "question 1" },
+      {},
+      { text: "question 2" },
+      {},
+    ]);
     expect(first.hasMore).toBe(false);
-    expect(await readPage(threadId, { after: page.next })).toMatchObject({ messages: [], hasMore: false, next: page.next });
+    expect(await readPage(threadId, { after: page.next })).toMatchObject({
+      messages: [],
+      hasMore: false,
+      next: page.next,
+    });
   });
 
   it("defaults to the newest 50 messages", async () => {
@@ -121,7 +158,9 @@ describe("GET /api/threads/:threadId/messages, paged", () => {
       [{ before: next, after: next }, "after", /not both/],
     ];
     for (const [query, field, message] of cases) {
-      const response = await app.request(`/api/threads/${threadId}/messages?${new URLSearchParams(query)}`, { headers: await headersFor("user-1") });
+      const response = await app.request(`/api/threads/${threadId}/messages?${new URLSearchParams(query)}`, {
+        headers: await headersFor("user-1"),
+      });
       expect(response.status, JSON.stringify(query)).toBe(400);
       const body = (await response.json()) as { error: string; issues: { field: string; message: string }[] };
       expect(body.issues).toContainEqual({ field, message: expect.stringMatching(message) });
@@ -137,14 +176,23 @@ describe("GET /api/threads/:threadId/messages, paged", () => {
       return rows[0]["QUERY PLAN"][0].Plan as PlanNode;
     };
     const reads = [
-      ["newest, long", await explain(sql.selectPageBefore, [long.threadId, "9223372036854775807", "9223372036854775807", limit])],
+      [
+        "newest, long",
+        await explain(sql.selectPageBefore, [long.threadId, "9223372036854775807", "9223372036854775807", limit]),
+      ],
       ["middle backwards, long", await explain(sql.selectPageBefore, [long.threadId, "5001", "5001", limit])],
       ["middle forwards, long", await explain(sql.selectPageAfter, [long.threadId, "5001", "5001", limit])],
-      ["newest, short", await explain(sql.selectPageBefore, [short.threadId, "9223372036854775807", "9223372036854775807", limit])],
+      [
+        "newest, short",
+        await explain(sql.selectPageBefore, [short.threadId, "9223372036854775807", "9223372036854775807", limit]),
+      ],
     ] as const;
     for (const [name, plan] of reads) {
       const nodes = flatten(plan);
-      expect(nodes.filter((node) => node["Node Type"] === "Seq Scan"), name).toEqual([]);
+      expect(
+        nodes.filter((node) => node["Node Type"] === "Seq Scan"),
+        name,
+      ).toEqual([]);
       const pathScan = nodes.find((node) => node["Index Name"] === "messages_path_idx");
       expect(pathScan?.["Index Cond"], name).toMatch(/ROW\(turn_seq, seq\) [<>] ROW/);
       expect(pathScan?.["Actual Rows"], name).toBeLessThanOrEqual(limit);
@@ -154,5 +202,9 @@ describe("GET /api/threads/:threadId/messages, paged", () => {
   });
 });
 
-type PlanNode = Record<string, unknown> & { "Shared Hit Blocks": number; "Shared Read Blocks": number; Plans?: PlanNode[] };
+type PlanNode = Record<string, unknown> & {
+  "Shared Hit Blocks": number;
+  "Shared Read Blocks": number;
+  Plans?: PlanNode[];
+};
 const flatten = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(flatten)];

@@ -30,14 +30,26 @@ let app: ReturnType<typeof createTestApp>["app"];
 let sent: SentEvent[];
 let spec: OpenApiDocument;
 /** A database that refuses every connection: the server's faults (500, 503) are real ones. */
-const unreachableDatabase = new pg.Pool({ connectionString: "postgres://postgres@127.0.0.1:1/none", connectionTimeoutMillis: 2_000 });
+const unreachableDatabase = new pg.Pool({
+  connectionString: "postgres://postgres@127.0.0.1:1/none",
+  connectionTimeoutMillis: 2_000,
+});
 
 /**
  * user-1's thread of two turns whose first answer was regenerated: two variants, the second turn off
  * the path; an empty thread of user-1's that the delete case removes; a thread of user-1's whose turn
  * is running (useChat's resume streams it) and another one (the stop case stops it); and a memory of user-1's.
  */
-const thread = { threadId: "", first: "", offPath: "", answer: "", disposable: "", memory: "", running: "", stoppable: "" };
+const thread = {
+  threadId: "",
+  first: "",
+  offPath: "",
+  answer: "",
+  disposable: "",
+  memory: "",
+  running: "",
+  stoppable: "",
+};
 
 /** Inngest realtime stand-in: tokens for whoever asks. */
 const fakeRealtime: RealtimePublisher = {
@@ -58,18 +70,34 @@ beforeAll(async () => {
     ["Say hi", "Hi"],
     ["And again", "Again"],
   ]);
-  expect((await asUser(app, "user-1").post(`/api/threads/${threadId}/messages/${messageIds[0]}/regenerate`, {})).status).toBe(202);
+  expect(
+    (await asUser(app, "user-1").post(`/api/threads/${threadId}/messages/${messageIds[0]}/regenerate`, {})).status,
+  ).toBe(202);
   bed.model.script({ text: "Hello there" });
   expect((await execute(createRegenerate({ db: bed.db.pool, model }), sent.pop()!)).error).toBeUndefined();
-  const page = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as { messages: { id: string; role: string }[] };
-  const disposable = (await (await asUser(app, "user-1").post("/api/threads", { title: "To delete" })).json()) as { id: string };
+  const page = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as {
+    messages: { id: string; role: string }[];
+  };
+  const disposable = (await (await asUser(app, "user-1").post("/api/threads", { title: "To delete" })).json()) as {
+    id: string;
+  };
   const stoppable = randomUUID();
-  await beginTurn(bed.db.pool, { threadId: stoppable, userId: "user-1", message: { id: stoppable, text: "Still answering" }, turn: { runId: `run-${stoppable}`, kind: "chat" } });
+  await beginTurn(bed.db.pool, {
+    threadId: stoppable,
+    userId: "user-1",
+    message: { id: stoppable, text: "Still answering" },
+    turn: { runId: `run-${stoppable}`, kind: "chat" },
+  });
   const memory = await remember(bed.db.pool, { userId: "user-1", text: "Prefers metric units." });
   if (memory.status !== "remembered") throw new Error("user-1's memory was not stored");
   // A thread whose turn has started and not finished: what useChat's resume streams.
   const running = randomUUID();
-  await beginTurn(bed.db.pool, { threadId: running, userId: "user-1", message: { id: running, text: "Still thinking?" }, turn: { runId: `run-${running}`, kind: "chat" } });
+  await beginTurn(bed.db.pool, {
+    threadId: running,
+    userId: "user-1",
+    message: { id: running, text: "Still thinking?" },
+    turn: { runId: `run-${running}`, kind: "chat" },
+  });
   Object.assign(thread, {
     threadId,
     first: messageIds[0]!,
@@ -95,7 +123,11 @@ afterAll(async () => {
 /** Opens the endless event stream, keeps its status and headers, and disconnects. */
 async function openedStream(path: string, init: RequestInit = {}) {
   const controller = new AbortController();
-  const response = await streaming.app.request(path, { headers: await headersFor("user-1"), ...init, signal: controller.signal });
+  const response = await streaming.app.request(path, {
+    headers: await headersFor("user-1"),
+    ...init,
+    signal: controller.signal,
+  });
   controller.abort();
   await response.body?.cancel();
   return new Response("", { status: response.status, headers: response.headers });
@@ -104,7 +136,10 @@ async function openedStream(path: string, init: RequestInit = {}) {
 describe("the OpenAPI document", () => {
   it("is an OpenAPI 3.1 document: info, paths, operations with responses, and every reference and security scheme it names exists", () => {
     expect(spec.openapi).toMatch(/^3\.1\.\d+$/);
-    expect(spec.info).toMatchObject({ title: "Threadline", version: JSON.parse(readFileSync("package.json", "utf8")).version });
+    expect(spec.info).toMatchObject({
+      title: "Threadline",
+      version: JSON.parse(readFileSync("package.json", "utf8")).version,
+    });
     expect(Object.keys(spec.paths).length).toBeGreaterThan(0);
 
     const json = JSON.stringify(spec);
@@ -112,7 +147,10 @@ describe("the OpenAPI document", () => {
     expect(references.length).toBeGreaterThan(0);
     for (const reference of new Set(references)) {
       const [, section, name] = /^#\/components\/(\w+)\/(.+)$/.exec(reference) ?? [];
-      expect((spec.components as Record<string, Record<string, unknown> | undefined>)[section!]?.[name!], reference).toBeDefined();
+      expect(
+        (spec.components as Record<string, Record<string, unknown> | undefined>)[section!]?.[name!],
+        reference,
+      ).toBeDefined();
     }
 
     const schemes = Object.keys(spec.components.securitySchemes ?? {});
@@ -125,11 +163,18 @@ describe("the OpenAPI document", () => {
         expect(HTTP_METHODS, where).toContain(method);
         operationIds.push(operation.operationId!);
         expect(operation.summary, where).toBeTruthy();
-        for (const requirement of [...(spec.security ?? []), ...(operation.security ?? [])]) expect(schemes).toEqual(expect.arrayContaining(Object.keys(requirement)));
+        for (const requirement of [...(spec.security ?? []), ...(operation.security ?? [])])
+          expect(schemes).toEqual(expect.arrayContaining(Object.keys(requirement)));
         const pathParameters = (operation.parameters ?? []).filter((parameter) => parameter.in === "path");
         expect(pathParameters.map((parameter) => parameter.name).sort(), where).toEqual(inTemplate);
-        expect(pathParameters.every((parameter) => parameter.required === true), where).toBe(true);
-        expect(Object.keys(operation.responses).some((status) => status.startsWith("2") || status === "default"), `${where}: a success answer`).toBe(true);
+        expect(
+          pathParameters.every((parameter) => parameter.required === true),
+          where,
+        ).toBe(true);
+        expect(
+          Object.keys(operation.responses).some((status) => status.startsWith("2") || status === "default"),
+          `${where}: a success answer`,
+        ).toBe(true);
         // Whatever is validated can be refused with 400.
         const validated = (operation.parameters ?? []).length > 0 || "requestBody" in operation;
         if (validated) expect(Object.keys(operation.responses), `${where}: its 400`).toContain("400");
@@ -147,7 +192,9 @@ describe("the OpenAPI document", () => {
       node === null || typeof node !== "object"
         ? []
         : [
-            ...(Array.isArray((node as { required?: unknown }).required) && !("properties" in node) ? [JSON.stringify(node).slice(0, 120)] : []),
+            ...(Array.isArray((node as { required?: unknown }).required) && !("properties" in node)
+              ? [JSON.stringify(node).slice(0, 120)]
+              : []),
             ...Object.values(node).flatMap(undescribedRequired),
           ];
     expect(undescribedRequired(spec)).toEqual([]);
@@ -180,9 +227,15 @@ describe("the OpenAPI document", () => {
   });
 
   it("documents every turn status the database can hold, but skipped (never shown), and the messages page's retrying", async () => {
-    const { rows } = await bed.db.pool.query<{ def: string }>("SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = 'turns_status_check'");
-    const shown = [...rows[0]!.def.matchAll(/'(\w+)'/g)].map((match) => match[1]!).filter((status) => status !== "skipped");
-    const documented = [...JSON.stringify(spec).matchAll(/"enum":(\[[^\]]*"running"[^\]]*\])/g)].map((match) => (JSON.parse(match[1]!) as string[]).sort());
+    const { rows } = await bed.db.pool.query<{ def: string }>(
+      "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = 'turns_status_check'",
+    );
+    const shown = [...rows[0]!.def.matchAll(/'(\w+)'/g)]
+      .map((match) => match[1]!)
+      .filter((status) => status !== "skipped");
+    const documented = [...JSON.stringify(spec).matchAll(/"enum":(\[[^\]]*"running"[^\]]*\])/g)].map((match) =>
+      (JSON.parse(match[1]!) as string[]).sort(),
+    );
     expect(documented.sort((a, b) => a.length - b.length)).toEqual([[...shown].sort(), [...shown, "retrying"].sort()]);
   });
 
@@ -203,13 +256,17 @@ describe("the OpenAPI document", () => {
 
   it("documents the requests from the validation schemas: parameters, query and body", () => {
     const messages = operationFor(spec, "GET", "/api/threads/t/messages").operation;
-    expect(messages.parameters?.map((parameter) => [parameter.in, parameter.name, parameter.required ?? false])).toEqual([
+    expect(
+      messages.parameters?.map((parameter) => [parameter.in, parameter.name, parameter.required ?? false]),
+    ).toEqual([
       ["path", "threadId", true],
       ["query", "limit", false],
       ["query", "before", false],
       ["query", "after", false],
     ]);
-    const chat = operationFor(spec, "POST", "/api/chat").operation as { requestBody?: { content: Record<string, { schema: unknown }> } };
+    const chat = operationFor(spec, "POST", "/api/chat").operation as {
+      requestBody?: { content: Record<string, { schema: unknown }> };
+    };
     const body = documentedSchema(spec, chat.requestBody!.content["application/json"]!.schema);
     expect(body.safeParse({ messageId: randomUUID(), content: "Hello" }).success).toBe(true);
     expect(body.safeParse({ content: "Hello" }).success).toBe(false);
@@ -227,9 +284,27 @@ const messagesOf = (threadId: string) => `/api/threads/${threadId}/messages`;
  * response must be one its route documents (status, required headers, body against the document's
  * schema). Add a case for every route you document.
  */
-const cases: { name: string; method: string; path: () => string; status: number; send: (path: string, method: string) => Promise<Response> | Response }[] = [
-  { name: "a chat message", method: "POST", path: () => "/api/chat", status: 202, send: (p, m) => authenticated(m, p, json({ messageId: randomUUID(), content: "Hello" })) },
-  { name: "a chat message without content", method: "POST", path: () => "/api/chat", status: 400, send: (p, m) => authenticated(m, p, json({ messageId: randomUUID() })) },
+const cases: {
+  name: string;
+  method: string;
+  path: () => string;
+  status: number;
+  send: (path: string, method: string) => Promise<Response> | Response;
+}[] = [
+  {
+    name: "a chat message",
+    method: "POST",
+    path: () => "/api/chat",
+    status: 202,
+    send: (p, m) => authenticated(m, p, json({ messageId: randomUUID(), content: "Hello" })),
+  },
+  {
+    name: "a chat message without content",
+    method: "POST",
+    path: () => "/api/chat",
+    status: 400,
+    send: (p, m) => authenticated(m, p, json({ messageId: randomUUID() })),
+  },
   {
     name: "a chat message to another user's thread",
     method: "POST",
@@ -237,21 +312,44 @@ const cases: { name: string; method: string; path: () => string; status: number;
     status: 404,
     send: (p) => asUser(app, "user-2").post(p, { messageId: randomUUID(), threadId: thread.threadId, content: "Hi" }),
   },
-  { name: "a chat message without credentials", method: "POST", path: () => "/api/chat", status: 401, send: (p, m) => app.request(p, { method: m, body: json({ messageId: randomUUID(), content: "Hi" }) }) },
+  {
+    name: "a chat message without credentials",
+    method: "POST",
+    path: () => "/api/chat",
+    status: 401,
+    send: (p, m) => app.request(p, { method: m, body: json({ messageId: randomUUID(), content: "Hi" }) }),
+  },
   {
     name: "a chat message that is not JSON",
     method: "POST",
     path: () => "/api/chat",
     status: 415,
-    send: async (p, m) => app.request(p, { method: m, headers: { ...(await headersFor("user-1")), "content-type": "text/plain" }, body: "Hello" }),
+    send: async (p, m) =>
+      app.request(p, {
+        method: m,
+        headers: { ...(await headersFor("user-1")), "content-type": "text/plain" },
+        body: "Hello",
+      }),
   },
-  { name: "a chat message over the body limit", method: "POST", path: () => "/api/chat", status: 413, send: (p, m) => authenticated(m, p, json({ messageId: randomUUID(), content: "x".repeat(300_000) })) },
+  {
+    name: "a chat message over the body limit",
+    method: "POST",
+    path: () => "/api/chat",
+    status: 413,
+    send: (p, m) => authenticated(m, p, json({ messageId: randomUUID(), content: "x".repeat(300_000) })),
+  },
   {
     name: "a chat message while Inngest is unreachable",
     method: "POST",
     path: () => "/api/chat",
     status: 503,
-    send: (p, m) => authenticated(m, p, json({ messageId: randomUUID(), content: "Hi" }), createTestApp(bed.db.pool, { sendEvent: () => Promise.reject(new Error("ECONNREFUSED")) }).app),
+    send: (p, m) =>
+      authenticated(
+        m,
+        p,
+        json({ messageId: randomUUID(), content: "Hi" }),
+        createTestApp(bed.db.pool, { sendEvent: () => Promise.reject(new Error("ECONNREFUSED")) }).app,
+      ),
   },
   {
     name: "a chat message while the identity provider's keys are unreachable",
@@ -259,11 +357,36 @@ const cases: { name: string; method: string; path: () => string; status: number;
     path: () => "/api/chat",
     status: 503,
     send: (p, m) =>
-      authenticated(m, p, json({ messageId: randomUUID(), content: "Hi" }), createTestApp(bed.db.pool, { auth: { ...testAuth, jwt: { ...testAuth.jwt!, key: { jwksUrl: "http://127.0.0.1:1/jwks.json" } } } }).app),
+      authenticated(
+        m,
+        p,
+        json({ messageId: randomUUID(), content: "Hi" }),
+        createTestApp(bed.db.pool, {
+          auth: { ...testAuth, jwt: { ...testAuth.jwt!, key: { jwksUrl: "http://127.0.0.1:1/jwks.json" } } },
+        }).app,
+      ),
   },
-  { name: "a page of messages", method: "GET", path: () => messagesOf(thread.threadId), status: 200, send: (p, m) => authenticated(m, p) },
-  { name: "a page of messages with a bad limit", method: "GET", path: () => `${messagesOf(thread.threadId)}?limit=0`, status: 400, send: (p, m) => authenticated(m, p) },
-  { name: "another user's messages", method: "GET", path: () => messagesOf(thread.threadId), status: 404, send: (p, m) => asUser(app, "user-2").get(p) },
+  {
+    name: "a page of messages",
+    method: "GET",
+    path: () => messagesOf(thread.threadId),
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "a page of messages with a bad limit",
+    method: "GET",
+    path: () => `${messagesOf(thread.threadId)}?limit=0`,
+    status: 400,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "another user's messages",
+    method: "GET",
+    path: () => messagesOf(thread.threadId),
+    status: 404,
+    send: (p, m) => asUser(app, "user-2").get(p),
+  },
   {
     name: "messages while the database is unreachable",
     method: "GET",
@@ -271,47 +394,214 @@ const cases: { name: string; method: string; path: () => string; status: number;
     status: 500,
     send: (p, m) => authenticated(m, p, undefined, createTestApp(unreachableDatabase).app),
   },
-  { name: "a message's answer variants", method: "GET", path: () => `${messagesOf(thread.threadId)}/${thread.first}/variants`, status: 200, send: (p, m) => authenticated(m, p) },
-  { name: "variants of an unknown message", method: "GET", path: () => `${messagesOf(thread.threadId)}/${randomUUID()}/variants`, status: 404, send: (p, m) => authenticated(m, p) },
-  { name: "variants of an answer", method: "GET", path: () => `${messagesOf(thread.threadId)}/${thread.answer}/variants`, status: 422, send: (p, m) => authenticated(m, p) },
-  { name: "a thread's debug view", method: "GET", path: () => `/api/threads/${thread.threadId}/debug`, status: 200, send: (p, m) => authenticated(m, p) },
-  { name: "a regenerate", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.first}/regenerate`, status: 202, send: (p, m) => authenticated(m, p, json({ reason: "retry" })) },
-  { name: "a regenerate off the current path", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.offPath}/regenerate`, status: 409, send: (p, m) => authenticated(m, p, json({})) },
-  { name: "a regenerate of an answer", method: "POST", path: () => `${messagesOf(thread.threadId)}/${thread.answer}/regenerate`, status: 422, send: (p, m) => authenticated(m, p, json({})) },
-  { name: "a stop of a running turn", method: "POST", path: () => `/api/threads/${thread.stoppable}/stop`, status: 202, send: (p, m) => authenticated(m, p, json({})) },
-  { name: "a stop with nothing running", method: "POST", path: () => `/api/threads/${thread.threadId}/stop`, status: 409, send: (p, m) => authenticated(m, p, json({})) },
-  { name: "another user's stop", method: "POST", path: () => `/api/threads/${thread.stoppable}/stop`, status: 404, send: (p) => asUser(app, "user-2").post(p, {}) },
-  { name: "a stop naming a bad message id", method: "POST", path: () => `/api/threads/${thread.stoppable}/stop`, status: 400, send: (p, m) => authenticated(m, p, json({ messageId: "m-1" })) },
-  { name: "the caller's threads", method: "GET", path: () => "/api/threads", status: 200, send: (p, m) => authenticated(m, p) },
-  { name: "the caller's threads with a bad limit", method: "GET", path: () => "/api/threads?limit=0", status: 400, send: (p, m) => authenticated(m, p) },
-  { name: "a new thread", method: "POST", path: () => "/api/threads", status: 201, send: (p, m) => authenticated(m, p, json({ title: "Plans" })) },
-  { name: "a thread the caller already holds", method: "POST", path: () => "/api/threads", status: 200, send: (p, m) => authenticated(m, p, json({ id: thread.threadId })) },
-  { name: "a thread with metadata over its limit", method: "POST", path: () => "/api/threads", status: 413, send: (p, m) => authenticated(m, p, json({ metadata: { note: "x".repeat(5_000) } })) },
-  { name: "one thread", method: "GET", path: () => `/api/threads/${thread.threadId}`, status: 200, send: (p, m) => authenticated(m, p) },
-  { name: "another user's thread", method: "GET", path: () => `/api/threads/${thread.threadId}`, status: 404, send: (p) => asUser(app, "user-2").get(p) },
-  { name: "a renamed thread", method: "PATCH", path: () => `/api/threads/${thread.threadId}`, status: 200, send: (p, m) => authenticated(m, p, json({ title: "Renamed" })) },
-  { name: "a deleted thread", method: "DELETE", path: () => `/api/threads/${thread.disposable}`, status: 200, send: (p, m) => authenticated(m, p) },
-  { name: "a thread's event stream", method: "GET", path: () => `/api/threads/${thread.threadId}/events?after=0`, status: 200, send: (p) => openedStream(p) },
-  { name: "another user's event stream", method: "GET", path: () => `/api/threads/${thread.threadId}/events`, status: 404, send: (p) => asUser(app, "user-2").get(p) },
-  { name: "an event stream after a bad id", method: "GET", path: () => `/api/threads/${thread.threadId}/events?after=x`, status: 400, send: (p, m) => authenticated(m, p) },
+  {
+    name: "a message's answer variants",
+    method: "GET",
+    path: () => `${messagesOf(thread.threadId)}/${thread.first}/variants`,
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "variants of an unknown message",
+    method: "GET",
+    path: () => `${messagesOf(thread.threadId)}/${randomUUID()}/variants`,
+    status: 404,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "variants of an answer",
+    method: "GET",
+    path: () => `${messagesOf(thread.threadId)}/${thread.answer}/variants`,
+    status: 422,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "a thread's debug view",
+    method: "GET",
+    path: () => `/api/threads/${thread.threadId}/debug`,
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "a regenerate",
+    method: "POST",
+    path: () => `${messagesOf(thread.threadId)}/${thread.first}/regenerate`,
+    status: 202,
+    send: (p, m) => authenticated(m, p, json({ reason: "retry" })),
+  },
+  {
+    name: "a regenerate off the current path",
+    method: "POST",
+    path: () => `${messagesOf(thread.threadId)}/${thread.offPath}/regenerate`,
+    status: 409,
+    send: (p, m) => authenticated(m, p, json({})),
+  },
+  {
+    name: "a regenerate of an answer",
+    method: "POST",
+    path: () => `${messagesOf(thread.threadId)}/${thread.answer}/regenerate`,
+    status: 422,
+    send: (p, m) => authenticated(m, p, json({})),
+  },
+  {
+    name: "a stop of a running turn",
+    method: "POST",
+    path: () => `/api/threads/${thread.stoppable}/stop`,
+    status: 202,
+    send: (p, m) => authenticated(m, p, json({})),
+  },
+  {
+    name: "a stop with nothing running",
+    method: "POST",
+    path: () => `/api/threads/${thread.threadId}/stop`,
+    status: 409,
+    send: (p, m) => authenticated(m, p, json({})),
+  },
+  {
+    name: "another user's stop",
+    method: "POST",
+    path: () => `/api/threads/${thread.stoppable}/stop`,
+    status: 404,
+    send: (p) => asUser(app, "user-2").post(p, {}),
+  },
+  {
+    name: "a stop naming a bad message id",
+    method: "POST",
+    path: () => `/api/threads/${thread.stoppable}/stop`,
+    status: 400,
+    send: (p, m) => authenticated(m, p, json({ messageId: "m-1" })),
+  },
+  {
+    name: "the caller's threads",
+    method: "GET",
+    path: () => "/api/threads",
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "the caller's threads with a bad limit",
+    method: "GET",
+    path: () => "/api/threads?limit=0",
+    status: 400,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "a new thread",
+    method: "POST",
+    path: () => "/api/threads",
+    status: 201,
+    send: (p, m) => authenticated(m, p, json({ title: "Plans" })),
+  },
+  {
+    name: "a thread the caller already holds",
+    method: "POST",
+    path: () => "/api/threads",
+    status: 200,
+    send: (p, m) => authenticated(m, p, json({ id: thread.threadId })),
+  },
+  {
+    name: "a thread with metadata over its limit",
+    method: "POST",
+    path: () => "/api/threads",
+    status: 413,
+    send: (p, m) => authenticated(m, p, json({ metadata: { note: "x".repeat(5_000) } })),
+  },
+  {
+    name: "one thread",
+    method: "GET",
+    path: () => `/api/threads/${thread.threadId}`,
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "another user's thread",
+    method: "GET",
+    path: () => `/api/threads/${thread.threadId}`,
+    status: 404,
+    send: (p) => asUser(app, "user-2").get(p),
+  },
+  {
+    name: "a renamed thread",
+    method: "PATCH",
+    path: () => `/api/threads/${thread.threadId}`,
+    status: 200,
+    send: (p, m) => authenticated(m, p, json({ title: "Renamed" })),
+  },
+  {
+    name: "a deleted thread",
+    method: "DELETE",
+    path: () => `/api/threads/${thread.disposable}`,
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "a thread's event stream",
+    method: "GET",
+    path: () => `/api/threads/${thread.threadId}/events?after=0`,
+    status: 200,
+    send: (p) => openedStream(p),
+  },
+  {
+    name: "another user's event stream",
+    method: "GET",
+    path: () => `/api/threads/${thread.threadId}/events`,
+    status: 404,
+    send: (p) => asUser(app, "user-2").get(p),
+  },
+  {
+    name: "an event stream after a bad id",
+    method: "GET",
+    path: () => `/api/threads/${thread.threadId}/events?after=x`,
+    status: 400,
+    send: (p, m) => authenticated(m, p),
+  },
   {
     name: "a useChat message",
     method: "POST",
     path: () => "/api/ui/chat",
     status: 200,
-    send: (p, m) => openedStream(p, { method: m, body: json({ id: randomUUID(), messages: [uiMessage("Hello")], trigger: "submit-message" }) }),
+    send: (p, m) =>
+      openedStream(p, {
+        method: m,
+        body: json({ id: randomUUID(), messages: [uiMessage("Hello")], trigger: "submit-message" }),
+      }),
   },
   {
     name: "a useChat message to another user's thread",
     method: "POST",
     path: () => "/api/ui/chat",
     status: 404,
-    send: (p) => asUser(app, "user-2").post(p, { id: thread.threadId, messages: [uiMessage("Hi")], trigger: "submit-message" }),
+    send: (p) =>
+      asUser(app, "user-2").post(p, { id: thread.threadId, messages: [uiMessage("Hi")], trigger: "submit-message" }),
   },
-  { name: "a useChat message with a chat id that is not a UUID", method: "POST", path: () => "/api/ui/chat", status: 400, send: (p, m) => authenticated(m, p, json({ id: "chat-1", messages: [uiMessage("Hi")], trigger: "submit-message" })) },
-  { name: "useChat's resume while a turn runs", method: "GET", path: () => `/api/ui/chat/${thread.running}/stream`, status: 200, send: (p) => openedStream(p) },
-  { name: "useChat's resume with nothing running", method: "GET", path: () => `/api/ui/chat/${thread.threadId}/stream`, status: 204, send: (p, m) => authenticated(m, p) },
-  { name: "useChat's resume of a thread id that is not a UUID", method: "GET", path: () => "/api/ui/chat/chat-1/stream", status: 400, send: (p, m) => authenticated(m, p) },
+  {
+    name: "a useChat message with a chat id that is not a UUID",
+    method: "POST",
+    path: () => "/api/ui/chat",
+    status: 400,
+    send: (p, m) => authenticated(m, p, json({ id: "chat-1", messages: [uiMessage("Hi")], trigger: "submit-message" })),
+  },
+  {
+    name: "useChat's resume while a turn runs",
+    method: "GET",
+    path: () => `/api/ui/chat/${thread.running}/stream`,
+    status: 200,
+    send: (p) => openedStream(p),
+  },
+  {
+    name: "useChat's resume with nothing running",
+    method: "GET",
+    path: () => `/api/ui/chat/${thread.threadId}/stream`,
+    status: 204,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "useChat's resume of a thread id that is not a UUID",
+    method: "GET",
+    path: () => "/api/ui/chat/chat-1/stream",
+    status: 400,
+    send: (p, m) => authenticated(m, p),
+  },
   {
     name: "a realtime token",
     method: "POST",
@@ -319,19 +609,56 @@ const cases: { name: string; method: string; path: () => string; status: number;
     status: 200,
     send: (p, m) => authenticated(m, p, json({}), createTestApp(bed.db.pool, { realtime: fakeRealtime }).app),
   },
-  { name: "a realtime token while realtime is off", method: "POST", path: () => "/api/realtime/token", status: 404, send: (p, m) => authenticated(m, p, json({})) },
+  {
+    name: "a realtime token while realtime is off",
+    method: "POST",
+    path: () => "/api/realtime/token",
+    status: 404,
+    send: (p, m) => authenticated(m, p, json({})),
+  },
   {
     name: "a realtime token while Inngest is unreachable",
     method: "POST",
     path: () => "/api/realtime/token",
     status: 503,
     send: (p, m) =>
-      authenticated(m, p, json({}), createTestApp(bed.db.pool, { realtime: { ...fakeRealtime, subscriptionToken: () => Promise.reject(new Error("ECONNREFUSED")) } }).app),
+      authenticated(
+        m,
+        p,
+        json({}),
+        createTestApp(bed.db.pool, {
+          realtime: { ...fakeRealtime, subscriptionToken: () => Promise.reject(new Error("ECONNREFUSED")) },
+        }).app,
+      ),
   },
-  { name: "the caller's export", method: "GET", path: () => "/api/export", status: 200, send: (p, m) => authenticated(m, p) },
-  { name: "a search", method: "GET", path: () => "/api/search?q=hello", status: 200, send: (p, m) => authenticated(m, p) },
-  { name: "a search without a query", method: "GET", path: () => "/api/search", status: 400, send: (p, m) => authenticated(m, p) },
-  { name: "the caller's memories", method: "GET", path: () => "/api/memories", status: 200, send: (p, m) => authenticated(m, p) },
+  {
+    name: "the caller's export",
+    method: "GET",
+    path: () => "/api/export",
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "a search",
+    method: "GET",
+    path: () => "/api/search?q=hello",
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "a search without a query",
+    method: "GET",
+    path: () => "/api/search",
+    status: 400,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "the caller's memories",
+    method: "GET",
+    path: () => "/api/memories",
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
   {
     name: "a memory erased",
     method: "DELETE",
@@ -339,24 +666,82 @@ const cases: { name: string; method: string; path: () => string; status: number;
     status: 200,
     send: (p, m) => authenticated(m, p),
   },
-  { name: "an unknown memory erased", method: "DELETE", path: () => `/api/memories/${randomUUID()}`, status: 404, send: (p, m) => authenticated(m, p) },
-  { name: "all memories erased", method: "DELETE", path: () => "/api/memories", status: 200, send: (p, m) => authenticated(m, p) },
-  { name: "the model and inference mode", method: "GET", path: () => "/api/info", status: 200, send: (p, m) => authenticated(m, p) },
+  {
+    name: "an unknown memory erased",
+    method: "DELETE",
+    path: () => `/api/memories/${randomUUID()}`,
+    status: 404,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "all memories erased",
+    method: "DELETE",
+    path: () => "/api/memories",
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "the model and inference mode",
+    method: "GET",
+    path: () => "/api/info",
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
   { name: "the health check", method: "GET", path: () => "/health", status: 200, send: (p) => app.request(p) },
-  { name: "the health check without a database", method: "GET", path: () => "/health", status: 503, send: (p) => createTestApp(unreachableDatabase).app.request(p) },
-  { name: "readiness", method: "GET", path: () => "/health/ready", status: 200, send: (p) => createTestApp(bed.db.pool, { engineProbe: { check: async () => ({ reachable: true }) } }).app.request(p) },
+  {
+    name: "the health check without a database",
+    method: "GET",
+    path: () => "/health",
+    status: 503,
+    send: (p) => createTestApp(unreachableDatabase).app.request(p),
+  },
+  {
+    name: "readiness",
+    method: "GET",
+    path: () => "/health/ready",
+    status: 200,
+    send: (p) =>
+      createTestApp(bed.db.pool, { engineProbe: { check: async () => ({ reachable: true }) } }).app.request(p),
+  },
   {
     name: "readiness with Inngest unreachable",
     method: "GET",
     path: () => "/health/ready",
     status: 503,
-    send: (p) => createTestApp(bed.db.pool, { engineProbe: { check: async () => ({ reachable: false, reason: "ECONNREFUSED" }) } }).app.request(p),
+    send: (p) =>
+      createTestApp(bed.db.pool, {
+        engineProbe: { check: async () => ({ reachable: false, reason: "ECONNREFUSED" }) },
+      }).app.request(p),
   },
-  { name: "the OpenAPI document", method: "GET", path: () => "/openapi.json", status: 200, send: (p) => app.request(p) },
+  {
+    name: "the OpenAPI document",
+    method: "GET",
+    path: () => "/openapi.json",
+    status: 200,
+    send: (p) => app.request(p),
+  },
   { name: "the reference page", method: "GET", path: () => "/docs", status: 200, send: (p) => app.request(p) },
-  { name: "Inngest's introspection", method: "GET", path: () => "/api/inngest", status: 200, send: (p) => app.request(p) },
-  ...REFERENCE_ASSETS.map(({ path, file }) => ({ name: `the reference page's ${file}`, method: "GET", path: () => path, status: 200, send: (p: string) => app.request(p) })),
-  ...PLAYGROUND_FILES.map(({ path, file }) => ({ name: `the playground's ${file}`, method: "GET", path: () => path, status: 200, send: (p: string) => app.request(p) })),
+  {
+    name: "Inngest's introspection",
+    method: "GET",
+    path: () => "/api/inngest",
+    status: 200,
+    send: (p) => app.request(p),
+  },
+  ...REFERENCE_ASSETS.map(({ path, file }) => ({
+    name: `the reference page's ${file}`,
+    method: "GET",
+    path: () => path,
+    status: 200,
+    send: (p: string) => app.request(p),
+  })),
+  ...PLAYGROUND_FILES.map(({ path, file }) => ({
+    name: `the playground's ${file}`,
+    method: "GET",
+    path: () => path,
+    status: 200,
+    send: (p: string) => app.request(p),
+  })),
 ];
 
 describe("responses match their documented schemas", () => {
@@ -373,7 +758,9 @@ describe("responses match their documented schemas", () => {
   it("a body that differs from the documented schema fails the check", async () => {
     const { operation } = operationFor(spec, "GET", messagesOf(thread.threadId));
     const schema = documentedSchema(spec, operation.responses["200"]!.content!["application/json"]!.schema);
-    const page = (await (await authenticated("GET", messagesOf(thread.threadId))).json()) as { messages: Record<string, unknown>[] };
+    const page = (await (await authenticated("GET", messagesOf(thread.threadId))).json()) as {
+      messages: Record<string, unknown>[];
+    };
     expect(schema.safeParse(page).success).toBe(true);
     expect(schema.safeParse({ ...page, hasMore: "yes" }).success).toBe(false);
     expect(schema.safeParse({ ...page, messages: [{ ...page.messages[0], role: "robot" }] }).success).toBe(false);
@@ -382,10 +769,16 @@ describe("responses match their documented schemas", () => {
 
   it("covers every documented operation's success answer and every documented error status", () => {
     const successes = documentedOperations(spec).filter((operation) => {
-      const { responses } = operationFor(spec, operation.split(" ")[0]!, operation.split(" ")[1]!.replace(/\{\w+\}/g, "x")).operation;
+      const { responses } = operationFor(
+        spec,
+        operation.split(" ")[0]!,
+        operation.split(" ")[1]!.replace(/\{\w+\}/g, "x"),
+      ).operation;
       return Object.entries(responses).some(([status, response]) => status.startsWith("2") && response.content);
     });
-    const answeredSuccesses = [...answered].filter((entry) => / 2\d\d$/.test(entry)).map((entry) => entry.replace(/ \d+$/, ""));
+    const answeredSuccesses = [...answered]
+      .filter((entry) => / 2\d\d$/.test(entry))
+      .map((entry) => entry.replace(/ \d+$/, ""));
     expect(successes.filter((operation) => !answeredSuccesses.includes(operation))).toEqual([]);
     const answeredStatuses = new Set([...answered].map((entry) => Number(entry.split(" ").at(-1))));
     expect([400, 401, 404, 409, 413, 415, 422, 500, 503].filter((status) => !answeredStatuses.has(status))).toEqual([]);

@@ -19,13 +19,25 @@ const run = promisify(execFile);
 let install: string;
 beforeAll(() => {
   install = mkdtempSync(path.join(os.tmpdir(), "threadline-production-"));
-  execFileSync(process.execPath, ["node_modules/typescript/bin/tsc", "-p", "tsconfig.build.json", "--outDir", path.join(install, "dist")], { stdio: "pipe" });
+  execFileSync(
+    process.execPath,
+    ["node_modules/typescript/bin/tsc", "-p", "tsconfig.build.json", "--outDir", path.join(install, "dist")],
+    { stdio: "pipe" },
+  );
   cpSync("src/history/migrations", path.join(install, "dist/src/history/migrations"), { recursive: true });
   cpSync("package.json", path.join(install, "package.json"));
   // The production dependency tree, each top-level package linked into the install's node_modules.
   const root = path.resolve("node_modules");
-  const production = execFileSync("npm", ["ls", "--omit=dev", "--all", "--parseable"], { encoding: "utf8" }).split("\n");
-  for (const dir of new Set(production.filter((dir) => path.dirname(dir) === root || path.dirname(path.dirname(dir)) === root && path.basename(path.dirname(dir)).startsWith("@")))) {
+  const production = execFileSync("npm", ["ls", "--omit=dev", "--all", "--parseable"], { encoding: "utf8" }).split(
+    "\n",
+  );
+  for (const dir of new Set(
+    production.filter(
+      (dir) =>
+        path.dirname(dir) === root ||
+        (path.dirname(path.dirname(dir)) === root && path.basename(path.dirname(dir)).startsWith("@")),
+    ),
+  )) {
     const link = path.join(install, "node_modules", path.relative(root, dir));
     mkdirSync(path.dirname(link), { recursive: true });
     symlinkSync(dir, link);
@@ -37,7 +49,11 @@ afterAll(() => rmSync(install, { recursive: true, force: true }));
 async function node(args: string[], env: Record<string, string> = {}) {
   return run(process.execPath, args, { cwd: install, env: { PATH: process.env.PATH ?? "", ...env } }).then(
     ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
-    (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, stdout: error.stdout, stderr: error.stderr }),
+    (error: { code: number; stdout: string; stderr: string }) => ({
+      code: error.code,
+      stdout: error.stdout,
+      stderr: error.stderr,
+    }),
   );
 }
 
@@ -53,12 +69,15 @@ describe("the compiled operator commands, on a production install", () => {
     }
   });
 
-  it.each(["api-keys", "delete-user", "migrate", "import", "sync"])("node dist/scripts/%s.js --help prints its usage and exits 0 without opening a database", async (command) => {
-    const result = await node([`dist/scripts/${command}.js`, "--help"], { DATABASE_URL: NOWHERE });
-    expect(result.stderr).toBe("");
-    expect(result.code).toBe(0);
-    expect(result.stdout).toMatch(new RegExp(`^Usage: node dist/scripts/${command}\\.js`));
-  });
+  it.each(["api-keys", "delete-user", "migrate", "import", "sync"])(
+    "node dist/scripts/%s.js --help prints its usage and exits 0 without opening a database",
+    async (command) => {
+      const result = await node([`dist/scripts/${command}.js`, "--help"], { DATABASE_URL: NOWHERE });
+      expect(result.stderr).toBe("");
+      expect(result.code).toBe(0);
+      expect(result.stdout).toMatch(new RegExp(`^Usage: node dist/scripts/${command}\\.js`));
+    },
+  );
 
   it("node dist/scripts/api-keys.js create makes a key that the API accepts; the database comes from .env", async () => {
     writeFileSync(path.join(install, ".env"), `# the operator's settings\nDATABASE_URL=${bed.db.url}\n`);
@@ -79,10 +98,19 @@ describe("the compiled operator commands, on a production install", () => {
   it("a variable set in the environment wins over .env", async () => {
     writeFileSync(path.join(install, ".env"), `DATABASE_URL=${NOWHERE}\nTHREADLINE_FROM_FILE=file\n`);
     try {
-      const listed = await node(["dist/scripts/api-keys.js", "list", "--user", "ops-user"], { DATABASE_URL: bed.db.url });
+      const listed = await node(["dist/scripts/api-keys.js", "list", "--user", "ops-user"], {
+        DATABASE_URL: bed.db.url,
+      });
       expect(listed.stderr).toBe("");
       expect(listed.stdout).toContain('name="first key"');
-      const read = await node(["--input-type=module", "-e", `await import("./dist/src/env-file.js"); console.log(process.env.THREADLINE_FROM_FILE, process.env.DATABASE_URL)`], { DATABASE_URL: "from-environment" });
+      const read = await node(
+        [
+          "--input-type=module",
+          "-e",
+          `await import("./dist/src/env-file.js"); console.log(process.env.THREADLINE_FROM_FILE, process.env.DATABASE_URL)`,
+        ],
+        { DATABASE_URL: "from-environment" },
+      );
       expect(read.stdout.trim()).toBe("file from-environment");
     } finally {
       rmSync(path.join(install, ".env"));
@@ -106,7 +134,15 @@ describe("the Dockerfile (as far as this machine, without docker, can check it)"
 });
 
 describe("every entry point reads .env before anything else", () => {
-  it.each(["src/main.ts", "scripts/dev.ts", "scripts/api-keys.ts", "scripts/delete-user.ts", "scripts/migrate.ts", "scripts/import.ts", "scripts/sync.ts"])("%s imports env-file first", (file) => {
+  it.each([
+    "src/main.ts",
+    "scripts/dev.ts",
+    "scripts/api-keys.ts",
+    "scripts/delete-user.ts",
+    "scripts/migrate.ts",
+    "scripts/import.ts",
+    "scripts/sync.ts",
+  ])("%s imports env-file first", (file) => {
     const firstImport = readFileSync(file, "utf8")
       .split("\n")
       .find((line) => line.startsWith("import "));

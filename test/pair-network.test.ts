@@ -14,11 +14,20 @@ const bed = useTestBed();
 let pairTurn: ReturnType<typeof createChatTurn>;
 
 beforeAll(() => {
-  pairTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), agents: { network: "pair", memory: NO_MEMORY } });
+  pairTurn = createChatTurn({
+    db: bed.db.pool,
+    model: scriptedModel(bed.model),
+    agents: { network: "pair", memory: NO_MEMORY },
+  });
 });
 
 const agentStates = async (threadId: string) =>
-  (await bed.db.pool.query<{ agent_name: string; data: unknown }>("SELECT agent_name, data FROM agent_thread_state WHERE thread_id = $1 ORDER BY agent_name", [threadId])).rows;
+  (
+    await bed.db.pool.query<{ agent_name: string; data: unknown }>(
+      "SELECT agent_name, data FROM agent_thread_state WHERE thread_id = $1 ORDER BY agent_name",
+      [threadId],
+    )
+  ).rows;
 
 /** Every tool call of a request is answered by a tool message after it, and every tool message answers an earlier call. */
 function expectToolCallsPaired(request: ChatRequest) {
@@ -38,7 +47,11 @@ const systemOf = (request: ChatRequest) => request.messages[0]!.content as strin
 
 /** A first turn of the pair: the assistant calls current_time, answers, and the reviewer checks the answer. */
 async function firstPairTurn(userId = "user-1") {
-  bed.model.script({ toolCalls: [{ name: "current_time", id: "call_time_1" }] }, { text: "It is noon." }, { text: "OK" });
+  bed.model.script(
+    { toolCalls: [{ name: "current_time", id: "call_time_1" }] },
+    { text: "It is noon." },
+    { text: "OK" },
+  );
   const event = chatEvent({ userId, content: "What time is it?" });
   const run = await execute(pairTurn, event);
   expect(run.error).toBeUndefined();
@@ -122,13 +135,19 @@ describe("per-agent thread state", () => {
   it("the reviewer's slice survives to the next turn of the thread, is absent in another thread, and nothing is stored for the assistant", async () => {
     const userId = `user-${randomUUID()}`;
     const { threadId } = await firstPairTurn(userId);
-    expect(await agentStates(threadId)).toEqual([{ agent_name: "reviewer", data: { reviewer: { reviews: 1, lastNote: "OK" } } }]);
+    expect(await agentStates(threadId)).toEqual([
+      { agent_name: "reviewer", data: { reviewer: { reviews: 1, lastNote: "OK" } } },
+    ]);
 
     bed.model.reset();
     bed.model.script({ text: "Still noon." }, { text: "Noon was an hour ago." });
     await execute(pairTurn, chatEvent({ userId, threadId, content: "And now?" }));
-    expect(systemOf(bed.model.requests[1]!)).toContain('You have reviewed 1 earlier answers in this thread; your latest note was: "OK"');
-    expect(await agentStates(threadId)).toEqual([{ agent_name: "reviewer", data: { reviewer: { reviews: 2, lastNote: "Noon was an hour ago." } } }]);
+    expect(systemOf(bed.model.requests[1]!)).toContain(
+      'You have reviewed 1 earlier answers in this thread; your latest note was: "OK"',
+    );
+    expect(await agentStates(threadId)).toEqual([
+      { agent_name: "reviewer", data: { reviewer: { reviews: 2, lastNote: "Noon was an hour ago." } } },
+    ]);
 
     bed.model.reset();
     bed.model.script({ text: "Hello." }, { text: "OK" });
@@ -143,7 +162,12 @@ describe("per-agent thread state", () => {
   it("a turn that waited for an earlier turn of its thread loads the state that turn saved", async () => {
     const { threadId } = await firstPairTurn();
     bed.model.reset();
-    bed.model.script({ text: "Answer two." }, { text: "Note two.", delayMs: 400 }, { text: "Answer three." }, { text: "OK" });
+    bed.model.script(
+      { text: "Answer two." },
+      { text: "Note two.", delayMs: 400 },
+      { text: "Answer three." },
+      { text: "OK" },
+    );
 
     // The second turn is still waiting on its reviewer when the third starts.
     const secondRun = execute(pairTurn, chatEvent({ threadId, content: "Question two" }));
@@ -155,8 +179,12 @@ describe("per-agent thread state", () => {
     expect(third.stepIds.indexOf("agent-state.load")).toBeGreaterThan(third.stepIds.indexOf("history.wait-for-turn"));
     expect((await secondRun).error).toBeUndefined();
 
-    expect(systemOf(bed.model.requests[3]!)).toContain('You have reviewed 2 earlier answers in this thread; your latest note was: "Note two."');
-    expect(await agentStates(threadId)).toEqual([{ agent_name: "reviewer", data: { reviewer: { reviews: 3, lastNote: "OK" } } }]);
+    expect(systemOf(bed.model.requests[3]!)).toContain(
+      'You have reviewed 2 earlier answers in this thread; your latest note was: "Note two."',
+    );
+    expect(await agentStates(threadId)).toEqual([
+      { agent_name: "reviewer", data: { reviewer: { reviews: 3, lastNote: "OK" } } },
+    ]);
   });
 
   it("the single assistant network stores no agent state at all", async () => {

@@ -25,7 +25,10 @@ beforeAll(() => {
   summarize = createSummarizeThread(deps);
 });
 
-const regenerateEvent = (threadId: string, messageId: string) => ({ name: "chat/message.regenerate", data: { threadId, messageId, userId: "user-1" } });
+const regenerateEvent = (threadId: string, messageId: string) => ({
+  name: "chat/message.regenerate",
+  data: { threadId, messageId, userId: "user-1" },
+});
 
 /** Until the scripted model has received `count` requests: the run that sent the last one is now waiting for its answer. */
 async function modelReached(count: number) {
@@ -39,7 +42,9 @@ function textOf(content: unknown): string {
 
 /** The current path as the messages API shows it, as [role, text] pairs. */
 async function shownPath(threadId: string) {
-  return (await readMessagePage(bed.db.pool, { threadId, userId: "user-1", limit: MAX_PAGE_SIZE })).messages.map((m) => [m.role, textOf(m.content)]);
+  return (await readMessagePage(bed.db.pool, { threadId, userId: "user-1", limit: MAX_PAGE_SIZE })).messages.map(
+    (m) => [m.role, textOf(m.content)],
+  );
 }
 
 /** Answers on the current path whose question is not on it: must always be none. */
@@ -65,11 +70,19 @@ async function summaryCoversDetached(threadId: string): Promise<boolean> {
 }
 
 const storedSummary = async (threadId: string) =>
-  (await bed.db.pool.query("SELECT covers_through_turn_seq::int AS covers, text FROM thread_summaries WHERE thread_id = $1", [threadId])).rows[0];
+  (
+    await bed.db.pool.query(
+      "SELECT covers_through_turn_seq::int AS covers, text FROM thread_summaries WHERE thread_id = $1",
+      [threadId],
+    )
+  ).rows[0];
 
 describe("a regenerate racing a new message", () => {
   it("regenerate stored while the new message's turn waits on the model: the new answer is stored off the path and its turn superseded", async () => {
-    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [["one", "ONE"], ["two", "TWO"]]);
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [
+      ["one", "ONE"],
+      ["two", "TWO"],
+    ]);
     const three = chatEvent({ threadId, content: "three" });
     bed.model.script({ text: "answer to three", delayMs: 400 }, { text: "ONE (regenerated)" });
 
@@ -80,7 +93,10 @@ describe("a regenerate racing a new message", () => {
     const answered = await threeRun;
     expect(answered.error).toBeUndefined();
 
-    expect(await shownPath(threadId)).toEqual([["user", "one"], ["assistant", "ONE (regenerated)"]]);
+    expect(await shownPath(threadId)).toEqual([
+      ["user", "one"],
+      ["assistant", "ONE (regenerated)"],
+    ]);
     expect(await answersWithoutQuestion(threadId)).toEqual([]);
     expect(await turnsOf(bed.db.pool, three.data.messageId)).toMatchObject([{ status: "superseded" }]);
     const answerToThree = (await threadRows(bed.db.pool, threadId)).find((r) => r.answers === three.data.messageId)!;
@@ -98,7 +114,10 @@ describe("a regenerate racing a new message", () => {
   });
 
   it("new message sent while the regenerate waits on the model: its turn waits for the regenerate, whose answer takes it off the path; its own answer is stored off the path", async () => {
-    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [["one", "ONE"], ["two", "TWO"]]);
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [
+      ["one", "ONE"],
+      ["two", "TWO"],
+    ]);
     const three = chatEvent({ threadId, content: "three" });
     bed.model.script({ text: "ONE (regenerated)", delayMs: 400 }, { text: "answer to three" });
 
@@ -110,7 +129,10 @@ describe("a regenerate racing a new message", () => {
     expect((await regenerating).error).toBeUndefined();
     expect(answered.stepIds.some((id) => id.startsWith("history.wait-for-turn"))).toBe(true);
 
-    expect(await shownPath(threadId)).toEqual([["user", "one"], ["assistant", "ONE (regenerated)"]]);
+    expect(await shownPath(threadId)).toEqual([
+      ["user", "one"],
+      ["assistant", "ONE (regenerated)"],
+    ]);
     expect(await answersWithoutQuestion(threadId)).toEqual([]);
     expect(await turnsOf(bed.db.pool, three.data.messageId)).toMatchObject([{ status: "superseded" }]);
     const answerToThree = (await threadRows(bed.db.pool, threadId)).find((r) => r.answers === three.data.messageId)!;
@@ -122,23 +144,53 @@ describe("a regenerate racing a new message", () => {
     const { threadId, userId } = thread;
     const [first] = (await threadRows(bed.db.pool, threadId)).filter((r) => r.kind === "user");
     const answer = (text: string, messageId: string, variant: number) => [
-      { id: resultId(messageId, variant, 0), agentName: "assistant", content: { output: [{ type: "text" as const, role: "assistant" as const, content: text }], toolCalls: [] } },
+      {
+        id: resultId(messageId, variant, 0),
+        agentName: "assistant",
+        content: { output: [{ type: "text" as const, role: "assistant" as const, content: text }], toolCalls: [] },
+      },
     ];
 
     const threeId = crypto.randomUUID();
-    const three = await beginTurn(bed.db.pool, { threadId, userId, message: { id: threeId, text: "three" }, turn: { runId: "run-three", kind: "chat" } });
+    const three = await beginTurn(bed.db.pool, {
+      threadId,
+      userId,
+      message: { id: threeId, text: "three" },
+      turn: { runId: "run-three", kind: "chat" },
+    });
     const regen = await beginTurn(bed.db.pool, {
-      threadId, userId, message: { id: first!.id, text: "question 1" }, turn: { runId: "run-regen", kind: "regenerate", eventId: "event-regen" },
+      threadId,
+      userId,
+      message: { id: first!.id, text: "question 1" },
+      turn: { runId: "run-regen", kind: "regenerate", eventId: "event-regen" },
     });
     await storeAnswer(bed.db.pool, {
-      threadId, userId, runId: "run-regen", messageId: first!.id, messageSeq: regen.messageSeq, variant: regen.variant, detachLaterTurns: true,
+      threadId,
+      userId,
+      runId: "run-regen",
+      messageId: first!.id,
+      messageSeq: regen.messageSeq,
+      variant: regen.variant,
+      detachLaterTurns: true,
       results: answer("answer 1, again", first!.id, regen.variant),
     });
-    const late = { threadId, userId, runId: "run-three", messageId: threeId, messageSeq: three.messageSeq, variant: three.variant, detachLaterTurns: false, results: answer("answer to three", threeId, three.variant) };
+    const late = {
+      threadId,
+      userId,
+      runId: "run-three",
+      messageId: threeId,
+      messageSeq: three.messageSeq,
+      variant: three.variant,
+      detachLaterTurns: false,
+      results: answer("answer to three", threeId, three.variant),
+    };
     expect(await storeAnswer(bed.db.pool, late)).toEqual({ inserted: 1, status: "superseded" });
     expect(await storeAnswer(bed.db.pool, late)).toEqual({ inserted: 0, status: "superseded" });
 
-    expect(await shownPath(threadId)).toEqual([["user", "question 1"], ["assistant", "answer 1, again"]]);
+    expect(await shownPath(threadId)).toEqual([
+      ["user", "question 1"],
+      ["assistant", "answer 1, again"],
+    ]);
     expect(await answersWithoutQuestion(threadId)).toEqual([]);
   });
 });
@@ -151,7 +203,9 @@ describe("a summarizer racing a regenerate", () => {
     const turn31 = await execute(chatTurn, chatEvent({ threadId: thread.threadId, content: "question 31" }));
     expect(turn31.result).toMatchObject({ summaryRequested: true });
     bed.model.reset();
-    const message5 = (await threadRows(bed.db.pool, thread.threadId)).find((r) => r.kind === "user" && textOf(r.content) === "question 5")!.id;
+    const message5 = (await threadRows(bed.db.pool, thread.threadId)).find(
+      (r) => r.kind === "user" && textOf(r.content) === "question 5",
+    )!.id;
     const request = turn31.sentEvents.find((event) => event.name === "thread/summarize.requested")!;
     return { threadId: thread.threadId, request, message5 };
   }
@@ -193,20 +247,48 @@ describe("a summarizer racing a regenerate", () => {
 
   it("driven through the store directly: a summary read before a detach is refused, one read after it is stored", async () => {
     const { threadId, message5 } = await threadAskingForSummary();
-    const beforeSeq = (await threadRows(bed.db.pool, threadId)).find((r) => r.kind === "user" && textOf(r.content) === "question 12")!.seq;
+    const beforeSeq = (await threadRows(bed.db.pool, threadId)).find(
+      (r) => r.kind === "user" && textOf(r.content) === "question 12",
+    )!.seq;
     const read = await readSummarySource(bed.db.pool, { threadId, userId: "user-1", beforeSeq, maxMessages: 200 });
 
     const regen = await beginTurn(bed.db.pool, {
-      threadId, userId: "user-1", message: { id: message5, text: "question 5" }, turn: { runId: "run-regen-5", kind: "regenerate", eventId: "event-regen-5" },
+      threadId,
+      userId: "user-1",
+      message: { id: message5, text: "question 5" },
+      turn: { runId: "run-regen-5", kind: "regenerate", eventId: "event-regen-5" },
     });
     await storeAnswer(bed.db.pool, {
-      threadId, userId: "user-1", runId: "run-regen-5", messageId: message5, messageSeq: regen.messageSeq, variant: regen.variant, detachLaterTurns: true,
-      results: [{ id: resultId(message5, regen.variant, 0), agentName: "assistant", content: { output: [{ type: "text", role: "assistant", content: "answer 5, again" }], toolCalls: [] } }],
+      threadId,
+      userId: "user-1",
+      runId: "run-regen-5",
+      messageId: message5,
+      messageSeq: regen.messageSeq,
+      variant: regen.variant,
+      detachLaterTurns: true,
+      results: [
+        {
+          id: resultId(message5, regen.variant, 0),
+          agentName: "assistant",
+          content: { output: [{ type: "text", role: "assistant", content: "answer 5, again" }], toolCalls: [] },
+        },
+      ],
     });
-    const summary = (source: typeof read) => ({ threadId, coversThrough: source.messages.at(-1)!.turnSeq, text: "summary", extends: null, pathVersion: source.pathVersion });
+    const summary = (source: typeof read) => ({
+      threadId,
+      coversThrough: source.messages.at(-1)!.turnSeq,
+      text: "summary",
+      extends: null,
+      pathVersion: source.pathVersion,
+    });
     expect(await storeSummary(bed.db.pool, summary(read))).toEqual({ stored: false });
 
-    const reread = await readSummarySource(bed.db.pool, { threadId, userId: "user-1", beforeSeq: regen.messageSeq, maxMessages: 200 });
+    const reread = await readSummarySource(bed.db.pool, {
+      threadId,
+      userId: "user-1",
+      beforeSeq: regen.messageSeq,
+      maxMessages: 200,
+    });
     expect(reread.pathVersion).toBeGreaterThan(read.pathVersion);
     expect(await storeSummary(bed.db.pool, summary(reread))).toEqual({ stored: true });
     expect(await summaryCoversDetached(threadId)).toBe(false);
@@ -214,22 +296,51 @@ describe("a summarizer racing a regenerate", () => {
 
   it("under the thread lock, in both orders: a summary store waiting for a detach is refused; a detach waiting for a summary store drops it", async () => {
     const { threadId, message5 } = await threadAskingForSummary();
-    const beforeSeq = (await threadRows(bed.db.pool, threadId)).find((r) => r.kind === "user" && textOf(r.content) === "question 12")!.seq;
+    const beforeSeq = (await threadRows(bed.db.pool, threadId)).find(
+      (r) => r.kind === "user" && textOf(r.content) === "question 12",
+    )!.seq;
     const read = await readSummarySource(bed.db.pool, { threadId, userId: "user-1", beforeSeq, maxMessages: 200 });
-    const summary = { threadId, coversThrough: read.messages.at(-1)!.turnSeq, text: "summary", extends: null, pathVersion: read.pathVersion };
+    const summary = {
+      threadId,
+      coversThrough: read.messages.at(-1)!.turnSeq,
+      text: "summary",
+      extends: null,
+      pathVersion: read.pathVersion,
+    };
     const regen = await beginTurn(bed.db.pool, {
-      threadId, userId: "user-1", message: { id: message5, text: "question 5" }, turn: { runId: "run-lock-5", kind: "regenerate", eventId: "event-lock-5" },
+      threadId,
+      userId: "user-1",
+      message: { id: message5, text: "question 5" },
+      turn: { runId: "run-lock-5", kind: "regenerate", eventId: "event-lock-5" },
     });
     const answer = [
-      { id: resultId(message5, regen.variant, 0), agentName: "assistant", content: { output: [{ type: "text" as const, role: "assistant" as const, content: "answer 5, again" }], toolCalls: [] } },
+      {
+        id: resultId(message5, regen.variant, 0),
+        agentName: "assistant",
+        content: {
+          output: [{ type: "text" as const, role: "assistant" as const, content: "answer 5, again" }],
+          toolCalls: [],
+        },
+      },
     ];
-    const settled = (promise: Promise<unknown>) => Promise.race([promise.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 200))]);
+    const settled = (promise: Promise<unknown>) =>
+      Promise.race([promise.then(() => true), new Promise((resolve) => setTimeout(() => resolve(false), 200))]);
 
     // The detach holds the lock (not committed yet) when the summary is stored: the summary waits, then sees the new version.
     const detaching = await bed.db.pool.connect();
     try {
       await detaching.query("BEGIN");
-      await detaching.query(sql.storeAnswer, [threadId, "user-1", "run-lock-5", message5, regen.messageSeq, regen.variant, true, JSON.stringify(answer), null]);
+      await detaching.query(sql.storeAnswer, [
+        threadId,
+        "user-1",
+        "run-lock-5",
+        message5,
+        regen.messageSeq,
+        regen.variant,
+        true,
+        JSON.stringify(answer),
+        null,
+      ]);
       const storing = storeSummary(bed.db.pool, summary);
       expect(await settled(storing)).toBe(false);
       await detaching.query("COMMIT");
@@ -239,17 +350,37 @@ describe("a summarizer racing a regenerate", () => {
     }
 
     // The summary (now covering turn 5) holds the lock when the next regenerate of message 5 stores: it waits, then drops the summary.
-    const reread = await readSummarySource(bed.db.pool, { threadId, userId: "user-1", beforeSeq: regen.messageSeq + 1, maxMessages: 200 });
+    const reread = await readSummarySource(bed.db.pool, {
+      threadId,
+      userId: "user-1",
+      beforeSeq: regen.messageSeq + 1,
+      maxMessages: 200,
+    });
     expect(reread.messages.at(-1)!.turnSeq).toBe(regen.messageSeq);
     const again = await beginTurn(bed.db.pool, {
-      threadId, userId: "user-1", message: { id: message5, text: "question 5" }, turn: { runId: "run-lock-5b", kind: "regenerate", eventId: "event-lock-5b" },
+      threadId,
+      userId: "user-1",
+      message: { id: message5, text: "question 5" },
+      turn: { runId: "run-lock-5b", kind: "regenerate", eventId: "event-lock-5b" },
     });
     const summarizing = await bed.db.pool.connect();
     try {
       await summarizing.query("BEGIN");
-      await summarizing.query(sql.storeSummary, [threadId, reread.messages.at(-1)!.turnSeq, "summary", null, reread.pathVersion]);
+      await summarizing.query(sql.storeSummary, [
+        threadId,
+        reread.messages.at(-1)!.turnSeq,
+        "summary",
+        null,
+        reread.pathVersion,
+      ]);
       const storing = storeAnswer(bed.db.pool, {
-        threadId, userId: "user-1", runId: "run-lock-5b", messageId: message5, messageSeq: again.messageSeq, variant: again.variant, detachLaterTurns: true,
+        threadId,
+        userId: "user-1",
+        runId: "run-lock-5b",
+        messageId: message5,
+        messageSeq: again.messageSeq,
+        variant: again.variant,
+        detachLaterTurns: true,
         results: [{ ...answer[0]!, id: resultId(message5, again.variant, 0) }],
       });
       expect(await settled(storing)).toBe(false);

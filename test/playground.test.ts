@@ -6,7 +6,14 @@ import { createApiKey } from "../src/auth/api-keys.js";
 import { TURN_ENDED_ERROR } from "../src/functions/streaming-inference.js";
 import { appendEvents, type ThreadEvent } from "../src/history/events.js";
 import { streamedTexts } from "../src/stream/deltas.js";
-import { hasChromium, launchChromium, liveTexts as liveTextsOf, recordLiveTexts, reportMissingChromium, saveScreenshot } from "./helpers/chromium.js";
+import {
+  hasChromium,
+  launchChromium,
+  liveTexts as liveTextsOf,
+  recordLiveTexts,
+  reportMissingChromium,
+  saveScreenshot,
+} from "./helpers/chromium.js";
 import { startLiveApp, type LiveApp } from "./helpers/live-app.js";
 import { gate, type Gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -128,20 +135,31 @@ if (!hasChromium) {
       // What the answer showed, before and after the reload: the answer's beginnings, growing, never a repeat.
       const afterReload = await liveTexts();
       for (const shown of [beforeReload, afterReload]) {
-        expect(shown.every((text, i) => full.startsWith(text) && (i === 0 || text.length > shown[i - 1]!.length)), JSON.stringify(shown)).toBe(true);
+        expect(
+          shown.every((text, i) => full.startsWith(text) && (i === 0 || text.length > shown[i - 1]!.length)),
+          JSON.stringify(shown),
+        ).toBe(true);
       }
       expect(afterReload[0]).toBe("The quick brown fox");
       expect(beforeReload.length + afterReload.length - 1).toBeGreaterThanOrEqual(4);
 
       await saveScreenshot(page, "playground", true);
       // The browser logs each cut connection itself; nothing else went wrong.
-      expect(pageProblems).toEqual(Array(2).fill(expect.stringMatching(/net::ERR_INCOMPLETE_CHUNKED_ENCODING \(.*\/events\)$/)));
+      expect(pageProblems).toEqual(
+        Array(2).fill(expect.stringMatching(/net::ERR_INCOMPLETE_CHUNKED_ENCODING \(.*\/events\)$/)),
+      );
     });
 
     it("stops the answer being written: the text so far stays, marked Stopped; nothing more arrives though the model goes on; the next message is answered at once", async () => {
       const held = holdReply();
       bed.model.script(
-        { text: "The quick brown fox jumps over the lazy dog.", stream: { chunks: ["The ", "quick ", "brown fox ", "jumps over the lazy dog."], holdAfter: { chunks: 2, gate: held } } },
+        {
+          text: "The quick brown fox jumps over the lazy dog.",
+          stream: {
+            chunks: ["The ", "quick ", "brown fox ", "jumps over the lazy dog."],
+            holdAfter: { chunks: 2, gate: held },
+          },
+        },
         { text: "Foxes are quick." },
       );
       await openPlayground();
@@ -177,15 +195,24 @@ if (!hasChromium) {
       expect(await answers.first().innerText()).not.toContain("brown");
       expect(await answers.first().getByText("Stopped", { exact: true }).isVisible()).toBe(true);
       const shown = await liveTexts();
-      expect(shown.slice(0, shownBeforeNext).every((text) => "The quick ".startsWith(text)), JSON.stringify(shown)).toBe(true);
-      expect(shown.slice(shownBeforeNext).every((text) => "Foxes are quick.".startsWith(text)), JSON.stringify(shown)).toBe(true);
+      expect(
+        shown.slice(0, shownBeforeNext).every((text) => "The quick ".startsWith(text)),
+        JSON.stringify(shown),
+      ).toBe(true);
+      expect(
+        shown.slice(shownBeforeNext).every((text) => "Foxes are quick.".startsWith(text)),
+        JSON.stringify(shown),
+      ).toBe(true);
       await saveScreenshot(page, "playground-stopped", true);
       expect(pageProblems).toEqual([]);
     });
 
     it("a stop that finds nothing running (another tab stopped the turn just before) says so without an error, and shows the turn stopped", async () => {
       const held = holdReply();
-      bed.model.script({ text: "Once upon a time.", stream: { chunks: ["Once ", "upon a time."], holdAfter: { chunks: 1, gate: held } } });
+      bed.model.script({
+        text: "Once upon a time.",
+        stream: { chunks: ["Once ", "upon a time."], holdAfter: { chunks: 1, gate: held } },
+      });
       await openPlayground();
       await sendMessage("Tell me a story");
       await held.reached;
@@ -193,12 +220,18 @@ if (!hasChromium) {
       await eventually(() => liveAnswer()).toBe("Once");
       const threadId = run.event.data.threadId as string;
       await page.route("**/stop", async (route) => {
-        const elsewhere = await fetch(`${app.url}/api/threads/${threadId}/stop`, { method: "POST", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: "{}" });
+        const elsewhere = await fetch(`${app.url}/api/threads/${threadId}/stop`, {
+          method: "POST",
+          headers: { "X-Threadline-User": "user-1", "content-type": "application/json" },
+          body: "{}",
+        });
         expect(elsewhere.status).toBe(202);
         await route.continue();
       });
       await page.getByRole("button", { name: "Stop" }).click();
-      await eventually(() => page.getByRole("status").textContent()).toBe("Nothing to stop: no answer is being written right now.");
+      await eventually(() => page.getByRole("status").textContent()).toBe(
+        "Nothing to stop: no answer is being written right now.",
+      );
       const answer = page.locator("#messages li.assistant");
       await eventually(() => answer.getByText("Stopped", { exact: true }).isVisible()).toBe(true);
       expect(await answer.innerText()).toContain("Once");
@@ -212,7 +245,13 @@ if (!hasChromium) {
     it("a turn stopped before any text arrived offers Retry (there is no answer to regenerate), which answers the message", async () => {
       const held = holdReply();
       // The first content chunk is empty: the model is held having streamed no text at all.
-      bed.model.script({ text: "Once upon a time.", stream: { chunks: ["", "Once upon a time."], holdAfter: { chunks: 1, gate: held } } }, { text: "A short story." });
+      bed.model.script(
+        {
+          text: "Once upon a time.",
+          stream: { chunks: ["", "Once upon a time."], holdAfter: { chunks: 1, gate: held } },
+        },
+        { text: "A short story." },
+      );
       await openPlayground();
       await sendMessage("Tell me a story");
       await held.reached;
@@ -242,9 +281,13 @@ if (!hasChromium) {
       await page.getByRole("button", { name: "Send" }).click();
 
       const failure = page.locator("#messages .turn-state.failed");
-      await eventually(() => failure.textContent()).toMatch(/^failed: The model provider answered HTTP 401: Incorrect API key provided/);
+      await eventually(() => failure.textContent()).toMatch(
+        /^failed: The model provider answered HTTP 401: Incorrect API key provided/,
+      );
       // A failed turn leaves the user's message alone on the thread.
-      await eventually(() => page.locator("#threads a[aria-current=page] small").textContent()).toMatch(/^1 message · failed · /);
+      await eventually(() => page.locator("#threads a[aria-current=page] small").textContent()).toMatch(
+        /^1 message · failed · /,
+      );
       await screenshot("playground-failed");
       await page.getByRole("button", { name: "Retry" }).click();
       await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("A scaly anteater.");
@@ -272,9 +315,14 @@ if (!hasChromium) {
 
     it("shows the model and inference mode; each turn's state: sending…, answering… while the answer streams, retrying 2/5 from turn.retrying, answering again once the retry streams; message counts in words", async () => {
       const held = holdReply();
-      bed.model.script({ text: "Foxes are quick and clever.", stream: { chunks: ["Foxes ", "are quick and clever."], holdAfter: { chunks: 1, gate: held } } });
+      bed.model.script({
+        text: "Foxes are quick and clever.",
+        stream: { chunks: ["Foxes ", "are quick and clever."], holdAfter: { chunks: 1, gate: held } },
+      });
       await openPlayground();
-      await eventually(() => page.locator("#model-info").textContent()).toBe("Model: scripted-model (openai) · inference: stream");
+      await eventually(() => page.locator("#model-info").textContent()).toBe(
+        "Model: scripted-model (openai) · inference: stream",
+      );
       expect(await page.locator("#setup").isHidden()).toBe(true);
 
       // The send is held at the network: the message shows as sending until the server accepts it.
@@ -301,25 +349,49 @@ if (!hasChromium) {
 
       // An attempt failed and Inngest will retry the turn: the log says so (engineer 15's turn.retrying).
       const cause = "The model provider answered HTTP 503: overloaded";
-      const retrying = { runId: run.runId, messageId, attempt: 2, maxAttempts: 5, cause, nextAttemptAt: new Date(Date.now() + 26_000).toISOString() };
-      await appendEvents(bed.db.pool, { threadId, runId: run.runId, attempt: 0, events: [{ key: "turn.retrying:0", event: "turn.retrying", data: retrying }] });
+      const retrying = {
+        runId: run.runId,
+        messageId,
+        attempt: 2,
+        maxAttempts: 5,
+        cause,
+        nextAttemptAt: new Date(Date.now() + 26_000).toISOString(),
+      };
+      await appendEvents(bed.db.pool, {
+        threadId,
+        runId: run.runId,
+        attempt: 0,
+        events: [{ key: "turn.retrying:0", event: "turn.retrying", data: retrying }],
+      });
       await eventually(() => userState.textContent()).toBe(`retrying 2/5: ${cause}`);
       expect(await page.locator("#activity").textContent()).toBe(`retrying 2/5: ${cause}`);
       await screenshot("playground-retrying");
 
       // The next attempt streams: the page shows its text, not the failed attempt's, and answering again.
-      const { rows } = await bed.db.pool.query<{ step_id: string }>("SELECT data->>'stepId' AS step_id FROM thread_events WHERE thread_id = $1 AND event = 'text.delta' LIMIT 1", [threadId]);
+      const { rows } = await bed.db.pool.query<{ step_id: string }>(
+        "SELECT data->>'stepId' AS step_id FROM thread_events WHERE thread_id = $1 AND event = 'text.delta' LIMIT 1",
+        [threadId],
+      );
       const delta = { runId: run.runId, stepId: rows[0]!.step_id, attempt: 1, delta: "Retried: foxes" };
-      await appendEvents(bed.db.pool, { threadId, runId: run.runId, attempt: 1, events: [{ key: `${delta.stepId}:delta:0`, event: "text.delta", data: delta }] });
+      await appendEvents(bed.db.pool, {
+        threadId,
+        runId: run.runId,
+        attempt: 1,
+        events: [{ key: `${delta.stepId}:delta:0`, event: "text.delta", data: delta }],
+      });
       await eventually(() => liveAnswer()).toBe("Retried: foxes");
       expect(await userState.textContent()).toBe("answering…");
 
       held.release();
       expect((await run.execution).error).toBeUndefined();
-      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("Foxes are quick and clever.");
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain(
+        "Foxes are quick and clever.",
+      );
       expect(await userState.count()).toBe(0);
       expect(await page.locator("#activity").textContent()).toBe("");
-      await eventually(() => page.locator("#threads a[aria-current=page] small").textContent()).toMatch(/^2 messages · completed · /);
+      await eventually(() => page.locator("#threads a[aria-current=page] small").textContent()).toMatch(
+        /^2 messages · completed · /,
+      );
       expect(pageProblems).toEqual([]);
     });
 
@@ -345,7 +417,10 @@ if (!hasChromium) {
       const answer = page.locator("#messages li.assistant");
       await eventually(() => answer.count()).toBe(1);
       expect(await page.locator("#messages li.user .text").textContent()).toBe("First line\nsecond line");
-      expect(bed.model.requests.at(-1)!.messages.at(-1)).toMatchObject({ role: "user", content: "First line\nsecond line" });
+      expect(bed.model.requests.at(-1)!.messages.at(-1)).toMatchObject({
+        role: "user",
+        content: "First line\nsecond line",
+      });
       expect(await composer.inputValue()).toBe("");
 
       expect(await answer.locator("h1").textContent()).toBe("Plan");
@@ -387,7 +462,10 @@ if (!hasChromium) {
       await title.press("Enter");
       await eventually(() => page.locator("#thread-title").textContent()).toBe("Greetings");
       expect(await page.getByRole("link", { name: /^Greetings/ }).count()).toBe(1);
-      expect(await (await fetch(`${app.url}/api/threads/${threadId}`, { headers })).json()).toMatchObject({ title: "Greetings", titleSource: "user" });
+      expect(await (await fetch(`${app.url}/api/threads/${threadId}`, { headers })).json()).toMatchObject({
+        title: "Greetings",
+        titleSource: "user",
+      });
 
       await page.getByRole("button", { name: "Delete", exact: true }).click();
       await page.getByRole("button", { name: "Keep it" }).click();
@@ -409,18 +487,26 @@ if (!hasChromium) {
       bed.model.script({ text: chunks.join(""), stream: { chunks, pauseMs: 100 } });
       await openPlayground();
       await sendMessage("Count to seven");
-      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("One two three four five six seven.");
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain(
+        "One two three four five six seven.",
+      );
       const threadId = app.runs.at(-1)!.event.data.threadId as string;
       const staleId = await lastEventId(threadId);
       const user1 = { "X-Threadline-User": "user-1", "content-type": "application/json" };
 
       // Another tab deletes the thread and, once its id may be used again, writes to it under the same id.
       const rewrite = async (content: string, answer: string) => {
-        expect((await fetch(`${app.url}/api/threads/${threadId}`, { method: "DELETE", headers: user1, body: "{}" })).status).toBe(200);
+        expect(
+          (await fetch(`${app.url}/api/threads/${threadId}`, { method: "DELETE", headers: user1, body: "{}" })).status,
+        ).toBe(200);
         // The tombstone expires (THREAD_TOMBSTONE_DAYS, pruned by thread-retention): the id is free again.
         await bed.db.pool.query("DELETE FROM thread_tombstones WHERE thread_id = $1", [threadId]);
         bed.model.script({ text: answer });
-        const sent = await fetch(`${app.url}/api/chat`, { method: "POST", headers: user1, body: JSON.stringify({ threadId, messageId: crypto.randomUUID(), content }) });
+        const sent = await fetch(`${app.url}/api/chat`, {
+          method: "POST",
+          headers: user1,
+          body: JSON.stringify({ threadId, messageId: crypto.randomUUID(), content }),
+        });
         expect(sent.status).toBe(202);
         expect((await app.runs.at(-1)!.execution).error).toBeUndefined();
         expect(await lastEventId(threadId)).toBeLessThan(staleId);
@@ -430,8 +516,14 @@ if (!hasChromium) {
       // This tab sends into it: it notices the new log, reads it from the start, and shows the answer.
       bed.model.script({ text: "Still here." });
       await sendMessage("Are you there?");
-      await eventually(() => page.locator("#messages li.assistant").allTextContents()).toEqual([expect.stringContaining("Seen elsewhere."), expect.stringContaining("Still here.")]);
-      expect(await page.locator("#messages li.user .text").allTextContents()).toEqual(["Written elsewhere", "Are you there?"]);
+      await eventually(() => page.locator("#messages li.assistant").allTextContents()).toEqual([
+        expect.stringContaining("Seen elsewhere."),
+        expect.stringContaining("Still here."),
+      ]);
+      expect(await page.locator("#messages li.user .text").allTextContents()).toEqual([
+        "Written elsewhere",
+        "Are you there?",
+      ]);
       expect(await page.locator("#activity").textContent()).toBe("");
       expect(await page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
 
@@ -447,7 +539,10 @@ if (!hasChromium) {
       expect(resumedFrom.slice(requestsBefore)).toEqual(resumedFrom.slice(requestsBefore).map(() => undefined));
       bed.model.script({ text: "Back again." });
       await sendMessage("And now?");
-      await eventually(() => page.locator("#messages li.assistant").allTextContents()).toEqual([expect.stringContaining("Seen once more."), expect.stringContaining("Back again.")]);
+      await eventually(() => page.locator("#messages li.assistant").allTextContents()).toEqual([
+        expect.stringContaining("Seen once more."),
+        expect.stringContaining("Back again."),
+      ]);
       expect(await page.locator("#activity").textContent()).toBe("");
       expect(pageProblems).toEqual([]);
     });
@@ -461,9 +556,19 @@ if (!hasChromium) {
       const saved = `sessionStorage.getItem("threadline.stream.${threadId}")`;
       expect(await page.evaluate(saved)).not.toBeNull();
 
-      expect((await fetch(`${app.url}/api/threads/${threadId}`, { method: "DELETE", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: "{}" })).status).toBe(200);
+      expect(
+        (
+          await fetch(`${app.url}/api/threads/${threadId}`, {
+            method: "DELETE",
+            headers: { "X-Threadline-User": "user-1", "content-type": "application/json" },
+            body: "{}",
+          })
+        ).status,
+      ).toBe(200);
       await page.reload();
-      await eventually(() => page.getByRole("status").textContent()).toMatch(/^This thread no longer exists: it was deleted/);
+      await eventually(() => page.getByRole("status").textContent()).toMatch(
+        /^This thread no longer exists: it was deleted/,
+      );
       expect(await page.evaluate(saved)).toBeNull();
       expect(await page.locator("#messages li").count()).toBe(0);
 
@@ -476,14 +581,21 @@ if (!hasChromium) {
       expect(page.url()).not.toContain(threadId);
       expect(await page.locator("#status").textContent()).toBe("");
       // The thread was gone when the page asked for it and when its stream was refused: the browser logs both 404s.
-      expect(pageProblems.every((problem) => /status of 404 \(Not Found\)/.test(problem)), JSON.stringify(pageProblems)).toBe(true);
+      expect(
+        pageProblems.every((problem) => /status of 404 \(Not Found\)/.test(problem)),
+        JSON.stringify(pageProblems),
+      ).toBe(true);
     });
 
     it("with no model configured, says how to configure one before the first send, and the turn's failure says it again", async () => {
-      const unconfigured = await startLiveApp(bed.db.pool, bed.model, { model: { configured: false, reason: MODEL_NOT_CONFIGURED } });
+      const unconfigured = await startLiveApp(bed.db.pool, bed.model, {
+        model: { configured: false, reason: MODEL_NOT_CONFIGURED },
+      });
       try {
         await openPlayground({ url: unconfigured.url });
-        await eventually(() => page.locator("#model-info").textContent()).toBe("No model configured · inference: stream");
+        await eventually(() => page.locator("#model-info").textContent()).toBe(
+          "No model configured · inference: stream",
+        );
         const setup = page.locator("#setup");
         expect(await setup.isVisible()).toBe(true);
         expect(await setup.locator("strong").textContent()).toBe(MODEL_NOT_CONFIGURED);
@@ -492,7 +604,9 @@ if (!hasChromium) {
         expect(steps[1]).toMatch(/Ollama.*ollama pull .*OLLAMA_BASE_URL/);
         await screenshot("playground-no-model");
         await sendMessage("Hello?");
-        await eventually(() => page.locator("#messages .turn-state.failed").textContent()).toBe(`failed: ${MODEL_NOT_CONFIGURED}`);
+        await eventually(() => page.locator("#messages .turn-state.failed").textContent()).toBe(
+          `failed: ${MODEL_NOT_CONFIGURED}`,
+        );
         expect(bed.model.requests).toEqual([]);
         expect(pageProblems).toEqual([]);
       } finally {
@@ -506,7 +620,11 @@ if (!hasChromium) {
       expect(page0.headers.get("content-security-policy")).toMatch(/script-src 'self'/);
       const html = `<img src=x onerror="window.injected=1"><b>bold</b>`;
       bed.model.script({ text: `Answer ${html}` });
-      const created = await fetch(`${app.url}/api/threads`, { method: "POST", headers: { "X-Threadline-User": "user-1", "content-type": "application/json" }, body: JSON.stringify({ title: `Title ${html}` }) });
+      const created = await fetch(`${app.url}/api/threads`, {
+        method: "POST",
+        headers: { "X-Threadline-User": "user-1", "content-type": "application/json" },
+        body: JSON.stringify({ title: `Title ${html}` }),
+      });
       const { id: threadId } = (await created.json()) as { id: string };
       await openPlayground();
       await page.getByRole("link", { name: /^Title </ }).click();
@@ -528,11 +646,16 @@ if (!hasChromium) {
 
     it("signs in with a pasted API key (a refused one leaves the page signed out, saying why) and signs out", async () => {
       const { key } = await createApiKey(bed.db.pool, { userId: "key-holder", name: "playground" });
-      await bed.db.pool.query("INSERT INTO threads (id, user_id, title, title_source) VALUES ($1, 'key-holder', 'Only for the key holder', 'user')", [crypto.randomUUID()]);
+      await bed.db.pool.query(
+        "INSERT INTO threads (id, user_id, title, title_source) VALUES ($1, 'key-holder', 'Only for the key holder', 'user')",
+        [crypto.randomUUID()],
+      );
       await openPlayground({ signIn: false });
       await page.getByLabel("or a token").fill("tl_not-a-real-key");
       await page.getByRole("button", { name: "Sign in" }).click();
-      await eventually(() => page.getByRole("status").textContent()).toMatch(/^Sign in again: .*API key is unknown or revoked/);
+      await eventually(() => page.getByRole("status").textContent()).toMatch(
+        /^Sign in again: .*API key is unknown or revoked/,
+      );
       expect(await page.getByRole("button", { name: "Sign in" }).isVisible()).toBe(true);
 
       await page.getByLabel("or a token").fill(key);
@@ -549,12 +672,21 @@ if (!hasChromium) {
     it("folds deltas exactly as src/stream/deltas.ts does (the page's copy of the rule, run in the browser)", async () => {
       const row = fc.record({
         event: fc.constantFrom("text.delta", "text.delta", "text.delta", "part.created"),
-        data: fc.record({ runId: fc.constantFrom("run-1", "run-2"), stepId: fc.constantFrom("assistant", "reviewer"), attempt: fc.integer({ min: 0, max: 2 }), delta: fc.string() }),
+        data: fc.record({
+          runId: fc.constantFrom("run-1", "run-2"),
+          stepId: fc.constantFrom("assistant", "reviewer"),
+          attempt: fc.integer({ min: 0, max: 2 }),
+          delta: fc.string(),
+        }),
       });
       await openPlayground({ signIn: false });
-      const logs = fc.sample(fc.array(row, { maxLength: 12 }), { numRuns: 300, seed: 11 }).map((rows) => rows.map((r, i): ThreadEvent => ({ id: i + 1, ...r })));
+      const logs = fc
+        .sample(fc.array(row, { maxLength: 12 }), { numRuns: 300, seed: 11 })
+        .map((rows) => rows.map((r, i): ThreadEvent => ({ id: i + 1, ...r })));
       // A source string: vitest would rewrite a function's import() into its own loader.
-      const folded = await page.evaluate(`import("/playground/deltas.js").then(({ streamedTexts }) => ${JSON.stringify(logs)}.map((events) => streamedTexts(events)))`);
+      const folded = await page.evaluate(
+        `import("/playground/deltas.js").then(({ streamedTexts }) => ${JSON.stringify(logs)}.map((events) => streamedTexts(events)))`,
+      );
       expect(folded).toEqual(logs.map((events) => streamedTexts(events)));
     });
   });
@@ -585,15 +717,27 @@ const screenshot = (name: string) => saveScreenshot(page, name);
 async function inViewport(locator: ReturnType<Page["locator"]>) {
   const box = await locator.boundingBox();
   const viewport = page.viewportSize()!;
-  return box !== null && box.y >= 0 && box.x >= 0 && box.y + box.height <= viewport.height && box.x + box.width <= viewport.width;
+  return (
+    box !== null &&
+    box.y >= 0 &&
+    box.x >= 0 &&
+    box.y + box.height <= viewport.height &&
+    box.x + box.width <= viewport.width
+  );
 }
 
 const liveTexts = () => liveTextsOf(page);
 
 /** The arriving answer's text as shown (rendered Markdown: whitespace at its ends is not shown). */
-const liveAnswer = async () => ((await page.locator("#live-answer").isVisible()) ? ((await page.locator("#live-answer").textContent()) ?? "").trim() : null);
+const liveAnswer = async () =>
+  (await page.locator("#live-answer").isVisible())
+    ? ((await page.locator("#live-answer").textContent()) ?? "").trim()
+    : null;
 
 async function lastEventId(threadId: string) {
-  const { rows } = await bed.db.pool.query<{ id: string }>("SELECT max(id) AS id FROM thread_events WHERE thread_id = $1", [threadId]);
+  const { rows } = await bed.db.pool.query<{ id: string }>(
+    "SELECT max(id) AS id FROM thread_events WHERE thread_id = $1",
+    [threadId],
+  );
   return Number(rows[0]!.id);
 }

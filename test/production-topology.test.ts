@@ -32,17 +32,28 @@ const operatorEnvironment = {
 
 /** Compose's interpolation: ${NAME}, ${NAME:-default}, ${NAME:?error} (unset or empty), $$. */
 function interpolate(text: string, env: Record<string, string | undefined>): string {
-  return text.replace(/\$\$|\$\{(\w+)(?::([-?])([^}]*))?\}/g, (match, name: string | undefined, kind: string | undefined, arg: string | undefined) => {
-    if (match === "$$") return "$";
-    const value = env[name!];
-    if (value !== undefined && value !== "") return value;
-    if (kind === "?") throw new Error(`${name}: ${arg}`);
-    return kind === "-" ? arg! : "";
-  });
+  return text.replace(
+    /\$\$|\$\{(\w+)(?::([-?])([^}]*))?\}/g,
+    (match, name: string | undefined, kind: string | undefined, arg: string | undefined) => {
+      if (match === "$$") return "$";
+      const value = env[name!];
+      if (value !== undefined && value !== "") return value;
+      if (kind === "?") throw new Error(`${name}: ${arg}`);
+      return kind === "-" ? arg! : "";
+    },
+  );
 }
 
-type Service = { image?: string; build?: string; command?: string | string[]; environment?: Record<string, string>; ports?: string[]; volumes?: string[] };
-const composeWith = (env: Record<string, string | undefined>) => parse(interpolate(COMPOSE, env)) as { services: Record<string, Service> };
+type Service = {
+  image?: string;
+  build?: string;
+  command?: string | string[];
+  environment?: Record<string, string>;
+  ports?: string[];
+  volumes?: string[];
+};
+const composeWith = (env: Record<string, string | undefined>) =>
+  parse(interpolate(COMPOSE, env)) as { services: Record<string, Service> };
 
 const { services } = composeWith(operatorEnvironment);
 const apps = Object.entries(services).filter(([, service]) => service.build === ".");
@@ -51,7 +62,9 @@ const flag = (args: string[], name: string) => args[args.indexOf(name) + 1];
 const inngestArgs = argsOf(services.inngest!);
 /** A container's environment: a variable left without a value (`KEY:`, an unset ${KEY:-}) is unset in it. */
 const envOf = (service: Service) =>
-  Object.fromEntries(Object.entries(service.environment ?? {}).flatMap(([key, value]) => (value === null ? [] : [[key, String(value)]])));
+  Object.fromEntries(
+    Object.entries(service.environment ?? {}).flatMap(([key, value]) => (value === null ? [] : [[key, String(value)]])),
+  );
 
 describe("docker-compose.production.yml", () => {
   it("runs two app replicas, each configured as production mode requires: nothing refused at start-up", () => {
@@ -64,8 +77,15 @@ describe("docker-compose.production.yml", () => {
   });
 
   it("refuses to render without the operator's secrets, naming each", () => {
-    for (const name of ["INNGEST_SIGNING_KEY_HEX", "INNGEST_EVENT_KEY", "POSTGRES_PASSWORD", "INNGEST_POSTGRES_PASSWORD"]) {
-      expect(() => composeWith({ ...operatorEnvironment, [name]: undefined }), name).toThrow(new RegExp(`^${name}: set ${name}`));
+    for (const name of [
+      "INNGEST_SIGNING_KEY_HEX",
+      "INNGEST_EVENT_KEY",
+      "POSTGRES_PASSWORD",
+      "INNGEST_POSTGRES_PASSWORD",
+    ]) {
+      expect(() => composeWith({ ...operatorEnvironment, [name]: undefined }), name).toThrow(
+        new RegExp(`^${name}: set ${name}`),
+      );
     }
   });
 
@@ -84,8 +104,14 @@ describe("docker-compose.production.yml", () => {
     const port = flag(inngestArgs, "--port");
     for (const [, app] of apps) {
       const env = readEnvironment(envOf(app));
-      expect(inngestEngine(env)).toMatchObject({ kind: "self-hosted", eventUrl: `http://inngest:${port}`, apiUrl: `http://inngest:${port}` });
-      expect(flag(inngestArgs, "-u")).toBe(`${app.environment!.INNGEST_SERVE_ORIGIN}${app.environment!.INNGEST_SERVE_PATH}`);
+      expect(inngestEngine(env)).toMatchObject({
+        kind: "self-hosted",
+        eventUrl: `http://inngest:${port}`,
+        apiUrl: `http://inngest:${port}`,
+      });
+      expect(flag(inngestArgs, "-u")).toBe(
+        `${app.environment!.INNGEST_SERVE_ORIGIN}${app.environment!.INNGEST_SERVE_PATH}`,
+      );
       expect(new URL(env.DATABASE_URL!).hostname).toBe("postgres");
     }
     expect(new URL(flag(inngestArgs, "-u")!).host).toBe(`lb:${/bind :(\d+)/.exec(HAPROXY)![1]}`);
@@ -102,9 +128,17 @@ describe("docker-compose.production.yml", () => {
   });
 
   it("publishes only the load balancer, which balances over both replicas, retries on connection failure and checks readiness", () => {
-    expect(Object.entries(services).filter(([, service]) => service.ports).map(([name]) => name)).toEqual(["lb"]);
+    expect(
+      Object.entries(services)
+        .filter(([, service]) => service.ports)
+        .map(([name]) => name),
+    ).toEqual(["lb"]);
     expect(services.lb!.volumes).toEqual(["./deploy/haproxy.cfg:/usr/local/etc/haproxy/haproxy.cfg:ro"]);
-    const servers = [...HAPROXY.matchAll(/^\s*server (\S+) (\S+):(\d+)/gm)].map(([, name, host, port]) => ({ name, host, port }));
+    const servers = [...HAPROXY.matchAll(/^\s*server (\S+) (\S+):(\d+)/gm)].map(([, name, host, port]) => ({
+      name,
+      host,
+      port,
+    }));
     expect(servers).toEqual(apps.map(([name, app]) => ({ name, host: name, port: app.environment!.PORT })));
     expect(HAPROXY).toMatch(/^\s*retry-on conn-failure$/m);
     expect(HAPROXY).toMatch(/^\s*option httpchk GET \/health\/ready$/m);
@@ -128,7 +162,9 @@ describe("npm run sync (scripts/sync.ts)", () => {
   afterAll(() => new Promise<void>((resolve) => app.close(() => resolve())));
 
   const sync = (args: string[], env: Record<string, string> = {}) =>
-    promisify(execFile)(process.execPath, ["--import", "tsx", path.resolve("scripts/sync.ts"), ...args], { env: { PATH: process.env.PATH, ...env } }).then(
+    promisify(execFile)(process.execPath, ["--import", "tsx", path.resolve("scripts/sync.ts"), ...args], {
+      env: { PATH: process.env.PATH, ...env },
+    }).then(
       ({ stdout }) => ({ code: 0, out: stdout }),
       (error: { code: number; stderr: string }) => ({ code: error.code, out: error.stderr }),
     );
@@ -142,7 +178,10 @@ describe("npm run sync (scripts/sync.ts)", () => {
 
   it("PUTs the serve endpoint named by INNGEST_SERVE_ORIGIN and INNGEST_SERVE_PATH, printing the SDK's answer", async () => {
     const { code, out } = await sync([], { INNGEST_SERVE_ORIGIN: `${url}/`, INNGEST_SERVE_PATH: "/api/inngest" });
-    expect({ code, out }).toEqual({ code: 0, out: `[threadline] synced: PUT ${url}/api/inngest: Successfully registered\n` });
+    expect({ code, out }).toEqual({
+      code: 0,
+      out: `[threadline] synced: PUT ${url}/api/inngest: Successfully registered\n`,
+    });
     expect(received).toEqual(["PUT /api/inngest"]);
   });
 
@@ -150,14 +189,17 @@ describe("npm run sync (scripts/sync.ts)", () => {
     answer = { status: 500, body: JSON.stringify({ message: "Failed to register: unauthorized", modified: false }) };
     const { code, out } = await sync(["--url", `${url}/custom/inngest`]);
     expect(code).toBe(1);
-    expect(out).toBe(`[threadline] sync failed: PUT ${url}/custom/inngest answered HTTP 500: Failed to register: unauthorized\n`);
+    expect(out).toBe(
+      `[threadline] sync failed: PUT ${url}/custom/inngest answered HTTP 500: Failed to register: unauthorized\n`,
+    );
     expect(received.at(-1)).toBe("PUT /custom/inngest");
   });
 });
 
 describe("production start-up refusals name the fix for self-hosted Inngest too", () => {
   const [, replica] = apps[0]!;
-  const refusalsWith = (changes: Record<string, string | undefined>) => startupRefusals(readEnvironment({ ...envOf(replica), ...changes }));
+  const refusalsWith = (changes: Record<string, string | undefined>) =>
+    startupRefusals(readEnvironment({ ...envOf(replica), ...changes }));
 
   it("the server's bare hex key given to the app: refused, saying to prefix it with signkey-prod-", () => {
     expect(refusalsWith({ INNGEST_SIGNING_KEY: operatorEnvironment.INNGEST_SIGNING_KEY_HEX })).toEqual([
@@ -166,7 +208,15 @@ describe("production start-up refusals name the fix for self-hosted Inngest too"
   });
 
   it("missing keys: where to find them on Inngest Cloud and on a self-hosted server", () => {
-    expect(refusalsWith({ INNGEST_SIGNING_KEY: undefined })).toEqual([expect.stringMatching(/Inngest Cloud: Manage > Signing Key; self-hosted: signkey-prod-<the hex key given to inngest start --signing-key>\)\.$/)]);
-    expect(refusalsWith({ INNGEST_EVENT_KEY: undefined })).toEqual([expect.stringMatching(/Inngest Cloud: Manage > Event Keys; self-hosted: one of the keys given to inngest start --event-key\)\.$/)]);
+    expect(refusalsWith({ INNGEST_SIGNING_KEY: undefined })).toEqual([
+      expect.stringMatching(
+        /Inngest Cloud: Manage > Signing Key; self-hosted: signkey-prod-<the hex key given to inngest start --signing-key>\)\.$/,
+      ),
+    ]);
+    expect(refusalsWith({ INNGEST_EVENT_KEY: undefined })).toEqual([
+      expect.stringMatching(
+        /Inngest Cloud: Manage > Event Keys; self-hosted: one of the keys given to inngest start --event-key\)\.$/,
+      ),
+    ]);
   });
 });

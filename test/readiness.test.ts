@@ -70,7 +70,10 @@ afterAll(async () => {
 /** `count` readiness probes at once, as several load balancers (or an impatient one) would send them. */
 const probeReadiness = async (count: number) => {
   const answers = await Promise.all(Array.from({ length: count }, () => fetch(`${app.url}/health/ready`)));
-  return { statuses: [...new Set(answers.map((r) => r.status))], bodies: await Promise.all(answers.map((r) => r.json() as Promise<Record<string, unknown>>)) };
+  return {
+    statuses: [...new Set(answers.map((r) => r.status))],
+    bodies: await Promise.all(answers.map((r) => r.json() as Promise<Record<string, unknown>>)),
+  };
 };
 
 describe("readiness (GET /health/ready) sees the Inngest server; liveness (GET /health) does not", () => {
@@ -90,7 +93,12 @@ describe("readiness (GET /health/ready) sees the Inngest server; liveness (GET /
     now += INTERVAL_MS;
     const down = await probeReadiness(20);
     expect(down.statuses).toEqual([503]);
-    expect(down.bodies[0]).toMatchObject({ status: "unavailable", database: "ok", inngest: "unreachable", requestId: expect.any(String) });
+    expect(down.bodies[0]).toMatchObject({
+      status: "unavailable",
+      database: "ok",
+      inngest: "unreachable",
+      requestId: expect.any(String),
+    });
     expect(probes).toBe(2);
     // Liveness is the process and its database: a restart would not bring the engine back.
     expect((await fetch(`${app.url}/health`)).status).toBe(200);
@@ -108,13 +116,19 @@ describe("the 503 for an unsent chat event names the configured engine", () => {
   const adviceFor = (env: Record<string, string>) => engineAdvice(inngestEngine(readEnvironment(env)));
 
   it("the dev server by its URL (not the event key), a self-hosted server by its base URL, Inngest Cloud by name", () => {
-    expect(adviceFor({ INNGEST_DEV: "1" })).toBe("the Inngest dev server is running at http://localhost:8288 (npm run dev starts it; or npx inngest-cli@latest dev)");
-    expect(adviceFor({ INNGEST_DEV: "http://inngest:8288" })).toMatch(/^the Inngest dev server is running at http:\/\/inngest:8288 /);
+    expect(adviceFor({ INNGEST_DEV: "1" })).toBe(
+      "the Inngest dev server is running at http://localhost:8288 (npm run dev starts it; or npx inngest-cli@latest dev)",
+    );
+    expect(adviceFor({ INNGEST_DEV: "http://inngest:8288" })).toMatch(
+      /^the Inngest dev server is running at http:\/\/inngest:8288 /,
+    );
     expect(adviceFor({ INNGEST_DEV: "1" })).not.toContain("INNGEST_EVENT_KEY");
     expect(adviceFor({ INNGEST_SIGNING_KEY: "signkey-prod-00", INNGEST_BASE_URL: "http://inngest:8288/" })).toBe(
       "the self-hosted Inngest server at http://inngest:8288 is up and reachable from the app, and INNGEST_EVENT_KEY is one of its event keys (inngest start --event-key)",
     );
-    expect(adviceFor({ INNGEST_SIGNING_KEY: "signkey-prod-00" })).toMatch(/^Inngest Cloud is reachable from the app and INNGEST_EVENT_KEY is an event key of this environment/);
+    expect(adviceFor({ INNGEST_SIGNING_KEY: "signkey-prod-00" })).toMatch(
+      /^Inngest Cloud is reachable from the app and INNGEST_EVENT_KEY is an event key of this environment/,
+    );
   });
 
   it("over HTTP: the answer names the self-hosted server the app is configured for", async () => {
@@ -124,6 +138,8 @@ describe("the 503 for an unsent chat event names the configured engine", () => {
       body: JSON.stringify({ messageId: randomUUID(), content: "hi" }),
     });
     expect(response.status).toBe(503);
-    expect(((await response.json()) as { error: string }).error).toContain(`the self-hosted Inngest server at ${engineUrl} is up and reachable from the app`);
+    expect(((await response.json()) as { error: string }).error).toContain(
+      `the self-hosted Inngest server at ${engineUrl} is up and reachable from the app`,
+    );
   });
 });

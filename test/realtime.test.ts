@@ -3,7 +3,12 @@ import { Inngest } from "inngest";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { appendEvents } from "../src/history/events.js";
-import { inngestRealtime, userChannel, type AgentStreamChunk, type RealtimePublisher } from "../src/realtime/publisher.js";
+import {
+  inngestRealtime,
+  userChannel,
+  type AgentStreamChunk,
+  type RealtimePublisher,
+} from "../src/realtime/publisher.js";
 import { startRealtimeRelay, type RealtimeRelay } from "../src/realtime/relay.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
@@ -40,7 +45,12 @@ async function threadOf(userId: string) {
 }
 
 const write = (threadId: string, ...deltas: string[]) =>
-  appendEvents(bed.db.pool, { threadId, runId: null, attempt: 0, events: deltas.map((delta) => ({ key: delta, event: "text.delta", data: { delta } })) });
+  appendEvents(bed.db.pool, {
+    threadId,
+    runId: null,
+    attempt: 0,
+    events: deltas.map((delta) => ({ key: delta, event: "text.delta", data: { delta } })),
+  });
 
 /** Waits until `done()` holds, polling briefly, at most 5 seconds. */
 async function until(done: () => boolean) {
@@ -79,19 +89,29 @@ describe("the realtime relay", () => {
     await relay.idle();
 
     const of = (channel: string) => fake.published.filter((p) => p.channel === channel);
-    expect(of("user:alice").map((p) => [p.topic, p.chunk.data.delta, p.chunk.data.threadId, p.chunk.sequenceNumber])).toEqual([
+    expect(
+      of("user:alice").map((p) => [p.topic, p.chunk.data.delta, p.chunk.data.threadId, p.chunk.sequenceNumber]),
+    ).toEqual([
       ["agent_stream", "a1", alices, 1],
       ["agent_stream", "a2", alices, 2],
       ["agent_stream", "a3", alices, 3],
     ]);
     expect(of("user:bob").map((p) => p.chunk)).toEqual([
-      { event: "text.delta", data: { delta: "b1", threadId: bobs }, timestamp: expect.any(Number), sequenceNumber: 1, id: `${bobs}:1` },
+      {
+        event: "text.delta",
+        data: { delta: "b1", threadId: bobs },
+        timestamp: expect.any(Number),
+        sequenceNumber: 1,
+        id: `${bobs}:1`,
+      },
     ]);
     // What was written before the relay started is not published; what came after is.
     expect(of("user:user-1").map((p) => p.chunk.data.delta)).toEqual(["after the start"]);
 
     // A dropped LISTEN connection wakes the relay for every thread it knows: nothing is published twice.
-    await bed.db.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN threadline_events' AND datname = current_database()");
+    await bed.db.pool.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN threadline_events' AND datname = current_database()",
+    );
     await write(alices, "a4");
     await until(() => fake.published.some((p) => p.chunk.data.delta === "a4"));
     await relay.idle();
@@ -108,7 +128,11 @@ describe("the realtime relay", () => {
     await until(() => fake.published.some((p) => p.chunk.event === "stream.ended" && p.chunk.data.runId === run.runId));
     const ended = fake.published.find((p) => p.chunk.event === "stream.ended" && p.chunk.data.runId === run.runId)!;
     expect(ended.channel).toBe("user:carol");
-    expect(ended.chunk.data).toMatchObject({ status: "completed", threadId: event.data.messageId, messageId: event.data.messageId });
+    expect(ended.chunk.data).toMatchObject({
+      status: "completed",
+      threadId: event.data.messageId,
+      messageId: event.data.messageId,
+    });
   });
 });
 
@@ -154,8 +178,13 @@ describe("a relay that has followed many threads", () => {
     await write(quiet, "two");
     await until(() => fake.published.some((p) => p.chunk.data.delta === "two"));
     await relay.idle();
-    const erins = fake.published.filter((p) => p.channel === "user:erin").map((p) => [p.chunk.data.delta, p.chunk.sequenceNumber]);
-    expect(erins).toEqual([["one", 1], ["two", 2]]);
+    const erins = fake.published
+      .filter((p) => p.channel === "user:erin")
+      .map((p) => [p.chunk.data.delta, p.chunk.sequenceNumber]);
+    expect(erins).toEqual([
+      ["one", 1],
+      ["two", 2],
+    ]);
     await relay.sweep();
     await relay.sweep();
     expect(relay.threads).toBe(0);
@@ -172,18 +201,36 @@ describe("Inngest realtime through the app's Inngest client (its HTTP calls answ
       calls.push({ url, body: JSON.parse(String(init?.body ?? "null")) });
       return Response.json(url.pathname.endsWith("/token") ? { jwt: "signed-token" } : {});
     }) as typeof fetch;
-    const realtime = inngestRealtime(new Inngest({ id: "realtime-test", isDev: true, baseUrl: "http://inngest.test", fetch: fakeFetch }));
-    const chunk: AgentStreamChunk = { event: "stream.ended", data: { status: "completed", threadId: "t" }, timestamp: 1, sequenceNumber: 7, id: "t:7" };
+    const realtime = inngestRealtime(
+      new Inngest({ id: "realtime-test", isDev: true, baseUrl: "http://inngest.test", fetch: fakeFetch }),
+    );
+    const chunk: AgentStreamChunk = {
+      event: "stream.ended",
+      data: { status: "completed", threadId: "t" },
+      timestamp: 1,
+      sequenceNumber: 7,
+      id: "t:7",
+    };
     await realtime.publish("alice", chunk);
-    expect(await realtime.subscriptionToken("alice")).toMatchObject({ key: "signed-token", channel: "user:alice", topics: ["agent_stream"] });
+    expect(await realtime.subscriptionToken("alice")).toMatchObject({
+      key: "signed-token",
+      channel: "user:alice",
+      topics: ["agent_stream"],
+    });
 
     const [published, token] = calls;
     expect(published!.url.pathname).toBe("/v1/realtime/publish");
-    expect([published!.url.searchParams.get("channel"), published!.url.searchParams.getAll("topic"), published!.body]).toEqual(["user:alice", ["agent_stream"], chunk]);
+    expect([
+      published!.url.searchParams.get("channel"),
+      published!.url.searchParams.getAll("topic"),
+      published!.body,
+    ]).toEqual(["user:alice", ["agent_stream"], chunk]);
     expect(token!.url.pathname).toBe("/v1/realtime/token");
     expect(token!.body).toEqual([{ channel: "user:alice", name: "agent_stream", kind: "run" }]);
     // A chunk that is not AgentKit's shape is refused before anything is sent.
-    await expect(realtime.publish("alice", { event: "x" } as AgentStreamChunk)).rejects.toThrow(/Schema validation failed/);
+    await expect(realtime.publish("alice", { event: "x" } as AgentStreamChunk)).rejects.toThrow(
+      /Schema validation failed/,
+    );
     expect(calls).toHaveLength(2);
   });
 });
@@ -192,7 +239,10 @@ describe("POST /api/realtime/token", () => {
   it("asks for the caller's channel only, whatever the body names", async () => {
     const fake = fakeRealtime();
     const { app } = createTestApp(bed.db.pool, { realtime: fake.publisher });
-    const response = await asUser(app, "alice").post("/api/realtime/token", { threadId: randomUUID(), channelKey: "user:bob" });
+    const response = await asUser(app, "alice").post("/api/realtime/token", {
+      threadId: randomUUID(),
+      channelKey: "user:bob",
+    });
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ key: "token-for-alice", channel: "user:alice", topics: ["agent_stream"] });
     expect(fake.tokensFor).toEqual(["user:alice"]);
@@ -237,7 +287,13 @@ describe("the relay's queue", () => {
   it("holds a thread once however often it wakes, bounds what waits, and still publishes every event once, in order per thread", async () => {
     const events = createEventNotifier(bed.db.pool);
     const fake = heldRealtime();
-    const relay = await startRealtimeRelay({ db: bed.db.pool, events, publisher: fake.publisher, concurrency: 1, maxPending: 2 });
+    const relay = await startRealtimeRelay({
+      db: bed.db.pool,
+      events,
+      publisher: fake.publisher,
+      concurrency: 1,
+      maxPending: 2,
+    });
     const threads = await Promise.all(["gus", "hal", "ida", "jan", "kim"].map((user) => threadOf(user)));
     // The first thread's publish is held: every later wake-up waits behind it.
     await write(threads[0]!, "0-1");
@@ -274,19 +330,28 @@ describe("the relay's queue", () => {
       await client.query("DELETE FROM threads WHERE id = $1", [threadId]);
       await client.query("DELETE FROM thread_tombstones WHERE thread_id = $1", [threadId]);
       await client.query("INSERT INTO threads (id, user_id) VALUES ($1, 'max')", [threadId]);
-      await client.query("SELECT threadline_append_events($1, NULL, 0, $2)", [threadId, JSON.stringify(["max-1", "max-2", "max-3"].map((delta) => ({ key: delta, event: "text.delta", data: { delta } })))]);
+      await client.query("SELECT threadline_append_events($1, NULL, 0, $2)", [
+        threadId,
+        JSON.stringify(
+          ["max-1", "max-2", "max-3"].map((delta) => ({ key: delta, event: "text.delta", data: { delta } })),
+        ),
+      ]);
       await client.query("COMMIT");
     } finally {
       client.release();
     }
     await until(() => fake.published.length === 6);
     await relay.idle();
-    expect(fake.published.filter((p) => p.channel === "user:lea").map((p) => [p.chunk.event, p.chunk.data.delta ?? null])).toEqual([
+    expect(
+      fake.published.filter((p) => p.channel === "user:lea").map((p) => [p.chunk.event, p.chunk.data.delta ?? null]),
+    ).toEqual([
       ["text.delta", "lea-1"],
       ["text.delta", "lea-2"],
       ["thread.deleted", null],
     ]);
-    expect(fake.published.filter((p) => p.channel === "user:max").map((p) => [p.chunk.data.delta, p.chunk.sequenceNumber])).toEqual([
+    expect(
+      fake.published.filter((p) => p.channel === "user:max").map((p) => [p.chunk.data.delta, p.chunk.sequenceNumber]),
+    ).toEqual([
       ["max-1", 1],
       ["max-2", 2],
       ["max-3", 3],
@@ -295,7 +360,10 @@ describe("the relay's queue", () => {
     await bed.db.pool.query("DELETE FROM threads WHERE id = $1", [threadId]);
     await until(() => fake.published.length === 7);
     await relay.idle();
-    expect(fake.published.at(-1)).toMatchObject({ channel: "user:max", chunk: { event: "thread.deleted", data: { threadId } } });
+    expect(fake.published.at(-1)).toMatchObject({
+      channel: "user:max",
+      chunk: { event: "thread.deleted", data: { threadId } },
+    });
     expect(relay.threads).toBe(0);
     await relay.close();
     await events.close();

@@ -77,7 +77,12 @@ describe("regenerating the latest answer", () => {
     const next = await execute(chatTurn, chatEvent({ threadId, content: "Double it?" }));
     expect(next.error).toBeUndefined();
     expect(bed.model.requests[1]!.messages).toEqual([
-      system, user("What is 2+2?"), assistant("4"), user("And 3+3?"), assistant("Six."), user("Double it?"),
+      system,
+      user("What is 2+2?"),
+      assistant("4"),
+      user("And 3+3?"),
+      assistant("Six."),
+      user("Double it?"),
     ]);
   });
 });
@@ -103,7 +108,10 @@ describe("regenerating an earlier message", () => {
     // The turns after it are kept: their messages are stored off the path and their answers listable.
     const offPath = (await threadRows(bed.db.pool, threadId)).filter((r) => !r.on_path).map((r) => textOf(r.content));
     expect(offPath).toEqual(["Apple", "Its colour?", "Red", "Its taste?", "Sweet"]);
-    for (const [messageId, answer] of [[second, "Red"], [third, "Sweet"]] as const) {
+    for (const [messageId, answer] of [
+      [second, "Red"],
+      [third, "Sweet"],
+    ] as const) {
       const variants = await listAnswerVariants(bed.db.pool, { threadId, messageId, userId: "user-1" });
       expect(variants.map((v) => [v.variant, v.current, textOf(v.results[0]!.content)])).toEqual([[1, false, answer]]);
     }
@@ -111,7 +119,12 @@ describe("regenerating an earlier message", () => {
     bed.model.script({ text: "Yellow" });
     const next = await execute(chatTurn, chatEvent({ threadId, content: "Its colour?" }));
     expect(next.error).toBeUndefined();
-    expect(bed.model.requests[1]!.messages).toEqual([system, user("Name a fruit"), assistant("Banana"), user("Its colour?")]);
+    expect(bed.model.requests[1]!.messages).toEqual([
+      system,
+      user("Name a fruit"),
+      assistant("Banana"),
+      user("Its colour?"),
+    ]);
     expect(await shownPath(threadId)).toEqual([
       ["user", "Name a fruit"],
       ["assistant", "Banana"],
@@ -126,7 +139,8 @@ describe("regenerating a failed turn", () => {
     // The model answers 500 on every attempt until the run has used up its retries.
     const event = chatEvent({ content: "Are you there?" });
     let attempt = await execute(chatTurn, event);
-    for (let retry = 0; retry < 4; retry++) attempt = await execute(chatTurn, event, { memo: attempt.memo, runId: attempt.runId });
+    for (let retry = 0; retry < 4; retry++)
+      attempt = await execute(chatTurn, event, { memo: attempt.memo, runId: attempt.runId });
     expect(bed.model.requests.length).toBeGreaterThanOrEqual(5);
     await executeFailureHandler(chatTurn, {
       runId: attempt.runId,
@@ -134,7 +148,9 @@ describe("regenerating a failed turn", () => {
       error: { name: "Error", message: "Model answered HTTP 500: script exhausted" },
     });
     const threadId = event.data.messageId;
-    expect(await turnsOf(bed.db.pool, threadId)).toMatchObject([{ kind: "chat", status: "failed", error: "Model answered HTTP 500: script exhausted" }]);
+    expect(await turnsOf(bed.db.pool, threadId)).toMatchObject([
+      { kind: "chat", status: "failed", error: "Model answered HTTP 500: script exhausted" },
+    ]);
     expect(await shownPath(threadId)).toEqual([["user", "Are you there?"]]);
 
     bed.model.reset();
@@ -158,7 +174,9 @@ describe("regenerating a failed turn", () => {
 
 describe("a regenerate whose inference fails once", () => {
   it("stores one new variant when it is executed again with its memoized steps", async () => {
-    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [["Tell me a joke", "Why did the chicken..."]]);
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [
+      ["Tell me a joke", "Why did the chicken..."],
+    ]);
     const messageId = messageIds[0]!;
 
     bed.model.script({ status: 503 }, { text: "A pun walks into a bar." });
@@ -197,7 +215,10 @@ describe("re-running an event (what the dev server's re-run does)", () => {
     const rerun = await execute(chatTurn, event);
 
     expect(rerun.error).toBeUndefined();
-    expect(rerun.result).toMatchObject({ status: "skipped", reason: "the message already has an answer: regenerate it for a new one" });
+    expect(rerun.result).toMatchObject({
+      status: "skipped",
+      reason: "the message already has an answer: regenerate it for a new one",
+    });
     expect(bed.model.requests).toHaveLength(1);
     expect(await threadRows(bed.db.pool, event.data.messageId)).toEqual(rowsBefore);
     expect(await countRows(bed.db.pool)).toEqual({ ...before, turns: before.turns + 1 });
@@ -206,7 +227,9 @@ describe("re-running an event (what the dev server's re-run does)", () => {
       { run_id: rerun.runId, kind: "chat", variant: 1, status: "skipped" },
     ]);
     // The skipped re-run does not hide the run that answered.
-    const [shown] = (await readMessagePage(bed.db.pool, { threadId: event.data.messageId, userId: "user-1", limit: MAX_PAGE_SIZE })).messages;
+    const [shown] = (
+      await readMessagePage(bed.db.pool, { threadId: event.data.messageId, userId: "user-1", limit: MAX_PAGE_SIZE })
+    ).messages;
     expect(shown!.turn).toMatchObject({ status: "completed", runId: first.runId });
   });
 
@@ -214,7 +237,11 @@ describe("re-running an event (what the dev server's re-run does)", () => {
     const event = { ...chatEvent({ content: "Still there?" }), id: `event-${randomUUID()}` };
     const failed = await execute(chatTurn, event);
     expect(failed.result).toBeUndefined();
-    await executeFailureHandler(chatTurn, { runId: failed.runId, event, error: { name: "Error", message: "Model answered HTTP 500" } });
+    await executeFailureHandler(chatTurn, {
+      runId: failed.runId,
+      event,
+      error: { name: "Error", message: "Model answered HTTP 500" },
+    });
 
     bed.model.script({ text: "Yes." });
     const rerun = await execute(chatTurn, event);
@@ -239,16 +266,29 @@ describe("re-running an event (what the dev server's re-run does)", () => {
 
     const rerun = await execute(regenerate, event);
 
-    expect(rerun.result).toMatchObject({ status: "skipped", reason: "this regenerate event already produced its answer" });
+    expect(rerun.result).toMatchObject({
+      status: "skipped",
+      reason: "this regenerate event already produced its answer",
+    });
     expect(bed.model.requests).toHaveLength(1);
-    expect((await listAnswerVariants(bed.db.pool, { threadId, messageId, userId: "user-1" })).map((v) => [v.variant, v.current])).toEqual([
+    expect(
+      (await listAnswerVariants(bed.db.pool, { threadId, messageId, userId: "user-1" })).map((v) => [
+        v.variant,
+        v.current,
+      ]),
+    ).toEqual([
       [1, false],
       [2, true],
     ]);
 
     bed.model.script({ text: "3" });
     await execute(regenerate, regenerateEvent({ threadId, messageId }));
-    expect((await listAnswerVariants(bed.db.pool, { threadId, messageId, userId: "user-1" })).map((v) => [v.variant, v.current])).toEqual([
+    expect(
+      (await listAnswerVariants(bed.db.pool, { threadId, messageId, userId: "user-1" })).map((v) => [
+        v.variant,
+        v.current,
+      ]),
+    ).toEqual([
       [1, false],
       [2, false],
       [3, true],

@@ -18,7 +18,12 @@ const bed = useTestBed();
 const deps = () => ({ db: bed.db.pool, model: scriptedModel(bed.model) });
 
 const loggedEvents = async (threadId: string) =>
-  (await bed.db.pool.query<{ event: string; run_id: string }>("SELECT event, run_id FROM thread_events WHERE thread_id = $1 ORDER BY id", [threadId])).rows;
+  (
+    await bed.db.pool.query<{ event: string; run_id: string }>(
+      "SELECT event, run_id FROM thread_events WHERE thread_id = $1 ORDER BY id",
+      [threadId],
+    )
+  ).rows;
 
 describe("a rerun of an answered run, through the engine stand-in", () => {
   let live: LiveEngine;
@@ -51,7 +56,9 @@ describe("a rerun of an answered run, through the engine stand-in", () => {
     expect(rerun.status).toBe("completed");
     expect(rerun.output).toMatchObject({ status: "skipped", answerId: resultId(threadId, 1, 0) });
     expect((await threadRows(bed.db.pool, threadId)).map((r) => r.id)).toEqual([threadId, resultId(threadId, 1, 0)]);
-    expect((await loggedEvents(threadId)).filter((e) => e.event === "stream.ended")).toEqual([{ event: "stream.ended", run_id: answered.runId }]);
+    expect((await loggedEvents(threadId)).filter((e) => e.event === "stream.ended")).toEqual([
+      { event: "stream.ended", run_id: answered.runId },
+    ]);
   });
 
   it("from every step, and as a whole: each is skipped, calls no model and logs nothing", async () => {
@@ -60,11 +67,16 @@ describe("a rerun of an answered run, through the engine stand-in", () => {
     for (const fromStep of [undefined, ...answered.order.map((s) => s.id)]) {
       const rerun = live.engine.rerun(answered, fromStep);
       await rerun.ended;
-      expect({ fromStep, output: rerun.output }).toMatchObject({ fromStep, output: { status: "skipped", answerId: resultId(threadId, 1, 0) } });
+      expect({ fromStep, output: rerun.output }).toMatchObject({
+        fromStep,
+        output: { status: "skipped", answerId: resultId(threadId, 1, 0) },
+      });
     }
     expect(bed.model.requests).toHaveLength(modelCalls);
     expect(await loggedEvents(threadId)).toHaveLength(logged);
-    expect((await turnsOf(bed.db.pool, threadId)).filter((t) => t.status !== "skipped")).toMatchObject([{ run_id: answered.runId, status: "completed" }]);
+    expect((await turnsOf(bed.db.pool, threadId)).filter((t) => t.status !== "skipped")).toMatchObject([
+      { run_id: answered.runId, status: "completed" },
+    ]);
   });
 });
 
@@ -85,6 +97,8 @@ describe("a rerun from the inference step of a run that failed there", () => {
     expect(await turnsOf(bed.db.pool, event.data.messageId)).toEqual(
       expect.arrayContaining([expect.objectContaining({ run_id: rerun.runId, status: "completed" })]),
     );
-    expect((await loggedEvents(event.data.messageId)).filter((e) => e.event === "stream.ended")).toEqual([{ event: "stream.ended", run_id: rerun.runId }]);
+    expect((await loggedEvents(event.data.messageId)).filter((e) => e.event === "stream.ended")).toEqual([
+      { event: "stream.ended", run_id: rerun.runId },
+    ]);
   });
 });

@@ -31,7 +31,11 @@ const newUser = () => `user-${randomUUID()}`;
 
 /** A thread of one user whose turns say the given words (questions) and get the given answers. */
 const threadSaying = (userId: string, turns: [question: string, answer: string][]) =>
-  seedThread(bed.db.pool, { userId, turns: turns.length, texts: (turn) => ({ question: turns[turn - 1]![0], answer: turns[turn - 1]![1] }) });
+  seedThread(bed.db.pool, {
+    userId,
+    turns: turns.length,
+    texts: (turn) => ({ question: turns[turn - 1]![0], answer: turns[turn - 1]![1] }),
+  });
 
 describe("searching one's messages", () => {
   it("finds questions and answers across threads, best match first, with the matches marked in the snippet", async () => {
@@ -40,13 +44,21 @@ describe("searching one's messages", () => {
       ["My garden and my neighbour's garden both need water.", "Water them at dawn."],
       ["Nothing to do with plants here.", "Indeed, a different topic."],
     ]);
-    await threadSaying(userId, [["Garden tips: a small garden, a shady garden, a garden by the sea.", "For a seaside garden choose hardy shrubs."]]);
+    await threadSaying(userId, [
+      [
+        "Garden tips: a small garden, a shady garden, a garden by the sea.",
+        "For a seaside garden choose hardy shrubs.",
+      ],
+    ]);
 
     const { results, hasMore, nextCursor } = await search(userId, { q: "gardens" });
 
     // The more often a message says it, the higher it ranks ("gardens" finds "garden": English stemming).
     expect(results.map((r) => [r.role, r.snippet])).toEqual([
-      ["user", "<mark>Garden</mark> tips: a small <mark>garden</mark>, a shady <mark>garden</mark>, a <mark>garden</mark> by the sea."],
+      [
+        "user",
+        "<mark>Garden</mark> tips: a small <mark>garden</mark>, a shady <mark>garden</mark>, a <mark>garden</mark> by the sea.",
+      ],
       ["user", "My <mark>garden</mark> and my neighbour&#39;s <mark>garden</mark> both need water."],
       ["assistant", "For a seaside <mark>garden</mark> choose hardy shrubs."],
     ]);
@@ -67,7 +79,15 @@ describe("searching one's messages", () => {
     const { results } = await search(userId, { q: "lighthouse" });
 
     expect(results).toEqual([
-      { threadId: thread.threadId, messageId: rows[0]!.id, role: "user", createdAt: rows[0]!.created_at.toISOString(), rank: expect.any(Number), snippet: "Where is the <mark>lighthouse</mark>?", onPath: true },
+      {
+        threadId: thread.threadId,
+        messageId: rows[0]!.id,
+        role: "user",
+        createdAt: rows[0]!.created_at.toISOString(),
+        rank: expect.any(Number),
+        snippet: "Where is the <mark>lighthouse</mark>?",
+        onPath: true,
+      },
     ]);
   });
 
@@ -109,23 +129,54 @@ describe("searching one's messages", () => {
     const messageId = randomUUID();
     const runId = `search-${messageId}`;
     await ensureThread(bed.db.pool, threadId, userId);
-    const start = await beginTurn(bed.db.pool, { threadId, userId, message: { id: messageId, text: "What time is it?" }, turn: { runId, kind: "chat" } });
+    const start = await beginTurn(bed.db.pool, {
+      threadId,
+      userId,
+      message: { id: messageId, text: "What time is it?" },
+      turn: { runId, kind: "chat" },
+    });
     const tool = { type: "tool" as const, id: "call_1", name: "current_time", input: { zone: "pelican" } };
     await storeAnswer(bed.db.pool, {
-      threadId, userId, runId, messageId, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: false,
+      threadId,
+      userId,
+      runId,
+      messageId,
+      messageSeq: start.messageSeq,
+      variant: start.variant,
+      detachLaterTurns: false,
       results: [
         {
           id: resultId(messageId, start.variant, 0),
           agentName: ASSISTANT_NAME,
           content: {
             output: [{ type: "tool_call", role: "assistant", stop_reason: "tool", tools: [tool] }],
-            toolCalls: [{ type: "tool_result", role: "tool_result", stop_reason: "tool", tool, content: { data: "flamingo o'clock" } }],
+            toolCalls: [
+              {
+                type: "tool_result",
+                role: "tool_result",
+                stop_reason: "tool",
+                tool,
+                content: { data: "flamingo o'clock" },
+              },
+            ],
           },
         },
         {
           id: resultId(messageId, start.variant, 1),
           agentName: ASSISTANT_NAME,
-          content: { output: [{ type: "text", role: "assistant", content: [{ type: "text", text: "It is noon " }, { type: "text", text: "in Lisbon." }] }], toolCalls: [] },
+          content: {
+            output: [
+              {
+                type: "text",
+                role: "assistant",
+                content: [
+                  { type: "text", text: "It is noon " },
+                  { type: "text", text: "in Lisbon." },
+                ],
+              },
+            ],
+            toolCalls: [],
+          },
         },
       ],
     });
@@ -166,9 +217,14 @@ describe("searching one's messages", () => {
   it("leaves out an answer a regenerate replaced, unless asked for every message", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     const regenerate = createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model) });
-    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [["Tell me about volcanoes", "Volcanoes pour out basalt lava."]]);
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [
+      ["Tell me about volcanoes", "Volcanoes pour out basalt lava."],
+    ]);
     bed.model.script({ text: "Volcanoes are mountains that erupt." });
-    const run = await execute(regenerate, { name: "chat/message.regenerate", data: { userId: "user-1", threadId, messageId: messageIds[0]! } });
+    const run = await execute(regenerate, {
+      name: "chat/message.regenerate",
+      data: { userId: "user-1", threadId, messageId: messageIds[0]! },
+    });
     expect(run.error).toBeUndefined();
 
     expect((await search("user-1", { q: "basalt" })).results).toEqual([]);
@@ -205,7 +261,10 @@ describe("paging through the matches", () => {
     const userId = newUser();
     // 30 questions saying "lantern" 1 to 3 times: many equal ranks, so the order among them matters.
     const questions = Array.from({ length: 30 }, (_, i) => `${"lantern ".repeat(1 + (i % 3))}number ${i}`);
-    await threadSaying(userId, questions.map((q) => [q, "noted"]));
+    await threadSaying(
+      userId,
+      questions.map((q) => [q, "noted"]),
+    );
     const before = await search(userId, { q: "lantern", limit: "50" });
     expect(before.results).toHaveLength(30);
 
@@ -238,7 +297,12 @@ describe("what the query may be", () => {
     await threadSaying(userId, [["The cat and the hat.", "Of the two, the hat."]]);
 
     expect((await search(userId, { q: "zeppelin" })).results).toEqual([]);
-    expect(await search(userId, { q: "the and of" })).toEqual({ query: "the and of", results: [], hasMore: false, nextCursor: null });
+    expect(await search(userId, { q: "the and of" })).toEqual({
+      query: "the and of",
+      results: [],
+      hasMore: false,
+      nextCursor: null,
+    });
     // websearch syntax: a phrase, OR and exclusion; unbalanced quotes are not an error.
     expect((await search(userId, { q: '"the hat"' })).results).toHaveLength(2);
     expect((await search(userId, { q: "cat -hat" })).results).toEqual([]);

@@ -77,26 +77,49 @@ async function startApp(overrides: Record<string, string | undefined> = {}) {
   for (const started = Date.now(); ; ) {
     if (child.exitCode !== null) throw new Error(`the server exited during start-up:\n${output}`);
     if (Date.now() - started > 60_000) throw new Error(`the server did not answer /health:\n${output}`);
-    if (await fetch(`http://127.0.0.1:${port}/health`).then((response) => response.ok, () => false)) return { child, port };
+    if (
+      await fetch(`http://127.0.0.1:${port}/health`).then(
+        (response) => response.ok,
+        () => false,
+      )
+    )
+      return { child, port };
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }
 
 /** A request over a raw socket connection, so the Host header can be anyone's. */
-function send(port: number, method: string, headers: Record<string, string>, body = ""): Promise<{ status: number; body: string }> {
+function send(
+  port: number,
+  method: string,
+  headers: Record<string, string>,
+  body = "",
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: "127.0.0.1", port, method, path: "/api/inngest", headers: { "content-length": String(Buffer.byteLength(body)), ...headers } }, async (res) => {
-      let text = "";
-      for await (const chunk of res) text += chunk;
-      resolve({ status: res.statusCode ?? 0, body: text });
-    });
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port,
+        method,
+        path: "/api/inngest",
+        headers: { "content-length": String(Buffer.byteLength(body)), ...headers },
+      },
+      async (res) => {
+        let text = "";
+        for await (const chunk of res) text += chunk;
+        resolve({ status: res.statusCode ?? 0, body: text });
+      },
+    );
     req.once("error", reject);
     req.end(body);
   });
 }
 
 const sign = (body: string, at = Math.floor(Date.now() / 1000)) =>
-  `t=${at}&s=${createHmac("sha256", SIGNING_KEY.replace(/^signkey-\w+-/, "")).update(body).update(String(at)).digest("hex")}`;
+  `t=${at}&s=${createHmac("sha256", SIGNING_KEY.replace(/^signkey-\w+-/, ""))
+    .update(body)
+    .update(String(at))
+    .digest("hex")}`;
 
 /** Resident set size of a process, from /proc (Linux). */
 async function rssBytes(pid: number): Promise<number> {
@@ -112,7 +135,17 @@ describe("the serve endpoint in production", () => {
     expect(JSON.parse(refused.body)).toMatchObject({ code: "unsigned", error: expect.stringMatching(/not signed/) });
     // A forged signature header is refused too (by the SDK, once the bounded body is read).
     const forgedBody = JSON.stringify({ url: "http://attacker.example:4444/api/inngest" });
-    const forged = await send(port, "PUT", { host: "attacker.example:4444", "content-type": "application/json", "x-inngest-sync-kind": "in_band", "x-inngest-signature": `t=${Math.floor(Date.now() / 1000)}&s=${"ab".repeat(32)}` }, forgedBody);
+    const forged = await send(
+      port,
+      "PUT",
+      {
+        host: "attacker.example:4444",
+        "content-type": "application/json",
+        "x-inngest-sync-kind": "in_band",
+        "x-inngest-signature": `t=${Math.floor(Date.now() / 1000)}&s=${"ab".repeat(32)}`,
+      },
+      forgedBody,
+    );
     expect(forged.status).toBe(401);
     // Give a register call that the refusals might have started time to arrive.
     await new Promise((resolve) => setTimeout(resolve, 300));
@@ -120,22 +153,39 @@ describe("the serve endpoint in production", () => {
 
     // Inngest's own sync (signed, in band) is answered, with the configured URL, whatever the
     // request's Host or body say.
-    const synced = await send(port, "PUT", { host: "attacker.example:4444", "content-type": "application/json", "x-inngest-sync-kind": "in_band", "x-inngest-signature": sign(forgedBody) }, forgedBody);
+    const synced = await send(
+      port,
+      "PUT",
+      {
+        host: "attacker.example:4444",
+        "content-type": "application/json",
+        "x-inngest-sync-kind": "in_band",
+        "x-inngest-signature": sign(forgedBody),
+      },
+      forgedBody,
+    );
     expect(synced.status).toBe(200);
     expect(JSON.parse(synced.body)).toMatchObject({ url: `${PUBLIC_ORIGIN}/api/inngest` });
   }, 90_000);
 
   it("npm run sync (signed with the app's key) syncs a production app; a plausible but wrong signature does not", async () => {
     const { port } = await startApp();
-    const guessed = await send(port, "PUT", { host: "attacker.example:4444", "x-inngest-signature": `t=${Math.floor(Date.now() / 1000)}&s=${"cd".repeat(32)}` });
+    const guessed = await send(port, "PUT", {
+      host: "attacker.example:4444",
+      "x-inngest-signature": `t=${Math.floor(Date.now() / 1000)}&s=${"cd".repeat(32)}`,
+    });
     expect(guessed.status).toBe(401);
     await new Promise((resolve) => setTimeout(resolve, 300));
     expect(inngestApi.requests).toEqual([]);
 
-    const sync = spawn(process.execPath, ["--import", "tsx", path.resolve("scripts/sync.ts"), "--url", `http://127.0.0.1:${port}/api/inngest`], {
-      env: { PATH: process.env.PATH, INNGEST_SIGNING_KEY: SIGNING_KEY },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
+    const sync = spawn(
+      process.execPath,
+      ["--import", "tsx", path.resolve("scripts/sync.ts"), "--url", `http://127.0.0.1:${port}/api/inngest`],
+      {
+        env: { PATH: process.env.PATH, INNGEST_SIGNING_KEY: SIGNING_KEY },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
     let output = "";
     sync.stdout?.on("data", (chunk) => (output += chunk));
     sync.stderr?.on("data", (chunk) => (output += chunk));
@@ -160,7 +210,14 @@ describe("the serve endpoint in production", () => {
     const { child, port } = await startApp();
     const before = await rssBytes(child.pid!);
     let peak = before;
-    const sampling = setInterval(() => void rssBytes(child.pid!).then((rss) => (peak = Math.max(peak, rss)), () => {}), 20);
+    const sampling = setInterval(
+      () =>
+        void rssBytes(child.pid!).then(
+          (rss) => (peak = Math.max(peak, rss)),
+          () => {},
+        ),
+      20,
+    );
     const total = 300 * 1024 * 1024;
     const chunk = Buffer.alloc(1024 * 1024, "x");
     // A raw connection: the server answers and then closes it while the body is still being
@@ -171,7 +228,8 @@ describe("the serve endpoint in production", () => {
       const socket = connect(port, "127.0.0.1");
       const settle = () => {
         const status = /^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1];
-        if (status === undefined) return reject(new Error(`the connection closed without an answer after ${sent} bytes`));
+        if (status === undefined)
+          return reject(new Error(`the connection closed without an answer after ${sent} bytes`));
         resolve({ status: Number(status), sent });
         socket.destroy();
       };
@@ -182,7 +240,9 @@ describe("the serve endpoint in production", () => {
       socket.on("error", () => {});
       socket.on("close", settle);
       // Chunked (no Content-Length): the server cannot refuse the size from a header.
-      socket.write("POST /api/inngest?fnId=threadline-chat-turn&stepId=step HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n");
+      socket.write(
+        "POST /api/inngest?fnId=threadline-chat-turn&stepId=step HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
+      );
       const frame = Buffer.concat([Buffer.from(`${chunk.length.toString(16)}\r\n`), chunk, Buffer.from("\r\n")]);
       const write = () => {
         while (sent < total && !socket.destroyed) {
@@ -196,7 +256,9 @@ describe("the serve endpoint in production", () => {
     clearInterval(sampling);
     await new Promise((resolve) => setTimeout(resolve, 200));
     const growth = Math.max(peak, await rssBytes(child.pid!)) - before;
-    console.log(`300 MiB unsigned POST: status ${response.status} after ${response.sent / 2 ** 20} MiB sent; app RSS ${(before / 2 ** 20).toFixed(1)} MiB -> peak +${(growth / 2 ** 20).toFixed(1)} MiB`);
+    console.log(
+      `300 MiB unsigned POST: status ${response.status} after ${response.sent / 2 ** 20} MiB sent; app RSS ${(before / 2 ** 20).toFixed(1)} MiB -> peak +${(growth / 2 ** 20).toFixed(1)} MiB`,
+    );
     expect(response.status).toBe(401);
     expect(response.sent).toBeLessThan(total);
     expect(growth).toBeLessThan(8 * 2 ** 20);
@@ -207,7 +269,11 @@ describe("the serve endpoint in production", () => {
   it("answers a signed-looking POST larger than Inngest's largest request with 413, reading at most that much", async () => {
     const { child, port } = await startApp();
     const before = await rssBytes(child.pid!);
-    const declared = await send(port, "POST", { "content-type": "application/json", "x-inngest-signature": sign("{}"), "content-length": String(INNGEST_MAX_REQUEST_BYTES + 1) });
+    const declared = await send(port, "POST", {
+      "content-type": "application/json",
+      "x-inngest-signature": sign("{}"),
+      "content-length": String(INNGEST_MAX_REQUEST_BYTES + 1),
+    });
     expect(declared.status).toBe(413);
     expect(JSON.parse(declared.body)).toMatchObject({ code: "too_large" });
     expect((await rssBytes(child.pid!)) - before).toBeLessThan(8 * 2 ** 20);
@@ -216,7 +282,9 @@ describe("the serve endpoint in production", () => {
 
 describe("configuration of the serve endpoint", () => {
   it("reads the public origin and path, refusing what cannot be one", () => {
-    expect(readEnvironment({ INNGEST_SERVE_ORIGIN: "https://chat.example.com/" }).INNGEST_SERVE_ORIGIN).toBe("https://chat.example.com");
+    expect(readEnvironment({ INNGEST_SERVE_ORIGIN: "https://chat.example.com/" }).INNGEST_SERVE_ORIGIN).toBe(
+      "https://chat.example.com",
+    );
     expect(() => readEnvironment({ INNGEST_SERVE_ORIGIN: "https://chat.example.com/api" })).toThrow(/origin only/);
     expect(() => readEnvironment({ INNGEST_SERVE_ORIGIN: "chat.example.com" })).toThrow(/http\(s\) origin/);
     expect(() => readEnvironment({ INNGEST_SERVE_PATH: "api/inngest" })).toThrow(/starting with \//);

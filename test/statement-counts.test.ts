@@ -50,8 +50,17 @@ describe("SQL statements per history step and per turn", () => {
 
     expect(run.error).toBeUndefined();
     // The summary check in the same read found 60 messages outside the window: a summary is requested.
-    expect(run.result).toMatchObject({ status: "completed", history: { from: "database", read: 38 }, summaryRequested: true });
-    expectOneStatementPerHistoryStep(counting.perStep, ["history.append-user-message", "history.find-earlier-turn", "history.get", "history.append-results"]);
+    expect(run.result).toMatchObject({
+      status: "completed",
+      history: { from: "database", read: 38 },
+      summaryRequested: true,
+    });
+    expectOneStatementPerHistoryStep(counting.perStep, [
+      "history.append-user-message",
+      "history.find-earlier-turn",
+      "history.get",
+      "history.append-results",
+    ]);
     expect(totalStatements(counting.perStep)).toBe(4);
   });
 
@@ -67,7 +76,13 @@ describe("SQL statements per history step and per turn", () => {
 
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ status: "completed", answer: "answer 50, again" });
-    expectOneStatementPerHistoryStep(counting.perStep, ["history.load-message", "history.append-user-message", "history.find-earlier-turn", "history.get", "history.append-results"]);
+    expectOneStatementPerHistoryStep(counting.perStep, [
+      "history.load-message",
+      "history.append-user-message",
+      "history.find-earlier-turn",
+      "history.get",
+      "history.append-results",
+    ]);
     expect(totalStatements(counting.perStep)).toBe(5);
   });
 

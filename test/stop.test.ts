@@ -16,7 +16,14 @@ import { deltaWriter } from "../src/stream/delta-writer.js";
 import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
 import { execute, executeFailureHandler, type SentEvent, type Wait } from "./helpers/engine.js";
 import { countingPool } from "./helpers/counting-pool.js";
-import { chatEvent, conversation, scriptedModel, threadRows, threadWithRunningTurn as runningTurnFixture, turnsOf } from "./helpers/fixtures.js";
+import {
+  chatEvent,
+  conversation,
+  scriptedModel,
+  threadRows,
+  threadWithRunningTurn as runningTurnFixture,
+  turnsOf,
+} from "./helpers/fixtures.js";
 import { asUser, createTestApp, headersFor, tokenFor } from "./helpers/http.js";
 import { gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -39,7 +46,10 @@ beforeEach(() => {
 
 /** POST …/stop as a user, with a JSON body, or with none at all (undefined: as `curl -X POST` sends it). */
 async function stop(threadId: string, body: unknown, userId = "user-1") {
-  const request = body === undefined ? { headers: { authorization: `Bearer ${await tokenFor(userId)}` } } : { headers: await headersFor(userId), body: JSON.stringify(body) };
+  const request =
+    body === undefined
+      ? { headers: { authorization: `Bearer ${await tokenFor(userId)}` } }
+      : { headers: await headersFor(userId), body: JSON.stringify(body) };
   return app.request(`/api/threads/${threadId}/stop`, { method: "POST", ...request });
 }
 
@@ -49,12 +59,19 @@ const delta = (runId: string, stepId: string, attempt: number, n: number, text: 
   event: "text.delta",
   data: { runId, stepId, attempt, delta: text } satisfies InferenceDelta,
 });
-const stream = (threadId: string, runId: string, attempt: number, ...deltas: NewEvent[]) => appendEvents(bed.db.pool, { threadId, runId, attempt, events: deltas });
+const stream = (threadId: string, runId: string, attempt: number, ...deltas: NewEvent[]) =>
+  appendEvents(bed.db.pool, { threadId, runId, attempt, events: deltas });
 
 // The running-turn fixture's failed attempt logged turn.retrying (test/turn-retrying.test.ts): these tests watch what follows.
 const runLog = async (threadId: string, runId: string) =>
-  (await bed.db.pool.query<{ event: string; data: Record<string, unknown> }>("SELECT event, data FROM thread_events WHERE thread_id = $1 AND run_id = $2 AND event <> 'turn.retrying' ORDER BY id", [threadId, runId])).rows;
-const endings = async (threadId: string, runId: string) => (await runLog(threadId, runId)).filter((row) => row.event !== "text.delta");
+  (
+    await bed.db.pool.query<{ event: string; data: Record<string, unknown> }>(
+      "SELECT event, data FROM thread_events WHERE thread_id = $1 AND run_id = $2 AND event <> 'turn.retrying' ORDER BY id",
+      [threadId, runId],
+    )
+  ).rows;
+const endings = async (threadId: string, runId: string) =>
+  (await runLog(threadId, runId)).filter((row) => row.event !== "text.delta");
 
 /** Polls `done` until it holds (at most 5 seconds). */
 async function until(done: () => Promise<boolean>) {
@@ -69,8 +86,21 @@ const neverWaits = async (wait: Wait): Promise<SentEvent | null> => {
   throw new Error(`the turn was not expected to wait, but waited for ${wait.match?.value}`);
 };
 
-type ShownMessage = { id: string; role: string; content: { output?: { content: string }[] }; answers?: string; stopped?: boolean; variant?: number; turn?: { status: string } | null };
-const messagesOf = async (threadId: string) => ((await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as { messages: ShownMessage[] }).messages;
+type ShownMessage = {
+  id: string;
+  role: string;
+  content: { output?: { content: string }[] };
+  answers?: string;
+  stopped?: boolean;
+  variant?: number;
+  turn?: { status: string } | null;
+};
+const messagesOf = async (threadId: string) =>
+  (
+    (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as {
+      messages: ShownMessage[];
+    }
+  ).messages;
 
 const threadWithRunningTurn = () => runningTurnFixture(bed.db.pool, chatTurn, bed.model, "Tell me a long story.");
 
@@ -90,9 +120,20 @@ describe("POST /api/threads/:threadId/stop", () => {
         // midway (superseded), the retry's two batches. Another run's and a chunk-shaped delta are not this answer.
         if (id === "assistant") {
           await stream(threadId, runId, 0, delta(runId, "assistant", 0, 0, "Once upon a tim"));
-          await stream(threadId, runId, 1, delta(runId, "assistant", 1, 0, "Once upon"), delta(runId, "assistant", 1, 1, " a time"));
+          await stream(
+            threadId,
+            runId,
+            1,
+            delta(runId, "assistant", 1, 0, "Once upon"),
+            delta(runId, "assistant", 1, 1, " a time"),
+          );
           await stream(threadId, "another-run", 0, delta("another-run", "assistant", 0, 0, "Elsewhere"));
-          await appendEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [{ key: "publish-9:text.delta", event: "text.delta", data: { partId: "p", delta: "chunk" } }] });
+          await appendEvents(bed.db.pool, {
+            threadId,
+            runId,
+            attempt: 0,
+            events: [{ key: "publish-9:text.delta", event: "text.delta", data: { partId: "p", delta: "chunk" } }],
+          });
         }
         // The user stops while the inference step still executes: Inngest's cancellation cannot end
         // that step, so the run goes on to store the answer it got.
@@ -101,25 +142,54 @@ describe("POST /api/threads/:threadId/stop", () => {
     });
 
     expect(stopped!.status).toBe(202);
-    expect(await stopped!.json()).toEqual({ threadId, runId, messageId, variant: 1, stopped: true, answerStored: true, announced: true });
+    expect(await stopped!.json()).toEqual({
+      threadId,
+      runId,
+      messageId,
+      variant: 1,
+      stopped: true,
+      answerStored: true,
+      announced: true,
+    });
     expect(sent).toEqual([
-      { id: `turn-stop-${runId}`, name: "chat/turn.stop.requested", data: { threadId, userId: "user-1", runId, messageId } },
-      { id: `turn-finished-${runId}`, name: "threadline/turn.finished", data: { threadId, runId, messageId, status: "stopped" } },
+      {
+        id: `turn-stop-${runId}`,
+        name: "chat/turn.stop.requested",
+        data: { threadId, userId: "user-1", runId, messageId },
+      },
+      {
+        id: `turn-finished-${runId}`,
+        name: "threadline/turn.finished",
+        data: { threadId, runId, messageId, status: "stopped" },
+      },
     ]);
 
     // The run's late answer changed nothing; it reports the stop (its turn.finished carries the same id, which Inngest drops).
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ status: "stopped", answer: "Once upon a time there was a compiler. The end." });
-    expect(run.sentEvents).toEqual([expect.objectContaining({ id: `turn-finished-${runId}`, data: { threadId, runId, messageId, status: "stopped" } })]);
+    expect(run.sentEvents).toEqual([
+      expect.objectContaining({
+        id: `turn-finished-${runId}`,
+        data: { threadId, runId, messageId, status: "stopped" },
+      }),
+    ]);
     expect((await threadRows(bed.db.pool, threadId)).filter((row) => row.answers === messageId)).toHaveLength(1);
 
     const shown = await messagesOf(threadId);
     expect(shown.slice(-2)).toMatchObject([
       { id: messageId, role: "user", turn: { status: "stopped", runId, error: null } },
-      { role: "assistant", answers: messageId, variant: 1, stopped: true, content: { output: [{ type: "text", role: "assistant", content: "Once upon a time" }], toolCalls: [] } },
+      {
+        role: "assistant",
+        answers: messageId,
+        variant: 1,
+        stopped: true,
+        content: { output: [{ type: "text", role: "assistant", content: "Once upon a time" }], toolCalls: [] },
+      },
     ]);
     expect(shown.filter((m) => m.role === "assistant").map((m) => m.stopped ?? false)).toEqual([false, true]);
-    const listed = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}`)).json()) as { latestTurnStatus: string };
+    const listed = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}`)).json()) as {
+      latestTurnStatus: string;
+    };
     expect(listed.latestTurnStatus).toBe("stopped");
 
     expect(await endings(threadId, runId)).toEqual([
@@ -150,9 +220,14 @@ describe("POST /api/threads/:threadId/stop", () => {
     const log = await endings(threadId, attempt.runId);
     expect(log).toEqual([
       { event: "turn.stopped", data: { runId: attempt.runId, messageId, variant: 1, answerStored: false } },
-      { event: "stream.ended", data: { scope: "network", status: "stopped", runId: attempt.runId, messageId, variant: 1 } },
+      {
+        event: "stream.ended",
+        data: { scope: "network", status: "stopped", runId: attempt.runId, messageId, variant: 1 },
+      },
     ]);
-    expect((await messagesOf(threadId)).slice(-1)).toMatchObject([{ id: messageId, role: "user", turn: { status: "stopped" } }]);
+    expect((await messagesOf(threadId)).slice(-1)).toMatchObject([
+      { id: messageId, role: "user", turn: { status: "stopped" } },
+    ]);
 
     sent.length = 0;
     const again = await stop(threadId, {});
@@ -164,7 +239,11 @@ describe("POST /api/threads/:threadId/stop", () => {
     bed.model.script({ text: "Once upon a time, fully." });
     const retried = await execute(chatTurn, event, { memo: attempt.memo, runId: attempt.runId });
     expect(retried.result).toMatchObject({ status: "stopped" });
-    await executeFailureHandler(chatTurn, { runId: attempt.runId, event, error: { name: "Error", message: "late failure" } });
+    await executeFailureHandler(chatTurn, {
+      runId: attempt.runId,
+      event,
+      error: { name: "Error", message: "late failure" },
+    });
     const cancelled = await execute(createTurnCancellation({ db: bed.db.pool }), {
       name: "inngest/function.cancelled",
       data: { function_id: "threadline-chat-turn", run_id: attempt.runId },
@@ -187,10 +266,17 @@ describe("POST /api/threads/:threadId/stop", () => {
       BEGIN PERFORM pg_advisory_xact_lock(4242); RETURN NEW; END $$;
       CREATE TRIGGER hold_failure BEFORE UPDATE ON turns FOR EACH ROW WHEN (NEW.status = 'failed') EXECUTE FUNCTION pg_temp_hold_failure();`);
     const waiting = async (where: string) =>
-      until(async () => (await bed.db.pool.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND ${where}`)).rowCount === 1);
+      until(
+        async () =>
+          (await bed.db.pool.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND ${where}`))
+            .rowCount === 1,
+      );
     try {
       await holder.query("SELECT pg_advisory_lock(4242)");
-      const failure = failTurn(bed.db.pool, attempt.runId, "The model provider answered HTTP 503").then(() => "recorded", (error: Error) => error.message);
+      const failure = failTurn(bed.db.pool, attempt.runId, "The model provider answered HTTP 503").then(
+        () => "recorded",
+        (error: Error) => error.message,
+      );
       await waiting("wait_event_type = 'Lock' AND wait_event = 'advisory' AND query LIKE '%failed%'");
       const stopped = stop(threadId, {}).then((response) => response.status);
       await waiting("wait_event_type = 'Lock' AND query LIKE '%threadline_stop_turn%'");
@@ -200,8 +286,13 @@ describe("POST /api/threads/:threadId/stop", () => {
       holder.release();
       await bed.db.pool.query("DROP TRIGGER hold_failure ON turns; DROP FUNCTION pg_temp_hold_failure()");
     }
-    expect(await turnsOf(bed.db.pool, (await endings(threadId, attempt.runId))[0]!.data.messageId as string)).toMatchObject([{ status: "failed" }]);
-    expect((await endings(threadId, attempt.runId)).map((row) => [row.event, row.data.status])).toEqual([["turn.failed", undefined], ["stream.ended", "failed"]]);
+    expect(
+      await turnsOf(bed.db.pool, (await endings(threadId, attempt.runId))[0]!.data.messageId as string),
+    ).toMatchObject([{ status: "failed" }]);
+    expect((await endings(threadId, attempt.runId)).map((row) => [row.event, row.data.status])).toEqual([
+      ["turn.failed", undefined],
+      ["stream.ended", "failed"],
+    ]);
   });
 
   it("a turn already waiting for the stopped one is released by the stop's turn.finished, in its first wait", async () => {
@@ -246,7 +337,12 @@ describe("POST /api/threads/:threadId/stop", () => {
     const { threadId } = await threadWithRunningTurn();
     const counting = countingPool(bed.db.pool);
     const counted = createTestApp(counting.pool).app;
-    const post = async () => counted.request(`/api/threads/${threadId}/stop`, { method: "POST", headers: await headersFor("user-1"), body: "{}" });
+    const post = async () =>
+      counted.request(`/api/threads/${threadId}/stop`, {
+        method: "POST",
+        headers: await headersFor("user-1"),
+        body: "{}",
+      });
     expect((await post()).status).toBe(202);
     expect(counting.queries).toEqual([runsSql.selectRunningTurn, stopSql.stopTurn]);
     counting.queries.length = 0;
@@ -271,19 +367,37 @@ describe("POST /api/threads/:threadId/stop", () => {
     const { threadId, messageIds } = await conversation(chatTurn, bed.model, [["Say hi", "Hi"]]);
     const runId = `run-${randomUUID()}`;
     bed.model.script({ text: "Hello there, friend." });
-    const run = await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: messageIds[0]!, userId: "user-1" } }, {
-      runId,
-      beforeStep: async (id) => {
-        if (id === "assistant") await stream(threadId, runId, 0, delta(runId, "assistant", 0, 0, "Hello"));
-        if (id === "history.append-results") expect((await stop(threadId, {})).status).toBe(202);
+    const run = await execute(
+      regenerate,
+      { name: "chat/message.regenerate", data: { threadId, messageId: messageIds[0]!, userId: "user-1" } },
+      {
+        runId,
+        beforeStep: async (id) => {
+          if (id === "assistant") await stream(threadId, runId, 0, delta(runId, "assistant", 0, 0, "Hello"));
+          if (id === "history.append-results") expect((await stop(threadId, {})).status).toBe(202);
+        },
       },
-    });
+    );
     expect(run.result).toMatchObject({ status: "stopped" });
 
-    const variants = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages/${messageIds[0]}/variants`)).json()) as {
-      variants: { variant: number; current: boolean; stopped?: boolean; results: { content: { output: { content: string }[] } }[] }[];
+    const variants = (await (
+      await asUser(app, "user-1").get(`/api/threads/${threadId}/messages/${messageIds[0]}/variants`)
+    ).json()) as {
+      variants: {
+        variant: number;
+        current: boolean;
+        stopped?: boolean;
+        results: { content: { output: { content: string }[] } }[];
+      }[];
     };
-    expect(variants.variants.map((v) => [v.variant, v.current, v.stopped ?? false, v.results[0]!.content.output[0]!.content])).toEqual([
+    expect(
+      variants.variants.map((v) => [
+        v.variant,
+        v.current,
+        v.stopped ?? false,
+        v.results[0]!.content.output[0]!.content,
+      ]),
+    ).toEqual([
       [1, false, false, "Hi"],
       [2, true, true, "Hello"],
     ]);
@@ -305,7 +419,9 @@ describe("POST /api/threads/:threadId/stop", () => {
       const { cancelOn } = (fn as unknown as { opts: { cancelOn: { event: { name: string }; if: string }[] } }).opts;
       // (The deletion entries beside it are test/deletion.test.ts's.)
       const stops = cancelOn.filter((c) => c.event.name === "chat/turn.stop.requested");
-      expect(stops.map((c) => [c.event.name, c.if])).toEqual([["chat/turn.stop.requested", "async.data.messageId == event.data.messageId"]]);
+      expect(stops.map((c) => [c.event.name, c.if])).toEqual([
+        ["chat/turn.stop.requested", "async.data.messageId == event.data.messageId"],
+      ]);
     }
   });
 });
@@ -316,11 +432,16 @@ describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
     const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
     const event = chatEvent({ threadId, content: "Tell me a long story." });
     const held = gate();
-    bed.model.script({ text: "Once upon a time there was a compiler.", stream: { chunks: ["Once upon", " a time", " there was", " a compiler."], holdAfter: { chunks: 2, gate: held } } });
+    bed.model.script({
+      text: "Once upon a time there was a compiler.",
+      stream: { chunks: ["Once upon", " a time", " there was", " a compiler."], holdAfter: { chunks: 2, gate: held } },
+    });
 
     const running = execute(streamingTurn, event);
     await held.reached;
-    await until(async () => streamedTexts(await readEventsAfter(bed.db.pool, threadId, 0, 1_000))[0]?.text === "Once upon a time");
+    await until(
+      async () => streamedTexts(await readEventsAfter(bed.db.pool, threadId, 0, 1_000))[0]?.text === "Once upon a time",
+    );
     const stopped = await stop(threadId, {});
     expect(stopped.status).toBe(202);
     const { runId } = (await stopped.json()) as { runId: string };
@@ -332,20 +453,32 @@ describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
     expect(bed.model.requests).toHaveLength(1);
 
     const log = await runLog(threadId, runId);
-    expect(log.map((row) => row.event)).toEqual([...log.filter((row) => row.event === "text.delta").map(() => "text.delta"), "turn.stopped", "stream.ended"]);
-    expect(streamedTexts(await readEventsAfter(bed.db.pool, threadId, 0, 1_000), runId).map((t) => t.text)).toEqual(["Once upon a time"]);
+    expect(log.map((row) => row.event)).toEqual([
+      ...log.filter((row) => row.event === "text.delta").map(() => "text.delta"),
+      "turn.stopped",
+      "stream.ended",
+    ]);
+    expect(streamedTexts(await readEventsAfter(bed.db.pool, threadId, 0, 1_000), runId).map((t) => t.text)).toEqual([
+      "Once upon a time",
+    ]);
     expect((await messagesOf(threadId)).slice(-2)).toMatchObject([
       { id: event.data.messageId, turn: { status: "stopped", runId } },
       { role: "assistant", stopped: true, content: { output: [{ content: "Once upon a time" }] } },
     ]);
 
     // Inngest calls the onFailure handler of the run it failed: the stopped turn stays as it is.
-    await executeFailureHandler(streamingTurn, { runId, event, error: { name: "NonRetriableError", message: TURN_ENDED_ERROR } });
+    await executeFailureHandler(streamingTurn, {
+      runId,
+      event,
+      error: { name: "NonRetriableError", message: TURN_ENDED_ERROR },
+    });
     expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "stopped", error: null }]);
     expect(await endings(threadId, runId)).toHaveLength(2);
 
     bed.model.script({ text: "It was about a compiler." });
-    const next = await execute(streamingTurn, chatEvent({ threadId, content: "What was it about?" }), { waits: neverWaits });
+    const next = await execute(streamingTurn, chatEvent({ threadId, content: "What was it about?" }), {
+      waits: neverWaits,
+    });
     expect(next.result).toMatchObject({ status: "completed", answer: "It was about a compiler." });
     expect(bed.model.requests.at(-1)!.messages.slice(-2)).toEqual([
       { role: "assistant", content: "Once upon a time" },
@@ -356,19 +489,31 @@ describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
   it("the delta writer: a batch that finds the turn stopped is not written, and `stopped` aborts", async () => {
     const { threadId, attempt } = await threadWithRunningTurn();
     const failures: unknown[] = [];
-    const writer = deltaWriter(bed.db.pool, { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 }, (error) => failures.push(error));
+    const writer = deltaWriter(
+      bed.db.pool,
+      { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 },
+      (error) => failures.push(error),
+    );
     writer.push("Once");
     await writer.finish();
     expect(writer.ended.aborted).toBe(false);
     expect((await stop(threadId, {})).status).toBe(202);
 
-    const late = deltaWriter(bed.db.pool, { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 }, (error) => failures.push(error));
+    const late = deltaWriter(
+      bed.db.pool,
+      { threadId, runId: attempt.runId, stepId: "assistant", attempt: 1 },
+      (error) => failures.push(error),
+    );
     late.push(" upon a time");
     await late.finish();
     expect(late.ended.aborted).toBe(true);
     // A refused batch is a stop, not a failed write.
     expect(failures).toEqual([]);
-    expect((await runLog(threadId, attempt.runId)).map((row) => row.event)).toEqual(["text.delta", "turn.stopped", "stream.ended"]);
+    expect((await runLog(threadId, attempt.runId)).map((row) => row.event)).toEqual([
+      "text.delta",
+      "turn.stopped",
+      "stream.ended",
+    ]);
   });
 
   it("a model call whose signal aborts ends at once: the provider's connection is closed mid-stream", async () => {
@@ -376,7 +521,9 @@ describe("a streaming turn (INFERENCE=stream) stopped mid-answer", () => {
     const connectionClosed = new Promise<void>((resolve) => {
       server.once("request", (_request, response) => {
         response.writeHead(200, { "content-type": "text/event-stream" });
-        response.write(`data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: "assistant", content: "Once" } }] })}\n\n`);
+        response.write(
+          `data: ${JSON.stringify({ choices: [{ index: 0, delta: { role: "assistant", content: "Once" } }] })}\n\n`,
+        );
         // Never ends by itself: only the caller's abort closes it.
         response.on("close", () => resolve());
       });
@@ -402,15 +549,38 @@ describe("the streaming writer's delta appends (appendRunEvents)", () => {
   it("are logged while the turn runs; a batch racing a stop waits for it, then is refused (ended: true) and nothing follows the stop's ending", async () => {
     const { threadId, event, attempt } = await threadWithRunningTurn();
     const runId = attempt.runId;
-    expect(await appendRunEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "Once")] })).toMatchObject({ ended: false });
+    expect(
+      await appendRunEvents(bed.db.pool, {
+        threadId,
+        runId,
+        attempt: 0,
+        events: [delta(runId, "assistant", 0, 0, "Once")],
+      }),
+    ).toMatchObject({ ended: false });
 
     // The stop's statement holds the thread's lock (its transaction left open) while a batch arrives.
     const client = await bed.db.pool.connect();
     try {
       await client.query("BEGIN");
-      await client.query("SELECT * FROM threadline_stop_turn($1, 'user-1', $2, $3, 'assistant')", [threadId, runId, randomUUID()]);
-      const racing = appendRunEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 1, " upon")] });
-      await until(async () => (await bed.db.pool.query("SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%threadline_append_run_events%'")).rowCount === 1);
+      await client.query("SELECT * FROM threadline_stop_turn($1, 'user-1', $2, $3, 'assistant')", [
+        threadId,
+        runId,
+        randomUUID(),
+      ]);
+      const racing = appendRunEvents(bed.db.pool, {
+        threadId,
+        runId,
+        attempt: 0,
+        events: [delta(runId, "assistant", 0, 1, " upon")],
+      });
+      await until(
+        async () =>
+          (
+            await bed.db.pool.query(
+              "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%threadline_append_run_events%'",
+            )
+          ).rowCount === 1,
+      );
       await client.query("COMMIT");
       expect(await racing).toEqual({ lastId: null, ended: true });
     } finally {
@@ -419,14 +589,26 @@ describe("the streaming writer's delta appends (appendRunEvents)", () => {
 
     const log = await runLog(threadId, runId);
     expect(log.map((row) => row.event)).toEqual(["text.delta", "turn.stopped", "stream.ended"]);
-    expect((await messagesOf(threadId)).at(-1)).toMatchObject({ role: "assistant", answers: event.data.messageId, stopped: true, content: { output: [{ content: "Once" }] } });
+    expect((await messagesOf(threadId)).at(-1)).toMatchObject({
+      role: "assistant",
+      answers: event.data.messageId,
+      stopped: true,
+      content: { output: [{ content: "Once" }] },
+    });
   });
 
   it("a cancelled run's still-executing inference logs nothing after the cancellation's ending, and learns it (ended: true)", async () => {
     const { threadId, attempt } = await threadWithRunningTurn();
     const runId = attempt.runId;
     expect(await cancelTurn(bed.db.pool, runId)).not.toBeNull();
-    expect(await appendRunEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "Too late")] })).toEqual({ lastId: null, ended: true });
+    expect(
+      await appendRunEvents(bed.db.pool, {
+        threadId,
+        runId,
+        attempt: 0,
+        events: [delta(runId, "assistant", 0, 0, "Too late")],
+      }),
+    ).toEqual({ lastId: null, ended: true });
     expect((await runLog(threadId, runId)).map((row) => row.event)).toEqual(["turn.cancelled", "stream.ended"]);
   });
 });
@@ -435,7 +617,12 @@ describe("the partial answer's text", () => {
   it("a stop while only whitespace had streamed stores no answer (an empty assistant message breaks some providers)", async () => {
     const { threadId, event, attempt } = await threadWithRunningTurn();
     const runId = attempt.runId;
-    await appendRunEvents(bed.db.pool, { threadId, runId, attempt: 0, events: [delta(runId, "assistant", 0, 0, "\n\n  ")] });
+    await appendRunEvents(bed.db.pool, {
+      threadId,
+      runId,
+      attempt: 0,
+      events: [delta(runId, "assistant", 0, 0, "\n\n  ")],
+    });
     const answer = await stop(threadId, {});
     expect(answer.status).toBe(202);
     expect(await answer.json()).toMatchObject({ stopped: true, answerStored: false });
@@ -450,7 +637,13 @@ describe("the partial answer's text", () => {
     const threadId = randomUUID();
     await bed.db.pool.query("INSERT INTO threads (id, user_id) VALUES ($1, 'user-1')", [threadId]);
     const runId = "folded-run";
-    await stream(threadId, runId, 0, delta(runId, "assistant", 0, 0, "Let me check"), delta(runId, "assistant", 0, 1, " the time."));
+    await stream(
+      threadId,
+      runId,
+      0,
+      delta(runId, "assistant", 0, 0, "Let me check"),
+      delta(runId, "assistant", 0, 1, " the time."),
+    );
     await stream(threadId, runId, 0, delta(runId, "reviewer", 0, 0, "Draft"));
     await stream(threadId, runId, 1, delta(runId, "reviewer", 1, 0, "Reviewed"));
     // A late batch of the failed attempt, after its retry began: dropped.
@@ -459,8 +652,13 @@ describe("the partial answer's text", () => {
     await stream(threadId, runId, 0, delta(runId, "empty", 0, 0, ""));
     await stream(threadId, "other-run", 0, delta("other-run", "assistant", 0, 0, "Not this run."));
 
-    const { rows } = await bed.db.pool.query<{ texts: string[] }>("SELECT threadline_streamed_texts($1, $2) AS texts", [threadId, runId]);
-    const read = streamedTexts(await readEventsAfter(bed.db.pool, threadId, 0, 100), runId).filter((t) => t.text !== "");
+    const { rows } = await bed.db.pool.query<{ texts: string[] }>("SELECT threadline_streamed_texts($1, $2) AS texts", [
+      threadId,
+      runId,
+    ]);
+    const read = streamedTexts(await readEventsAfter(bed.db.pool, threadId, 0, 100), runId).filter(
+      (t) => t.text !== "",
+    );
     expect(rows[0]!.texts).toEqual(read.map((t) => t.text));
     expect(rows[0]!.texts).toEqual(["Let me check the time.", "Reviewed: fine."]);
   });

@@ -30,7 +30,8 @@ const call = (userId: string, method: string, path: string, body?: unknown) =>
 
 /** Three title.changed rows in the thread's log, written by renaming it as its owner. */
 async function renameThrice(userId: string, threadId: string, title: string) {
-  for (const n of [1, 2, 3]) expect((await call(userId, "PATCH", `/api/threads/${threadId}`, { title: `${title} ${n}` })).status).toBe(200);
+  for (const n of [1, 2, 3])
+    expect((await call(userId, "PATCH", `/api/threads/${threadId}`, { title: `${title} ${n}` })).status).toBe(200);
 }
 
 describe("streams stay the owner's", () => {
@@ -49,8 +50,15 @@ describe("streams stay the owner's", () => {
       await client.query("BEGIN");
       await client.query("DELETE FROM threads WHERE id = $1", [threadId]);
       await client.query("DELETE FROM thread_tombstones WHERE thread_id = $1", [threadId]);
-      await client.query("INSERT INTO threads (id, user_id, title, title_source) VALUES ($1, 'bob', 'Bob''s secret', 'user')", [threadId]);
-      const secrets = [1, 2, 3].map((n) => ({ key: `secret-${n}`, event: "title.changed", data: { title: `Bob's secret ${n}` } }));
+      await client.query(
+        "INSERT INTO threads (id, user_id, title, title_source) VALUES ($1, 'bob', 'Bob''s secret', 'user')",
+        [threadId],
+      );
+      const secrets = [1, 2, 3].map((n) => ({
+        key: `secret-${n}`,
+        event: "title.changed",
+        data: { title: `Bob's secret ${n}` },
+      }));
       await client.query("SELECT threadline_append_events($1, NULL, 0, $2)", [threadId, JSON.stringify(secrets)]);
       await client.query("COMMIT");
     } finally {
@@ -75,12 +83,17 @@ describe("streams stay the owner's", () => {
     const threadId = randomUUID();
     expect((await call("ada", "POST", "/api/threads", { id: threadId })).status).toBe(201);
     await renameThrice("ada", threadId, "Draft");
-    const streams = await Promise.all([0, 2].map((after) => openEventStream(asLiveUser("ada"), threadId, { userId: "ada", after })));
+    const streams = await Promise.all(
+      [0, 2].map((after) => openEventStream(asLiveUser("ada"), threadId, { userId: "ada", after })),
+    );
     await Promise.all([streams[0]!.waitFor(3), streams[1]!.waitFor(1)]);
 
     expect((await call("ada", "DELETE", `/api/threads/${threadId}`)).status).toBe(200);
     await Promise.all(streams.map((stream) => stream.waitForEnd()));
-    expect(streams.map((stream) => stream.received.map((e) => e.event).at(-1))).toEqual(["thread.deleted", "thread.deleted"]);
+    expect(streams.map((stream) => stream.received.map((e) => e.event).at(-1))).toEqual([
+      "thread.deleted",
+      "thread.deleted",
+    ]);
     expect(streams[1]!.received.map((e) => e.id)).toEqual([3, NaN]);
 
     expect((await call("bob", "POST", "/api/threads", { id: threadId })).status).toBe(409);
@@ -89,7 +102,10 @@ describe("streams stay the owner's", () => {
   it("useChat's stream of a running turn ends with a data-thread-deleted part when the thread is deleted under it", async () => {
     const threadId = randomUUID();
     const held = gate();
-    bed.model.script({ text: "Once upon a time", stream: { chunks: ["Once ", "upon a time"], holdAfter: { chunks: 1, gate: held } } });
+    bed.model.script({
+      text: "Once upon a time",
+      stream: { chunks: ["Once ", "upon a time"], holdAfter: { chunks: 1, gate: held } },
+    });
     const response = await call("ada", "POST", "/api/ui/chat", {
       id: threadId,
       trigger: "submit-message",

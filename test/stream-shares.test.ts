@@ -42,7 +42,8 @@ async function listeningApp(streams: StreamLimits) {
   return { url, queries, busy, http: { request: (path: string, init?: RequestInit) => fetch(`${url}${path}`, init) } };
 }
 
-const newThread = async (userId: string) => (await createThread(bed.db.pool, { threadId: randomUUID(), userId, title: null, metadata: {} })).thread.id;
+const newThread = async (userId: string) =>
+  (await createThread(bed.db.pool, { threadId: randomUUID(), userId, title: null, metadata: {} })).thread.id;
 
 describe("fair shares of the live streams", () => {
   it("50 streams of one user beyond the cap get 429 with Retry-After; another user still gets one; a closed stream frees its slot", async () => {
@@ -52,7 +53,9 @@ describe("fair shares of the live streams", () => {
     expect(open.map((stream) => stream.response.status)).toEqual([200, 200, 200, 200, 200]);
 
     const headers = await headersFor("ada");
-    const beyond = await Promise.all(Array.from({ length: 50 }, () => http.request(`/api/threads/${threadId}/events`, { headers })));
+    const beyond = await Promise.all(
+      Array.from({ length: 50 }, () => http.request(`/api/threads/${threadId}/events`, { headers })),
+    );
     expect(new Set(beyond.map((response) => response.status))).toEqual(new Set([429]));
     expect(new Set(beyond.map((response) => response.headers.get("retry-after")))).toEqual(new Set(["5"]));
     expect(await beyond[0]!.json()).toMatchObject({ code: "too_many_streams" });
@@ -73,9 +76,13 @@ describe("fair shares of the live streams", () => {
 
   it("the process's cap holds across users", async () => {
     const { http } = await listeningApp({ perUser: 5, perProcess: 3 });
-    const streams = await Promise.all(["ada", "bob", "cyd"].map(async (userId) => openEventStream(http, await newThread(userId), { userId })));
+    const streams = await Promise.all(
+      ["ada", "bob", "cyd"].map(async (userId) => openEventStream(http, await newThread(userId), { userId })),
+    );
     expect(streams.map((stream) => stream.response.status)).toEqual([200, 200, 200]);
-    const refused = await http.request(`/api/threads/${await newThread("dan")}/events`, { headers: await headersFor("dan") });
+    const refused = await http.request(`/api/threads/${await newThread("dan")}/events`, {
+      headers: await headersFor("dan"),
+    });
     expect(refused.status).toBe(429);
     expect(refused.headers.get("retry-after")).toBe("5");
     await Promise.all(streams.map((stream) => stream.close()));
@@ -84,8 +91,15 @@ describe("fair shares of the live streams", () => {
   it("one database read per wake-up serves every stream of a thread", async () => {
     const { http, queries, busy } = await listeningApp({ perUser: 20, perProcess: 100 });
     const threadId = await newThread("ada");
-    await appendEvents(bed.db.pool, { threadId, runId: null, attempt: 0, events: [{ key: "a", event: "title.changed", data: { title: "One" } }] });
-    const streams = await Promise.all(Array.from({ length: 10 }, () => openEventStream(http, threadId, { userId: "ada" })));
+    await appendEvents(bed.db.pool, {
+      threadId,
+      runId: null,
+      attempt: 0,
+      events: [{ key: "a", event: "title.changed", data: { title: "One" } }],
+    });
+    const streams = await Promise.all(
+      Array.from({ length: 10 }, () => openEventStream(http, threadId, { userId: "ada" })),
+    );
     await Promise.all(streams.map((stream) => stream.waitFor(1)));
 
     // Every read the joining streams started has settled (a join during a read is one more read).
@@ -93,7 +107,12 @@ describe("fair shares of the live streams", () => {
     while (busy.queries > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
     const reads = () => queries.filter((text) => text === eventsSql.selectOwnedEventsAfter).length;
     const before = reads();
-    await appendEvents(bed.db.pool, { threadId, runId: null, attempt: 0, events: [{ key: "b", event: "title.changed", data: { title: "Two" } }] });
+    await appendEvents(bed.db.pool, {
+      threadId,
+      runId: null,
+      attempt: 0,
+      events: [{ key: "b", event: "title.changed", data: { title: "Two" } }],
+    });
     await Promise.all(streams.map((stream) => stream.waitFor(2)));
     expect(reads() - before).toBe(1);
     expect(streams.every((stream) => stream.received.map((e) => e.data.title).join() === "One,Two")).toBe(true);

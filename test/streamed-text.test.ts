@@ -17,8 +17,15 @@ describe("streamedTexts: what a reader shows of the deltas in the log", () => {
   });
 
   it("a retried attempt supersedes the failed attempt's partial text, and a late delta of the failed attempt is dropped", () => {
-    const events = [delta("assistant", 0, "Half an ans"), delta("assistant", 1, "A whole "), delta("assistant", 0, "wer"), delta("assistant", 1, "answer")];
-    expect(streamedTexts(events)).toEqual([{ runId: "run-1", stepId: "assistant", attempt: 1, text: "A whole answer" }]);
+    const events = [
+      delta("assistant", 0, "Half an ans"),
+      delta("assistant", 1, "A whole "),
+      delta("assistant", 0, "wer"),
+      delta("assistant", 1, "answer"),
+    ];
+    expect(streamedTexts(events)).toEqual([
+      { runId: "run-1", stepId: "assistant", attempt: 1, text: "A whole answer" },
+    ]);
   });
 
   it("keeps each inference step (and run) apart, in the order they started, and reads one run when asked", () => {
@@ -33,6 +40,8 @@ describe("streamedTexts: what a reader shows of the deltas in the log", () => {
   });
 
   it("ignores AgentKit's own text.delta chunks (no run, step and attempt): they are not inference deltas", () => {
-    expect(streamedTexts([{ id: ++id, event: "text.delta", data: { partId: "p", messageId: "m", delta: "whole answer" } }])).toEqual([]);
+    expect(
+      streamedTexts([{ id: ++id, event: "text.delta", data: { partId: "p", messageId: "m", delta: "whole answer" } }]),
+    ).toEqual([]);
   });
 });

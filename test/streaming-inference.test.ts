@@ -32,12 +32,19 @@ const streaming = () => ({ db: bed.db.pool, model: scriptedModel(bed.model), inf
 const logOf = (threadId: string): Promise<ThreadEvent[]> => readEventsAfter(bed.db.pool, threadId, 0, 1_000);
 
 const deltaRows = async (threadId: string) =>
-  (await bed.db.pool.query<{ key: string; attempt: number; delta: string }>("SELECT key, attempt, data->>'delta' AS delta FROM thread_events WHERE thread_id = $1 AND event = 'text.delta' ORDER BY id", [threadId])).rows;
+  (
+    await bed.db.pool.query<{ key: string; attempt: number; delta: string }>(
+      "SELECT key, attempt, data->>'delta' AS delta FROM thread_events WHERE thread_id = $1 AND event = 'text.delta' ORDER BY id",
+      [threadId],
+    )
+  ).rows;
 
 /** The stored answer's text of a turn (its last agent message). */
 const storedAnswer = async (threadId: string) => {
   const agent = (await threadRows(bed.db.pool, threadId)).filter((row) => row.kind === "agent").at(-1);
-  return (agent?.content as { output: { type: string; content?: string }[] } | undefined)?.output.find((m) => m.type === "text")?.content;
+  return (agent?.content as { output: { type: string; content?: string }[] } | undefined)?.output.find(
+    (m) => m.type === "text",
+  )?.content;
 };
 
 /** Waits until `done()` holds, polling the database briefly, at most 5 seconds. */
@@ -55,7 +62,10 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     notifiers.push(events);
     const { app } = createTestApp(bed.db.pool, { events });
     const held = gate();
-    bed.model.script({ text: "Hello, streaming world.", stream: { chunks: ["Hello", ", streaming", " world."], holdAfter: { chunks: 2, gate: held } } });
+    bed.model.script({
+      text: "Hello, streaming world.",
+      stream: { chunks: ["Hello", ", streaming", " world."], holdAfter: { chunks: 2, gate: held } },
+    });
     const event = chatEvent({ content: "Say hello." });
     const threadId = event.data.messageId;
 
@@ -77,7 +87,9 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     expect(bed.model.requests.map((r) => r.stream)).toEqual([true]);
 
     const log = await logOf(threadId);
-    expect(streamedTexts(log, run.runId)).toEqual([{ runId: run.runId, stepId: "assistant", attempt: 0, text: "Hello, streaming world." }]);
+    expect(streamedTexts(log, run.runId)).toEqual([
+      { runId: run.runId, stepId: "assistant", attempt: 0, text: "Hello, streaming world." },
+    ]);
     expect(await storedAnswer(threadId)).toBe("Hello, streaming world.");
     // Every delta comes before the ending, which the statement storing the answer wrote.
     expect(log.at(-1)).toMatchObject({ event: "stream.ended", data: { status: "completed", runId: run.runId } });
@@ -97,19 +109,35 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
 
     const failed = await execute(chatTurn, event);
     expect(failed.error).toBeDefined();
-    expect(describeFailure(failed.error as Error)).toMatch(/^The model's streamed answer broke off after 8 characters: terminated/);
+    expect(describeFailure(failed.error as Error)).toMatch(
+      /^The model's streamed answer broke off after 8 characters: terminated/,
+    );
     // What arrived before the connection died is in the log, as attempt 0 of the step.
-    expect(streamedTexts(await logOf(threadId))).toEqual([{ runId: failed.runId, stepId: "assistant", attempt: 0, text: "A broken" }]);
+    expect(streamedTexts(await logOf(threadId))).toEqual([
+      { runId: failed.runId, stepId: "assistant", attempt: 0, text: "A broken" },
+    ]);
 
     const retry = await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId, attempt: 1 });
     expect(retry.error).toBeUndefined();
     expect(retry.result).toMatchObject({ status: "completed", answer: "A whole answer." });
-    expect(streamedTexts(await logOf(threadId), failed.runId)).toEqual([{ runId: failed.runId, stepId: "assistant", attempt: 1, text: "A whole answer." }]);
+    expect(streamedTexts(await logOf(threadId), failed.runId)).toEqual([
+      { runId: failed.runId, stepId: "assistant", attempt: 1, text: "A whole answer." },
+    ]);
     expect(await storedAnswer(threadId)).toBe("A whole answer.");
     // Both attempts' rows stay in the log (keys restart per attempt); the reader's rule drops attempt 0's.
     const rows = await deltaRows(threadId);
-    expect(rows.filter((r) => r.attempt === 0).map((r) => r.delta).join("")).toBe("A broken");
-    expect(rows.filter((r) => r.attempt === 1).map((r) => r.delta).join("")).toBe("A whole answer.");
+    expect(
+      rows
+        .filter((r) => r.attempt === 0)
+        .map((r) => r.delta)
+        .join(""),
+    ).toBe("A broken");
+    expect(
+      rows
+        .filter((r) => r.attempt === 1)
+        .map((r) => r.delta)
+        .join(""),
+    ).toBe("A whole answer.");
     expect(rows.filter((r) => r.attempt === 1)[0]!.key).toBe("assistant:delta:0");
   });
 
@@ -145,18 +173,28 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     try {
       // Held for good after the refused text: only stopping the call ends this step.
       const held = gate();
-      bed.model.script({ text: "Fine, POISON, never sent", stream: { chunks: ["Fine, ", "POISON", ", never sent"], holdAfter: { chunks: 2, gate: held } } });
+      bed.model.script({
+        text: "Fine, POISON, never sent",
+        stream: { chunks: ["Fine, ", "POISON", ", never sent"], holdAfter: { chunks: 2, gate: held } },
+      });
       const event = chatEvent({ content: "Go." });
       const failed = await execute(createChatTurn(streaming()), event);
-      expect(describeFailure(failed.error as Error)).toMatch(/^The answer's text could not be written to the thread's event log while it streamed: the log refused this batch/);
+      expect(describeFailure(failed.error as Error)).toMatch(
+        /^The answer's text could not be written to the thread's event log while it streamed: the log refused this batch/,
+      );
       expect(await storedAnswer(event.data.messageId)).toBeUndefined();
     } finally {
-      await bed.db.pool.query("DROP TRIGGER refuse_poisoned_delta ON thread_events; DROP FUNCTION refuse_poisoned_delta()");
+      await bed.db.pool.query(
+        "DROP TRIGGER refuse_poisoned_delta ON thread_events; DROP FUNCTION refuse_poisoned_delta()",
+      );
     }
   });
 
   it("tool calls are assembled from the stream: the tool runs, the second inference streams under its own step id", async () => {
-    bed.model.script({ toolCalls: [{ name: "current_time", id: "call_time_1" }] }, { text: "It is noon.", stream: { chunks: ["It is", " noon."] } });
+    bed.model.script(
+      { toolCalls: [{ name: "current_time", id: "call_time_1" }] },
+      { text: "It is noon.", stream: { chunks: ["It is", " noon."] } },
+    );
     const event = chatEvent({ content: "What time is it?" });
     const threadId = event.data.messageId;
 
@@ -165,11 +203,15 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     expect(run.result).toMatchObject({ status: "completed", answer: "It is noon." });
     const secondCall = bed.model.requests[1]!.messages;
     expect(secondCall.map((m) => m.role)).toEqual(["system", "user", "assistant", "tool"]);
-    expect(secondCall[2]!.tool_calls).toEqual([{ id: "call_time_1", type: "function", function: { name: "current_time", arguments: "{}" } }]);
+    expect(secondCall[2]!.tool_calls).toEqual([
+      { id: "call_time_1", type: "function", function: { name: "current_time", arguments: "{}" } },
+    ]);
     expect(JSON.parse(String(secondCall[3]!.content))).toMatchObject({ data: { now: expect.any(String) } });
     expect((await threadRows(bed.db.pool, threadId)).map((r) => r.kind)).toEqual(["user", "agent", "agent"]);
     // The tool call streamed no text; the answer did, under the turn's second inference step.
-    expect(streamedTexts(await logOf(threadId), run.runId)).toEqual([{ runId: run.runId, stepId: "assistant:1", attempt: 0, text: "It is noon." }]);
+    expect(streamedTexts(await logOf(threadId), run.runId)).toEqual([
+      { runId: run.runId, stepId: "assistant:1", attempt: 0, text: "It is noon." },
+    ]);
   });
 
   it("a regenerate streams its answer too, under its own run", async () => {
@@ -179,13 +221,19 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     const threadId = event.data.messageId;
     expect((await execute(createChatTurn(deps), event)).error).toBeUndefined();
 
-    const run = await execute(createRegenerate(deps), { name: "chat/message.regenerate", data: { threadId, messageId: event.data.messageId, userId: "user-1" } });
+    const run = await execute(createRegenerate(deps), {
+      name: "chat/message.regenerate",
+      data: { threadId, messageId: event.data.messageId, userId: "user-1" },
+    });
     expect(run.result).toMatchObject({ status: "completed", answer: "Second answer." });
     expect(streamedTexts(await logOf(threadId), run.runId).map((s) => s.text)).toEqual(["Second answer."]);
   });
 
   it("a provider's non-2xx answer still fails the turn with the provider's reason", async () => {
-    bed.model.script({ status: 429, body: { error: { message: "Rate limit reached for requests", type: "requests", code: "rate_limit_exceeded" } } });
+    bed.model.script({
+      status: 429,
+      body: { error: { message: "Rate limit reached for requests", type: "requests", code: "rate_limit_exceeded" } },
+    });
     const chatTurn = createChatTurn(streaming());
     const event = chatEvent({ content: "Are you there?" });
     const run = await execute(chatTurn, event);
@@ -202,26 +250,40 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
     const { port } = closed.address() as AddressInfo;
     await new Promise((resolve) => closed.close(resolve));
-    const unreachable = chooseModel(readEnvironment({ OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1/`, OPENAI_API_KEY: "test-key" }));
+    const unreachable = chooseModel(
+      readEnvironment({ OPENAI_BASE_URL: `http://127.0.0.1:${port}/v1/`, OPENAI_API_KEY: "test-key" }),
+    );
     const chatTurn = createChatTurn({ ...streaming(), model: unreachable });
     const event = chatEvent({ content: "Anyone?" });
     const run = await execute(chatTurn, event);
     const { name, message } = run.error as Error;
     await executeFailureHandler(chatTurn, { runId: run.runId, event, error: { name, message } });
-    expect((await turnsOf(bed.db.pool, event.data.messageId))[0]!.error).toMatch(/^The model request got no answer from the provider \(could not connect: fetch failed \(ECONNREFUSED\)\)/);
+    expect((await turnsOf(bed.db.pool, event.data.messageId))[0]!.error).toMatch(
+      /^The model request got no answer from the provider \(could not connect: fetch failed \(ECONNREFUSED\)\)/,
+    );
   });
 
   it("statements per turn: one per batch of deltas on top of the gateway's 2 (a short answer: 3; two full batches: 4)", async () => {
     const counting = statementsPerStep(bed.db.pool);
     bed.model.script({ text: "Short." });
-    const short = await counting.run(createChatTurn({ ...streaming(), db: counting.pool }), chatEvent({ content: "Hi" }));
+    const short = await counting.run(
+      createChatTurn({ ...streaming(), db: counting.pool }),
+      chatEvent({ content: "Hi" }),
+    );
     expect(short.error).toBeUndefined();
-    expect(Object.fromEntries(counting.perStep)).toEqual({ "history.append-user-message": 1, assistant: 1, "history.append-results": 1 });
+    expect(Object.fromEntries(counting.perStep)).toEqual({
+      "history.append-user-message": 1,
+      assistant: 1,
+      "history.append-results": 1,
+    });
     expect(totalStatements(counting.perStep)).toBe(3);
 
     const chunks = ["a".repeat(DELTA_FLUSH_CHARS), "b".repeat(DELTA_FLUSH_CHARS)];
     bed.model.script({ text: chunks.join(""), stream: { chunks } });
-    const long = await counting.run(createChatTurn({ ...streaming(), db: counting.pool }), chatEvent({ content: "Hi again" }));
+    const long = await counting.run(
+      createChatTurn({ ...streaming(), db: counting.pool }),
+      chatEvent({ content: "Hi again" }),
+    );
     expect(long.error).toBeUndefined();
     expect(counting.perStep.get("assistant")).toBe(2);
     expect(totalStatements(counting.perStep)).toBe(4);
@@ -240,8 +302,18 @@ describe("INFERENCE=stream under Inngest's serve handler", () => {
     const ops: string[] = [];
     // As the executor does: each answer's completed steps come back as memoized state, until the run returns.
     for (let request = 0; request < 20; request++) {
-      const body = JSON.stringify({ event, events: [event], steps, ctx: { run_id: runId, attempt: 0, stack: { stack: Object.keys(steps), current: Object.keys(steps).length } }, version: 2 });
-      const response = await app.request("/api/inngest?fnId=threadline-chat-turn&stepId=step", { method: "POST", headers: { "content-type": "application/json" }, body });
+      const body = JSON.stringify({
+        event,
+        events: [event],
+        steps,
+        ctx: { run_id: runId, attempt: 0, stack: { stack: Object.keys(steps), current: Object.keys(steps).length } },
+        version: 2,
+      });
+      const response = await app.request("/api/inngest?fnId=threadline-chat-turn&stepId=step", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body,
+      });
       if (response.status === 200) break;
       expect(response.status).toBe(206);
       for (const op of (await response.json()) as { id: string; op: string; displayName?: string; data?: unknown }[]) {
@@ -253,7 +325,9 @@ describe("INFERENCE=stream under Inngest's serve handler", () => {
     expect(ops).toContain("StepRun assistant");
     expect(ops.some((op) => op.startsWith("AIGateway"))).toBe(false);
     expect(bed.model.requests.map((r) => r.stream)).toEqual([true]);
-    expect(streamedTexts(await logOf(threadId), runId)).toEqual([{ runId, stepId: "assistant", attempt: 0, text: "Served and streamed." }]);
+    expect(streamedTexts(await logOf(threadId), runId)).toEqual([
+      { runId, stepId: "assistant", attempt: 0, text: "Served and streamed." },
+    ]);
     expect(await storedAnswer(threadId)).toBe("Served and streamed.");
   });
 });
@@ -261,17 +335,54 @@ describe("INFERENCE=stream under Inngest's serve handler", () => {
 describe("providers", () => {
   it("Anthropic's message stream is assembled into the message its non-streaming API answers", async () => {
     const sse = [
-      ["message_start", { type: "message_start", message: { id: "msg_1", type: "message", role: "assistant", model: "claude", content: [], stop_reason: null, usage: { input_tokens: 5, output_tokens: 1 } } }],
+      [
+        "message_start",
+        {
+          type: "message_start",
+          message: {
+            id: "msg_1",
+            type: "message",
+            role: "assistant",
+            model: "claude",
+            content: [],
+            stop_reason: null,
+            usage: { input_tokens: 5, output_tokens: 1 },
+          },
+        },
+      ],
       ["content_block_start", { type: "content_block_start", index: 0, content_block: { type: "text", text: "" } }],
       ["ping", { type: "ping" }],
-      ["content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Let me " } }],
+      [
+        "content_block_delta",
+        { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "Let me " } },
+      ],
       ["content_block_delta", { type: "content_block_delta", index: 0, delta: { type: "text_delta", text: "check." } }],
       ["content_block_stop", { type: "content_block_stop", index: 0 }],
-      ["content_block_start", { type: "content_block_start", index: 1, content_block: { type: "tool_use", id: "toolu_1", name: "current_time", input: {} } }],
-      ["content_block_delta", { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: '{"zone":' } }],
-      ["content_block_delta", { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: '"UTC"}' } }],
+      [
+        "content_block_start",
+        {
+          type: "content_block_start",
+          index: 1,
+          content_block: { type: "tool_use", id: "toolu_1", name: "current_time", input: {} },
+        },
+      ],
+      [
+        "content_block_delta",
+        { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: '{"zone":' } },
+      ],
+      [
+        "content_block_delta",
+        { type: "content_block_delta", index: 1, delta: { type: "input_json_delta", partial_json: '"UTC"}' } },
+      ],
       ["content_block_stop", { type: "content_block_stop", index: 1 }],
-      ["message_delta", { type: "message_delta", delta: { stop_reason: "tool_use", stop_sequence: null }, usage: { output_tokens: 12 } }],
+      [
+        "message_delta",
+        {
+          type: "message_delta",
+          delta: { stop_reason: "tool_use", stop_sequence: null },
+          usage: { output_tokens: 12 },
+        },
+      ],
       ["message_stop", { type: "message_stop" }],
     ]
       .map(([event, data]) => `event: ${event as string}\r\ndata: ${JSON.stringify(data)}\r\n\r\n`)
@@ -296,7 +407,9 @@ describe("providers", () => {
 
   it("a stream that ends before the provider said it finished fails instead of passing a partial answer off as whole", async () => {
     const sse = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: "Half" }, finish_reason: null }] })}\n\n`;
-    await expect(readCompletion("openai-chat", new Response(sse).body!, () => {})).rejects.toThrow("The model's streamed answer ended after 4 characters without finishing");
+    await expect(readCompletion("openai-chat", new Response(sse).body!, () => {})).rejects.toThrow(
+      "The model's streamed answer ended after 4 characters without finishing",
+    );
   });
 
   it("INFERENCE=stream is refused at start-up for Gemini, accepted for OpenAI-compatible servers and Anthropic", () => {
@@ -304,7 +417,9 @@ describe("providers", () => {
       const model = chooseModel(readEnvironment(env));
       return model.configured ? streamingRefusal(model) : "not configured";
     };
-    expect(refusal({ GEMINI_API_KEY: "g-key" })).toMatch(/^INFERENCE=stream streams OpenAI-compatible and Anthropic models, not gemini/);
+    expect(refusal({ GEMINI_API_KEY: "g-key" })).toMatch(
+      /^INFERENCE=stream streams OpenAI-compatible and Anthropic models, not gemini/,
+    );
     expect(refusal({ OPENAI_BASE_URL: "http://localhost:11434/v1/" })).toBeUndefined();
     expect(refusal({ ANTHROPIC_API_KEY: "a-key" })).toBeUndefined();
     expect(readEnvironment({}).INFERENCE).toBe("gateway");

@@ -31,7 +31,10 @@ afterAll(async () => {
 const USER = "subject";
 type Line = ReturnType<typeof exportLine.parse>;
 
-const answerOf = (text: string) => ({ output: [{ type: "text" as const, role: "assistant" as const, content: text }], toolCalls: [] });
+const answerOf = (text: string) => ({
+  output: [{ type: "text" as const, role: "assistant" as const, content: text }],
+  toolCalls: [],
+});
 
 /**
  * A user whose thread has: a first answer replaced by a regenerate (two variants), a failed turn,
@@ -41,28 +44,97 @@ const answerOf = (text: string) => ({ output: [{ type: "text" as const, role: "a
 async function seedSubject(db: pg.Pool) {
   const threadId = randomUUID();
   const first = randomUUID();
-  const start = await beginTurn(db, { threadId, userId: USER, message: { id: first, text: "What is a durable step?" }, turn: { runId: `run-${first}`, kind: "chat" } });
-  await storeAnswer(db, { threadId, userId: USER, runId: `run-${first}`, messageId: first, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: false, results: [{ id: resultId(first, start.variant, 0), agentName: ASSISTANT_NAME, content: answerOf("the first answer") }] });
-  const regen = await beginTurn(db, { threadId, userId: USER, message: { id: first, text: "What is a durable step?" }, turn: { runId: `regen-${first}`, kind: "regenerate" } });
-  await storeAnswer(db, { threadId, userId: USER, runId: `regen-${first}`, messageId: first, messageSeq: regen.messageSeq, variant: regen.variant, detachLaterTurns: true, results: [{ id: resultId(first, regen.variant, 0), agentName: ASSISTANT_NAME, content: answerOf("the regenerated answer") }] });
+  const start = await beginTurn(db, {
+    threadId,
+    userId: USER,
+    message: { id: first, text: "What is a durable step?" },
+    turn: { runId: `run-${first}`, kind: "chat" },
+  });
+  await storeAnswer(db, {
+    threadId,
+    userId: USER,
+    runId: `run-${first}`,
+    messageId: first,
+    messageSeq: start.messageSeq,
+    variant: start.variant,
+    detachLaterTurns: false,
+    results: [
+      { id: resultId(first, start.variant, 0), agentName: ASSISTANT_NAME, content: answerOf("the first answer") },
+    ],
+  });
+  const regen = await beginTurn(db, {
+    threadId,
+    userId: USER,
+    message: { id: first, text: "What is a durable step?" },
+    turn: { runId: `regen-${first}`, kind: "regenerate" },
+  });
+  await storeAnswer(db, {
+    threadId,
+    userId: USER,
+    runId: `regen-${first}`,
+    messageId: first,
+    messageSeq: regen.messageSeq,
+    variant: regen.variant,
+    detachLaterTurns: true,
+    results: [
+      { id: resultId(first, regen.variant, 0), agentName: ASSISTANT_NAME, content: answerOf("the regenerated answer") },
+    ],
+  });
 
   const failing = randomUUID();
-  await beginTurn(db, { threadId, userId: USER, message: { id: failing, text: "And a failing one?" }, turn: { runId: `run-${failing}`, kind: "chat" } });
+  await beginTurn(db, {
+    threadId,
+    userId: USER,
+    message: { id: failing, text: "And a failing one?" },
+    turn: { runId: `run-${failing}`, kind: "chat" },
+  });
   await failTurn(db, `run-${failing}`, "The model provider answered 500: upstream overloaded");
 
   const stopped = randomUUID();
-  await beginTurn(db, { threadId, userId: USER, message: { id: stopped, text: "Write me a long story" }, turn: { runId: `run-${stopped}`, kind: "chat" } });
-  await appendEvents(db, { threadId, runId: `run-${stopped}`, attempt: 0, events: [{ key: "infer:delta:0", event: "text.delta", data: { runId: `run-${stopped}`, stepId: "infer", attempt: 0, delta: "Once upon a" } }] });
+  await beginTurn(db, {
+    threadId,
+    userId: USER,
+    message: { id: stopped, text: "Write me a long story" },
+    turn: { runId: `run-${stopped}`, kind: "chat" },
+  });
+  await appendEvents(db, {
+    threadId,
+    runId: `run-${stopped}`,
+    attempt: 0,
+    events: [
+      {
+        key: "infer:delta:0",
+        event: "text.delta",
+        data: { runId: `run-${stopped}`, stepId: "infer", attempt: 0, delta: "Once upon a" },
+      },
+    ],
+  });
   await stopRunningTurn(db, { threadId, userId: USER, agentName: ASSISTANT_NAME });
 
-  await db.query("INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text) VALUES ($1, 1, 'The user asked about durable steps.')", [threadId]);
-  await db.query(`INSERT INTO agent_thread_state (thread_id, agent_name, data) VALUES ($1, $2, '{"mood":"curious"}')`, [threadId, ASSISTANT_NAME]);
+  await db.query(
+    "INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text) VALUES ($1, 1, 'The user asked about durable steps.')",
+    [threadId],
+  );
+  await db.query(`INSERT INTO agent_thread_state (thread_id, agent_name, data) VALUES ($1, $2, '{"mood":"curious"}')`, [
+    threadId,
+    ASSISTANT_NAME,
+  ]);
   await remember(db, { userId: USER, text: "Prefers short answers" });
   await rememberFromThread(db, { userId: USER, threadId, text: "Is learning Inngest" });
-  await insertApiKey(db, { id: `key_${randomUUID().slice(0, 8)}`, userId: USER, name: "laptop", secretHash: Buffer.from("not-exported") });
+  await insertApiKey(db, {
+    id: `key_${randomUUID().slice(0, 8)}`,
+    userId: USER,
+    name: "laptop",
+    secretHash: Buffer.from("not-exported"),
+  });
 
   const other = randomUUID();
-  await beginTurn(db, { threadId: other, userId: "someone-else", message: { id: other, text: "not the subject's" }, turn: { runId: `run-${other}`, kind: "chat" } });
+  await beginTurn(db, {
+    threadId: other,
+    userId: "someone-else",
+    message: { id: other, text: "not the subject's" },
+    turn: { runId: `run-${other}`, kind: "chat" },
+  });
   await remember(db, { userId: "someone-else", text: "someone else's memory" });
   return { threadId, first, failing, stopped };
 }
@@ -74,7 +146,11 @@ async function exportOf(db: pg.Pool, userId: string): Promise<string> {
   return response.text();
 }
 
-const linesOf = (text: string): Line[] => text.trimEnd().split("\n").map((line) => exportLine.parse(JSON.parse(line)));
+const linesOf = (text: string): Line[] =>
+  text
+    .trimEnd()
+    .split("\n")
+    .map((line) => exportLine.parse(JSON.parse(line)));
 
 async function* each(text: string) {
   yield* text.split("\n");
@@ -83,16 +159,33 @@ async function* each(text: string) {
 /** Everything stored about the user, table by table, in a comparable form (times to the millisecond). */
 async function storedAbout(db: pg.Pool, userId: string) {
   const rows = async (query: string) => (await db.query(query, [userId])).rows;
-  const ms = (column: string) => `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS') AS ${column.split(".").at(-1)}`;
+  const ms = (column: string) =>
+    `to_char(${column} AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS') AS ${column.split(".").at(-1)}`;
   return {
-    threads: await rows(`SELECT id, title, title_source, metadata, message_count, last_seq, ${ms("last_message_at")}, ${ms("last_activity_at")}, ${ms("created_at")} FROM threads WHERE user_id = $1 ORDER BY id`),
-    messages: await rows(`SELECT id, thread_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped, ${ms("created_at")} FROM messages WHERE user_id = $1 ORDER BY thread_id, seq`),
-    turns: await rows(`SELECT u.run_id, u.message_id, u.kind, u.variant, u.status, u.error, u.event_id, u.context, ${ms("u.started_at")}, ${ms("u.finished_at")} FROM turns u JOIN threads t ON t.id = u.thread_id WHERE t.user_id = $1 ORDER BY u.run_id`),
-    summaries: await rows(`SELECT s.thread_id, s.covers_through_turn_seq, s.text FROM thread_summaries s JOIN threads t ON t.id = s.thread_id WHERE t.user_id = $1`),
-    agentState: await rows(`SELECT a.thread_id, a.agent_name, a.data FROM agent_thread_state a JOIN threads t ON t.id = a.thread_id WHERE t.user_id = $1`),
-    events: await rows(`SELECT e.thread_id, e.id, e.run_id, e.attempt, e.key, e.event, e.data FROM thread_events e JOIN threads t ON t.id = e.thread_id WHERE t.user_id = $1 ORDER BY e.thread_id, e.id`),
-    eventCounters: await rows(`SELECT c.thread_id, c.last_id FROM thread_event_counters c JOIN threads t ON t.id = c.thread_id WHERE t.user_id = $1`),
-    memories: await rows(`SELECT id, text, source, thread_id, ${ms("created_at")}, ${ms("updated_at")} FROM user_memories WHERE user_id = $1 ORDER BY id`),
+    threads: await rows(
+      `SELECT id, title, title_source, metadata, message_count, last_seq, ${ms("last_message_at")}, ${ms("last_activity_at")}, ${ms("created_at")} FROM threads WHERE user_id = $1 ORDER BY id`,
+    ),
+    messages: await rows(
+      `SELECT id, thread_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped, ${ms("created_at")} FROM messages WHERE user_id = $1 ORDER BY thread_id, seq`,
+    ),
+    turns: await rows(
+      `SELECT u.run_id, u.message_id, u.kind, u.variant, u.status, u.error, u.event_id, u.context, ${ms("u.started_at")}, ${ms("u.finished_at")} FROM turns u JOIN threads t ON t.id = u.thread_id WHERE t.user_id = $1 ORDER BY u.run_id`,
+    ),
+    summaries: await rows(
+      `SELECT s.thread_id, s.covers_through_turn_seq, s.text FROM thread_summaries s JOIN threads t ON t.id = s.thread_id WHERE t.user_id = $1`,
+    ),
+    agentState: await rows(
+      `SELECT a.thread_id, a.agent_name, a.data FROM agent_thread_state a JOIN threads t ON t.id = a.thread_id WHERE t.user_id = $1`,
+    ),
+    events: await rows(
+      `SELECT e.thread_id, e.id, e.run_id, e.attempt, e.key, e.event, e.data FROM thread_events e JOIN threads t ON t.id = e.thread_id WHERE t.user_id = $1 ORDER BY e.thread_id, e.id`,
+    ),
+    eventCounters: await rows(
+      `SELECT c.thread_id, c.last_id FROM thread_event_counters c JOIN threads t ON t.id = c.thread_id WHERE t.user_id = $1`,
+    ),
+    memories: await rows(
+      `SELECT id, text, source, thread_id, ${ms("created_at")}, ${ms("updated_at")} FROM user_memories WHERE user_id = $1 ORDER BY id`,
+    ),
   };
 }
 
@@ -105,12 +198,26 @@ describe("the subject-access export", () => {
     expect(lines.filter((line) => line.type === "thread").map((line) => line.id)).toEqual([threadId]);
     const messages = lines.filter((line) => line.type === "message");
     const answers = messages.filter((message) => message.answers === first);
-    expect(answers.map((answer) => [answer.variant, answer.onPath, (answer.content as { output: { content: string }[] }).output[0]!.content])).toEqual([
+    expect(
+      answers.map((answer) => [
+        answer.variant,
+        answer.onPath,
+        (answer.content as { output: { content: string }[] }).output[0]!.content,
+      ]),
+    ).toEqual([
       [1, false, "the first answer"],
       [2, true, "the regenerated answer"],
     ]);
-    expect(messages.find((message) => message.answers === stopped)).toMatchObject({ stopped: true, onPath: true, content: expect.objectContaining({ output: [expect.objectContaining({ content: "Once upon a" })] }) });
-    expect(messages.filter((message) => message.role === "user").map((message) => message.id)).toEqual([first, failing, stopped]);
+    expect(messages.find((message) => message.answers === stopped)).toMatchObject({
+      stopped: true,
+      onPath: true,
+      content: expect.objectContaining({ output: [expect.objectContaining({ content: "Once upon a" })] }),
+    });
+    expect(messages.filter((message) => message.role === "user").map((message) => message.id)).toEqual([
+      first,
+      failing,
+      stopped,
+    ]);
     const turns = lines.filter((line) => line.type === "turn");
     expect(turns.map((turn) => [turn.messageId, turn.kind, turn.status])).toEqual([
       [first, "chat", "completed"],
@@ -118,11 +225,24 @@ describe("the subject-access export", () => {
       [failing, "chat", "failed"],
       [stopped, "chat", "stopped"],
     ]);
-    expect(turns.find((turn) => turn.status === "failed")!.error).toBe("The model provider answered 500: upstream overloaded");
-    expect(lines.filter((line) => line.type === "summary")).toEqual([expect.objectContaining({ threadId, text: "The user asked about durable steps." })]);
-    expect(lines.filter((line) => line.type === "agent_state")).toEqual([expect.objectContaining({ threadId, agentName: ASSISTANT_NAME, data: { mood: "curious" } })]);
-    expect(lines.filter((line) => line.type === "event").map((line) => line.event)).toEqual(expect.arrayContaining(["text.delta", "turn.stopped", "stream.ended"]));
-    expect(lines.filter((line) => line.type === "memory").map((line) => [line.source, line.text]).sort()).toEqual([
+    expect(turns.find((turn) => turn.status === "failed")!.error).toBe(
+      "The model provider answered 500: upstream overloaded",
+    );
+    expect(lines.filter((line) => line.type === "summary")).toEqual([
+      expect.objectContaining({ threadId, text: "The user asked about durable steps." }),
+    ]);
+    expect(lines.filter((line) => line.type === "agent_state")).toEqual([
+      expect.objectContaining({ threadId, agentName: ASSISTANT_NAME, data: { mood: "curious" } }),
+    ]);
+    expect(lines.filter((line) => line.type === "event").map((line) => line.event)).toEqual(
+      expect.arrayContaining(["text.delta", "turn.stopped", "stream.ended"]),
+    );
+    expect(
+      lines
+        .filter((line) => line.type === "memory")
+        .map((line) => [line.source, line.text])
+        .sort(),
+    ).toEqual([
       ["extracted", "Is learning Inngest"],
       ["remembered", "Prefers short answers"],
     ]);
@@ -133,7 +253,15 @@ describe("the subject-access export", () => {
     expect(JSON.stringify(lines)).not.toMatch(/someone|not the subject's/);
     const stored = await storedAbout(bed.db.pool, USER);
     expect(lines.at(-1)).toEqual({
-      type: "end", threads: 1, messages: stored.messages.length, turns: 4, summaries: 1, agentStates: 1, events: stored.events.length, memories: 2, apiKeys: 1,
+      type: "end",
+      threads: 1,
+      messages: stored.messages.length,
+      turns: 4,
+      summaries: 1,
+      agentStates: 1,
+      events: stored.events.length,
+      memories: 2,
+      apiKeys: 1,
     });
   });
 
@@ -152,7 +280,10 @@ describe("the subject-access export", () => {
     expect(await shown(target.pool)).toEqual(await shown(bed.db.pool));
     // API keys are not restored (the export holds no secrets): everything else exports alike.
     const comparable = (export_: string) =>
-      export_.replace(/"exportedAt":"[^"]+"/, "").replace(/^\{"type":"api_key".*\n/gm, "").replace(/"apiKeys":\d+/, "");
+      export_
+        .replace(/"exportedAt":"[^"]+"/, "")
+        .replace(/^\{"type":"api_key".*\n/gm, "")
+        .replace(/"apiKeys":\d+/, "");
     expect(comparable(await exportOf(target.pool, USER))).toBe(comparable(text));
   });
 
@@ -160,17 +291,28 @@ describe("the subject-access export", () => {
     const scratch = await createTestDatabase();
     try {
       const text = await exportOf(bed.db.pool, USER);
-      const count = async () => (await scratch.pool.query<{ n: number }>("SELECT (SELECT count(*) FROM threads) + (SELECT count(*) FROM messages) + (SELECT count(*) FROM user_memories) AS n")).rows[0]!.n;
-      await expect(importUserData(scratch.pool, each(text.replace(`"version":${EXPORT_VERSION}`, '"version":1')))).rejects.toThrow(ImportRefused);
+      const count = async () =>
+        (
+          await scratch.pool.query<{ n: number }>(
+            "SELECT (SELECT count(*) FROM threads) + (SELECT count(*) FROM messages) + (SELECT count(*) FROM user_memories) AS n",
+          )
+        ).rows[0]!.n;
+      await expect(
+        importUserData(scratch.pool, each(text.replace(`"version":${EXPORT_VERSION}`, '"version":1'))),
+      ).rejects.toThrow(ImportRefused);
       const cut = text.trimEnd().split("\n").slice(0, -1).join("\n");
       await expect(importUserData(scratch.pool, each(cut))).rejects.toThrow(/cut short/);
       expect(Number(await count())).toBe(0);
       // The operator command reads the file line by line (npm run import -- <file>).
       const file = path.join(await mkdtemp(path.join(tmpdir(), "threadline-import-")), "export.jsonl");
       await writeFile(file, text);
-      expect(await importCommand([file], scratch.pool)).toMatch(/^Restored user "subject": 1 threads, \d+ messages, 4 turns/);
+      expect(await importCommand([file], scratch.pool)).toMatch(
+        /^Restored user "subject": 1 threads, \d+ messages, 4 turns/,
+      );
       const once = Number(await count());
-      await expect(importUserData(scratch.pool, each(text))).rejects.toThrow(/line 2: duplicate key .* already holds rows of this export/);
+      await expect(importUserData(scratch.pool, each(text))).rejects.toThrow(
+        /line 2: duplicate key .* already holds rows of this export/,
+      );
       expect(Number(await count())).toBe(once);
     } finally {
       await scratch.drop();

@@ -34,10 +34,27 @@ async function seedTurns(threadId: string, from: number, to: number) {
   for (let i = from; i <= to; i++) {
     const messageId = randomUUID();
     const runId = `seed-${messageId}`;
-    const start = await beginTurn(bed.db.pool, { threadId, userId: USER, message: { id: messageId, text: `message ${i}` }, turn: { runId, kind: "chat" } });
+    const start = await beginTurn(bed.db.pool, {
+      threadId,
+      userId: USER,
+      message: { id: messageId, text: `message ${i}` },
+      turn: { runId, kind: "chat" },
+    });
     await storeAnswer(bed.db.pool, {
-      threadId, userId: USER, runId, messageId, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: false,
-      results: [{ id: resultId(messageId, start.variant, 0), agentName: "assistant", content: { output: [{ type: "text", role: "assistant", content: `answer ${i}` }], toolCalls: [] } }],
+      threadId,
+      userId: USER,
+      runId,
+      messageId,
+      messageSeq: start.messageSeq,
+      variant: start.variant,
+      detachLaterTurns: false,
+      results: [
+        {
+          id: resultId(messageId, start.variant, 0),
+          agentName: "assistant",
+          content: { output: [{ type: "text", role: "assistant", content: `answer ${i}` }], toolCalls: [] },
+        },
+      ],
     });
   }
 }
@@ -50,16 +67,32 @@ async function chat(threadId: string, content: string) {
 }
 
 const userSeq = async (threadId: string, text: string) =>
-  Number((await bed.db.pool.query("SELECT seq FROM messages WHERE thread_id = $1 AND kind = 'user' AND content->>'text' = $2", [threadId, text])).rows[0].seq);
+  Number(
+    (
+      await bed.db.pool.query(
+        "SELECT seq FROM messages WHERE thread_id = $1 AND kind = 'user' AND content->>'text' = $2",
+        [threadId, text],
+      )
+    ).rows[0].seq,
+  );
 
 const storedSummary = async (threadId: string) =>
-  (await bed.db.pool.query("SELECT covers_through_turn_seq::int AS covers, text FROM thread_summaries WHERE thread_id = $1", [threadId])).rows[0];
+  (
+    await bed.db.pool.query(
+      "SELECT covers_through_turn_seq::int AS covers, text FROM thread_summaries WHERE thread_id = $1",
+      [threadId],
+    )
+  ).rows[0];
 
-const textsOf = (request: { messages: { role: string; content?: unknown }[] }) => request.messages.map((m) => `${m.role}: ${String(m.content)}`);
+const textsOf = (request: { messages: { role: string; content?: unknown }[] }) =>
+  request.messages.map((m) => `${m.role}: ${String(m.content)}`);
 
 /** The window's user/answer pairs for turns from..to, as the model receives them. */
 const turnsAsSent = (from: number, to: number) =>
-  Array.from({ length: to - from + 1 }, (_, k) => [`user: message ${from + k}`, `assistant: answer ${from + k}`]).flat();
+  Array.from({ length: to - from + 1 }, (_, k) => [
+    `user: message ${from + k}`,
+    `assistant: answer ${from + k}`,
+  ]).flat();
 
 const summarizeEvent = (data: Record<string, unknown>) => ({ name: "thread/summarize.requested", data });
 
@@ -72,7 +105,9 @@ describe("progressive summarization", () => {
     const { run: turn31 } = await chat(threadId, "message 31");
     expect(turn31.result).toMatchObject({ status: "completed", summaryRequested: true });
     const windowStart = await userSeq(threadId, "message 12");
-    expect(summaryRequests(turn31)).toEqual([{ name: "thread/summarize.requested", data: { threadId, userId: USER, beforeSeq: windowStart } }]);
+    expect(summaryRequests(turn31)).toEqual([
+      { name: "thread/summarize.requested", data: { threadId, userId: USER, beforeSeq: windowStart } },
+    ]);
 
     bed.model.reset();
     bed.model.script({ text: "SUMMARY-1: the user sent messages 1 to 11." });
@@ -85,7 +120,10 @@ describe("progressive summarization", () => {
     expect(request!.content).toBe(
       `Summarize this conversation:\n\n${Array.from({ length: 11 }, (_, k) => `User: message ${k + 1}\nAssistant (assistant): answer ${k + 1}`).join("\n")}`,
     );
-    expect(await storedSummary(threadId)).toEqual({ covers: await userSeq(threadId, "message 11"), text: "SUMMARY-1: the user sent messages 1 to 11." });
+    expect(await storedSummary(threadId)).toEqual({
+      covers: await userSeq(threadId, "message 11"),
+      text: "SUMMARY-1: the user sent messages 1 to 11.",
+    });
 
     // Turn 32: the summary, then the window (turns 13..31), then the new message; nothing older.
     bed.model.reset();
@@ -114,7 +152,10 @@ describe("progressive summarization", () => {
     // Turn 46: the window is turns 27..46; turns 12..26 (30 messages) are outside and not in the summary.
     const { run: turn46 } = await chat(threadId, "message 46");
     expect(summaryRequests(turn46)).toEqual([
-      { name: "thread/summarize.requested", data: { threadId, userId: USER, beforeSeq: await userSeq(threadId, "message 27") } },
+      {
+        name: "thread/summarize.requested",
+        data: { threadId, userId: USER, beforeSeq: await userSeq(threadId, "message 27") },
+      },
     ]);
 
     bed.model.reset();
@@ -126,8 +167,14 @@ describe("progressive summarization", () => {
     expect(request).toBe(
       `Previous summary:\nSUMMARY-1\n\nNew turns since that summary:\n\n${Array.from({ length: 15 }, (_, k) => `User: message ${k + 12}\nAssistant (assistant): answer ${k + 12}`).join("\n")}\n\nWrite the updated summary.`,
     );
-    expect(await storedSummary(threadId)).toEqual({ covers: await userSeq(threadId, "message 26"), text: "SUMMARY-2: messages 1 to 26." });
-    expect((await bed.db.pool.query("SELECT count(*)::int AS n FROM thread_summaries WHERE thread_id = $1", [threadId])).rows[0].n).toBe(1);
+    expect(await storedSummary(threadId)).toEqual({
+      covers: await userSeq(threadId, "message 26"),
+      text: "SUMMARY-2: messages 1 to 26.",
+    });
+    expect(
+      (await bed.db.pool.query("SELECT count(*)::int AS n FROM thread_summaries WHERE thread_id = $1", [threadId]))
+        .rows[0].n,
+    ).toBe(1);
 
     bed.model.reset();
     const { request: asked } = await chat(threadId, "message 47");
@@ -163,17 +210,28 @@ describe("progressive summarization", () => {
     ]);
     // The failed attempt stored nothing, so the next request starts from the beginning of the thread.
     expect(summaryRequests(turn32)).toEqual([
-      { name: "thread/summarize.requested", data: { threadId, userId: USER, beforeSeq: await userSeq(threadId, "message 13") } },
+      {
+        name: "thread/summarize.requested",
+        data: { threadId, userId: USER, beforeSeq: await userSeq(threadId, "message 13") },
+      },
     ]);
 
     // Inngest retries the failed run: the load step is memoized, only the model call runs again.
     bed.model.reset();
     bed.model.script({ text: "SUMMARY after retry" });
-    const retried = await execute(summarize, summarizeEvent(summaryRequests(turn31)[0]!.data), { memo: failed.memo, runId: failed.runId });
+    const retried = await execute(summarize, summarizeEvent(summaryRequests(turn31)[0]!.data), {
+      memo: failed.memo,
+      runId: failed.runId,
+    });
     expect(retried.error).toBeUndefined();
     expect(bed.model.requests).toHaveLength(1);
-    expect(String(bed.model.requests[0]!.messages[1]!.content)).toContain("User: message 11\nAssistant (assistant): answer 11");
-    expect(await storedSummary(threadId)).toEqual({ covers: await userSeq(threadId, "message 11"), text: "SUMMARY after retry" });
+    expect(String(bed.model.requests[0]!.messages[1]!.content)).toContain(
+      "User: message 11\nAssistant (assistant): answer 11",
+    );
+    expect(await storedSummary(threadId)).toEqual({
+      covers: await userSeq(threadId, "message 11"),
+      text: "SUMMARY after retry",
+    });
   });
 
   it("does not request a summary while the turns outside the window stay within the threshold", async () => {
@@ -205,7 +263,11 @@ describe("a summary and a changed path", () => {
     expect(await storedSummary(threadId)).toBeDefined();
 
     // Regenerate the answer to message 5, which the summary covers: the turns after it leave the path.
-    const message5 = (await bed.db.pool.query("SELECT id FROM messages WHERE thread_id = $1 AND content->>'text' = 'message 5'", [threadId])).rows[0].id;
+    const message5 = (
+      await bed.db.pool.query("SELECT id FROM messages WHERE thread_id = $1 AND content->>'text' = 'message 5'", [
+        threadId,
+      ])
+    ).rows[0].id;
     bed.model.reset();
     bed.model.script({ text: "answer 5, second try" });
     const regenerated = await execute(createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model) }), {

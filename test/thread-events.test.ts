@@ -48,9 +48,15 @@ async function newThread() {
 }
 
 const note = (key: string): NewEvent => ({ key, event: "text.delta", data: { delta: key } });
-const write = (threadId: string, ...keys: string[]) => appendEvents(bed.db.pool, { threadId, runId: "writer", attempt: 0, events: keys.map(note) });
+const write = (threadId: string, ...keys: string[]) =>
+  appendEvents(bed.db.pool, { threadId, runId: "writer", attempt: 0, events: keys.map(note) });
 const logOf = async (threadId: string) =>
-  (await bed.db.pool.query<{ id: string; event: string; key: string }>("SELECT id, event, key FROM thread_events WHERE thread_id = $1 ORDER BY id", [threadId])).rows;
+  (
+    await bed.db.pool.query<{ id: string; event: string; key: string }>(
+      "SELECT id, event, key FROM thread_events WHERE thread_id = $1 ORDER BY id",
+      [threadId],
+    )
+  ).rows;
 
 describe("GET /api/threads/:threadId/events", () => {
   it("a client that disconnects after event k and reconnects with Last-Event-ID k receives k+1… once each, in order, including what was written while away", async () => {
@@ -104,7 +110,19 @@ describe("GET /api/threads/:threadId/events", () => {
         c.set("identity", { userId: "user-1" } as AuthEnv["Variables"]["identity"]);
         await next();
       })
-      .route("/api/threads", eventRoutes({ db: bed.db.pool, sendEvent: async () => ({ ids: [] }), events, feeds: createThreadFeeds({ db: bed.db.pool, events }), slots: createStreamSlots() }, 20));
+      .route(
+        "/api/threads",
+        eventRoutes(
+          {
+            db: bed.db.pool,
+            sendEvent: async () => ({ ids: [] }),
+            events,
+            feeds: createThreadFeeds({ db: bed.db.pool, events }),
+            slots: createStreamSlots(),
+          },
+          20,
+        ),
+      );
     const stream = await openEventStream(app, threadId);
     await stream.waitForHeartbeat();
     expect(stream.received).toEqual([]);
@@ -116,7 +134,10 @@ describe("GET /api/threads/:threadId/events", () => {
     const threadId = await newThread();
     expect((await asUser(app, "user-2").get(`/api/threads/${threadId}/events`)).status).toBe(404);
     expect((await asUser(app, "user-1").get(`/api/threads/${crypto.randomUUID()}/events`)).status).toBe(404);
-    expect((await app.request(`/api/threads/${threadId}/events?after=x`, { headers: { authorization: "Bearer nope" } })).status).toBe(401);
+    expect(
+      (await app.request(`/api/threads/${threadId}/events?after=x`, { headers: { authorization: "Bearer nope" } }))
+        .status,
+    ).toBe(401);
     expect((await asUser(app, "user-1").get(`/api/threads/${threadId}/events?after=-1`)).status).toBe(400);
   });
 
@@ -128,7 +149,9 @@ describe("GET /api/threads/:threadId/events", () => {
     await write(threadId, "before");
     await stream.waitFor(1);
 
-    await bed.db.pool.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN threadline_events' AND datname = current_database()");
+    await bed.db.pool.query(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN threadline_events' AND datname = current_database()",
+    );
     await write(threadId, "while reconnecting");
     await stream.waitFor(2);
     expect(stream.received.map((e) => e.data.delta)).toEqual(["before", "while reconnecting"]);
@@ -148,9 +171,20 @@ describe("the thread event log", () => {
     expect(run.error).toBeUndefined();
     const threadId = event.data.messageId;
     const log = await logOf(threadId);
-    expect(log.map((row) => row.event)).toEqual(["run.started", "run.started", "part.created", "text.delta", "part.completed", "run.completed", "stream.ended"]);
+    expect(log.map((row) => row.event)).toEqual([
+      "run.started",
+      "run.started",
+      "part.created",
+      "text.delta",
+      "part.completed",
+      "run.completed",
+      "stream.ended",
+    ]);
     expect(log.map((row) => Number(row.id))).toEqual([1, 2, 3, 4, 5, 6, 7]);
-    const delta = await bed.db.pool.query("SELECT data FROM thread_events WHERE thread_id = $1 AND event = 'text.delta'", [threadId]);
+    const delta = await bed.db.pool.query(
+      "SELECT data FROM thread_events WHERE thread_id = $1 AND event = 'text.delta'",
+      [threadId],
+    );
     expect(delta.rows[0].data).toMatchObject({ delta: "Hello there" });
 
     // The same run re-entered with no memoized step: every write happens again, inserts nothing.
@@ -168,13 +202,24 @@ describe("the thread event log", () => {
     const threadId = event.data.messageId;
     bed.model.script({ text: "Second" });
     const regenerate = createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });
-    const run = await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: event.data.messageId, userId: "user-1" } });
+    const run = await execute(regenerate, {
+      name: "chat/message.regenerate",
+      data: { threadId, messageId: event.data.messageId, userId: "user-1" },
+    });
     expect(run.error).toBeUndefined();
     const log = await bed.db.pool.query<{ event: string; data: { status?: string; variant?: number; delta?: string } }>(
       "SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id",
       [run.runId],
     );
-    expect(log.rows.map((row) => row.event)).toEqual(["run.started", "run.started", "part.created", "text.delta", "part.completed", "run.completed", "stream.ended"]);
+    expect(log.rows.map((row) => row.event)).toEqual([
+      "run.started",
+      "run.started",
+      "part.created",
+      "text.delta",
+      "part.completed",
+      "run.completed",
+      "stream.ended",
+    ]);
     expect(log.rows[3]!.data.delta).toBe("Second");
     expect(log.rows[6]!.data).toMatchObject({ status: "completed", variant: 2 });
   });
@@ -186,7 +231,10 @@ describe("the thread event log", () => {
     expect((await execute(chatTurn, event)).error).toBeUndefined();
     const again = await execute(chatTurn, event);
     expect(again.result).toMatchObject({ status: "skipped" });
-    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [again.runId]);
+    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>(
+      "SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id",
+      [again.runId],
+    );
     // The re-run rule (docs/engine.md): a run that finds its message answered as it begins has no stream.
     expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([]);
     expect((await threadRows(bed.db.pool, event.data.messageId)).map((row) => row.kind)).toEqual(["user", "agent"]);
@@ -216,13 +264,26 @@ describe("the thread event log", () => {
     const failed = await execute(chatTurn, event);
     expect(failed.error).toBeDefined();
     // The failed attempt is logged for the client (turn.retrying), once.
-    expect((await logOf(event.data.messageId)).map((row) => row.event)).toEqual(["run.started", "run.started", "turn.retrying"]);
+    expect((await logOf(event.data.messageId)).map((row) => row.event)).toEqual([
+      "run.started",
+      "run.started",
+      "turn.retrying",
+    ]);
 
     bed.model.script({ text: "Second try" });
     const retried = await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId });
     expect(retried.error).toBeUndefined();
     const log = await logOf(event.data.messageId);
-    expect(log.map((row) => row.event)).toEqual(["run.started", "run.started", "turn.retrying", "part.created", "text.delta", "part.completed", "run.completed", "stream.ended"]);
+    expect(log.map((row) => row.event)).toEqual([
+      "run.started",
+      "run.started",
+      "turn.retrying",
+      "part.created",
+      "text.delta",
+      "part.completed",
+      "run.completed",
+      "stream.ended",
+    ]);
     expect(new Set(log.map((row) => row.key)).size).toBe(log.length);
   });
 
@@ -237,7 +298,10 @@ describe("the thread event log", () => {
       [threadId],
     );
     expect(written.rows.map((row) => [row.event, row.data.status])).toEqual([["stream.ended", "completed"]]);
-    const answer = await bed.db.pool.query<{ xid: string }>("SELECT xmin::text AS xid FROM messages WHERE thread_id = $1 AND kind = 'agent'", [threadId]);
+    const answer = await bed.db.pool.query<{ xid: string }>(
+      "SELECT xmin::text AS xid FROM messages WHERE thread_id = $1 AND kind = 'agent'",
+      [threadId],
+    );
     expect(answer.rows).toHaveLength(1);
     expect(answer.rows[0]!.xid).toBe(written.rows[0]!.xid);
     expect((await threadRows(bed.db.pool, threadId)).map((row) => row.kind)).toEqual(["user", "agent"]);
@@ -254,7 +318,10 @@ describe("the thread event log", () => {
     );
     expect(ended.rows.map((row) => row.event)).toEqual(["turn.retrying", "turn.failed", "stream.ended"]);
     expect(ended.rows[1]!.data.error).toBe("The model failed.");
-    const turn = await bed.db.pool.query<{ status: string; xid: string }>("SELECT status, xmin::text AS xid FROM turns WHERE run_id = $1", [failed.runId]);
+    const turn = await bed.db.pool.query<{ status: string; xid: string }>(
+      "SELECT status, xmin::text AS xid FROM turns WHERE run_id = $1",
+      [failed.runId],
+    );
     expect(turn.rows[0]).toEqual({ status: "failed", xid: ended.rows[2]!.xid });
   });
 
@@ -264,10 +331,20 @@ describe("the thread event log", () => {
     const event = chatEvent({ content: "Cancel me" });
     const failed = await execute(chatTurn, event);
     expect(failed.error).toBeDefined();
-    expect(await cancelTurn(bed.db.pool, failed.runId)).toEqual({ threadId: event.data.messageId, messageId: event.data.messageId });
+    expect(await cancelTurn(bed.db.pool, failed.runId)).toEqual({
+      threadId: event.data.messageId,
+      messageId: event.data.messageId,
+    });
     expect(await cancelTurn(bed.db.pool, failed.runId)).toBeNull();
-    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [failed.runId]);
-    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["turn.retrying", null], ["turn.cancelled", null], ["stream.ended", "cancelled"]]);
+    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>(
+      "SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id",
+      [failed.runId],
+    );
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([
+      ["turn.retrying", null],
+      ["turn.cancelled", null],
+      ["stream.ended", "cancelled"],
+    ]);
   });
 
   it("a turn presumed lost by a later turn's wait is logged as failed and ended", async () => {
@@ -277,16 +354,33 @@ describe("the thread event log", () => {
     const lost = await execute(chatTurn, event);
     expect(lost.error).toBeDefined();
     const threadId = event.data.messageId;
-    await bed.db.pool.query("SELECT * FROM threadline_begin_turn($1, 'user-1', $2, 'Next', NULL, 'run-waiting', 'chat', NULL, NULL)", [threadId, crypto.randomUUID()]);
-    expect(await findEarlierTurn(bed.db.pool, { runId: "run-waiting", abandon: lost.runId })).toEqual({ earlier: null, skipped: false });
-    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>("SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id", [lost.runId]);
-    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([["turn.retrying", null], ["turn.failed", null], ["stream.ended", "failed"]]);
+    await bed.db.pool.query(
+      "SELECT * FROM threadline_begin_turn($1, 'user-1', $2, 'Next', NULL, 'run-waiting', 'chat', NULL, NULL)",
+      [threadId, crypto.randomUUID()],
+    );
+    expect(await findEarlierTurn(bed.db.pool, { runId: "run-waiting", abandon: lost.runId })).toEqual({
+      earlier: null,
+      skipped: false,
+    });
+    const log = await bed.db.pool.query<{ event: string; data: { status?: string } }>(
+      "SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id",
+      [lost.runId],
+    );
+    expect(log.rows.map((row) => [row.event, row.data.status ?? null])).toEqual([
+      ["turn.retrying", null],
+      ["turn.failed", null],
+      ["stream.ended", "failed"],
+    ]);
   });
 
   it("ids are per thread, increasing, and assigned in commit order under concurrent writers", async () => {
     const threadId = await newThread();
     const other = { threadId: await newThread() };
-    await Promise.all(Array.from({ length: 20 }, (_, i) => appendEvents(bed.db.pool, { threadId, runId: `run-${i}`, attempt: 0, events: [note("x"), note("y")] })));
+    await Promise.all(
+      Array.from({ length: 20 }, (_, i) =>
+        appendEvents(bed.db.pool, { threadId, runId: `run-${i}`, attempt: 0, events: [note("x"), note("y")] }),
+      ),
+    );
     await write(other.threadId, "first");
     expect((await logOf(threadId)).map((row) => Number(row.id))).toEqual(Array.from({ length: 40 }, (_, i) => i + 1));
     expect((await logOf(other.threadId)).map((row) => Number(row.id))).toEqual([1]);
@@ -296,13 +390,22 @@ describe("the thread event log", () => {
     const { app } = appInstance();
     const gone = { threadId: await newThread() };
     await write(gone.threadId, "a");
-    expect((await app.request(`/api/threads/${gone.threadId}`, { method: "DELETE", headers: await headersFor("user-1") })).status).toBe(200);
+    expect(
+      (await app.request(`/api/threads/${gone.threadId}`, { method: "DELETE", headers: await headersFor("user-1") }))
+        .status,
+    ).toBe(200);
     expect(await logOf(gone.threadId)).toEqual([]);
 
     const threadId = await newThread();
     await write(threadId, "old-1", "old-2", "old-3", "new");
-    await bed.db.pool.query("UPDATE thread_events SET created_at = now() - interval '3 hours' WHERE thread_id = $1 AND key LIKE 'old-%'", [threadId]);
-    const run = await execute(createEventRetention({ db: bed.db.pool, eventRetentionHours: 2 }), { name: "inngest/scheduled.timer", data: {} });
+    await bed.db.pool.query(
+      "UPDATE thread_events SET created_at = now() - interval '3 hours' WHERE thread_id = $1 AND key LIKE 'old-%'",
+      [threadId],
+    );
+    const run = await execute(createEventRetention({ db: bed.db.pool, eventRetentionHours: 2 }), {
+      name: "inngest/scheduled.timer",
+      data: {},
+    });
     expect(run.error).toBeUndefined();
     expect((await logOf(threadId)).map((row) => row.key)).toEqual(["new"]);
   });
@@ -314,12 +417,23 @@ describe("title.changed", () => {
     const threadId = await newThread();
     expect(await storeModelTitle(bed.db.pool, threadId, "Model title")).toEqual({ stored: true });
     expect(await storeModelTitle(bed.db.pool, threadId, "Another")).toEqual({ stored: false });
-    const renamed = await app.request(`/api/threads/${threadId}`, { method: "PATCH", headers: await headersFor("user-1"), body: JSON.stringify({ title: "Mine" }) });
+    const renamed = await app.request(`/api/threads/${threadId}`, {
+      method: "PATCH",
+      headers: await headersFor("user-1"),
+      body: JSON.stringify({ title: "Mine" }),
+    });
     expect(renamed.status).toBe(200);
     expect(await renamed.json()).not.toHaveProperty("titleEventId");
-    const metadataOnly = await app.request(`/api/threads/${threadId}`, { method: "PATCH", headers: await headersFor("user-1"), body: JSON.stringify({ metadata: { a: 1 } }) });
+    const metadataOnly = await app.request(`/api/threads/${threadId}`, {
+      method: "PATCH",
+      headers: await headersFor("user-1"),
+      body: JSON.stringify({ metadata: { a: 1 } }),
+    });
     expect(metadataOnly.status).toBe(200);
-    const log = await bed.db.pool.query("SELECT id::int, event, data FROM thread_events WHERE thread_id = $1 ORDER BY id", [threadId]);
+    const log = await bed.db.pool.query(
+      "SELECT id::int, event, data FROM thread_events WHERE thread_id = $1 ORDER BY id",
+      [threadId],
+    );
     expect(log.rows).toEqual([
       { id: 1, event: "title.changed", data: { title: "Model title", titleSource: "model" } },
       { id: 2, event: "title.changed", data: { title: "Mine", titleSource: "user" } },

@@ -24,29 +24,32 @@ const bed = useTestBed();
  * removed, so AgentKit's own initializeThread fallbacks decide.
  */
 
-
 /** A chat turn whose adapter has no createThread (otherwise Threadline's own). */
 function chatTurnWithoutCreateThread(pool: pg.Pool, choice: ModelChoice) {
-  return inngest.createFunction({ id: "chat-turn-without-create-thread", triggers: [chatMessageSent], retries: 0 }, async ({ event, runId }) => {
-    const history = createTurnHistory(pool, {
-      userId: event.data.userId,
-      messageId: event.data.messageId,
-      runId,
-      kind: "chat",
-      policy: resolveHistoryPolicy({ defaults: AGENT_HISTORY_DEFAULTS }),
-    });
-    delete (history as { createThread?: unknown }).createThread;
-    const network = createChatNetwork({ model: choice, history });
-    const run = await network.run(
-      { id: event.data.messageId, content: event.data.content, role: "user" },
-      { state: createState({}, event.data.threadId ? { threadId: event.data.threadId } : {}) },
-    );
-    return { threadId: run.state.threadId };
-  });
+  return inngest.createFunction(
+    { id: "chat-turn-without-create-thread", triggers: [chatMessageSent], retries: 0 },
+    async ({ event, runId }) => {
+      const history = createTurnHistory(pool, {
+        userId: event.data.userId,
+        messageId: event.data.messageId,
+        runId,
+        kind: "chat",
+        policy: resolveHistoryPolicy({ defaults: AGENT_HISTORY_DEFAULTS }),
+      });
+      delete (history as { createThread?: unknown }).createThread;
+      const network = createChatNetwork({ model: choice, history });
+      const run = await network.run(
+        { id: event.data.messageId, content: event.data.content, role: "user" },
+        { state: createState({}, event.data.threadId ? { threadId: event.data.threadId } : {}) },
+      );
+      return { threadId: run.state.threadId };
+    },
+  );
 }
 
 // The thread is created or checked by the statement that stores the user message: no statement of its own.
-const threadStatements = (queries: string[]) => queries.filter((q) => q === sql.insertThread || q === sql.selectThreadOwner).length;
+const threadStatements = (queries: string[]) =>
+  queries.filter((q) => q === sql.insertThread || q === sql.selectThreadOwner).length;
 const userMessageStatements = (queries: string[]) => queries.filter((q) => q === sql.beginTurn).length;
 const historyReads = (queries: string[]) => queries.filter((q) => q === sql.selectHistoryWindow).length;
 
@@ -92,7 +95,9 @@ describe("thread ids, as AgentKit's table says", () => {
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ threadId, status: "completed" });
     expect((await threadRows(bed.db.pool, threadId)).map((r) => r.kind)).toEqual(["user", "agent"]);
-    expect((await bed.db.pool.query("SELECT user_id FROM threads WHERE id = $1", [threadId])).rows).toEqual([{ user_id: "user-1" }]);
+    expect((await bed.db.pool.query("SELECT user_id FROM threads WHERE id = $1", [threadId])).rows).toEqual([
+      { user_id: "user-1" },
+    ]);
 
     const rerun = await execute(chatTurn, event);
     expect(rerun.result).toMatchObject({ threadId, status: "skipped" });
@@ -126,10 +131,16 @@ describe("thread ids, as AgentKit's table says", () => {
     // thread under the first one, a later re-entry generated another, and storing the answer under
     // that one is refused. createThread (naming a new thread after its first message) prevents this.
     expect(String((run.error as Error).message)).toMatch(/^Thread [0-9a-f-]{36} does not exist/);
-    const { rows } = await bed.db.pool.query<{ id: string }>("SELECT thread_id AS id FROM messages WHERE id = $1", [event.data.messageId]);
+    const { rows } = await bed.db.pool.query<{ id: string }>("SELECT thread_id AS id FROM messages WHERE id = $1", [
+      event.data.messageId,
+    ]);
     expect(rows[0]!.id).not.toBe(event.data.messageId);
     expect((run.error as Error).message).not.toContain(rows[0]!.id);
     expect(historyReads(counting.queries)).toBe(0);
-    expect(await countRows(bed.db.pool)).toEqual({ threads: before.threads + 1, messages: before.messages + 1, turns: before.turns + 1 });
+    expect(await countRows(bed.db.pool)).toEqual({
+      threads: before.threads + 1,
+      messages: before.messages + 1,
+      turns: before.turns + 1,
+    });
   });
 });

@@ -29,17 +29,38 @@ describe("after a stop mid-answer under gateway inference", () => {
     live = await startLiveEngine(bed.db.pool, [createChatTurn(deps), createTurnCancellation(deps)]);
     const { engine, appUrl } = live;
     const headers = await headersFor("user-1");
-    bed.model.script({ text: "A long answer that never arrives in time.", delayMs: SLOW_ANSWER_MS }, { text: "Here is the next answer." });
+    bed.model.script(
+      { text: "A long answer that never arrives in time.", delayMs: SLOW_ANSWER_MS },
+      { text: "Here is the next answer." },
+    );
 
     const threadId = randomUUID();
-    expect((await fetch(`${appUrl}/api/chat`, { method: "POST", headers, body: JSON.stringify({ messageId: threadId, content: "Tell me a long story." }) })).status).toBe(202);
-    const stopped = await engine.runFor((r) => r.fnId === "threadline-chat-turn" && r.event.data.messageId === threadId);
+    expect(
+      (
+        await fetch(`${appUrl}/api/chat`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ messageId: threadId, content: "Tell me a long story." }),
+        })
+      ).status,
+    ).toBe(202);
+    const stopped = await engine.runFor(
+      (r) => r.fnId === "threadline-chat-turn" && r.event.data.messageId === threadId,
+    );
     while (bed.model.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 10));
 
     const stop = await fetch(`${appUrl}/api/threads/${threadId}/stop`, { method: "POST", headers, body: "{}" });
     expect(stop.status).toBe(202);
     const nextId = randomUUID();
-    expect((await fetch(`${appUrl}/api/chat`, { method: "POST", headers, body: JSON.stringify({ threadId, messageId: nextId, content: "Something short, then." }) })).status).toBe(202);
+    expect(
+      (
+        await fetch(`${appUrl}/api/chat`, {
+          method: "POST",
+          headers,
+          body: JSON.stringify({ threadId, messageId: nextId, content: "Something short, then." }),
+        })
+      ).status,
+    ).toBe(202);
     const next = await engine.runFor((r) => r.fnId === "threadline-chat-turn" && r.event.data.messageId === nextId);
     await next.ended;
 
@@ -60,18 +81,22 @@ describe("two quick messages on one thread, with no concurrency key", () => {
   it("answer in order: the second run waits durably and is released by the first's turn.finished, then sees its answer", async () => {
     const deps = { db: bed.db.pool, model: scriptedModel(bed.model), inference: "gateway" as const };
     // Real time for waits: a release that came from a round's timeout would take 10 s.
-    live = await startLiveEngine(bed.db.pool, [createChatTurn(deps), createTurnCancellation(deps)], { msPerSecond: 1_000 });
+    live = await startLiveEngine(bed.db.pool, [createChatTurn(deps), createTurnCancellation(deps)], {
+      msPerSecond: 1_000,
+    });
     const { engine, appUrl } = live;
     const headers = await headersFor("user-1");
     bed.model.script({ text: "Nice to meet you, Ada.", delayMs: 1_000 }, { text: "Your name is Ada." });
 
     const threadId = randomUUID();
     const secondId = randomUUID();
-    const send = (body: Record<string, unknown>) => fetch(`${appUrl}/api/chat`, { method: "POST", headers, body: JSON.stringify(body) });
+    const send = (body: Record<string, unknown>) =>
+      fetch(`${appUrl}/api/chat`, { method: "POST", headers, body: JSON.stringify(body) });
     expect((await send({ messageId: threadId, content: "My name is Ada." })).status).toBe(202);
     const first = await engine.runFor((r) => r.event.data.messageId === threadId);
     // The second message once the first turn has begun (its message is stored), as a quick user sends it.
-    while (!first.order.some((s) => s.id === "history.append-user-message")) await new Promise((resolve) => setTimeout(resolve, 5));
+    while (!first.order.some((s) => s.id === "history.append-user-message"))
+      await new Promise((resolve) => setTimeout(resolve, 5));
     expect((await send({ threadId, messageId: secondId, content: "What is my name?" })).status).toBe(202);
     const second = await engine.runFor((r) => r.event.data.messageId === secondId);
     await Promise.all([first.ended, second.ended]);
@@ -80,7 +105,10 @@ describe("two quick messages on one thread, with no concurrency key", () => {
     const waits = second.order.filter((s) => s.id.startsWith("history.wait-for-turn"));
     expect(waits.map((w) => w.id)).toEqual(["history.wait-for-turn"]);
     // Released by the event (the wait's result), not by its timeout (null).
-    expect(second.steps[waits[0]!.hashedId]).toMatchObject({ type: "data", data: { name: "threadline/turn.finished", data: { runId: first.runId } } });
+    expect(second.steps[waits[0]!.hashedId]).toMatchObject({
+      type: "data",
+      data: { name: "threadline/turn.finished", data: { runId: first.runId } },
+    });
     expect(bed.model.requests[1]!.messages.slice(-3)).toEqual([
       { role: "user", content: "My name is Ada." },
       { role: "assistant", content: "Nice to meet you, Ada." },

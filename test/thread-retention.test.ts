@@ -13,9 +13,12 @@ const DAY_MS = 86_400_000;
 const cronEvent = { name: "inngest/scheduled.timer", data: { cron: "TZ=UTC 17 * * * *" } };
 
 const daysAgo = (days: number) => new Date(Date.now() - days * DAY_MS);
-const setActivity = (threadIds: string[], at: Date) => bed.db.pool.query("UPDATE threads SET last_activity_at = $2 WHERE id = ANY($1)", [threadIds, at]);
+const setActivity = (threadIds: string[], at: Date) =>
+  bed.db.pool.query("UPDATE threads SET last_activity_at = $2 WHERE id = ANY($1)", [threadIds, at]);
 const existing = async (threadIds: string[]) =>
-  (await bed.db.pool.query<{ id: string }>("SELECT id FROM threads WHERE id = ANY($1) ORDER BY id", [threadIds])).rows.map((r) => r.id);
+  (
+    await bed.db.pool.query<{ id: string }>("SELECT id FROM threads WHERE id = ANY($1) ORDER BY id", [threadIds])
+  ).rows.map((r) => r.id);
 
 describe("thread retention (RETENTION_DAYS)", () => {
   it("deletes exactly the threads inactive for longer than N days, with all their rows, in bounded batches, and announces each; a re-run deletes nothing more", async () => {
@@ -28,7 +31,12 @@ describe("thread retention (RETENTION_DAYS)", () => {
     const kept = await seed(3, "keeps");
     // A thread that was quiet for a year and got a message today: the message moves its activity on.
     await setActivity([kept[0]!], daysAgo(400));
-    await beginTurn(bed.db.pool, { threadId: kept[0]!, userId: "keeps", message: { id: randomUUID(), text: "back again" }, turn: { runId: `run-${randomUUID()}`, kind: "chat" } });
+    await beginTurn(bed.db.pool, {
+      threadId: kept[0]!,
+      userId: "keeps",
+      message: { id: randomUUID(), text: "back again" },
+      turn: { runId: `run-${randomUUID()}`, kind: "chat" },
+    });
     const baseline = await tableRowCounts(bed.db.pool);
     // More expired threads than one batch holds, so the run needs a second batch.
     const expired = await bed.db.pool
@@ -46,12 +54,17 @@ describe("thread retention (RETENTION_DAYS)", () => {
 
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ status: "done", deleted: expired.length + expiredWithMessages.length });
-    expect(run.stepIds.filter((id) => id.startsWith("retention.delete-batch-"))).toEqual(["retention.delete-batch-0", "retention.delete-batch-1"]);
+    expect(run.stepIds.filter((id) => id.startsWith("retention.delete-batch-"))).toEqual([
+      "retention.delete-batch-0",
+      "retention.delete-batch-1",
+    ]);
     expect(await existing([...expired, ...expiredWithMessages])).toEqual([]);
     expect(await existing([...kept, ...borderline])).toEqual([...kept, ...borderline].sort());
     const announced = run.sentEvents.filter((e) => e.name === "thread/deleted");
     expect(announced.map((e) => e.data.threadId).sort()).toEqual([...expired, ...expiredWithMessages].sort());
-    expect(announced.every((e) => e.data.reason === "retention" && e.id === `thread-deleted-${e.data.threadId}`)).toBe(true);
+    expect(announced.every((e) => e.data.reason === "retention" && e.id === `thread-deleted-${e.data.threadId}`)).toBe(
+      true,
+    );
 
     // Every row of the deleted threads is gone (messages, turns); the borderline thread's remain.
     const after = await tableRowCounts(bed.db.pool);

@@ -41,11 +41,19 @@ const finishedEvent = (run: Execution) => {
 };
 
 const threadTitle = async (threadId: string) =>
-  (await bed.db.pool.query<{ title: string | null; title_source: string | null }>("SELECT title, title_source FROM threads WHERE id = $1", [threadId])).rows[0]!;
+  (
+    await bed.db.pool.query<{ title: string | null; title_source: string | null }>(
+      "SELECT title, title_source FROM threads WHERE id = $1",
+      [threadId],
+    )
+  ).rows[0]!;
 
 describe("thread titles (title-thread function)", () => {
   it("sets a short title after the first answer, asking the model with the first question and its answer", async () => {
-    const { threadId, finished } = await firstTurn("How do I bake sourdough bread at home?", "Start with an active starter, then ...");
+    const { threadId, finished } = await firstTurn(
+      "How do I bake sourdough bread at home?",
+      "Start with an active starter, then ...",
+    );
     bed.model.script({ text: '"Baking Sourdough at Home."' });
 
     const run = await execute(titleThread, finished);
@@ -57,7 +65,9 @@ describe("thread titles (title-thread function)", () => {
     const [system, user] = bed.model.requests[0]!.messages;
     expect(system).toMatchObject({ role: "system", content: TITLER_SYSTEM_PROMPT });
     expect(String(user!.content)).toContain("<user_message>\nHow do I bake sourdough bread at home?\n</user_message>");
-    expect(String(user!.content)).toContain("<assistant_message>\nStart with an active starter, then ...\n</assistant_message>");
+    expect(String(user!.content)).toContain(
+      "<assistant_message>\nStart with an active starter, then ...\n</assistant_message>",
+    );
 
     const response = await app.request(`/api/threads/${threadId}`, { headers: await headersFor(USER) });
     expect(await response.json()).toMatchObject({ title: "Baking Sourdough at Home", titleSource: "model" });
@@ -89,7 +99,11 @@ describe("thread titles (title-thread function)", () => {
 
   it("never overwrites a title the user set, even one set while the model was answering", async () => {
     const { threadId, finished } = await firstTurn("Plan a trip to Lisbon", "Day 1: ...");
-    const rename = await app.request(`/api/threads/${threadId}`, { method: "PATCH", headers: await headersFor(USER), body: JSON.stringify({ title: "Lisbon 2027" }) });
+    const rename = await app.request(`/api/threads/${threadId}`, {
+      method: "PATCH",
+      headers: await headersFor(USER),
+      body: JSON.stringify({ title: "Lisbon 2027" }),
+    });
     expect(rename.status).toBe(200);
 
     const run = await execute(titleThread, finished);
@@ -99,14 +113,22 @@ describe("thread titles (title-thread function)", () => {
 
     // The race: the user renames after the load step read "untitled"; the storing statement checks again.
     const { threadId: raced } = await firstTurn("Plan a trip to Porto", "Day 1: ...");
-    await app.request(`/api/threads/${raced}`, { method: "PATCH", headers: await headersFor(USER), body: JSON.stringify({ title: "Porto" }) });
+    await app.request(`/api/threads/${raced}`, {
+      method: "PATCH",
+      headers: await headersFor(USER),
+      body: JSON.stringify({ title: "Porto" }),
+    });
     expect(await storeModelTitle(bed.db.pool, raced, "Trip to Porto")).toEqual({ stored: false });
     expect(await threadTitle(raced)).toEqual({ title: "Porto", title_source: "user" });
   });
 
   it("a thread created with a title (POST /api/threads) keeps it after its first answer", async () => {
     const threadId = randomUUID();
-    const created = await app.request("/api/threads", { method: "POST", headers: await headersFor(USER), body: JSON.stringify({ id: threadId, title: "My own title" }) });
+    const created = await app.request("/api/threads", {
+      method: "POST",
+      headers: await headersFor(USER),
+      body: JSON.stringify({ id: threadId, title: "My own title" }),
+    });
     expect(created.status).toBe(201);
     bed.model.script({ text: "An answer" });
     const turn = await execute(chatTurn, chatEvent({ content: "A question", threadId, userId: USER }));

@@ -1,7 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { ASSISTANT_NAME } from "../src/agents/assistant.js";
-import { threadCreatedResponse, threadDeletedResponse, threadListResponse, threadResponse } from "../src/api/threads.js";
+import {
+  threadCreatedResponse,
+  threadDeletedResponse,
+  threadListResponse,
+  threadResponse,
+} from "../src/api/threads.js";
 import { resultId } from "../src/history/ids.js";
 import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
 import { createTestApp, headersFor, type SentEvent } from "./helpers/http.js";
@@ -21,7 +26,11 @@ beforeEach(() => {
 });
 
 async function call(method: string, path: string, userId: string, body?: unknown) {
-  return app.request(path, { method, headers: await headersFor(userId), ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  return app.request(path, {
+    method,
+    headers: await headersFor(userId),
+    ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+  });
 }
 
 type Item = ReturnType<typeof threadResponse.parse>;
@@ -43,24 +52,56 @@ async function createThread(userId: string, body: Record<string, unknown> = {}):
 async function appendTurn(threadId: string, userId: string, text: string) {
   const messageId = randomUUID();
   const runId = `run-${messageId}`;
-  const start = await beginTurn(bed.db.pool, { threadId, userId, message: { id: messageId, text }, turn: { runId, kind: "chat" } });
+  const start = await beginTurn(bed.db.pool, {
+    threadId,
+    userId,
+    message: { id: messageId, text },
+    turn: { runId, kind: "chat" },
+  });
   await storeAnswer(bed.db.pool, {
-    threadId, userId, runId, messageId, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: false,
-    results: [{ id: resultId(messageId, start.variant, 0), agentName: ASSISTANT_NAME, content: { output: [{ type: "text", role: "assistant", content: `answer to ${text}` }], toolCalls: [] } }],
+    threadId,
+    userId,
+    runId,
+    messageId,
+    messageSeq: start.messageSeq,
+    variant: start.variant,
+    detachLaterTurns: false,
+    results: [
+      {
+        id: resultId(messageId, start.variant, 0),
+        agentName: ASSISTANT_NAME,
+        content: { output: [{ type: "text", role: "assistant", content: `answer to ${text}` }], toolCalls: [] },
+      },
+    ],
   });
 }
 
 /** Sets a thread's activity time directly (threads otherwise created in one millisecond would tie). */
-const setActivity = (threadId: string, at: Date) => bed.db.pool.query("UPDATE threads SET last_activity_at = $2 WHERE id = $1", [threadId, at]);
+const setActivity = (threadId: string, at: Date) =>
+  bed.db.pool.query("UPDATE threads SET last_activity_at = $2 WHERE id = $1", [threadId, at]);
 
 const inListOrder = (items: Item[]) =>
-  items.every((item, i) => i === 0 || items[i - 1]!.lastActivityAt > item.lastActivityAt || (items[i - 1]!.lastActivityAt === item.lastActivityAt && items[i - 1]!.id > item.id));
+  items.every(
+    (item, i) =>
+      i === 0 ||
+      items[i - 1]!.lastActivityAt > item.lastActivityAt ||
+      (items[i - 1]!.lastActivityAt === item.lastActivityAt && items[i - 1]!.id > item.id),
+  );
 
 describe("POST /api/threads", () => {
   it("creates a thread under the client's id with a title and metadata; creating it again answers 200 with the thread unchanged", async () => {
     const id = randomUUID();
     const created = await createThread("creator", { id, title: "  Trip planning  ", metadata: { project: "p-1" } });
-    expect(created).toMatchObject({ id, threadId: id, title: "Trip planning", titleSource: "user", metadata: { project: "p-1" }, messageCount: 0, lastMessageAt: null, latestTurnStatus: null });
+    expect(created).toMatchObject({
+      id,
+      threadId: id,
+      title: "Trip planning",
+      titleSource: "user",
+      metadata: { project: "p-1" },
+      messageCount: 0,
+      lastMessageAt: null,
+      latestTurnStatus: null,
+    });
 
     const again = await call("POST", "/api/threads", "creator", { id, title: "Other" });
     expect(again.status).toBe(200);
@@ -101,7 +142,12 @@ describe("POST /api/threads", () => {
     await appendTurn(threadId, "chatter", "hello");
     const page = await listPage("chatter");
     expect(page.threads).toHaveLength(1);
-    expect(page.threads[0]).toMatchObject({ id: threadId, title: null, messageCount: 2, latestTurnStatus: "completed" });
+    expect(page.threads[0]).toMatchObject({
+      id: threadId,
+      title: null,
+      messageCount: 2,
+      latestTurnStatus: "completed",
+    });
     expect(page.threads[0]!.lastMessageAt).not.toBeNull();
   });
 });
@@ -157,16 +203,27 @@ describe("GET /api/threads", () => {
 
   it("accepts use-agent's cursorTimestamp + cursorId as the same position as nextCursor", async () => {
     const userId = "agent-pager";
-    for (let i = 0; i < 5; i += 1) await setActivity((await createThread(userId)).id, new Date(Date.UTC(2026, 1, 1, 0, 0, i)));
+    for (let i = 0; i < 5; i += 1)
+      await setActivity((await createThread(userId)).id, new Date(Date.UTC(2026, 1, 1, 0, 0, i)));
     const first = await listPage(userId, { limit: "2" });
     const byCursor = await listPage(userId, { limit: "2", cursor: first.nextCursor! });
-    const byFields = await listPage(userId, { limit: "2", cursorTimestamp: first.nextCursorTimestamp!, cursorId: first.nextCursorId! });
+    const byFields = await listPage(userId, {
+      limit: "2",
+      cursorTimestamp: first.nextCursorTimestamp!,
+      cursorId: first.nextCursorId!,
+    });
     expect(byFields).toEqual(byCursor);
     expect(byCursor.threads).toHaveLength(2);
   });
 
   it("refuses a cursor it did not return, a limit out of range and half of use-agent's cursor (400)", async () => {
-    const queries: Record<string, string>[] = [{ cursor: "bm90LWEtY3Vyc29y" }, { limit: "0" }, { limit: "101" }, { cursorId: randomUUID() }, { offset: "20" }];
+    const queries: Record<string, string>[] = [
+      { cursor: "bm90LWEtY3Vyc29y" },
+      { limit: "0" },
+      { limit: "101" },
+      { cursorId: randomUUID() },
+      { offset: "20" },
+    ];
     for (const query of queries) {
       const response = await call("GET", `/api/threads?${new URLSearchParams(query)}`, "lister");
       expect(response.status, JSON.stringify(query)).toBe(400);
@@ -180,12 +237,21 @@ describe("GET /api/threads", () => {
     );
     await bed.db.pool.query("ANALYZE threads");
     const { selectThreadPageAfter } = await import("../src/history/threads-sql.js");
-    const { rows } = await bed.db.pool.query(`EXPLAIN (FORMAT JSON) ${selectThreadPageAfter}`, ["bulk-7", new Date(), randomUUID(), 21]);
+    const { rows } = await bed.db.pool.query(`EXPLAIN (FORMAT JSON) ${selectThreadPageAfter}`, [
+      "bulk-7",
+      new Date(),
+      randomUUID(),
+      21,
+    ]);
     // Limit over the index scan itself: the cursor is an index condition, not a filter, and no sort.
     const limit = rows[0]["QUERY PLAN"][0].Plan;
     expect(limit["Node Type"]).toBe("Limit");
     const scan = limit.Plans[0];
-    expect(scan).toMatchObject({ "Node Type": "Index Scan", "Index Name": "threads_user_activity_idx", "Scan Direction": "Forward" });
+    expect(scan).toMatchObject({
+      "Node Type": "Index Scan",
+      "Index Name": "threads_user_activity_idx",
+      "Scan Direction": "Forward",
+    });
     expect(scan["Index Cond"]).toMatch(/user_id = .*ROW\(last_activity_at, id\) < ROW/);
     expect(scan.Filter).toBeUndefined();
   });
@@ -200,11 +266,15 @@ describe("PATCH /api/threads/:threadId", () => {
     expect(body).toMatchObject({ title: "Renamed", titleSource: "user", metadata: { a: 1 } });
     expect(body.updatedAt >= thread.updatedAt).toBe(true);
 
-    const remeta = threadResponse.parse(await (await call("PATCH", `/api/threads/${thread.id}`, "renamer", { metadata: { b: 2 } })).json());
+    const remeta = threadResponse.parse(
+      await (await call("PATCH", `/api/threads/${thread.id}`, "renamer", { metadata: { b: 2 } })).json(),
+    );
     expect(remeta).toMatchObject({ title: "Renamed", metadata: { b: 2 } });
     expect((await listPage("renamer")).threads[0]).toMatchObject({ id: thread.id, title: "Renamed" });
 
-    const untitled = threadResponse.parse(await (await call("PATCH", `/api/threads/${thread.id}`, "renamer", { title: null })).json());
+    const untitled = threadResponse.parse(
+      await (await call("PATCH", `/api/threads/${thread.id}`, "renamer", { title: null })).json(),
+    );
     expect(untitled).toMatchObject({ title: null, titleSource: null });
   });
 
@@ -221,13 +291,29 @@ describe("DELETE /api/threads/:threadId", () => {
     const other = await seedThread(bed.db.pool, { turns: 2, userId: "deleter" });
     const before = await tableRowCounts(bed.db.pool);
     const doomed = await seedThread(bed.db.pool, { turns: 3, userId: "deleter", toolTurns: [2], systemBefore: [1] });
-    await bed.db.pool.query("INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text) VALUES ($1, 1, 'summary')", [doomed.threadId]);
-    await bed.db.pool.query("INSERT INTO turns (run_id, thread_id, message_id, kind, variant, status) SELECT 'failed-' || id, thread_id, id, 'chat', 2, 'failed' FROM messages WHERE thread_id = $1 AND kind = 'user' LIMIT 1", [doomed.threadId]);
+    await bed.db.pool.query(
+      "INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text) VALUES ($1, 1, 'summary')",
+      [doomed.threadId],
+    );
+    await bed.db.pool.query(
+      "INSERT INTO turns (run_id, thread_id, message_id, kind, variant, status) SELECT 'failed-' || id, thread_id, id, 'chat', 2, 'failed' FROM messages WHERE thread_id = $1 AND kind = 'user' LIMIT 1",
+      [doomed.threadId],
+    );
 
     const response = await call("DELETE", `/api/threads/${doomed.threadId}`, "deleter");
     expect(response.status).toBe(200);
-    expect(threadDeletedResponse.parse(await response.json())).toEqual({ threadId: doomed.threadId, deleted: true, announced: true });
-    expect(sent).toEqual([{ id: `thread-deleted-${doomed.threadId}`, name: "thread/deleted", data: { threadId: doomed.threadId, userId: "deleter", reason: "user" } }]);
+    expect(threadDeletedResponse.parse(await response.json())).toEqual({
+      threadId: doomed.threadId,
+      deleted: true,
+      announced: true,
+    });
+    expect(sent).toEqual([
+      {
+        id: `thread-deleted-${doomed.threadId}`,
+        name: "thread/deleted",
+        data: { threadId: doomed.threadId, userId: "deleter", reason: "user" },
+      },
+    ]);
 
     // Every row is gone; what remains is the thread's tombstone (its id and the time: migration 0016).
     expect(await tableRowCounts(bed.db.pool)).toEqual({ ...before, thread_tombstones: before.thread_tombstones! + 1 });
@@ -261,9 +347,14 @@ describe("DELETE /api/threads/:threadId", () => {
   });
 
   it("still deletes when Inngest is unreachable, and says the event was not sent", async () => {
-    const { app: offline } = createTestApp(bed.db.pool, { sendEvent: () => Promise.reject(new Error("connect ECONNREFUSED")) });
+    const { app: offline } = createTestApp(bed.db.pool, {
+      sendEvent: () => Promise.reject(new Error("connect ECONNREFUSED")),
+    });
     const thread = await createThread("offline-deleter");
-    const response = await offline.request(`/api/threads/${thread.id}`, { method: "DELETE", headers: await headersFor("offline-deleter") });
+    const response = await offline.request(`/api/threads/${thread.id}`, {
+      method: "DELETE",
+      headers: await headersFor("offline-deleter"),
+    });
     expect(response.status).toBe(200);
     expect(await response.json()).toEqual({ threadId: thread.id, deleted: true, announced: false });
     expect((await call("GET", `/api/threads/${thread.id}`, "offline-deleter")).status).toBe(404);
@@ -273,16 +364,38 @@ describe("DELETE /api/threads/:threadId", () => {
 describe("message count and activity (kept by the messages triggers)", () => {
   it("counts current-path messages: a regenerate that takes an answer off the path keeps the count at what the path shows", async () => {
     const { threadId, userId } = await seedThread(bed.db.pool, { turns: 2, userId: "counter" });
-    const { rows } = await bed.db.pool.query<{ id: string; seq: string }>("SELECT id, seq FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq", [threadId]);
+    const { rows } = await bed.db.pool.query<{ id: string; seq: string }>(
+      "SELECT id, seq FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq",
+      [threadId],
+    );
     const first = rows[0]!;
     // Regenerating the first message: its answer and the later turn leave the path, a new answer joins it.
     const runId = `regen-${randomUUID()}`;
-    const start = await beginTurn(bed.db.pool, { threadId, userId, message: { id: first.id, text: "question 1" }, turn: { runId, kind: "regenerate" } });
-    await storeAnswer(bed.db.pool, {
-      threadId, userId, runId, messageId: first.id, messageSeq: start.messageSeq, variant: start.variant, detachLaterTurns: true,
-      results: [{ id: resultId(first.id, start.variant, 0), agentName: ASSISTANT_NAME, content: { output: [{ type: "text", role: "assistant", content: "again" }], toolCalls: [] } }],
+    const start = await beginTurn(bed.db.pool, {
+      threadId,
+      userId,
+      message: { id: first.id, text: "question 1" },
+      turn: { runId, kind: "regenerate" },
     });
-    const onPath = (await bed.db.pool.query("SELECT count(*)::int AS n FROM messages WHERE thread_id = $1 AND on_path", [threadId])).rows[0].n;
+    await storeAnswer(bed.db.pool, {
+      threadId,
+      userId,
+      runId,
+      messageId: first.id,
+      messageSeq: start.messageSeq,
+      variant: start.variant,
+      detachLaterTurns: true,
+      results: [
+        {
+          id: resultId(first.id, start.variant, 0),
+          agentName: ASSISTANT_NAME,
+          content: { output: [{ type: "text", role: "assistant", content: "again" }], toolCalls: [] },
+        },
+      ],
+    });
+    const onPath = (
+      await bed.db.pool.query("SELECT count(*)::int AS n FROM messages WHERE thread_id = $1 AND on_path", [threadId])
+    ).rows[0].n;
     const item = threadResponse.parse(await (await call("GET", `/api/threads/${threadId}`, userId)).json());
     expect(onPath).toBe(2);
     expect(item.messageCount).toBe(onPath);

@@ -12,16 +12,20 @@ import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
 
-
-
 const MARKER = /\n\[… truncated by Threadline: (\d+) tokens omitted\]$/;
 
 async function runTurn(thread: SeededThread, content: string, history: Record<string, unknown>) {
   bed.model.script({ text: "ok" });
   const event = chatEvent({ content, threadId: thread.threadId });
-  const run = await execute(createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) }), { ...event, data: { ...event.data, history } });
+  const run = await execute(createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) }), {
+    ...event,
+    data: { ...event.data, history },
+  });
   expect(run.error).toBeUndefined();
-  return { messages: bed.model.requests[0]!.messages, result: run.result as { history: { budget: { tokens: number; droppedRows: number; truncated: unknown[] } } } };
+  return {
+    messages: bed.model.requests[0]!.messages,
+    result: run.result as { history: { budget: { tokens: number; droppedRows: number; truncated: unknown[] } } },
+  };
 }
 
 describe("token budget", () => {
@@ -43,15 +47,29 @@ describe("token budget", () => {
 
   it("never separates a tool call from its result, whatever the budget", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 8, toolTurns: [3, 6, 7], systemBefore: [1, 5] });
-    const event = { threadId: thread.threadId, userId: thread.userId, beforeSeq: Number.MAX_SAFE_INTEGER, window: { userMessages: null, preserveSystemMessages: true } };
+    const event = {
+      threadId: thread.threadId,
+      userId: thread.userId,
+      beforeSeq: Number.MAX_SAFE_INTEGER,
+      window: { userMessages: null, preserveSystemMessages: true },
+    };
     const rows = await readHistory(bed.db.pool, event);
     const userRows = rows.filter((r) => r.kind === "user").map((r) => r.id);
     let previousKept = -1;
     for (let budget = 1; budget <= 400; budget += 1) {
       const kept = applyTokenBudget(rows, budget);
       expect(kept.report.tokens).toBeLessThanOrEqual(budget);
-      const callIds = kept.rows.flatMap((r) => (r.kind === "agent" ? (r.content as { output: { type: string; tools?: { id: string }[] }[] }).output : []).flatMap((m) => m.tools?.map((t) => t.id) ?? []));
-      const resultIds = kept.rows.flatMap((r) => (r.kind === "agent" ? (r.content as { toolCalls: { tool: { id: string } }[] }).toolCalls.map((t) => t.tool.id) : []));
+      const callIds = kept.rows.flatMap((r) =>
+        (r.kind === "agent"
+          ? (r.content as { output: { type: string; tools?: { id: string }[] }[] }).output
+          : []
+        ).flatMap((m) => m.tools?.map((t) => t.id) ?? []),
+      );
+      const resultIds = kept.rows.flatMap((r) =>
+        r.kind === "agent"
+          ? (r.content as { toolCalls: { tool: { id: string } }[] }).toolCalls.map((t) => t.tool.id)
+          : [],
+      );
       expect(callIds).toEqual(resultIds);
       // Turns are kept whole and contiguous up to the newest: the kept user messages are a suffix.
       const keptUsers = kept.rows.filter((r) => r.kind === "user").map((r) => r.id);
@@ -110,6 +128,8 @@ describe("token budget", () => {
     expect(bed.model.requests).toHaveLength(2);
     expect(bed.model.requests[1]!.messages).toEqual(bed.model.requests[0]!.messages);
     expect(bed.model.requests[1]!.messages[1]!.content).toMatch(MARKER);
-    expect(retried.result).toMatchObject({ history: { from: "database", budget: { maxTokens: 300, truncated: [{ omittedTokens: expect.any(Number) }] } } });
+    expect(retried.result).toMatchObject({
+      history: { from: "database", budget: { maxTokens: 300, truncated: [{ omittedTokens: expect.any(Number) }] } },
+    });
   });
 });

@@ -9,12 +9,20 @@ const now = () => Math.floor(Date.now() / 1000);
 
 /** A token without an iat claim, expiring at `exp`. */
 const withoutIat = (exp: number) =>
-  new SignJWT({}).setProtectedHeader({ alg: "HS256" }).setSubject("carol").setIssuer(TEST_JWT.issuer).setAudience(TEST_JWT.audience).setExpirationTime(exp).sign(new TextEncoder().encode(TEST_JWT.secret));
+  new SignJWT({})
+    .setProtectedHeader({ alg: "HS256" })
+    .setSubject("carol")
+    .setIssuer(TEST_JWT.issuer)
+    .setAudience(TEST_JWT.audience)
+    .setExpirationTime(exp)
+    .sign(new TextEncoder().encode(TEST_JWT.secret));
 
 describe("AUTH_JWT_MAX_AGE: the longest token lifetime accepted", () => {
   let app: ReturnType<typeof createTestApp>["app"];
   beforeAll(() => {
-    app = createTestApp(bed.db.pool, { auth: { ...testAuth, jwt: { ...testAuth.jwt!, clockSkewSeconds: 30, maxAgeSeconds: 3600 } } }).app;
+    app = createTestApp(bed.db.pool, {
+      auth: { ...testAuth, jwt: { ...testAuth.jwt!, clockSkewSeconds: 30, maxAgeSeconds: 3600 } },
+    }).app;
   });
   const list = (token: string) => app.request("/api/threads", { headers: { authorization: `Bearer ${token}` } });
 
@@ -22,7 +30,9 @@ describe("AUTH_JWT_MAX_AGE: the longest token lifetime accepted", () => {
     expect((await list(await tokenFor("carol", { issuedAt: now(), expiresAt: now() + 3600 }))).status).toBe(200);
     const forever = await list(await tokenFor("carol", { issuedAt: now(), expiresAt: Date.UTC(3000, 0, 1) / 1000 }));
     expect(forever.status).toBe(401);
-    expect(((await forever.json()) as { error: string }).error).toMatch(/exp - iat.*longer than this server accepts \(AUTH_JWT_MAX_AGE: 3600 s\)/);
+    expect(((await forever.json()) as { error: string }).error).toMatch(
+      /exp - iat.*longer than this server accepts \(AUTH_JWT_MAX_AGE: 3600 s\)/,
+    );
     // An old token that was issued long ago for a short time is judged by its lifetime, not its age.
     expect((await list(await tokenFor("carol", { issuedAt: now() - 3000, expiresAt: now() + 500 }))).status).toBe(200);
     expect((await list(await tokenFor("carol", { issuedAt: now() - 3000, expiresAt: now() + 700 }))).status).toBe(401);
@@ -37,8 +47,12 @@ describe("AUTH_JWT_MAX_AGE: the longest token lifetime accepted", () => {
 
   it("is read as seconds or with a unit, and is unset by default", () => {
     expect(authSettings(readEnvironment({ AUTH_JWT_SECRET: TEST_JWT.secret })).jwt!.maxAgeSeconds).toBeUndefined();
-    expect(authSettings(readEnvironment({ AUTH_JWT_SECRET: TEST_JWT.secret, AUTH_JWT_MAX_AGE: "24h" })).jwt!.maxAgeSeconds).toBe(86_400);
-    expect(authSettings(readEnvironment({ AUTH_JWT_SECRET: TEST_JWT.secret, AUTH_JWT_MAX_AGE: "900" })).jwt!.maxAgeSeconds).toBe(900);
+    expect(
+      authSettings(readEnvironment({ AUTH_JWT_SECRET: TEST_JWT.secret, AUTH_JWT_MAX_AGE: "24h" })).jwt!.maxAgeSeconds,
+    ).toBe(86_400);
+    expect(
+      authSettings(readEnvironment({ AUTH_JWT_SECRET: TEST_JWT.secret, AUTH_JWT_MAX_AGE: "900" })).jwt!.maxAgeSeconds,
+    ).toBe(900);
     expect(() => readEnvironment({ AUTH_JWT_MAX_AGE: "forever" })).toThrow(/AUTH_JWT_MAX_AGE must be a duration/);
   });
 });

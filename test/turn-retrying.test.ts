@@ -18,16 +18,26 @@ afterEach(async () => {
   live = undefined;
 });
 
-const OVERLOADED = { status: 503, body: { error: { message: "The engine is currently overloaded", type: "server_error" } } };
+const OVERLOADED = {
+  status: 503,
+  body: { error: { message: "The engine is currently overloaded", type: "server_error" } },
+};
 const CAUSE = "The model provider answered HTTP 503: The engine is currently overloaded (server_error)";
 
 const logOf = async (threadId: string) =>
-  (await bed.db.pool.query<{ event: string; run_id: string; data: Record<string, unknown> }>("SELECT event, run_id, data FROM thread_events WHERE thread_id = $1 ORDER BY id", [threadId])).rows;
+  (
+    await bed.db.pool.query<{ event: string; run_id: string; data: Record<string, unknown> }>(
+      "SELECT event, run_id, data FROM thread_events WHERE thread_id = $1 ORDER BY id",
+      [threadId],
+    )
+  ).rows;
 
 /** The user message's turn as the messages API shows it. */
 async function shownTurn(threadId: string) {
   const { app } = createTestApp(bed.db.pool);
-  const page = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as { messages: { role: string; turn?: { status: string; error: string | null } }[] };
+  const page = (await (await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`)).json()) as {
+    messages: { role: string; turn?: { status: string; error: string | null } }[];
+  };
   return page.messages.find((m) => m.role === "user")!.turn;
 }
 
@@ -55,7 +65,11 @@ describe("a turn failing three times then succeeding", () => {
       { status: "completed", runId: run.runId, error: null },
     ]);
     const maxAttempts = TURN_RETRIES + 1;
-    expect((await logOf(threadId)).map(({ event: name, data }) => (name === "turn.retrying" ? [name, data] : [name, data.status]))).toEqual([
+    expect(
+      (await logOf(threadId)).map(({ event: name, data }) =>
+        name === "turn.retrying" ? [name, data] : [name, data.status],
+      ),
+    ).toEqual([
       ["turn.retrying", { attempt: 2, maxAttempts, cause: CAUSE }],
       ["turn.retrying", { attempt: 3, maxAttempts, cause: CAUSE }],
       ["turn.retrying", { attempt: 4, maxAttempts, cause: CAUSE }],
@@ -73,14 +87,20 @@ describe("a turn failing three times then succeeding", () => {
     await run.ended;
 
     expect(run.status).toBe("completed");
-    const log = (await logOf(event.data.messageId)).filter((e) => e.event === "turn.retrying" || e.event === "stream.ended");
+    const log = (await logOf(event.data.messageId)).filter(
+      (e) => e.event === "turn.retrying" || e.event === "stream.ended",
+    );
     expect(log.map((e) => [e.event, e.data.attempt ?? e.data.status])).toEqual([
       ["turn.retrying", 2],
       ["turn.retrying", 3],
       ["turn.retrying", 4],
       ["stream.ended", "completed"],
     ]);
-    expect(log[0]!.data).toEqual({ attempt: 2, maxAttempts: TURN_RETRIES + 1, cause: expect.stringMatching(/^The model provider answered HTTP 503: The engine is currently overloaded/) });
+    expect(log[0]!.data).toEqual({
+      attempt: 2,
+      maxAttempts: TURN_RETRIES + 1,
+      cause: expect.stringMatching(/^The model provider answered HTTP 503: The engine is currently overloaded/),
+    });
   });
 });
 
@@ -92,14 +112,30 @@ describe("turn.retrying", () => {
     const failed = await execute(chatTurn, event);
     const [retrying] = (await logOf(event.data.messageId)).filter((e) => e.event === "turn.retrying");
     // The same failed attempt reported again (a re-delivered request) writes nothing more.
-    const key = (await bed.db.pool.query<{ key: string }>("SELECT key FROM thread_events WHERE event = 'turn.retrying' AND run_id = $1", [failed.runId])).rows[0]!.key;
-    expect(await recordTurnRetrying(bed.db.pool, failed.runId, key, retrying!.data as { attempt: number; maxAttempts: number; cause: string })).toBe(false);
+    const key = (
+      await bed.db.pool.query<{ key: string }>(
+        "SELECT key FROM thread_events WHERE event = 'turn.retrying' AND run_id = $1",
+        [failed.runId],
+      )
+    ).rows[0]!.key;
+    expect(
+      await recordTurnRetrying(
+        bed.db.pool,
+        failed.runId,
+        key,
+        retrying!.data as { attempt: number; maxAttempts: number; cause: string },
+      ),
+    ).toBe(false);
     expect((await logOf(event.data.messageId)).filter((e) => e.event === "turn.retrying")).toHaveLength(1);
 
     bed.model.script({ text: "Hi." });
-    expect((await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId, attempt: 1 })).error).toBeUndefined();
+    expect(
+      (await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId, attempt: 1 })).error,
+    ).toBeUndefined();
     expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "completed" }]);
-    expect(await recordTurnRetrying(bed.db.pool, failed.runId, "late", { attempt: 3, maxAttempts: 5, cause: "too late" })).toBe(false);
+    expect(
+      await recordTurnRetrying(bed.db.pool, failed.runId, "late", { attempt: 3, maxAttempts: 5, cause: "too late" }),
+    ).toBe(false);
     expect((await logOf(event.data.messageId)).map((e) => e.event)).toEqual(["turn.retrying", "stream.ended"]);
   });
 });

@@ -6,21 +6,34 @@ import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
 import { beginTurn } from "../src/history/store.js";
 import { ABANDONED_TURN_ERROR, PATIENCE_ROUNDS, roundTimeout } from "../src/history/turn-waits.js";
 import { execute, type Execution, type SentEvent, type Wait } from "./helpers/engine.js";
-import { chatEvent, conversation, scriptedModel, threadRows, threadWithRunningTurn as runningTurnFixture, turnsOf } from "./helpers/fixtures.js";
+import {
+  chatEvent,
+  conversation,
+  scriptedModel,
+  threadRows,
+  threadWithRunningTurn as runningTurnFixture,
+  turnsOf,
+} from "./helpers/fixtures.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
 const deps = () => ({ db: bed.db.pool, model: scriptedModel(bed.model) });
 
-const finishedEvent = (run: Execution) => run.sentEvents.find((e) => e.name === "threadline/turn.finished" && e.data.runId === run.runId);
+const finishedEvent = (run: Execution) =>
+  run.sentEvents.find((e) => e.name === "threadline/turn.finished" && e.data.runId === run.runId);
 const waitSteps = (run: Execution) => run.stepIds.filter((id) => id.startsWith("history.wait-for-turn"));
 const neverWaits = async (wait: Wait): Promise<SentEvent | null> => {
   throw new Error(`the turn was not expected to wait, but waited for ${wait.match?.value}`);
 };
 
 async function threadWithRunningTurn(chatTurn: ReturnType<typeof createChatTurn>) {
-  const { event: earlier, ...running } = await runningTurnFixture(bed.db.pool, chatTurn, bed.model, "I like compilers.");
+  const { event: earlier, ...running } = await runningTurnFixture(
+    bed.db.pool,
+    chatTurn,
+    bed.model,
+    "I like compilers.",
+  );
   return { ...running, earlier };
 }
 
@@ -39,7 +52,11 @@ describe("a turn waits for the earlier turn of its thread", () => {
         waits.push(wait);
         if (waits.length < 5) return null;
         bed.model.script({ text: "Compilers are great." }, { text: "You like compilers." });
-        earlierRetry = await execute(chatTurn, earlier, { memo: attempt.memo, runId: attempt.runId, waits: neverWaits });
+        earlierRetry = await execute(chatTurn, earlier, {
+          memo: attempt.memo,
+          runId: attempt.runId,
+          waits: neverWaits,
+        });
         return finishedEvent(earlierRetry) ?? null;
       },
     });
@@ -48,8 +65,21 @@ describe("a turn waits for the earlier turn of its thread", () => {
     expect(run.result).toMatchObject({ status: "completed", answer: "You like compilers." });
     expect(earlierRetry?.error).toBeUndefined();
     expect(waits).toHaveLength(5);
-    expect(waits.every((w, i) => w.timeout === roundTimeout(i + 1) && w.event === "threadline/turn.finished" && w.match?.value === attempt.runId)).toBe(true);
-    expect(waitSteps(run)).toEqual(["history.wait-for-turn", "history.wait-for-turn.2", "history.wait-for-turn.3", "history.wait-for-turn.4", "history.wait-for-turn.5"]);
+    expect(
+      waits.every(
+        (w, i) =>
+          w.timeout === roundTimeout(i + 1) &&
+          w.event === "threadline/turn.finished" &&
+          w.match?.value === attempt.runId,
+      ),
+    ).toBe(true);
+    expect(waitSteps(run)).toEqual([
+      "history.wait-for-turn",
+      "history.wait-for-turn.2",
+      "history.wait-for-turn.3",
+      "history.wait-for-turn.4",
+      "history.wait-for-turn.5",
+    ]);
     expect(bed.model.requests.at(-1)!.messages.slice(-5)).toEqual([
       { role: "user", content: "My name is Ada." },
       { role: "assistant", content: "Hello, Ada." },
@@ -57,7 +87,9 @@ describe("a turn waits for the earlier turn of its thread", () => {
       { role: "assistant", content: "Compilers are great." },
       { role: "user", content: "What do I like?" },
     ]);
-    expect(await turnsOf(bed.db.pool, later.data.messageId)).toMatchObject([{ run_id: run.runId, status: "completed" }]);
+    expect(await turnsOf(bed.db.pool, later.data.messageId)).toMatchObject([
+      { run_id: run.runId, status: "completed" },
+    ]);
   });
 
   it("that finishes between the lookup and the start of the wait: the round's timeout and the next lookup catch it", async () => {
@@ -71,14 +103,19 @@ describe("a turn waits for the earlier turn of its thread", () => {
         waits.push(wait);
         // The earlier turn's event goes out before this wait exists: Inngest would not deliver it.
         bed.model.script({ text: "Compilers are great." }, { text: "You like compilers." });
-        expect((await execute(chatTurn, earlier, { memo: attempt.memo, runId: attempt.runId, waits: neverWaits })).error).toBeUndefined();
+        expect(
+          (await execute(chatTurn, earlier, { memo: attempt.memo, runId: attempt.runId, waits: neverWaits })).error,
+        ).toBeUndefined();
         return null;
       },
     });
 
     expect(run.error).toBeUndefined();
     expect(waits).toHaveLength(1);
-    expect(run.stepIds.filter((id) => id.startsWith("history.find-earlier-turn"))).toEqual(["history.find-earlier-turn", "history.find-earlier-turn.2"]);
+    expect(run.stepIds.filter((id) => id.startsWith("history.find-earlier-turn"))).toEqual([
+      "history.find-earlier-turn",
+      "history.find-earlier-turn.2",
+    ]);
     expect(bed.model.requests.at(-1)!.messages.slice(-3)).toEqual([
       { role: "user", content: "I like compilers." },
       { role: "assistant", content: "Compilers are great." },
@@ -90,7 +127,12 @@ describe("a turn waits for the earlier turn of its thread", () => {
     const chatTurn = createChatTurn(deps());
     const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
     const lost = { id: randomUUID(), runId: `lost-${randomUUID()}` };
-    await beginTurn(bed.db.pool, { threadId, userId: "user-1", message: { id: lost.id, text: "Lost in transit." }, turn: { runId: lost.runId, kind: "chat" } });
+    await beginTurn(bed.db.pool, {
+      threadId,
+      userId: "user-1",
+      message: { id: lost.id, text: "Lost in transit." },
+      turn: { runId: lost.runId, kind: "chat" },
+    });
 
     const waits: Wait[] = [];
     bed.model.script({ text: "Still here." });
@@ -100,7 +142,9 @@ describe("a turn waits for the earlier turn of its thread", () => {
 
     expect(run.error).toBeUndefined();
     expect(waits).toHaveLength(PATIENCE_ROUNDS);
-    expect(await turnsOf(bed.db.pool, lost.id)).toMatchObject([{ run_id: lost.runId, status: "failed", error: ABANDONED_TURN_ERROR }]);
+    expect(await turnsOf(bed.db.pool, lost.id)).toMatchObject([
+      { run_id: lost.runId, status: "failed", error: ABANDONED_TURN_ERROR },
+    ]);
     expect(run.result).toMatchObject({ status: "completed", answer: "Still here." });
   });
 
@@ -110,20 +154,31 @@ describe("a turn waits for the earlier turn of its thread", () => {
     const { threadId, earlier, attempt } = await threadWithRunningTurn(chatTurn);
 
     const waits: Wait[] = [];
-    const run = await execute(regenerate, { name: "chat/message.regenerate", data: { threadId, messageId: earlier.data.messageId, userId: "user-1" } }, {
-      waits: async (wait) => {
-        waits.push(wait);
-        bed.model.script({ text: "Compilers are great." }, { text: "Compilers are wonderful." });
-        const retried = await execute(chatTurn, earlier, { memo: attempt.memo, runId: attempt.runId, waits: neverWaits });
-        return finishedEvent(retried) ?? null;
+    const run = await execute(
+      regenerate,
+      { name: "chat/message.regenerate", data: { threadId, messageId: earlier.data.messageId, userId: "user-1" } },
+      {
+        waits: async (wait) => {
+          waits.push(wait);
+          bed.model.script({ text: "Compilers are great." }, { text: "Compilers are wonderful." });
+          const retried = await execute(chatTurn, earlier, {
+            memo: attempt.memo,
+            runId: attempt.runId,
+            waits: neverWaits,
+          });
+          return finishedEvent(retried) ?? null;
+        },
       },
-    });
+    );
 
     expect(run.error).toBeUndefined();
     expect(waits.map((w) => w.match?.value)).toEqual([attempt.runId]);
     expect(run.result).toMatchObject({ status: "completed", answer: "Compilers are wonderful." });
     const answers = (await threadRows(bed.db.pool, threadId)).filter((r) => r.answers === earlier.data.messageId);
-    expect(answers.map((r) => [r.variant, r.on_path])).toEqual([[1, false], [2, true]]);
+    expect(answers.map((r) => [r.variant, r.on_path])).toEqual([
+      [1, false],
+      [2, true],
+    ]);
   });
 
   it("a cancelled run is recorded as cancelled and releases its thread at once: the next message is answered without waiting", async () => {
@@ -131,12 +186,20 @@ describe("a turn waits for the earlier turn of its thread", () => {
     const cancellation = createTurnCancellation(deps());
     const { threadId, earlier, attempt } = await threadWithRunningTurn(chatTurn);
 
-    const cancelled = await execute(cancellation, { name: "inngest/function.cancelled", data: { function_id: "threadline-chat-turn", run_id: attempt.runId } });
+    const cancelled = await execute(cancellation, {
+      name: "inngest/function.cancelled",
+      data: { function_id: "threadline-chat-turn", run_id: attempt.runId },
+    });
     expect(cancelled.error).toBeUndefined();
     expect(cancelled.sentEvents).toEqual([
-      expect.objectContaining({ name: "threadline/turn.finished", data: { threadId, runId: attempt.runId, messageId: earlier.data.messageId, status: "cancelled" } }),
+      expect.objectContaining({
+        name: "threadline/turn.finished",
+        data: { threadId, runId: attempt.runId, messageId: earlier.data.messageId, status: "cancelled" },
+      }),
     ]);
-    expect(await turnsOf(bed.db.pool, earlier.data.messageId)).toMatchObject([{ status: "cancelled", error: "The run was cancelled." }]);
+    expect(await turnsOf(bed.db.pool, earlier.data.messageId)).toMatchObject([
+      { status: "cancelled", error: "The run was cancelled." },
+    ]);
 
     bed.model.script({ text: "You told me your name: Ada." });
     const next = await execute(chatTurn, chatEvent({ threadId, content: "What do you know?" }), { waits: neverWaits });
@@ -144,15 +207,23 @@ describe("a turn waits for the earlier turn of its thread", () => {
     expect(waitSteps(next)).toEqual([]);
     expect(next.result).toMatchObject({ status: "completed" });
     // A cancellation after the turn finished changes nothing.
-    const late = await execute(cancellation, { name: "inngest/function.cancelled", data: { function_id: "threadline-chat-turn", run_id: next.runId } });
+    const late = await execute(cancellation, {
+      name: "inngest/function.cancelled",
+      data: { function_id: "threadline-chat-turn", run_id: next.runId },
+    });
     expect(late.result).toMatchObject({ status: "no running turn" });
     expect(late.sentEvents).toEqual([]);
   });
 
   it("the cancellation handler listens for the chat-turn and regenerate functions only", () => {
-    const { triggers } = (createTurnCancellation(deps()) as unknown as { opts: { triggers: { event: string; if: string }[] } }).opts;
+    const { triggers } = (
+      createTurnCancellation(deps()) as unknown as { opts: { triggers: { event: string; if: string }[] } }
+    ).opts;
     expect(triggers).toEqual([
-      { event: "inngest/function.cancelled", if: 'event.data.function_id == "threadline-chat-turn" || event.data.function_id == "threadline-regenerate"' },
+      {
+        event: "inngest/function.cancelled",
+        if: 'event.data.function_id == "threadline-chat-turn" || event.data.function_id == "threadline-regenerate"',
+      },
     ]);
   });
 
@@ -172,7 +243,10 @@ describe("a turn waits for the earlier turn of its thread", () => {
     expect((await first).result).toMatchObject({ status: "completed", answer: "Octopuses have three hearts." });
     expect(bed.model.requests).toHaveLength(1);
     expect((await threadRows(bed.db.pool, threadId)).filter((r) => r.kind === "agent" && r.on_path)).toHaveLength(2);
-    expect((await turnsOf(bed.db.pool, event.data.messageId)).map((t) => t.status).sort()).toEqual(["completed", "skipped"]);
+    expect((await turnsOf(bed.db.pool, event.data.messageId)).map((t) => t.status).sort()).toEqual([
+      "completed",
+      "skipped",
+    ]);
     expect(finishedEvent(duplicate)?.data).toMatchObject({ status: "skipped" });
   });
 });
@@ -180,10 +254,14 @@ describe("a turn waits for the earlier turn of its thread", () => {
 describe("idempotency", () => {
   it("POST /api/chat sends the same message with the same event id, which Inngest keeps once", async () => {
     const sent: { id?: string }[] = [];
-    const { app } = createTestApp(bed.db.pool, { sendEvent: async (event) => (sent.push(event), { ids: [event.id ?? ""] }) });
+    const { app } = createTestApp(bed.db.pool, {
+      sendEvent: async (event) => (sent.push(event), { ids: [event.id ?? ""] }),
+    });
     const body = JSON.stringify({ messageId: randomUUID(), content: "Sent twice by a retrying client." });
     for (let i = 0; i < 2; i++) {
-      expect((await app.request("/api/chat", { method: "POST", headers: await headersFor("user-1"), body })).status).toBe(202);
+      expect(
+        (await app.request("/api/chat", { method: "POST", headers: await headersFor("user-1"), body })).status,
+      ).toBe(202);
     }
     expect(sent).toHaveLength(2);
     expect(sent[0]!.id).toMatch(/^chat-message-/);
@@ -193,6 +271,8 @@ describe("idempotency", () => {
   it("a chat turn is keyed by its user and message id, a regenerate by its user and request id (each event its own request without one)", () => {
     const options = (fn: unknown) => (fn as { opts: { idempotency?: string } }).opts.idempotency;
     expect(options(createChatTurn(deps()))).toBe('event.data.userId + ":" + event.data.messageId');
-    expect(options(createRegenerate(deps()))).toBe('has(event.data.requestId) ? event.data.userId + ":" + event.data.requestId : event.id');
+    expect(options(createRegenerate(deps()))).toBe(
+      'has(event.data.requestId) ? event.data.userId + ":" + event.data.requestId : event.id',
+    );
   });
 });

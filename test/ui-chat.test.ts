@@ -42,15 +42,27 @@ const transport = (userId = "user-1") =>
     fetch: ((url: string | URL | Request, init?: RequestInit) => app.request(String(url), init)) as typeof fetch,
   });
 
-const userMessage = (text: string, id: string = randomUUID()): UIMessage => ({ id, role: "user", parts: [{ type: "text", text }] });
+const userMessage = (text: string, id: string = randomUUID()): UIMessage => ({
+  id,
+  role: "user",
+  parts: [{ type: "text", text }],
+});
 
-const send = (chatId: string, messages: UIMessage[], trigger: "submit-message" | "regenerate-message" = "submit-message", messageId?: string) =>
-  transport().sendMessages({ chatId, messages, trigger, messageId, abortSignal: undefined });
+const send = (
+  chatId: string,
+  messages: UIMessage[],
+  trigger: "submit-message" | "regenerate-message" = "submit-message",
+  messageId?: string,
+) => transport().sendMessages({ chatId, messages, trigger, messageId, abortSignal: undefined });
 
 /** The AI SDK's parser folds the stream into the message useChat would show; `errors` gets each error chunk's text. */
 async function finalMessage(stream: ReadableStream<UIMessageChunk>, errors: string[] = []): Promise<UIMessage> {
   let last: UIMessage | undefined;
-  for await (const message of readUIMessageStream({ stream, onError: (error) => errors.push((error as Error).message) })) last = message;
+  for await (const message of readUIMessageStream({
+    stream,
+    onError: (error) => errors.push((error as Error).message),
+  }))
+    last = message;
   if (!last) throw new Error("the stream produced no message");
   return last;
 }
@@ -58,7 +70,11 @@ async function finalMessage(stream: ReadableStream<UIMessageChunk>, errors: stri
 /** What a user reads: the text parts not marked superseded. */
 const visibleText = (message: UIMessage) =>
   message.parts
-    .flatMap((part) => (part.type === "text" && !(part.providerMetadata?.threadline as { superseded?: boolean } | undefined)?.superseded ? [part.text] : []))
+    .flatMap((part) =>
+      part.type === "text" && !(part.providerMetadata?.threadline as { superseded?: boolean } | undefined)?.superseded
+        ? [part.text]
+        : [],
+    )
     .join("");
 
 /** Every chunk of a stream, collected as it arrives (the copy given back is for the parser). */
@@ -86,7 +102,11 @@ const writeDeltas = (threadId: string, runId: string, attempt: number, from: num
     threadId,
     runId,
     attempt,
-    events: deltas.map((delta, i) => ({ key: `assistant:delta:${from + i}`, event: "text.delta", data: { runId, stepId: "assistant", attempt, delta } })),
+    events: deltas.map((delta, i) => ({
+      key: `assistant:delta:${from + i}`,
+      event: "text.delta",
+      data: { runId, stepId: "assistant", attempt, delta },
+    })),
   });
 
 const lastSent = () => sent.at(-1)!;
@@ -97,16 +117,29 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     const earlier = userMessage("An earlier message the client still holds");
     const message = userMessage("Hi");
     const stream = await send(threadId, [earlier, message]);
-    expect(lastSent()).toMatchObject({ id: chatMessageEventId("user-1", message.id), name: "chat/message.sent", data: { threadId, messageId: message.id, content: "Hi", userId: "user-1" } });
+    expect(lastSent()).toMatchObject({
+      id: chatMessageEventId("user-1", message.id),
+      name: "chat/message.sent",
+      data: { threadId, messageId: message.id, content: "Hi", userId: "user-1" },
+    });
 
     bed.model.script({ text: "Hello there" });
     const [answer, run] = await Promise.all([finalMessage(stream), execute(chatTurn, lastSent())]);
     expect(run.error).toBeUndefined();
     const rows = await threadRows(bed.db.pool, threadId);
-    expect(rows.map((row) => [row.kind, row.id])).toEqual([["user", message.id], ["agent", answer.id]]);
+    expect(rows.map((row) => [row.kind, row.id])).toEqual([
+      ["user", message.id],
+      ["agent", answer.id],
+    ]);
     expect(answer.role).toBe("assistant");
     expect(visibleText(answer)).toBe("Hello there");
-    expect(answer.metadata).toMatchObject({ threadId, userMessageId: message.id, runId: run.runId, variant: 1, status: "completed" });
+    expect(answer.metadata).toMatchObject({
+      threadId,
+      userMessageId: message.id,
+      runId: run.runId,
+      variant: 1,
+      status: "completed",
+    });
     // Only the last message was sent: the model saw "Hi" once and not the client's earlier message.
     expect(JSON.stringify(bed.model.requests[0]!.messages)).not.toContain("An earlier message");
   });
@@ -126,7 +159,13 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     const lines = text.split("\n").filter((line) => line.startsWith("data: "));
     expect(lines.at(-1)).toBe("data: [DONE]");
     expect(lines.slice(0, -1).map((line) => (JSON.parse(line.slice(6)) as { type: string }).type)).toEqual([
-      "start", "start-step", "text-start", "text-delta", "text-end", "finish-step", "finish",
+      "start",
+      "start-step",
+      "text-start",
+      "text-delta",
+      "text-end",
+      "finish-step",
+      "finish",
     ]);
   });
 
@@ -151,16 +190,29 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     const threadId = randomUUID();
     const message = userMessage("Remember me");
     bed.model.script({ text: "Long ago" });
-    const [answer] = await Promise.all([finalMessage(await send(threadId, [message])), Promise.resolve().then(() => execute(chatTurn, lastSent()))]);
+    const [answer] = await Promise.all([
+      finalMessage(await send(threadId, [message])),
+      Promise.resolve().then(() => execute(chatTurn, lastSent())),
+    ]);
     await bed.db.pool.query("DELETE FROM thread_events WHERE thread_id = $1", [threadId]);
     const again = await finalMessage(await send(threadId, [message]));
-    expect([again.id, visibleText(again), again.metadata]).toEqual([answer.id, "Long ago", expect.objectContaining({ status: "completed" })]);
+    expect([again.id, visibleText(again), again.metadata]).toEqual([
+      answer.id,
+      "Long ago",
+      expect.objectContaining({ status: "completed" }),
+    ]);
   });
 
   it("a client that leaves before the turn starts frees its subscription", async () => {
     const subscribed = events.subscriptions;
     const leave = new AbortController();
-    const stream = await transport().sendMessages({ chatId: randomUUID(), messages: [userMessage("Never mind")], trigger: "submit-message", messageId: undefined, abortSignal: leave.signal });
+    const stream = await transport().sendMessages({
+      chatId: randomUUID(),
+      messages: [userMessage("Never mind")],
+      trigger: "submit-message",
+      messageId: undefined,
+      abortSignal: leave.signal,
+    });
     expect(events.subscriptions).toBe(subscribed + 1);
     leave.abort();
     await stream.cancel().catch(() => undefined);
@@ -179,7 +231,8 @@ describe("POST /api/ui/chat with useChat's transport", () => {
       beforeStep: async (id) => {
         if (id !== "assistant") return;
         // Each delta reaches the client before the next is written: tokens arrive while the model answers.
-        const deltaShown = (delta: string) => until(() => chunks.some((chunk) => chunk.type === "text-delta" && chunk.delta === delta));
+        const deltaShown = (delta: string) =>
+          until(() => chunks.some((chunk) => chunk.type === "text-delta" && chunk.delta === delta));
         await writeDeltas(threadId, runId, 0, 0, "Hel");
         await deltaShown("Hel");
         await writeDeltas(threadId, runId, 0, 1, "lo wo");
@@ -195,10 +248,25 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     const answer = await parsed;
     await done;
     expect(chunks.map((chunk) => chunk.type)).toEqual([
-      "start", "start-step", "text-start", "text-delta", "text-delta",
-      "text-end", "data-superseded", "text-start", "text-delta", "text-delta", "text-end", "finish-step", "finish",
+      "start",
+      "start-step",
+      "text-start",
+      "text-delta",
+      "text-delta",
+      "text-end",
+      "data-superseded",
+      "text-start",
+      "text-delta",
+      "text-delta",
+      "text-end",
+      "finish-step",
+      "finish",
     ]);
-    expect(chunks[6]).toMatchObject({ type: "data-superseded", id: "assistant:0", data: { partId: "assistant:0", attempt: 0, supersededBy: 1 } });
+    expect(chunks[6]).toMatchObject({
+      type: "data-superseded",
+      id: "assistant:0",
+      data: { partId: "assistant:0", attempt: 0, supersededBy: 1 },
+    });
     const texts = answer.parts.filter((part) => part.type === "text");
     expect(texts.map((part) => [part.text, part.providerMetadata?.threadline])).toEqual([
       ["Hello wo", { stepId: "assistant", attempt: 0, superseded: true }],
@@ -217,7 +285,11 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     const parsed = finalMessage(stream, errors);
     const run = await execute(unconfigured, lastSent());
     expect(run.error).toBeDefined();
-    await executeFailureHandler(unconfigured, { runId: run.runId, event: lastSent(), error: { name: "NonRetriableError", message: (run.error as Error).message } });
+    await executeFailureHandler(unconfigured, {
+      runId: run.runId,
+      event: lastSent(),
+      error: { name: "NonRetriableError", message: (run.error as Error).message },
+    });
     const answer = await parsed;
     const [turn] = await turnsOf(bed.db.pool, lastSent().data.messageId as string);
     expect(turn!.status).toBe("failed");
@@ -231,7 +303,12 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     const { data } = lastSent();
     const runId = `run-${randomUUID()}`;
     // The turn's first step, then Inngest's cancellation recorded by the cancellation handler.
-    await beginTurn(bed.db.pool, { threadId, userId: "user-1", message: { id: data.messageId as string, text: "Wait" }, turn: { runId, kind: "chat" } });
+    await beginTurn(bed.db.pool, {
+      threadId,
+      userId: "user-1",
+      message: { id: data.messageId as string, text: "Wait" },
+      turn: { runId, kind: "chat" },
+    });
     await cancelTurn(bed.db.pool, runId);
     const answer = await finalMessage(stream);
     await done;
@@ -244,10 +321,16 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     const threadId = randomUUID();
     const question = userMessage("Pick a colour");
     bed.model.script({ text: "Blue" });
-    const [first] = await Promise.all([finalMessage(await send(threadId, [question])), Promise.resolve().then(() => execute(chatTurn, lastSent()))]);
+    const [first] = await Promise.all([
+      finalMessage(await send(threadId, [question])),
+      Promise.resolve().then(() => execute(chatTurn, lastSent())),
+    ]);
 
     const named = await send(threadId, [question], "regenerate-message", first.id);
-    expect(lastSent()).toMatchObject({ name: "chat/message.regenerate", data: { threadId, messageId: question.id, userId: "user-1" } });
+    expect(lastSent()).toMatchObject({
+      name: "chat/message.regenerate",
+      data: { threadId, messageId: question.id, userId: "user-1" },
+    });
     bed.model.script({ text: "Green" });
     const [second] = await Promise.all([finalMessage(named), execute(regenerate, lastSent())]);
     expect(visibleText(second)).toBe("Green");
@@ -265,15 +348,30 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     const threadId = randomUUID();
     const question = userMessage("Mine");
     bed.model.script({ text: "Yours" });
-    await Promise.all([finalMessage(await send(threadId, [question])), Promise.resolve().then(() => execute(chatTurn, lastSent()))]);
+    await Promise.all([
+      finalMessage(await send(threadId, [question])),
+      Promise.resolve().then(() => execute(chatTurn, lastSent())),
+    ]);
     const count = sent.length;
     const post = (userId: string, body: unknown) => asUser(app, userId).post("/api/ui/chat", body);
 
-    const intruder = await post("user-2", { id: threadId, messages: [userMessage("Let me in")], trigger: "submit-message" });
+    const intruder = await post("user-2", {
+      id: threadId,
+      messages: [userMessage("Let me in")],
+      trigger: "submit-message",
+    });
     const empty = await post("user-2", { id: randomUUID(), messages: [], trigger: "regenerate-message" });
     expect(empty.status).toBe(400);
-    const regenerateOthers = await post("user-2", { id: threadId, messages: [question], trigger: "regenerate-message" });
-    const regenerateUnknown = await post("user-2", { id: randomUUID(), messages: [question], trigger: "regenerate-message" });
+    const regenerateOthers = await post("user-2", {
+      id: threadId,
+      messages: [question],
+      trigger: "regenerate-message",
+    });
+    const regenerateUnknown = await post("user-2", {
+      id: randomUUID(),
+      messages: [question],
+      trigger: "regenerate-message",
+    });
     expect([intruder.status, regenerateOthers.status, regenerateUnknown.status]).toEqual([404, 404, 404]);
     const bodies = await Promise.all([intruder.json(), regenerateOthers.json(), regenerateUnknown.json()]);
     expect(bodies[1]).toEqual(bodies[2]);
@@ -284,15 +382,26 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     const notUuid = await post("user-1", { id: "chat-1", messages: [userMessage("Hi")], trigger: "submit-message" });
     expect(notUuid.status).toBe(400);
     expect(((await notUuid.json()) as { error: string }).error).toMatch(/crypto\.randomUUID\(\)/);
-    const assistantLast = await post("user-1", { id: threadId, messages: [{ id: "a1", role: "assistant", parts: [{ type: "text", text: "x" }] }], trigger: "submit-message" });
+    const assistantLast = await post("user-1", {
+      id: threadId,
+      messages: [{ id: "a1", role: "assistant", parts: [{ type: "text", text: "x" }] }],
+      trigger: "submit-message",
+    });
     expect(assistantLast.status).toBe(400);
     expect(sent.length).toBe(count);
   });
 
   it("503 when the message cannot reach Inngest, as POST /api/chat; the stream's subscription is released", async () => {
     const subscribed = events.subscriptions;
-    const unreachable = createTestApp(bed.db.pool, { events, sendEvent: () => Promise.reject(new Error("ECONNREFUSED")) }).app;
-    const response = await asUser(unreachable, "user-1").post("/api/ui/chat", { id: randomUUID(), messages: [userMessage("Hi")], trigger: "submit-message" });
+    const unreachable = createTestApp(bed.db.pool, {
+      events,
+      sendEvent: () => Promise.reject(new Error("ECONNREFUSED")),
+    }).app;
+    const response = await asUser(unreachable, "user-1").post("/api/ui/chat", {
+      id: randomUUID(),
+      messages: [userMessage("Hi")],
+      trigger: "submit-message",
+    });
     expect(response.status).toBe(503);
     expect(response.headers.get("retry-after")).toBe("5");
     expect(events.subscriptions).toBe(subscribed);
@@ -303,7 +412,10 @@ describe("GET /api/ui/chat/:threadId/stream (useChat's resume)", () => {
   it("204 when nothing runs on the thread: the transport reports no stream; an unknown thread and another user's answer the same", async () => {
     const threadId = randomUUID();
     bed.model.script({ text: "Done" });
-    await Promise.all([finalMessage(await send(threadId, [userMessage("Hi")])), Promise.resolve().then(() => execute(chatTurn, lastSent()))]);
+    await Promise.all([
+      finalMessage(await send(threadId, [userMessage("Hi")])),
+      Promise.resolve().then(() => execute(chatTurn, lastSent())),
+    ]);
     expect(await transport().reconnectToStream({ chatId: threadId })).toBeNull();
     expect(await transport("user-2").reconnectToStream({ chatId: threadId })).toBeNull();
     expect(await transport().reconnectToStream({ chatId: randomUUID() })).toBeNull();
@@ -337,7 +449,14 @@ describe("GET /api/ui/chat/:threadId/stream (useChat's resume)", () => {
     const answer = await finalMessage(resumed!.stream);
     await Promise.all([resumed!.done, done, firstAnswer]);
     expect(resumed!.chunks.map((chunk) => chunk.type)).toEqual([
-      "start", "start-step", "text-start", "text-delta", "text-delta", "text-end", "finish-step", "finish",
+      "start",
+      "start-step",
+      "text-start",
+      "text-delta",
+      "text-delta",
+      "text-end",
+      "finish-step",
+      "finish",
     ]);
     expect(answer.parts.filter((part) => part.type === "text").map((part) => part.text)).toEqual(["Hello world"]);
     expect(answer.id).toBe((await firstAnswer).id);
@@ -352,7 +471,10 @@ describe("useChat against a real streaming turn (INFERENCE=stream)", () => {
     const { chunks, stream, done } = collect(await send(threadId, [userMessage("Stream to me")]));
     const parsed = finalMessage(stream);
     const held = gate();
-    bed.model.script({ text: "Tokens arrive one by one.", stream: { chunks: ["Tokens", " arrive", " one by one."], holdAfter: { chunks: 2, gate: held } } });
+    bed.model.script({
+      text: "Tokens arrive one by one.",
+      stream: { chunks: ["Tokens", " arrive", " one by one."], holdAfter: { chunks: 2, gate: held } },
+    });
 
     const running = execute(streamingTurn, lastSent());
     await held.reached;
@@ -368,7 +490,9 @@ describe("useChat against a real streaming turn (INFERENCE=stream)", () => {
     const answer = await parsed;
     await done;
     const stored = (await threadRows(bed.db.pool, threadId)).find((row) => row.kind === "agent")!;
-    const storedText = (stored.content as { output: { type: string; content?: string }[] }).output.find((m) => m.type === "text")?.content;
+    const storedText = (stored.content as { output: { type: string; content?: string }[] }).output.find(
+      (m) => m.type === "text",
+    )?.content;
     expect(storedText).toBe("Tokens arrive one by one.");
     expect(visibleText(answer)).toBe(storedText);
     expect(answer.id).toBe(stored.id);

@@ -15,9 +15,14 @@ describe("event ids and idempotency keys are scoped by user", () => {
     const { app, sent } = createTestApp(bed.db.pool);
     const messageId = randomUUID();
     for (const user of ["alice", "mallory"]) {
-      expect((await asUser(app, user).post("/api/chat", { messageId, threadId: randomUUID(), content: "same id" })).status).toBe(202);
+      expect(
+        (await asUser(app, user).post("/api/chat", { messageId, threadId: randomUUID(), content: "same id" })).status,
+      ).toBe(202);
     }
-    expect(sent.map((event) => event.id)).toEqual([chatMessageEventId("alice", messageId), chatMessageEventId("mallory", messageId)]);
+    expect(sent.map((event) => event.id)).toEqual([
+      chatMessageEventId("alice", messageId),
+      chatMessageEventId("mallory", messageId),
+    ]);
     expect(new Set(sent.map((event) => event.id)).size).toBe(2);
     // The same user re-sending is still one event id (Inngest drops the duplicate).
     expect(chatMessageEventId("alice", messageId)).toBe(chatMessageEventId("alice", messageId));

@@ -31,7 +31,11 @@ export function chooseModel(env: Environment): ModelChoice {
   if (env.OPENAI_BASE_URL || env.OPENAI_API_KEY) {
     const name = env.MODEL ?? "gpt-4o-mini";
     // A local OpenAI-compatible server (Ollama, vLLM) usually takes any key.
-    const model = openai({ model: name, apiKey: env.OPENAI_API_KEY ?? "unused", ...(env.OPENAI_BASE_URL ? { baseUrl: env.OPENAI_BASE_URL } : {}) });
+    const model = openai({
+      model: name,
+      apiKey: env.OPENAI_API_KEY ?? "unused",
+      ...(env.OPENAI_BASE_URL ? { baseUrl: env.OPENAI_BASE_URL } : {}),
+    });
     return { configured: true, provider: "openai", name, model, source: "environment" };
   }
   if (env.ANTHROPIC_API_KEY) {
@@ -41,7 +45,13 @@ export function chooseModel(env: Environment): ModelChoice {
   }
   if (env.GEMINI_API_KEY) {
     const name = env.MODEL ?? "gemini-2.0-flash";
-    return { configured: true, provider: "gemini", name, model: gemini({ model: name, apiKey: env.GEMINI_API_KEY }), source: "environment" };
+    return {
+      configured: true,
+      provider: "gemini",
+      name,
+      model: gemini({ model: name, apiKey: env.GEMINI_API_KEY }),
+      source: "environment",
+    };
   }
   return { configured: false, reason: MODEL_NOT_CONFIGURED };
 }
@@ -81,7 +91,12 @@ export async function chooseStartModel(env: Environment): Promise<{ choice: Mode
   if (!probe.found) return { choice: configured, note: `no local Ollama either (${probe.why})` };
   const base = env.OLLAMA_BASE_URL.replace(/\/+$/, "");
   if (probe.models.length === 0) {
-    return { choice: { configured: false, reason: `A local Ollama answers at ${base} but has no model: run \`ollama pull llama3.2\` and restart. ${MODEL_NOT_CONFIGURED}` } };
+    return {
+      choice: {
+        configured: false,
+        reason: `A local Ollama answers at ${base} but has no model: run \`ollama pull llama3.2\` and restart. ${MODEL_NOT_CONFIGURED}`,
+      },
+    };
   }
   const name = env.MODEL ?? probe.models[0]!;
   const choice = chooseModel({ ...env, OPENAI_BASE_URL: `${base}/v1/`, MODEL: name });

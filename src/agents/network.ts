@@ -1,4 +1,11 @@
-import { createNetwork, type Agent, type HistoryConfig, type NetworkRun, type State, type StateData } from "@inngest/agent-kit";
+import {
+  createNetwork,
+  type Agent,
+  type HistoryConfig,
+  type NetworkRun,
+  type State,
+  type StateData,
+} from "@inngest/agent-kit";
 import { NonRetriableError } from "inngest";
 import { z } from "zod";
 import type { AgentMemory } from "../memory/hooks.js";
@@ -40,7 +47,13 @@ export type ChatNetworkOptions = {
  * At most MAX_INFERENCES_PER_TURN inferences. With no model configured the turn fails
  * non-retriably once the user's message is stored.
  */
-export function createChatNetwork({ model, history, network = "assistant", memory, beforeFirstAgent }: ChatNetworkOptions) {
+export function createChatNetwork({
+  model,
+  history,
+  network = "assistant",
+  memory,
+  beforeFirstAgent,
+}: ChatNetworkOptions) {
   const assistant = createAssistant(model, memory?.(ASSISTANT_NAME));
   const reviewer = network === "pair" ? createReviewer(model, memory?.(REVIEWER_NAME)) : undefined;
   return createNetwork({
@@ -64,10 +77,17 @@ export function createChatNetwork({ model, history, network = "assistant", memor
 }
 
 /** After the first inference: tools pending go back to the agent that asked; the assistant's final answer goes to the reviewer, if any. */
-function nextAgent(run: NetworkRun<StateData>, lastResult: { agentName: string; toolCalls: unknown[] } | undefined, agents: { assistant: Agent<StateData>; reviewer: Agent<StateData> | undefined }) {
+function nextAgent(
+  run: NetworkRun<StateData>,
+  lastResult: { agentName: string; toolCalls: unknown[] } | undefined,
+  agents: { assistant: Agent<StateData>; reviewer: Agent<StateData> | undefined },
+) {
   if (!lastResult) return undefined;
-  if (lastResult.toolCalls.length > 0) return lastResult.agentName === REVIEWER_NAME ? agents.reviewer : agents.assistant;
+  if (lastResult.toolCalls.length > 0)
+    return lastResult.agentName === REVIEWER_NAME ? agents.reviewer : agents.assistant;
   if (lastResult.agentName !== ASSISTANT_NAME || !agents.reviewer) return undefined;
   const thisTurn = run.state.results.slice(priorResultCount(run.state as AnyState));
-  return thisTurn.some((result: { agentName: string }) => result.agentName === REVIEWER_NAME) ? undefined : agents.reviewer;
+  return thisTurn.some((result: { agentName: string }) => result.agentName === REVIEWER_NAME)
+    ? undefined
+    : agents.reviewer;
 }

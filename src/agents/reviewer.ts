@@ -18,7 +18,7 @@ export const reviewerState = z.object({
 export type ReviewerState = z.infer<typeof reviewerState>;
 
 export const REVIEWER_SYSTEM_PROMPT =
-  "You review the assistant's latest answer in this conversation. If it is correct and complete, reply exactly \"OK\". " +
+  'You review the assistant\'s latest answer in this conversation. If it is correct and complete, reply exactly "OK". ' +
   "Otherwise reply with one or two sentences the user should know: what is wrong or missing. Never repeat the answer.";
 
 /** Longest note kept in the reviewer's state. */
@@ -50,9 +50,14 @@ export function createReviewer(choice: ModelChoice, memory?: AgentMemory) {
       onFinish: ({ result, network }) => {
         if (!network) return result;
         const state = network.state as State<Record<string, unknown>>;
-        const note = result.output.flatMap((m) => (m.type === "text" && typeof m.content === "string" ? [m.content] : [])).join("\n");
+        const note = result.output
+          .flatMap((m) => (m.type === "text" && typeof m.content === "string" ? [m.content] : []))
+          .join("\n");
         const kept = readReviewerState(state);
-        state.data[REVIEWER_STATE_KEY] = { reviews: kept.reviews + 1, lastNote: note.slice(0, MAX_NOTE) } satisfies ReviewerState;
+        state.data[REVIEWER_STATE_KEY] = {
+          reviews: kept.reviews + 1,
+          lastNote: note.slice(0, MAX_NOTE),
+        } satisfies ReviewerState;
         return result;
       },
     },

@@ -20,7 +20,8 @@ export type ModelCall = {
 export const STREAMED_FORMATS = ["openai-chat", "anthropic"] as const;
 type StreamedFormat = (typeof STREAMED_FORMATS)[number];
 
-const isStreamedFormat = (format: string): format is StreamedFormat => (STREAMED_FORMATS as readonly string[]).includes(format);
+const isStreamedFormat = (format: string): format is StreamedFormat =>
+  (STREAMED_FORMATS as readonly string[]).includes(format);
 
 /** How long the stream may stay silent before the call is given up (the provider hung). */
 export const STREAM_IDLE_TIMEOUT_MS = 120_000;
@@ -41,19 +42,26 @@ export async function streamCompletion(input: {
     const response = await fetch(call.url ?? "", {
       method: "POST",
       headers: headersFor(format, call.authKey),
-      body: JSON.stringify({ ...input.body, stream: true, ...(format === "openai-chat" ? { stream_options: { include_usage: true } } : {}) }),
+      body: JSON.stringify({
+        ...input.body,
+        stream: true,
+        ...(format === "openai-chat" ? { stream_options: { include_usage: true } } : {}),
+      }),
       signal: input.signal ? AbortSignal.any([idle.signal, input.signal]) : idle.signal,
     }).catch((error: unknown) => {
       // What the gateway says when no answer came, with the reason (ECONNREFUSED, ENOTFOUND…).
       throw new Error(`${NO_ANSWER_PREFIX} (could not connect: ${describe(error)})`);
     });
     // The same text the gateway's failures become: the status and the provider's body, which failure-message.ts reads.
-    if (!response.ok) throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 4_000)}`);
+    if (!response.ok)
+      throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 4_000)}`);
     if (!response.body) throw new Error("Model answered without a body");
     return await readCompletion(format, response.body, input.onText, idle.touch);
   } catch (error) {
     if (input.signal?.aborted) throw input.signal.reason;
-    throw idle.signal.aborted ? new Error(`The model stream was silent for more than ${idle.ms / 1000} s: it timed out`) : error;
+    throw idle.signal.aborted
+      ? new Error(`The model stream was silent for more than ${idle.ms / 1000} s: it timed out`)
+      : error;
   } finally {
     idle.stop();
   }
@@ -76,7 +84,12 @@ function headersFor(format: StreamedFormat, key: string | undefined): Record<str
  * breaks off, or ends before the provider said it was complete, fails: a partial answer is never
  * returned as if it were whole.
  */
-export async function readCompletion(format: StreamedFormat, body: ReadableStream<Uint8Array>, onText: (text: string) => void, onBytes: () => void = () => {}) {
+export async function readCompletion(
+  format: StreamedFormat,
+  body: ReadableStream<Uint8Array>,
+  onText: (text: string) => void,
+  onBytes: () => void = () => {},
+) {
   const assembler = format === "openai-chat" ? openAiAssembler() : anthropicAssembler();
   let received = 0;
   try {
@@ -95,7 +108,8 @@ export async function readCompletion(format: StreamedFormat, body: ReadableStrea
     if (error instanceof ProviderStreamError) throw new Error(`Model request failed: ${error.message.slice(0, 4_000)}`);
     throw new Error(`The model's streamed answer broke off after ${received} characters: ${describe(error)}`);
   }
-  if (!assembler.complete()) throw new Error(`The model's streamed answer ended after ${received} characters without finishing`);
+  if (!assembler.complete())
+    throw new Error(`The model's streamed answer ended after ${received} characters without finishing`);
   return assembler.result();
 }
 
@@ -109,7 +123,10 @@ const describe = (error: unknown) => {
 };
 
 /** The frames of a text/event-stream body: each one's event name and its (joined) data lines. */
-async function* serverSentEvents(body: ReadableStream<Uint8Array>, onBytes: () => void): AsyncGenerator<{ event: string; data: string }> {
+async function* serverSentEvents(
+  body: ReadableStream<Uint8Array>,
+  onBytes: () => void,
+): AsyncGenerator<{ event: string; data: string }> {
   const decoder = new TextDecoder();
   let buffer = "";
   let frame = { event: "message", data: [] as string[] };
@@ -131,14 +148,26 @@ async function* serverSentEvents(body: ReadableStream<Uint8Array>, onBytes: () =
   if (frame.data.length > 0) yield { event: frame.event, data: frame.data.join("\n") };
 }
 
-type Assembler = { add: (chunk: Record<string, unknown>) => string | undefined; complete: () => boolean; result: () => unknown };
+type Assembler = {
+  add: (chunk: Record<string, unknown>) => string | undefined;
+  complete: () => boolean;
+  result: () => unknown;
+};
 
 type OpenAiToolCall = { id: string; type: string; function: { name: string; arguments: string } };
 type OpenAiChunk = {
   id?: string;
   created?: number;
   model?: string;
-  choices?: { index: number; delta?: { role?: string; content?: string | null; tool_calls?: ({ index: number } & Partial<OpenAiToolCall> & { function?: Partial<OpenAiToolCall["function"]> })[] }; finish_reason?: string | null }[];
+  choices?: {
+    index: number;
+    delta?: {
+      role?: string;
+      content?: string | null;
+      tool_calls?: ({ index: number } & Partial<OpenAiToolCall> & { function?: Partial<OpenAiToolCall["function"]> })[];
+    };
+    finish_reason?: string | null;
+  }[];
   usage?: unknown;
 };
 
@@ -182,7 +211,11 @@ function openAiAssembler(): Assembler {
         {
           index: 0,
           // As the provider answers without streaming: no text is null, no tool call is no field.
-          message: { role, content: content === "" && toolCalls.length > 0 ? null : content, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
+          message: {
+            role,
+            content: content === "" && toolCalls.length > 0 ? null : content,
+            ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
+          },
           finish_reason: finishReason,
         },
       ],
@@ -232,7 +265,12 @@ function anthropicAssembler(): Assembler {
           return undefined;
         }
         case "message_delta":
-          message = { ...message, stop_reason: event.delta?.stop_reason, stop_sequence: event.delta?.stop_sequence ?? null, usage: { ...(message.usage as object), ...event.usage } };
+          message = {
+            ...message,
+            stop_reason: event.delta?.stop_reason,
+            stop_sequence: event.delta?.stop_sequence ?? null,
+            usage: { ...(message.usage as object), ...event.usage },
+          };
           return undefined;
         case "message_stop":
           stopped = true;

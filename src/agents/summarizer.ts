@@ -19,7 +19,12 @@ export type TranscriptMessage = { kind: "user" | "agent" | "system" | "summary";
 
 /** The summarizer agent: no tools, no history, one inference per request. */
 export function createSummarizer(choice: Extract<ModelChoice, { configured: true }>) {
-  return createAgent({ name: SUMMARIZER_NAME, description: "Summarizes the older turns of a thread", system: SUMMARIZER_SYSTEM_PROMPT, model: choice.model });
+  return createAgent({
+    name: SUMMARIZER_NAME,
+    description: "Summarizes the older turns of a thread",
+    system: SUMMARIZER_SYSTEM_PROMPT,
+    model: choice.model,
+  });
 }
 
 /** The request to the summarizer: the previous summary (if any) and only the turns after it. */
@@ -41,11 +46,13 @@ function renderMessage(message: TranscriptMessage): string {
     if (part.type === "text") {
       return [`Assistant (${message.agentName}): ${clip(textOf(part.content))}`];
     }
-    if (part.type === "tool_call") return part.tools.map((tool) => `Assistant called ${tool.name}(${clip(JSON.stringify(tool.input))})`);
+    if (part.type === "tool_call")
+      return part.tools.map((tool) => `Assistant called ${tool.name}(${clip(JSON.stringify(tool.input))})`);
     return [];
   });
   const results = toolCalls.map((call) => `Tool ${call.tool.name} returned: ${clip(JSON.stringify(call.content))}`);
   return [...lines, ...results].join("\n");
 }
 
-const clip = (text: string) => (text.length <= MAX_CHARS_PER_MESSAGE ? text : text.slice(0, MAX_CHARS_PER_MESSAGE) + TRUNCATION_MARKER);
+const clip = (text: string) =>
+  text.length <= MAX_CHARS_PER_MESSAGE ? text : text.slice(0, MAX_CHARS_PER_MESSAGE) + TRUNCATION_MARKER;

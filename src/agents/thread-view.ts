@@ -22,13 +22,21 @@ export function threadView(agentName: string, memory: AgentMemory | undefined) {
     const system = prompt.filter((m) => m.role === "system");
     // The current message as stored: the words the turn's question holds, whatever the input carried.
     const stored = userMessageText(state);
-    const current: Message[] = stored === undefined ? prompt.filter((m) => m.role !== "system") : [{ type: "text", role: "user", content: stored }];
+    const current: Message[] =
+      stored === undefined
+        ? prompt.filter((m) => m.role !== "system")
+        : [{ type: "text", role: "user", content: stored }];
     const seen = (result: AgentResult) => seenBy(agentName, result);
     const earlier = state.messages.concat(state.results.slice(0, priorResultCount(state)).flatMap(seen));
     const thisTurn = state.results.slice(priorResultCount(state)).flatMap(seen);
-    const contexts = memory && state.threadId
-      ? await memory.beforeModelCall({ threadId: state.threadId, text: stored ?? textOf(current), call: state.results.length })
-      : [];
+    const contexts =
+      memory && state.threadId
+        ? await memory.beforeModelCall({
+            threadId: state.threadId,
+            text: stored ?? textOf(current),
+            call: state.results.length,
+          })
+        : [];
     const context: Message[] = contexts.map((c) => ({ type: "text", role: "user", content: c.text }));
     return { prompt: system, history: [...context, ...earlier, ...current, ...thisTurn], stop: false };
   };
@@ -36,10 +44,19 @@ export function threadView(agentName: string, memory: AgentMemory | undefined) {
 
 /** A result as `agentName` sees it: whole when its own (or a user, summary or system row), text only when another agent's. */
 function seenBy(agentName: string, result: AgentResult): Message[] {
-  const fromAgent = result.toolCalls.length > 0 || result.output.some((m) => m.type !== "text" || m.role === "assistant");
+  const fromAgent =
+    result.toolCalls.length > 0 || result.output.some((m) => m.type !== "text" || m.role === "assistant");
   if (!fromAgent || result.agentName === agentName) return [...result.output, ...result.toolCalls];
   return result.output.filter((m) => m.type === "text");
 }
 
 const textOf = (messages: Message[]) =>
-  messages.map((m) => (m.type === "text" ? (typeof m.content === "string" ? m.content : m.content.map((part) => part.text).join("")) : "")).join("\n");
+  messages
+    .map((m) =>
+      m.type === "text"
+        ? typeof m.content === "string"
+          ? m.content
+          : m.content.map((part) => part.text).join("")
+        : "",
+    )
+    .join("\n");

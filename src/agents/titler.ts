@@ -17,10 +17,16 @@ export const MAX_TITLE_LENGTH = 80;
 
 /** The titler agent: no tools, no history, one inference per request. */
 export function createTitler(choice: Extract<ModelChoice, { configured: true }>) {
-  return createAgent({ name: TITLER_NAME, description: "Names a conversation from its first turn", system: TITLER_SYSTEM_PROMPT, model: choice.model });
+  return createAgent({
+    name: TITLER_NAME,
+    description: "Names a conversation from its first turn",
+    system: TITLER_SYSTEM_PROMPT,
+    model: choice.model,
+  });
 }
 
-const clip = (text: string) => (text.length <= MAX_TITLE_SOURCE_CHARS ? text : `${text.slice(0, MAX_TITLE_SOURCE_CHARS)}…`);
+const clip = (text: string) =>
+  text.length <= MAX_TITLE_SOURCE_CHARS ? text : `${text.slice(0, MAX_TITLE_SOURCE_CHARS)}…`;
 
 /** The request to the titler: the thread's first question and its answer, each fenced. */
 export function titleRequest(question: string, answer: string): string {
@@ -32,7 +38,14 @@ export function titleRequest(question: string, answer: string): string {
  * "Title:" label, at most MAX_TITLE_LENGTH characters; empty when the model wrote nothing usable.
  */
 export function cleanTitle(answer: string): string {
-  const line = answer.split("\n").map((l) => l.trim()).find((l) => l.length > 0) ?? "";
-  const unlabelled = line.replace(/^title\s*:\s*/i, "").replace(/^["'“”‘’*`]+|["'“”‘’*`.]+$/g, "").trim();
+  const line =
+    answer
+      .split("\n")
+      .map((l) => l.trim())
+      .find((l) => l.length > 0) ?? "";
+  const unlabelled = line
+    .replace(/^title\s*:\s*/i, "")
+    .replace(/^["'“”‘’*`]+|["'“”‘’*`.]+$/g, "")
+    .trim();
   return unlabelled.length <= MAX_TITLE_LENGTH ? unlabelled : `${unlabelled.slice(0, MAX_TITLE_LENGTH - 1).trimEnd()}…`;
 }

@@ -7,7 +7,8 @@ import { z } from "zod";
  */
 export const currentTimeTool = createTool({
   name: "current_time",
-  description: "Returns the current date and time (ISO 8601, UTC). Use it whenever the answer depends on today's date or the time.",
+  description:
+    "Returns the current date and time (ISO 8601, UTC). Use it whenever the answer depends on today's date or the time.",
   parameters: z.object({}),
   handler: async (_input, { step }) => {
     const read = async () => ({ now: new Date().toISOString() });

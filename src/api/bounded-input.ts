@@ -24,7 +24,12 @@ export const limitBody = (): MiddlewareHandler =>
   bodyLimit({
     maxSize: MAX_BODY_BYTES,
     onError: (c) =>
-      c.json({ error: `Request body too large: at most ${MAX_BODY_BYTES} bytes are accepted (Inngest's event size limit). Send a shorter message or conversation.` }, 413),
+      c.json(
+        {
+          error: `Request body too large: at most ${MAX_BODY_BYTES} bytes are accepted (Inngest's event size limit). Send a shorter message or conversation.`,
+        },
+        413,
+      ),
   });
 
 /** A JSON media type: application/json, with or without parameters such as charset. */
@@ -61,7 +66,13 @@ async function presentBody(request: Request): Promise<ReadableStream<Uint8Array>
 function withBody(request: Request, body: ReadableStream<Uint8Array> | null): Request {
   const headers = new Headers(request.headers);
   if (body === null) for (const name of ["content-type", "content-length", "transfer-encoding"]) headers.delete(name);
-  return new Request(request.url, { method: request.method, headers, body, signal: request.signal, ...(body ? { duplex: "half" } : {}) } as RequestInit);
+  return new Request(request.url, {
+    method: request.method,
+    headers,
+    body,
+    signal: request.signal,
+    ...(body ? { duplex: "half" } : {}),
+  } as RequestInit);
 }
 
 /**
@@ -75,14 +86,20 @@ export const requireJsonBody = (): MiddlewareHandler => async (c, next) => {
   if (body === null) {
     // GET and HEAD never carry a body: they are left as they came (an event stream keeps its request).
     const bodyless = c.req.method === "GET" || c.req.method === "HEAD";
-    if (!bodyless && (c.req.raw.body !== null || c.req.raw.headers.has("content-type"))) c.req.raw = withBody(c.req.raw, null);
+    if (!bodyless && (c.req.raw.body !== null || c.req.raw.headers.has("content-type")))
+      c.req.raw = withBody(c.req.raw, null);
     return next();
   }
   if (body !== c.req.raw.body) c.req.raw = withBody(c.req.raw, body);
   const contentType = c.req.header("content-type");
   if (contentType !== undefined && isJson(contentType)) return next();
   const sent = contentType === undefined ? "no Content-Type header" : `Content-Type ${JSON.stringify(contentType)}`;
-  return c.json({ error: `Unsupported media type: the body was sent with ${sent}; send it as JSON with "Content-Type: application/json".` }, 415);
+  return c.json(
+    {
+      error: `Unsupported media type: the body was sent with ${sent}; send it as JSON with "Content-Type: application/json".`,
+    },
+    415,
+  );
 };
 
 /** The size of an event as sent to Inngest; throws EventTooLarge past Inngest's event size limit. */

@@ -29,7 +29,10 @@ export function chatRoutes(deps: ApiDeps) {
       operationId: "sendChatMessage",
       tags: ["Chat"],
       summary: "Send a message; the answer is generated in Inngest",
-      responses: { 202: jsonResponse("Accepted: the turn runs in Inngest.", chatAcceptedResponse), ...apiErrors(400, 404, 409, 413, 415) },
+      responses: {
+        202: jsonResponse("Accepted: the turn runs in Inngest.", chatAcceptedResponse),
+        ...apiErrors(400, 404, 409, 413, 415),
+      },
     }),
     validate("json", chatBody),
     async (c) => {

@@ -5,7 +5,11 @@ import type { StreamLimits, StreamSlots } from "../stream/stream-slots.js";
 import type { ThreadFeeds } from "../stream/thread-feeds.js";
 
 /** `id`, when given, makes Inngest drop a second event with the same id (within 24 hours). */
-export type SendEvent = (event: { id?: string; name: string; data: Record<string, unknown> }) => Promise<{ ids: string[] }>;
+export type SendEvent = (event: {
+  id?: string;
+  name: string;
+  data: Record<string, unknown>;
+}) => Promise<{ ids: string[] }>;
 
 /**
  * What the HTTP API needs: the database, a way to send events (Inngest's client in production),
@@ -13,7 +17,13 @@ export type SendEvent = (event: { id?: string; name: string; data: Record<string
  * none is given; whoever passes one closes it), and Inngest realtime when it is on (REALTIME).
  * `streams`: the caps on open streams (createApp applies the defaults when none are given).
  */
-export type ApiDeps = { db: pg.Pool; sendEvent: SendEvent; events?: EventNotifier; realtime?: RealtimePublisher | undefined; streams?: StreamLimits | undefined };
+export type ApiDeps = {
+  db: pg.Pool;
+  sendEvent: SendEvent;
+  events?: EventNotifier;
+  realtime?: RealtimePublisher | undefined;
+  streams?: StreamLimits | undefined;
+};
 
 /** What the streaming routes share: the notifier, one follow loop per thread, and the stream slots. */
 export type StreamDeps = { events: EventNotifier; feeds: ThreadFeeds; slots: StreamSlots };

@@ -15,9 +15,13 @@ const invalid = (c: Context, issues: Issue[], status: 400 | 413 = 400) =>
   c.json({ error: `Invalid request: ${issues.map((i) => `${i.field}: ${i.message}`).join("; ")}`, issues }, status);
 
 /** A schema's issue as validation reports it (zod's issues, through the standard schema interface). */
-type SchemaIssue = { readonly message: string; readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined };
+type SchemaIssue = {
+  readonly message: string;
+  readonly path?: ReadonlyArray<PropertyKey | { readonly key: PropertyKey }> | undefined;
+};
 
-const fieldOf = (issue: SchemaIssue) => (issue.path ?? []).map((segment) => String(typeof segment === "object" ? segment.key : segment)).join(".");
+const fieldOf = (issue: SchemaIssue) =>
+  (issue.path ?? []).map((segment) => String(typeof segment === "object" ? segment.key : segment)).join(".");
 
 /** A refusal the client can act on: 400 naming each bad field (413 when a field is over a size limit). */
 export const badRequest = (c: Context, error: { issues: readonly SchemaIssue[] }) =>
@@ -25,7 +29,9 @@ export const badRequest = (c: Context, error: { issues: readonly SchemaIssue[] }
     c,
     error.issues.map((issue) => ({ field: fieldOf(issue) || "body", message: issue.message })),
     // The schemas mark what is over a size limit (TOO_LARGE): the request is too large, not malformed.
-    error.issues.some((issue) => "params" in issue && (issue.params as { tooLarge?: boolean } | undefined)?.tooLarge) ? 413 : 400,
+    error.issues.some((issue) => "params" in issue && (issue.params as { tooLarge?: boolean } | undefined)?.tooLarge)
+      ? 413
+      : 400,
   );
 
 /** The event could not reach Inngest: nothing was accepted, the client may send it again. */
@@ -95,7 +101,10 @@ const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
  * Another user's thread is answered exactly like one that does not exist (same status, same
  * body), so a caller cannot learn which thread ids exist.
  */
-const threadNotFound = { error: "Thread not found: no thread with this id belongs to you.", code: "thread_not_found" } as const;
+const threadNotFound = {
+  error: "Thread not found: no thread with this id belongs to you.",
+  code: "thread_not_found",
+} as const;
 const hidesOwnership = (code: HistoryRefusal["code"]) => code === "thread_not_owned" || code === "thread_not_found";
 
 /**
@@ -105,7 +114,9 @@ const hidesOwnership = (code: HistoryRefusal["code"]) => code === "thread_not_ow
 const errorText = z.string().meta({ description: "What went wrong and what to do about it." });
 const fieldIssues = z.array(
   z.object({
-    field: z.string().meta({ description: 'The field as a dotted path (e.g. "messages.0.content"); "body" for the body as a whole.' }),
+    field: z
+      .string()
+      .meta({ description: 'The field as a dotted path (e.g. "messages.0.content"); "body" for the body as a whole.' }),
     message: z.string(),
   }),
 );
@@ -114,18 +125,35 @@ const refusalCodes = (status: ContentfulStatusCode) =>
     .filter(([code, codeStatus]) => codeStatus === status && !hidesOwnership(code as HistoryRefusal["code"]))
     .map(([code]) => code);
 
-export const invalidRequestBody = z.object({ error: errorText, issues: fieldIssues.min(1) }).meta({ id: "InvalidRequest" });
-export const unauthenticatedBody = z.object({ error: errorText, code: z.literal("unauthenticated") }).meta({ id: "Unauthenticated" });
-export const notFoundBody = z.object({ error: errorText, code: z.enum(["thread_not_found", "memory_not_found", "realtime_off", ...refusalCodes(404)]) }).meta({ id: "NotFound" });
+export const invalidRequestBody = z
+  .object({ error: errorText, issues: fieldIssues.min(1) })
+  .meta({ id: "InvalidRequest" });
+export const unauthenticatedBody = z
+  .object({ error: errorText, code: z.literal("unauthenticated") })
+  .meta({ id: "Unauthenticated" });
+export const notFoundBody = z
+  .object({
+    error: errorText,
+    code: z.enum(["thread_not_found", "memory_not_found", "realtime_off", ...refusalCodes(404)]),
+  })
+  .meta({ id: "NotFound" });
 export const conflictBody = z.object({ error: errorText, code: z.enum(refusalCodes(409)) }).meta({ id: "Conflict" });
 export const tooLargeBody = z.object({ error: errorText, issues: fieldIssues.optional() }).meta({ id: "TooLarge" });
 export const unsupportedMediaTypeBody = z.object({ error: errorText }).meta({ id: "UnsupportedMediaType" });
-export const unprocessableBody = z.object({ error: errorText, code: z.enum(refusalCodes(422)) }).meta({ id: "Unprocessable" });
-export const tooManyStreamsBody = z.object({ error: errorText, code: z.literal("too_many_streams") }).meta({ id: "TooManyStreams" });
+export const unprocessableBody = z
+  .object({ error: errorText, code: z.enum(refusalCodes(422)) })
+  .meta({ id: "Unprocessable" });
+export const tooManyStreamsBody = z
+  .object({ error: errorText, code: z.literal("too_many_streams") })
+  .meta({ id: "TooManyStreams" });
 export const serverFaultBody = z.object({ error: errorText, requestId: z.string() }).meta({ id: "ServerFault" });
 export const unavailableBody = z
   .union([serverFaultBody, z.object({ error: errorText, code: z.literal("auth_unavailable") })])
-  .meta({ id: "Unavailable", description: "Inngest could not be reached (with the request id), or the identity provider's keys could not be fetched (auth_unavailable)." });
+  .meta({
+    id: "Unavailable",
+    description:
+      "Inngest could not be reached (with the request id), or the identity provider's keys could not be fetched (auth_unavailable).",
+  });
 
 /**
  * The app's error handler: storage refusals become their 4xx, a body that is not JSON a 400, an
@@ -136,7 +164,8 @@ export const unavailableBody = z
 export function answerError(error: Error, c: Context<AppEnv>) {
   const requestId = c.get("requestId");
   if (error instanceof HistoryRefusal && hidesOwnership(error.code)) return c.json(threadNotFound, 404);
-  if (error instanceof HistoryRefusal) return c.json({ error: error.message, code: error.code }, refusalStatus[error.code]);
+  if (error instanceof HistoryRefusal)
+    return c.json({ error: error.message, code: error.code }, refusalStatus[error.code]);
   if (error instanceof EventTooLarge) return c.json({ error: error.message }, 413);
   if (error instanceof TooManyStreams) {
     c.header("Retry-After", String(error.retryAfterSeconds));
@@ -168,11 +197,15 @@ export function answerError(error: Error, c: Context<AppEnv>) {
       503,
     );
   }
-  if (error instanceof HTTPException && error.status === 400) return invalid(c, [{ field: "body", message: error.message }]);
+  if (error instanceof HTTPException && error.status === 400)
+    return invalid(c, [{ field: "body", message: error.message }]);
   if (error instanceof HTTPException && error.status < 500) return error.getResponse();
   logger.error({ requestId, err: error }, "request failed");
   return c.json(
-    { error: `Internal server error: the request may be sent again later; if it keeps failing, give the operator request id ${requestId}.`, requestId },
+    {
+      error: `Internal server error: the request may be sent again later; if it keeps failing, give the operator request id ${requestId}.`,
+      requestId,
+    },
     500,
   );
 }

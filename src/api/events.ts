@@ -61,7 +61,10 @@ export function eventRoutes({ db, feeds, slots }: ApiDeps & StreamDeps, heartbea
         "Last-Event-ID (EventSource does) or ?after=<id>. Comment lines are heartbeats. The stream stays open across turns; it ends with " +
         "`thread.deleted` (no id) when the thread is deleted. 429 beyond the caller's share of open streams.",
       responses: {
-        200: { description: "An endless text/event-stream.", content: { "text/event-stream": { schema: { type: "string" } } } },
+        200: {
+          description: "An endless text/event-stream.",
+          content: { "text/event-stream": { schema: { type: "string" } } },
+        },
         ...apiErrors(400, 404, 429),
       },
     }),
@@ -84,37 +87,41 @@ export function eventRoutes({ db, feeds, slots }: ApiDeps & StreamDeps, heartbea
         slot.release();
         throw error;
       }
-      return streamSSE(c, async (stream) => {
-        stream.onAbort(() => follower.close());
-        try {
-          // Never complete: the stream stays open across turns until the client, the thread or the process ends it.
-          while (!stream.aborted) {
-            const delivery = await follower.next(heartbeatMs);
-            if (delivery === null) {
-              await stream.write(": heartbeat\n\n");
-            } else if ("events" in delivery) {
-              for (const row of delivery.events) {
-                if (stream.aborted) return;
-                await stream.writeSSE({ id: String(row.id), event: row.event, data: JSON.stringify(row.data) });
+      return streamSSE(
+        c,
+        async (stream) => {
+          stream.onAbort(() => follower.close());
+          try {
+            // Never complete: the stream stays open across turns until the client, the thread or the process ends it.
+            while (!stream.aborted) {
+              const delivery = await follower.next(heartbeatMs);
+              if (delivery === null) {
+                await stream.write(": heartbeat\n\n");
+              } else if ("events" in delivery) {
+                for (const row of delivery.events) {
+                  if (stream.aborted) return;
+                  await stream.writeSSE({ id: String(row.id), event: row.event, data: JSON.stringify(row.data) });
+                }
+              } else if ("deleted" in delivery) {
+                await stream.writeSSE({ event: "thread.deleted", data: JSON.stringify({ threadId }) });
+                return;
+              } else if ("failed" in delivery) {
+                throw delivery.failed;
+              } else {
+                // Behind (a stalled client: it resumes with Last-Event-ID) or closed (shutdown).
+                return;
               }
-            } else if ("deleted" in delivery) {
-              await stream.writeSSE({ event: "thread.deleted", data: JSON.stringify({ threadId }) });
-              return;
-            } else if ("failed" in delivery) {
-              throw delivery.failed;
-            } else {
-              // Behind (a stalled client: it resumes with Last-Event-ID) or closed (shutdown).
-              return;
             }
+          } finally {
+            follower.close();
+            slot.release();
           }
-        } finally {
-          follower.close();
-          slot.release();
-        }
-      }, async (error) => {
-        // Headers are sent: the client sees the stream end and resumes with Last-Event-ID.
-        logger.error({ err: error, threadId }, "event stream failed");
-      });
+        },
+        async (error) => {
+          // Headers are sent: the client sees the stream end and resumes with Last-Event-ID.
+          logger.error({ err: error, threadId }, "event stream failed");
+        },
+      );
     },
   );
 }

@@ -49,7 +49,10 @@ export function exportRoutes({ db }: ApiDeps) {
           description: `One JSON object per line (format version ${EXPORT_VERSION}): a header (\`type: export\`); each thread followed by all its messages (replaced variants and stopped answers included), turns with status and failure cause, summary, agent state and event log; the user's memories and API keys (never their secrets); the last line counts every kind (\`type: end\`). See docs/security.md.`,
           content: { "application/x-ndjson": { schema: { type: "string" } } },
         },
-        429: jsonResponse("An export of the caller's is still running, or too many are on this server; Retry-After says when to try again.", exportBusyResponse),
+        429: jsonResponse(
+          "An export of the caller's is still running, or too many are on this server; Retry-After says when to try again.",
+          exportBusyResponse,
+        ),
         ...apiErrors(),
       },
     }),
@@ -58,7 +61,10 @@ export function exportRoutes({ db }: ApiDeps) {
       const own = runningFor.get(userId) ?? 0;
       if (own >= MAX_EXPORTS_PER_USER || running >= MAX_CONCURRENT_EXPORTS) {
         c.header("Retry-After", "30");
-        const error = own >= MAX_EXPORTS_PER_USER ? "An export of yours is still running: let it finish, or try again in a minute." : "Too many exports are running on this server: try again in a minute.";
+        const error =
+          own >= MAX_EXPORTS_PER_USER
+            ? "An export of yours is still running: let it finish, or try again in a minute."
+            : "Too many exports are running on this server: try again in a minute.";
         return c.json({ error } satisfies z.infer<typeof exportBusyResponse>, 429);
       }
       running += 1;

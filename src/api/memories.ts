@@ -10,13 +10,19 @@ import { pageLimit, validate } from "./validate.js";
 export const DEFAULT_MEMORY_PAGE = 50;
 export const MAX_MEMORY_PAGE = 200;
 
-const memoryParams = z.object({ memoryId: z.uuid({ error: "memoryId must be a UUID (an id from GET /api/memories)" }) });
+const memoryParams = z.object({
+  memoryId: z.uuid({ error: "memoryId must be a UUID (an id from GET /api/memories)" }),
+});
 
 const listQuery = z.object({
   limit: pageLimit(DEFAULT_MEMORY_PAGE, MAX_MEMORY_PAGE),
   after: z
     .string({ error: "after must be the next cursor of an earlier page" })
-    .transform((value, ctx) => decodeMemoryCursor(value) ?? (ctx.addIssue({ code: "custom", message: "after must be the next cursor of an earlier page" }), z.NEVER))
+    .transform(
+      (value, ctx) =>
+        decodeMemoryCursor(value) ??
+        (ctx.addIssue({ code: "custom", message: "after must be the next cursor of an earlier page" }), z.NEVER),
+    )
     .optional(),
 });
 
@@ -54,7 +60,10 @@ export function memoryRoutes({ db }: ApiDeps) {
       async (c) => {
         const { limit, after } = c.req.valid("query");
         const page = await listMemories(db, { userId: callerId(c), limit, after });
-        return c.json({ memories: page.memories, next: page.next ? encodeMemoryCursor(page.next) : null } satisfies z.infer<typeof memoryListResponse>);
+        return c.json({
+          memories: page.memories,
+          next: page.next ? encodeMemoryCursor(page.next) : null,
+        } satisfies z.infer<typeof memoryListResponse>);
       },
     )
     .delete(
@@ -65,7 +74,8 @@ export function memoryRoutes({ db }: ApiDeps) {
         summary: "Erases everything remembered about the caller",
         responses: { 200: jsonResponse("How many memories were erased.", memoriesDeletedResponse), ...apiErrors() },
       }),
-      async (c) => c.json({ deleted: await forgetAll(db, callerId(c)) } satisfies z.infer<typeof memoriesDeletedResponse>),
+      async (c) =>
+        c.json({ deleted: await forgetAll(db, callerId(c)) } satisfies z.infer<typeof memoriesDeletedResponse>),
     )
     .delete(
       "/:memoryId",
@@ -80,7 +90,10 @@ export function memoryRoutes({ db }: ApiDeps) {
         const { memoryId } = c.req.valid("param");
         // Another user's memory is not found, like one that never existed.
         if (!(await forget(db, { userId: callerId(c), id: memoryId }))) {
-          return c.json({ error: `No memory ${memoryId}: list yours with GET /api/memories.`, code: "memory_not_found" as const }, 404);
+          return c.json(
+            { error: `No memory ${memoryId}: list yours with GET /api/memories.`, code: "memory_not_found" as const },
+            404,
+          );
         }
         return c.json({ deleted: memoryId } satisfies z.infer<typeof memoryDeletedResponse>);
       },

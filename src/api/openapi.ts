@@ -36,22 +36,48 @@ export const jsonResponse = (description: string, schema: z.ZodType) => ({
 const errorAnswers = {
   400: jsonResponse("Invalid request: `issues` names each bad field.", invalidRequestBody),
   401: {
-    ...jsonResponse("No credentials, or credentials that are refused: the message says what to send.", unauthenticatedBody),
-    headers: { "WWW-Authenticate": { description: 'A Bearer challenge; error="invalid_token" with the reason when a credential was refused.', required: true, schema: { type: "string" } } },
+    ...jsonResponse(
+      "No credentials, or credentials that are refused: the message says what to send.",
+      unauthenticatedBody,
+    ),
+    headers: {
+      "WWW-Authenticate": {
+        description: 'A Bearer challenge; error="invalid_token" with the reason when a credential was refused.',
+        required: true,
+        schema: { type: "string" },
+      },
+    },
   },
   404: jsonResponse("Not found: another user's thread answers exactly like one that does not exist.", notFoundBody),
-  409: jsonResponse("Conflicts with what is stored: `code` says what (a message id already used, a message no longer on the current path).", conflictBody),
-  413: jsonResponse("Request too large: over the body limit, a field's size limit, or Inngest's event size limit.", tooLargeBody),
+  409: jsonResponse(
+    "Conflicts with what is stored: `code` says what (a message id already used, a message no longer on the current path).",
+    conflictBody,
+  ),
+  413: jsonResponse(
+    "Request too large: over the body limit, a field's size limit, or Inngest's event size limit.",
+    tooLargeBody,
+  ),
   415: jsonResponse("The body is not declared as JSON (Content-Type: application/json).", unsupportedMediaTypeBody),
   422: jsonResponse("The request names something that cannot be acted on this way.", unprocessableBody),
   429: {
-    ...jsonResponse("Too many open streams: the caller's share or the server's is taken (STREAM_MAX_PER_USER, STREAM_MAX_PER_PROCESS).", tooManyStreamsBody),
-    headers: { "Retry-After": { description: "Seconds to wait before opening the stream again.", required: true, schema: { type: "string" } } },
+    ...jsonResponse(
+      "Too many open streams: the caller's share or the server's is taken (STREAM_MAX_PER_USER, STREAM_MAX_PER_PROCESS).",
+      tooManyStreamsBody,
+    ),
+    headers: {
+      "Retry-After": {
+        description: "Seconds to wait before opening the stream again.",
+        required: true,
+        schema: { type: "string" },
+      },
+    },
   },
   500: jsonResponse("A fault of the server: send again later; the request id finds it in the log.", serverFaultBody),
   503: {
     ...jsonResponse("Not accepted now, nothing was stored: send the same request again shortly.", unavailableBody),
-    headers: { "Retry-After": { description: "Seconds to wait, when Inngest could not be reached.", schema: { type: "string" } } },
+    headers: {
+      "Retry-After": { description: "Seconds to wait, when Inngest could not be reached.", schema: { type: "string" } },
+    },
   },
 };
 
@@ -75,7 +101,10 @@ const document: GenerateSpecOptions["documentation"] = {
       "Every API route acts for the user its credentials identify.",
   },
   tags: [
-    { name: "Chat", description: "Sending messages and regenerating answers: accepted at once (202), answered in Inngest." },
+    {
+      name: "Chat",
+      description: "Sending messages and regenerating answers: accepted at once (202), answered in Inngest.",
+    },
     { name: "Threads", description: "Reading the caller's threads." },
     { name: "Service", description: "Health, this description, and Inngest's own endpoint." },
     { name: "Playground", description: "A page for trying the API in a browser (/), and its files." },
@@ -86,19 +115,22 @@ const document: GenerateSpecOptions["documentation"] = {
         type: "http",
         scheme: "bearer",
         bearerFormat: "JWT",
-        description: "An access token from your identity provider (AUTH_JWKS_URL or AUTH_JWT_SECRET); the user is its sub claim (AUTH_JWT_USER_CLAIM).",
+        description:
+          "An access token from your identity provider (AUTH_JWKS_URL or AUTH_JWT_SECRET); the user is its sub claim (AUTH_JWT_USER_CLAIM).",
       },
       apiKey: {
         type: "http",
         scheme: "bearer",
         bearerFormat: "tl_<id>_<secret>",
-        description: "A Threadline API key for server-to-server calls (npm run api-keys -- create --user <user id> --name <name>).",
+        description:
+          "A Threadline API key for server-to-server calls (npm run api-keys -- create --user <user id> --name <name>).",
       },
       devUser: {
         type: "apiKey",
         in: "header",
         name: DEV_USER_HEADER,
-        description: "Local development only: names the user without proof, accepted only under AUTH=dev (production mode refuses to start with it).",
+        description:
+          "Local development only: names the user without proof, accepted only under AUTH=dev (production mode refuses to start with it).",
       },
     },
   },
@@ -122,9 +154,24 @@ export const openApiDocumentResponse = z.looseObject({
  * wherever the app is mounted.
  */
 export const REFERENCE_ASSETS = [
-  { path: "/docs/swagger-ui.css", file: "swagger-ui.css", operationId: "getApiReferenceStyle", type: "text/css; charset=utf-8" },
-  { path: "/docs/swagger-ui-bundle.js", file: "swagger-ui-bundle.js", operationId: "getApiReferenceRenderer", type: "text/javascript; charset=utf-8" },
-  { path: "/docs/reference.js", file: "reference.js", operationId: "getApiReferenceStart", type: "text/javascript; charset=utf-8" },
+  {
+    path: "/docs/swagger-ui.css",
+    file: "swagger-ui.css",
+    operationId: "getApiReferenceStyle",
+    type: "text/css; charset=utf-8",
+  },
+  {
+    path: "/docs/swagger-ui-bundle.js",
+    file: "swagger-ui-bundle.js",
+    operationId: "getApiReferenceRenderer",
+    type: "text/javascript; charset=utf-8",
+  },
+  {
+    path: "/docs/reference.js",
+    file: "reference.js",
+    operationId: "getApiReferenceStart",
+    type: "text/javascript; charset=utf-8",
+  },
 ] as const;
 
 export const REFERENCE_CSP =
@@ -173,7 +220,11 @@ export function apiReferenceRoutes(app: Hono<AppEnv>) {
       }),
       // excludeStaticFile: the default would leave out /openapi.json itself (its last segment has a
       // dot). defaultValidationErrorResponse: the library's 400 is not ours; routes list apiErrors(400).
-      openAPIRouteHandler(app, { documentation: document, excludeStaticFile: false, defaultValidationErrorResponse: false }),
+      openAPIRouteHandler(app, {
+        documentation: document,
+        excludeStaticFile: false,
+        defaultValidationErrorResponse: false,
+      }),
     )
     .get(
       "/docs",
@@ -197,7 +248,12 @@ export function apiReferenceRoutes(app: Hono<AppEnv>) {
         tags: ["Service"],
         summary: `The API reference page's ${file}`,
         security: [],
-        responses: { 200: { description: `The reference page's ${file}.`, content: { [type.split(";")[0]!]: { schema: { type: "string" } } } } },
+        responses: {
+          200: {
+            description: `The reference page's ${file}.`,
+            content: { [type.split(";")[0]!]: { schema: { type: "string" } } },
+          },
+        },
       }),
       async (c) => {
         c.header("content-type", type);

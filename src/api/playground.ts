@@ -20,7 +20,12 @@ const require = createRequire(import.meta.url);
  */
 export const PLAYGROUND_FILES = [
   { path: "/", file: "index.html", operationId: "getPlayground", type: "text/html; charset=utf-8" },
-  { path: "/playground/style.css", file: "style.css", operationId: "getPlaygroundStyle", type: "text/css; charset=utf-8" },
+  {
+    path: "/playground/style.css",
+    file: "style.css",
+    operationId: "getPlaygroundStyle",
+    type: "text/css; charset=utf-8",
+  },
   { path: "/playground/app.js", file: "app.js", operationId: "getPlaygroundApp", type: JS },
   { path: "/playground/api.js", file: "api.js", operationId: "getPlaygroundApi", type: JS },
   { path: "/playground/session.js", file: "session.js", operationId: "getPlaygroundSession", type: JS },
@@ -29,8 +34,18 @@ export const PLAYGROUND_FILES = [
   { path: "/playground/render.js", file: "render.js", operationId: "getPlaygroundRender", type: JS },
   { path: "/playground/markdown.js", file: "markdown.js", operationId: "getPlaygroundMarkdown", type: JS },
   // marked's ES module build (its package's main entry) and DOMPurify's (beside its CommonJS entry).
-  { path: "/playground/vendor/marked.js", file: require.resolve("marked"), operationId: "getPlaygroundMarked", type: JS },
-  { path: "/playground/vendor/purify.js", file: path.join(path.dirname(require.resolve("dompurify")), "purify.es.mjs"), operationId: "getPlaygroundPurify", type: JS },
+  {
+    path: "/playground/vendor/marked.js",
+    file: require.resolve("marked"),
+    operationId: "getPlaygroundMarked",
+    type: JS,
+  },
+  {
+    path: "/playground/vendor/purify.js",
+    file: path.join(path.dirname(require.resolve("dompurify")), "purify.es.mjs"),
+    operationId: "getPlaygroundPurify",
+    type: JS,
+  },
 ] as const;
 
 /**
@@ -57,9 +72,14 @@ export function playgroundRoutes() {
       describeRoute({
         operationId,
         tags: ["Playground"],
-        summary: route === "/" ? "The playground: a page to chat with Threadline through this API" : `The playground's ${name}`,
+        summary:
+          route === "/"
+            ? "The playground: a page to chat with Threadline through this API"
+            : `The playground's ${name}`,
         security: [],
-        responses: { 200: { description: `The playground's ${name}.`, content: { [mediaType]: { schema: { type: "string" } } } } },
+        responses: {
+          200: { description: `The playground's ${name}.`, content: { [mediaType]: { schema: { type: "string" } } } },
+        },
       }),
       (c) => {
         c.header("content-type", type);
@@ -81,9 +101,13 @@ export const serviceInfoResponse = z.object({
     .discriminatedUnion("configured", [
       z.object({
         configured: z.literal(true),
-        provider: z.enum(["openai", "anthropic", "gemini"]).meta({ description: "The API format (openai: any OpenAI-compatible server)." }),
+        provider: z
+          .enum(["openai", "anthropic", "gemini"])
+          .meta({ description: "The API format (openai: any OpenAI-compatible server)." }),
         name: z.string(),
-        source: z.enum(["environment", "ollama"]).meta({ description: "environment: configured; ollama: none was, and development start-up found a local Ollama." }),
+        source: z.enum(["environment", "ollama"]).meta({
+          description: "environment: configured; ollama: none was, and development start-up found a local Ollama.",
+        }),
       }),
       z.object({
         configured: z.literal(false),
@@ -92,14 +116,19 @@ export const serviceInfoResponse = z.object({
       }),
     ])
     .meta({ description: "The model that answers chat turns, or how to configure one." }),
-  inference: z.enum(["gateway", "stream"]).meta({ description: "gateway: the Inngest server calls the model (step.ai.infer); stream: this process does, streaming the text to the event log." }),
+  inference: z.enum(["gateway", "stream"]).meta({
+    description:
+      "gateway: the Inngest server calls the model (step.ai.infer); stream: this process does, streaming the text to the event log.",
+  }),
 });
 
 const notConfigured: ServiceInfo = { model: { configured: false, reason: MODEL_NOT_CONFIGURED }, inference: "gateway" };
 
 /** GET /api/info: the model and inference mode, for a signed-in caller (not public: it names the provider). */
 export function serviceInfoRoutes(info: ServiceInfo = notConfigured) {
-  const answer = { model: describeModel(info.model), inference: info.inference } satisfies z.infer<typeof serviceInfoResponse>;
+  const answer = { model: describeModel(info.model), inference: info.inference } satisfies z.infer<
+    typeof serviceInfoResponse
+  >;
   return new Hono<AuthEnv>().get(
     "/",
     describeRoute({

@@ -13,7 +13,10 @@ export const realtimeTokenResponse = subscriptionToken;
 /** use-agent's token request: it may name a thread or a channel key; the channel is always the caller's own. */
 const tokenBody = z.looseObject({
   userId: userIdNotAccepted,
-  threadId: z.uuid({ error: "threadId must be a UUID" }).optional().meta({ description: "Ignored: the token covers every thread of the caller." }),
+  threadId: z
+    .uuid({ error: "threadId must be a UUID" })
+    .optional()
+    .meta({ description: "Ignored: the token covers every thread of the caller." }),
 });
 
 /**
@@ -31,14 +34,26 @@ export function realtimeTokenRoutes({ realtime }: ApiDeps) {
       description:
         "Needs REALTIME=inngest and Inngest realtime (the dev server or Inngest Cloud). 404 (code realtime_off) when realtime is off; " +
         "503 when Inngest cannot issue a token. The token never covers another user's channel, whatever the body says.",
-      responses: { 200: jsonResponse("The subscription token.", realtimeTokenResponse), ...apiErrors(400, 404, 413, 415) },
+      responses: {
+        200: jsonResponse("The subscription token.", realtimeTokenResponse),
+        ...apiErrors(400, 404, 413, 415),
+      },
     }),
     validate("json", tokenBody),
     async (c) => {
       if (!realtime) {
-        return c.json({ error: "Realtime is off on this server (REALTIME=inngest turns it on): follow the thread with GET /api/threads/:threadId/events instead.", code: "realtime_off" as const }, 404);
+        return c.json(
+          {
+            error:
+              "Realtime is off on this server (REALTIME=inngest turns it on): follow the thread with GET /api/threads/:threadId/events instead.",
+            code: "realtime_off" as const,
+          },
+          404,
+        );
       }
-      const token = await realtime.subscriptionToken(callerId(c)).catch((error: unknown) => Promise.reject(new RealtimeUnavailable(error)));
+      const token = await realtime
+        .subscriptionToken(callerId(c))
+        .catch((error: unknown) => Promise.reject(new RealtimeUnavailable(error)));
       return c.json(token satisfies z.infer<typeof realtimeTokenResponse>, 200);
     },
   );

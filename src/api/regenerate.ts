@@ -9,7 +9,9 @@ import { sendRegenerate } from "./send-message.js";
 import { validate } from "./validate.js";
 
 const messageParams = chatMessageRegenerateData.pick({ threadId: true, messageId: true });
-const regenerateBody = chatMessageRegenerateData.pick({ reason: true, requestId: true }).extend({ userId: userIdNotAccepted });
+const regenerateBody = chatMessageRegenerateData
+  .pick({ reason: true, requestId: true })
+  .extend({ userId: userIdNotAccepted });
 
 export const regenerateAcceptedResponse = z.object({
   threadId: z.uuid(),

@@ -3,7 +3,13 @@ import { describeRoute } from "hono-openapi";
 import { z } from "zod";
 import { callerId, type AuthEnv } from "../auth/identity.js";
 import { safeString } from "../history/safe-text.js";
-import { decodeSearchCursor, DEFAULT_SEARCH_PAGE_SIZE, MAX_SEARCH_PAGE_SIZE, MAX_SEARCH_QUERY_LENGTH, searchMessages } from "../history/search.js";
+import {
+  decodeSearchCursor,
+  DEFAULT_SEARCH_PAGE_SIZE,
+  MAX_SEARCH_PAGE_SIZE,
+  MAX_SEARCH_QUERY_LENGTH,
+  searchMessages,
+} from "../history/search.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 import { pageLimit, validate } from "./validate.js";
@@ -16,9 +22,17 @@ export const searchQuery = z.object({
   limit: pageLimit(DEFAULT_SEARCH_PAGE_SIZE, MAX_SEARCH_PAGE_SIZE),
   cursor: z
     .string({ error: "cursor must be the nextCursor of an earlier page" })
-    .transform((value, ctx) => decodeSearchCursor(value) ?? (ctx.addIssue({ code: "custom", message: "cursor must be the nextCursor of an earlier page" }), z.NEVER))
+    .transform(
+      (value, ctx) =>
+        decodeSearchCursor(value) ??
+        (ctx.addIssue({ code: "custom", message: "cursor must be the nextCursor of an earlier page" }), z.NEVER),
+    )
     .optional(),
-  include: z.enum(["current", "all"], { error: 'include must be "current" (the threads\' current paths) or "all" (also replaced answers)' }).default("current"),
+  include: z
+    .enum(["current", "all"], {
+      error: 'include must be "current" (the threads\' current paths) or "all" (also replaced answers)',
+    })
+    .default("current"),
 });
 
 export const searchHit = z.object({
@@ -51,7 +65,13 @@ export function searchRoutes({ db }: ApiDeps) {
     validate("query", searchQuery),
     async (c) => {
       const { q, limit, cursor, include } = c.req.valid("query");
-      const page = await searchMessages(db, { userId: callerId(c), query: q, limit, includeOffPath: include === "all", after: cursor });
+      const page = await searchMessages(db, {
+        userId: callerId(c),
+        query: q,
+        limit,
+        includeOffPath: include === "all",
+        after: cursor,
+      });
       return c.json({ query: q, ...page } satisfies z.input<typeof searchResponse>);
     },
   );

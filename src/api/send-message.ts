@@ -20,9 +20,16 @@ export const chatMessageEventId = (userId: string, messageId: string) =>
  * refused inside the run, where the sender cannot see it. The event id is the message's (in the
  * user's scope), so a re-sent message starts no second run.
  */
-export async function sendChatMessage({ db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">, data: ChatMessageSent): Promise<Sent> {
+export async function sendChatMessage(
+  { db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">,
+  data: ChatMessageSent,
+): Promise<Sent> {
   await checkSendable(db, data);
-  const { ids } = await sendEvent({ id: chatMessageEventId(data.userId, data.messageId), name: "chat/message.sent", data });
+  const { ids } = await sendEvent({
+    id: chatMessageEventId(data.userId, data.messageId),
+    name: "chat/message.sent",
+    data,
+  });
   return { threadId: data.threadId ?? data.messageId, messageId: data.messageId, eventId: ids[0]! };
 }
 
@@ -31,7 +38,10 @@ export async function sendChatMessage({ db, sendEvent }: Pick<ApiDeps, "db" | "s
  * the message must be a user message of the caller's thread on its current path (a 4xx and nothing
  * sent otherwise).
  */
-export async function sendRegenerate({ db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">, data: ChatMessageRegenerate): Promise<Sent> {
+export async function sendRegenerate(
+  { db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">,
+  data: ChatMessageRegenerate,
+): Promise<Sent> {
   await loadUserMessage(db, data);
   const { ids } = await sendEvent({ name: "chat/message.regenerate", data });
   return { threadId: data.threadId, messageId: data.messageId, eventId: ids[0]! };

@@ -14,7 +14,10 @@ const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UU
 const stopBody = z.object({
   messageId: z
     .uuid({ error: "messageId must be the UUID of the user message whose answer is being generated" })
-    .meta({ description: "Stop only the turn answering this user message (the one the client shows arriving); absent: the turn the thread is answering now." })
+    .meta({
+      description:
+        "Stop only the turn answering this user message (the one the client shows arriving); absent: the turn the thread is answering now.",
+    })
     .optional(),
   userId: userIdNotAccepted,
 });
@@ -25,9 +28,13 @@ export const turnStoppedResponse = z.object({
   messageId: z.uuid().meta({ description: "The user message the stopped turn was answering." }),
   variant: z.int().meta({ description: "The answer variant the turn was writing." }),
   stopped: z.literal(true),
-  answerStored: z.boolean().meta({ description: "What the model had streamed was stored as the answer, marked `stopped: true`; false: nothing had been streamed." }),
+  answerStored: z.boolean().meta({
+    description:
+      "What the model had streamed was stored as the answer, marked `stopped: true`; false: nothing had been streamed.",
+  }),
   announced: z.boolean().meta({
-    description: "The run's cancellation was handed to Inngest. false: Inngest was unreachable; the stop stands, the run goes on until it would store its answer, which it then drops.",
+    description:
+      "The run's cancellation was handed to Inngest. false: Inngest was unreachable; the stop stands, the run goes on until it would store its answer, which it then drops.",
   }),
 });
 
@@ -44,9 +51,13 @@ export function stopRoutes({ db, sendEvent }: ApiDeps) {
     describeRoute({
       operationId: "stopTurn",
       tags: ["Chat"],
-      summary: "Stops the thread's running turn: its partial answer is stored, marked stopped, and the thread is free for the next message",
+      summary:
+        "Stops the thread's running turn: its partial answer is stored, marked stopped, and the thread is free for the next message",
       responses: {
-        202: jsonResponse("Stopped: the turn is recorded as stopped and its run is being cancelled in Inngest.", turnStoppedResponse),
+        202: jsonResponse(
+          "Stopped: the turn is recorded as stopped and its run is being cancelled in Inngest.",
+          turnStoppedResponse,
+        ),
         ...apiErrors(400, 404, 409, 413, 415),
       },
     }),
@@ -56,19 +67,38 @@ export function stopRoutes({ db, sendEvent }: ApiDeps) {
       const { threadId } = c.req.valid("param");
       const userId = callerId(c);
       // The agent that answers the user in every network: what it streamed is the partial answer.
-      const turn = await stopRunningTurn(db, { threadId, userId, messageId: c.req.valid("json").messageId, agentName: ASSISTANT_NAME });
+      const turn = await stopRunningTurn(db, {
+        threadId,
+        userId,
+        messageId: c.req.valid("json").messageId,
+        agentName: ASSISTANT_NAME,
+      });
       const { runId, messageId } = turn;
       const announced = await Promise.all([
-        sendEvent({ id: `turn-stop-${runId}`, name: turnStopRequested.name, data: { threadId, userId, runId, messageId } satisfies TurnStopRequested }),
-        sendEvent({ id: `turn-finished-${runId}`, name: turnFinished.name, data: { threadId, runId, messageId, status: "stopped" } satisfies TurnFinished }),
+        sendEvent({
+          id: `turn-stop-${runId}`,
+          name: turnStopRequested.name,
+          data: { threadId, userId, runId, messageId } satisfies TurnStopRequested,
+        }),
+        sendEvent({
+          id: `turn-finished-${runId}`,
+          name: turnFinished.name,
+          data: { threadId, runId, messageId, status: "stopped" } satisfies TurnFinished,
+        }),
       ]).then(
         () => true,
         (error: unknown) => {
-          logger.error({ threadId, runId, err: error }, "turn stopped, but its cancellation could not be sent to Inngest");
+          logger.error(
+            { threadId, runId, err: error },
+            "turn stopped, but its cancellation could not be sent to Inngest",
+          );
           return false;
         },
       );
-      return c.json({ threadId, ...turn, stopped: true as const, announced } satisfies z.infer<typeof turnStoppedResponse>, 202);
+      return c.json(
+        { threadId, ...turn, stopped: true as const, announced } satisfies z.infer<typeof turnStoppedResponse>,
+        202,
+      );
     },
   );
 }

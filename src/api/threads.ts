@@ -7,7 +7,14 @@ import { decodeCursor, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, readMessagePage } from 
 import { agentContent, textContent } from "../history/messages.js";
 import { refuseUnsafeJson, safeString } from "../history/safe-text.js";
 import { listAnswerVariants, threadDebug } from "../history/store.js";
-import { createThread, deleteThread, listThreads, readThread, updateThread, type ThreadCursor } from "../history/threads.js";
+import {
+  createThread,
+  deleteThread,
+  listThreads,
+  readThread,
+  updateThread,
+  type ThreadCursor,
+} from "../history/threads.js";
 import { logger } from "../logger.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
@@ -60,7 +67,8 @@ export const threadResponse = threadItem;
 /** DELETE /api/threads/:threadId. `announced`: thread/deleted was handed to Inngest. */
 export const threadDeletedResponse = z.object({ threadId: z.uuid(), deleted: z.literal(true), announced: z.boolean() });
 
-const encodeThreadCursor = ({ lastActivityAt, id }: ThreadCursor) => Buffer.from(`${lastActivityAt}|${id}`).toString("base64url");
+const encodeThreadCursor = ({ lastActivityAt, id }: ThreadCursor) =>
+  Buffer.from(`${lastActivityAt}|${id}`).toString("base64url");
 
 const ISO_MILLIS = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -68,7 +76,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 function decodeThreadCursor(cursor: string): ThreadCursor | undefined {
   if (!/^[A-Za-z0-9_-]{1,120}$/.test(cursor)) return undefined;
   const [lastActivityAt, id, extra] = Buffer.from(cursor, "base64url").toString("latin1").split("|");
-  if (extra !== undefined || !lastActivityAt || !id || !ISO_MILLIS.test(lastActivityAt) || !UUID.test(id)) return undefined;
+  if (extra !== undefined || !lastActivityAt || !id || !ISO_MILLIS.test(lastActivityAt) || !UUID.test(id))
+    return undefined;
   return Number.isNaN(Date.parse(lastActivityAt)) ? undefined : { lastActivityAt, id };
 }
 
@@ -77,19 +86,35 @@ const threadListQuery = z
     limit: pageLimit(DEFAULT_THREAD_PAGE_SIZE, MAX_THREAD_PAGE_SIZE),
     cursor: z
       .string()
-      .transform((value, ctx) => decodeThreadCursor(value) ?? (ctx.addIssue({ code: "custom", message: "cursor must be the nextCursor of an earlier page" }), z.NEVER))
+      .transform(
+        (value, ctx) =>
+          decodeThreadCursor(value) ??
+          (ctx.addIssue({ code: "custom", message: "cursor must be the nextCursor of an earlier page" }), z.NEVER),
+      )
       .optional(),
     /** use-agent's transport sends the position as two fields. */
-    cursorTimestamp: z.iso.datetime({ offset: true, error: "cursorTimestamp must be the nextCursorTimestamp of an earlier page" }).optional(),
+    cursorTimestamp: z.iso
+      .datetime({ offset: true, error: "cursorTimestamp must be the nextCursorTimestamp of an earlier page" })
+      .optional(),
     cursorId: z.uuid({ error: "cursorId must be the nextCursorId of an earlier page" }).optional(),
     // Refused, not ignored: a client asking for page 2 by offset would silently get page 1 again.
     offset: z.never({ error: "offset is not supported: pass the previous page's nextCursor as cursor" }).optional(),
   })
-  .refine((q) => (q.cursorTimestamp === undefined) === (q.cursorId === undefined), { path: ["cursorId"], message: "send cursorTimestamp and cursorId together" })
-  .refine((q) => q.cursor === undefined || q.cursorId === undefined, { path: ["cursor"], message: "send cursor, or cursorTimestamp and cursorId, not both" })
+  .refine((q) => (q.cursorTimestamp === undefined) === (q.cursorId === undefined), {
+    path: ["cursorId"],
+    message: "send cursorTimestamp and cursorId together",
+  })
+  .refine((q) => q.cursor === undefined || q.cursorId === undefined, {
+    path: ["cursor"],
+    message: "send cursor, or cursorTimestamp and cursorId, not both",
+  })
   .transform(({ limit, cursor, cursorTimestamp, cursorId }) => ({
     limit,
-    after: cursor ?? (cursorTimestamp && cursorId ? { lastActivityAt: new Date(cursorTimestamp).toISOString(), id: cursorId } : undefined),
+    after:
+      cursor ??
+      (cursorTimestamp && cursorId
+        ? { lastActivityAt: new Date(cursorTimestamp).toISOString(), id: cursorId }
+        : undefined),
   }));
 
 const title = safeString({ error: "title must be a string, or null for untitled" })
@@ -103,7 +128,11 @@ const metadata = z
     refuseUnsafeJson(value, ctx);
     const bytes = jsonBytes(value);
     if (bytes > MAX_METADATA_BYTES) {
-      ctx.addIssue({ code: "custom", params: TOO_LARGE, message: `metadata is ${bytes} bytes as JSON, over the ${MAX_METADATA_BYTES}-byte limit: keep labels and ids there, not content` });
+      ctx.addIssue({
+        code: "custom",
+        params: TOO_LARGE,
+        message: `metadata is ${bytes} bytes as JSON, over the ${MAX_METADATA_BYTES}-byte limit: keep labels and ids there, not content`,
+      });
     }
   });
 
@@ -117,7 +146,9 @@ const createThreadBody = z.object({
 
 const updateThreadBody = z
   .object({ title: title.nullable().optional(), metadata: metadata.optional(), userId: userIdNotAccepted })
-  .refine((body) => body.title !== undefined || body.metadata !== undefined, { message: "send title and/or metadata to change" });
+  .refine((body) => body.title !== undefined || body.metadata !== undefined, {
+    message: "send title and/or metadata to change",
+  });
 
 const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UUID" }) });
 const messageParams = threadParams.extend({ messageId: z.uuid({ error: "messageId must be a UUID" }) });
@@ -125,25 +156,34 @@ const messageParams = threadParams.extend({ messageId: z.uuid({ error: "messageI
 const cursor = (name: string, description: string) =>
   z
     .string({ error: `${name} must be a cursor (previous or next) from an earlier page` })
-    .transform((value, ctx) => decodeCursor(value) ?? (ctx.addIssue({ code: "custom", message: `${name} must be a cursor (previous or next) from an earlier page` }), z.NEVER))
+    .transform(
+      (value, ctx) =>
+        decodeCursor(value) ??
+        (ctx.addIssue({ code: "custom", message: `${name} must be a cursor (previous or next) from an earlier page` }),
+        z.NEVER),
+    )
     .meta({ description });
 const pageQuery = z
   .object({
-    limit: pageLimit(DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-      .meta({ description: `How many messages, at most (default ${DEFAULT_PAGE_SIZE}, at most ${MAX_PAGE_SIZE}).` }),
+    limit: pageLimit(DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE).meta({
+      description: `How many messages, at most (default ${DEFAULT_PAGE_SIZE}, at most ${MAX_PAGE_SIZE}).`,
+    }),
     before: cursor("before", "A page's `previous`: read the older messages before it.").optional(),
     after: cursor("after", "A page's `next`: read the newer messages after it. Never with `before`.").optional(),
   })
-  .refine((query) => query.before === undefined || query.after === undefined, { path: ["after"], message: "send before or after, not both" });
+  .refine((query) => query.before === undefined || query.after === undefined, {
+    path: ["after"],
+    message: "send before or after, not both",
+  });
 
 const timestamp = z.iso.datetime();
 /** A turn's state; `skipped` turns (a duplicate delivery that did nothing) are never shown. */
 const turnStatus = z.enum(["running", "completed", "failed", "cancelled", "superseded", "stopped"]);
 /** A message's turn as the messages page shows it: a running turn between attempts is `retrying`. */
 const messageTurnStatus = z.enum([...turnStatus.options, "retrying"]);
-const messageContent = z
-  .union([textContent, agentContent])
-  .meta({ description: "`{text}` for user, system and summary messages; an assistant answer's AgentKit output and tool calls." });
+const messageContent = z.union([textContent, agentContent]).meta({
+  description: "`{text}` for user, system and summary messages; an assistant answer's AgentKit output and tool calls.",
+});
 
 const threadMessage = z.object({
   id: z.string(),
@@ -152,14 +192,23 @@ const threadMessage = z.object({
   content: messageContent,
   createdAt: timestamp,
   answers: z.uuid().optional().meta({ description: "An answer's user message." }),
-  variant: z.int().optional().meta({ description: "An answer's variant (0 for the first answer, one more per regenerate)." }),
-  stopped: z.literal(true).optional().meta({ description: "An answer the user stopped: what the model had streamed by then." }),
+  variant: z
+    .int()
+    .optional()
+    .meta({ description: "An answer's variant (0 for the first answer, one more per regenerate)." }),
+  stopped: z
+    .literal(true)
+    .optional()
+    .meta({ description: "An answer the user stopped: what the model had streamed by then." }),
   variantCount: z.int().optional().meta({ description: "A user message's number of answer variants." }),
   turn: z
     .object({ status: messageTurnStatus, runId: z.string(), error: z.string().nullable() })
     .nullable()
     .optional()
-    .meta({ description: "A user message's latest turn (null before one started), with the failure's cause; `retrying`: running, a failed attempt is being retried (`error`: its cause)." }),
+    .meta({
+      description:
+        "A user message's latest turn (null before one started), with the failure's cause; `retrying`: running, a failed attempt is being retried (`error`: its cause).",
+    }),
 });
 
 export const messagePageResponse = z.object({
@@ -167,7 +216,9 @@ export const messagePageResponse = z.object({
   messages: z.array(threadMessage).meta({ description: "In thread order (oldest first)." }),
   hasMore: z.boolean().meta({ description: "More messages lie beyond this page in the direction read." }),
   previous: z.string().meta({ description: "Send as `before` to read the older messages." }),
-  next: z.string().meta({ description: "Send as `after` to read the newer messages (including those appended later)." }),
+  next: z
+    .string()
+    .meta({ description: "Send as `after` to read the newer messages (including those appended later)." }),
 });
 
 export const answerVariantsResponse = z.object({
@@ -177,7 +228,10 @@ export const answerVariantsResponse = z.object({
     z.object({
       variant: z.int(),
       current: z.boolean().meta({ description: "The answer the thread's current path shows." }),
-      stopped: z.literal(true).optional().meta({ description: "The user stopped this answer: what the model had streamed by then." }),
+      stopped: z
+        .literal(true)
+        .optional()
+        .meta({ description: "The user stopped this answer: what the model had streamed by then." }),
       createdAt: timestamp,
       results: z.array(z.object({ id: z.string(), agentName: z.string(), content: agentContent })),
     }),
@@ -194,10 +248,10 @@ export const threadDebugResponse = z.object({
       variant: z.int(),
       status: turnStatus,
       error: z.string().nullable(),
-      context: z
-        .record(z.string(), z.unknown())
-        .nullable()
-        .meta({ description: "What the turn's history was made of: `policy` (each setting and where it came from) and, once answered, `history` (where it was read from, messages read and sent, budgets)." }),
+      context: z.record(z.string(), z.unknown()).nullable().meta({
+        description:
+          "What the turn's history was made of: `policy` (each setting and where it came from) and, once answered, `history` (where it was read from, messages read and sent, budgets).",
+      }),
       startedAt: timestamp,
       finishedAt: timestamp.nullable(),
     })
@@ -212,148 +266,170 @@ export const threadDebugResponse = z.object({
  * messages. Another user's thread is answered exactly like one that does not exist (404).
  */
 export function threadRoutes({ db, sendEvent }: ApiDeps) {
-  return new Hono<AuthEnv>()
-    // Most recently active first, keyset-paged (docs/clients.md, "Threads", says what stays stable).
-    .get(
-      "/",
-      describeRoute({
-        operationId: "listThreads",
-        tags: ["Threads"],
-        summary: "The caller's threads, most recently active first, one page at a time",
-        responses: { 200: jsonResponse("The page.", threadListResponse), ...apiErrors(400) },
-      }),
-      validate("query", threadListQuery),
-      async (c) => {
-        const page = await listThreads(db, { userId: callerId(c), ...c.req.valid("query") });
-        return c.json({
-          threads: page.threads,
-          hasMore: page.hasMore,
-          nextCursor: page.next ? encodeThreadCursor(page.next) : null,
-          nextCursorTimestamp: page.next?.lastActivityAt ?? null,
-          nextCursorId: page.next?.id ?? null,
-        } satisfies z.infer<typeof threadListResponse>);
-      },
-    )
-    // 201 for a new thread; 200 with the thread unchanged when the caller already holds the id.
-    .post(
-      "/",
-      describeRoute({
-        operationId: "createThread",
-        tags: ["Threads"],
-        summary: "Creates a thread (the client may give its id); the caller's existing thread with that id is answered unchanged",
-        responses: {
-          200: jsonResponse("The caller already holds a thread with this id: it is unchanged.", threadCreatedResponse),
-          201: jsonResponse("The new thread.", threadCreatedResponse),
-          ...apiErrors(400, 404, 409, 413, 415),
+  return (
+    new Hono<AuthEnv>()
+      // Most recently active first, keyset-paged (docs/clients.md, "Threads", says what stays stable).
+      .get(
+        "/",
+        describeRoute({
+          operationId: "listThreads",
+          tags: ["Threads"],
+          summary: "The caller's threads, most recently active first, one page at a time",
+          responses: { 200: jsonResponse("The page.", threadListResponse), ...apiErrors(400) },
+        }),
+        validate("query", threadListQuery),
+        async (c) => {
+          const page = await listThreads(db, { userId: callerId(c), ...c.req.valid("query") });
+          return c.json({
+            threads: page.threads,
+            hasMore: page.hasMore,
+            nextCursor: page.next ? encodeThreadCursor(page.next) : null,
+            nextCursorTimestamp: page.next?.lastActivityAt ?? null,
+            nextCursorId: page.next?.id ?? null,
+          } satisfies z.infer<typeof threadListResponse>);
         },
-      }),
-      validate("json", createThreadBody),
-      async (c) => {
-        const body = c.req.valid("json");
-        const { thread, created } = await createThread(db, {
-          threadId: body.id ?? crypto.randomUUID(),
-          userId: callerId(c),
-          title: body.title ?? null,
-          metadata: body.metadata ?? {},
-        });
-        return c.json({ ...thread, threadId: thread.id } satisfies z.infer<typeof threadCreatedResponse>, created ? 201 : 200);
-      },
-    )
-    .get(
-      "/:threadId",
-      describeRoute({
-        operationId: "getThread",
-        tags: ["Threads"],
-        summary: "One of the caller's threads",
-        responses: { 200: jsonResponse("The thread.", threadResponse), ...apiErrors(400, 404) },
-      }),
-      validate("param", threadParams),
-      async (c) => c.json(await readThread(db, c.req.valid("param").threadId, callerId(c)) satisfies z.infer<typeof threadResponse>),
-    )
-    // A title set here is the user's: the titles function never overwrites it. null: untitled again.
-    .patch(
-      "/:threadId",
-      describeRoute({
-        operationId: "updateThread",
-        tags: ["Threads"],
-        summary: "Renames a thread (null: untitled again) or replaces its metadata",
-        responses: { 200: jsonResponse("The thread as changed.", threadResponse), ...apiErrors(400, 404, 413, 415) },
-      }),
-      validate("param", threadParams),
-      validate("json", updateThreadBody),
-      async (c) => {
-        const thread = await updateThread(db, { threadId: c.req.valid("param").threadId, userId: callerId(c), ...c.req.valid("json") });
-        return c.json(thread satisfies z.infer<typeof threadResponse>);
-      },
-    )
-    // Deleted first (one transaction), announced after: the deletion stands even when Inngest is
-    // unreachable, and the answer says whether other components were told.
-    .delete(
-      "/:threadId",
-      describeRoute({
-        operationId: "deleteThread",
-        tags: ["Threads"],
-        summary: "Deletes a thread and everything kept for it, then announces thread/deleted",
-        responses: { 200: jsonResponse("Deleted.", threadDeletedResponse), ...apiErrors(400, 404) },
-      }),
-      validate("param", threadParams),
-      async (c) => {
-        const { threadId } = c.req.valid("param");
-        const userId = callerId(c);
-        await deleteThread(db, threadId, userId);
-        const announced = await sendEvent({ id: `thread-deleted-${threadId}`, name: threadDeleted.name, data: { threadId, userId, reason: "user" } satisfies ThreadDeleted }).then(
-          () => true,
-          (error: unknown) => {
-            logger.error({ threadId, err: error }, "thread deleted, but thread/deleted could not be sent");
-            return false;
+      )
+      // 201 for a new thread; 200 with the thread unchanged when the caller already holds the id.
+      .post(
+        "/",
+        describeRoute({
+          operationId: "createThread",
+          tags: ["Threads"],
+          summary:
+            "Creates a thread (the client may give its id); the caller's existing thread with that id is answered unchanged",
+          responses: {
+            200: jsonResponse(
+              "The caller already holds a thread with this id: it is unchanged.",
+              threadCreatedResponse,
+            ),
+            201: jsonResponse("The new thread.", threadCreatedResponse),
+            ...apiErrors(400, 404, 409, 413, 415),
           },
-        );
-        return c.json({ threadId, deleted: true as const, announced } satisfies z.infer<typeof threadDeletedResponse>);
-      },
-    )
-    // The current path one page at a time: the newest page, or the page before or after a cursor.
-    .get(
-      "/:threadId/messages",
-      describeRoute({
-        operationId: "listMessages",
-        tags: ["Threads"],
-        summary: "A page of the thread's current path: the newest page, or the page before or after a cursor",
-        responses: { 200: jsonResponse("The page.", messagePageResponse), ...apiErrors(400, 404) },
-      }),
-      validate("param", threadParams),
-      validate("query", pageQuery),
-      async (c) => {
-        const { threadId } = c.req.valid("param");
-        const page = await readMessagePage(db, { threadId, userId: callerId(c), ...c.req.valid("query") });
-        return c.json({ threadId, ...page });
-      },
-    )
-    // A user message's answers: the current one and every superseded variant.
-    .get(
-      "/:threadId/messages/:messageId/variants",
-      describeRoute({
-        operationId: "listAnswerVariants",
-        tags: ["Threads"],
-        summary: "Every answer variant of a user message, oldest first",
-        responses: { 200: jsonResponse("The variants.", answerVariantsResponse), ...apiErrors(400, 404, 422) },
-      }),
-      validate("param", messageParams),
-      async (c) => {
-        const { threadId, messageId } = c.req.valid("param");
-        const variants = await listAnswerVariants(db, { threadId, messageId, userId: callerId(c) });
-        return c.json({ threadId, messageId, variants });
-      },
-    )
-    // The history policy in force for the latest turn, where each setting came from, and counts.
-    .get(
-      "/:threadId/debug",
-      describeRoute({
-        operationId: "getThreadDebug",
-        tags: ["Threads"],
-        summary: "Why the model saw what it saw: the latest turn's history policy, its sources, and message counts",
-        responses: { 200: jsonResponse("The thread's debug view.", threadDebugResponse), ...apiErrors(400, 404) },
-      }),
-      validate("param", threadParams),
-      async (c) => c.json(await threadDebug(db, c.req.valid("param").threadId, callerId(c))),
-    );
+        }),
+        validate("json", createThreadBody),
+        async (c) => {
+          const body = c.req.valid("json");
+          const { thread, created } = await createThread(db, {
+            threadId: body.id ?? crypto.randomUUID(),
+            userId: callerId(c),
+            title: body.title ?? null,
+            metadata: body.metadata ?? {},
+          });
+          return c.json(
+            { ...thread, threadId: thread.id } satisfies z.infer<typeof threadCreatedResponse>,
+            created ? 201 : 200,
+          );
+        },
+      )
+      .get(
+        "/:threadId",
+        describeRoute({
+          operationId: "getThread",
+          tags: ["Threads"],
+          summary: "One of the caller's threads",
+          responses: { 200: jsonResponse("The thread.", threadResponse), ...apiErrors(400, 404) },
+        }),
+        validate("param", threadParams),
+        async (c) =>
+          c.json(
+            (await readThread(db, c.req.valid("param").threadId, callerId(c))) satisfies z.infer<typeof threadResponse>,
+          ),
+      )
+      // A title set here is the user's: the titles function never overwrites it. null: untitled again.
+      .patch(
+        "/:threadId",
+        describeRoute({
+          operationId: "updateThread",
+          tags: ["Threads"],
+          summary: "Renames a thread (null: untitled again) or replaces its metadata",
+          responses: { 200: jsonResponse("The thread as changed.", threadResponse), ...apiErrors(400, 404, 413, 415) },
+        }),
+        validate("param", threadParams),
+        validate("json", updateThreadBody),
+        async (c) => {
+          const thread = await updateThread(db, {
+            threadId: c.req.valid("param").threadId,
+            userId: callerId(c),
+            ...c.req.valid("json"),
+          });
+          return c.json(thread satisfies z.infer<typeof threadResponse>);
+        },
+      )
+      // Deleted first (one transaction), announced after: the deletion stands even when Inngest is
+      // unreachable, and the answer says whether other components were told.
+      .delete(
+        "/:threadId",
+        describeRoute({
+          operationId: "deleteThread",
+          tags: ["Threads"],
+          summary: "Deletes a thread and everything kept for it, then announces thread/deleted",
+          responses: { 200: jsonResponse("Deleted.", threadDeletedResponse), ...apiErrors(400, 404) },
+        }),
+        validate("param", threadParams),
+        async (c) => {
+          const { threadId } = c.req.valid("param");
+          const userId = callerId(c);
+          await deleteThread(db, threadId, userId);
+          const announced = await sendEvent({
+            id: `thread-deleted-${threadId}`,
+            name: threadDeleted.name,
+            data: { threadId, userId, reason: "user" } satisfies ThreadDeleted,
+          }).then(
+            () => true,
+            (error: unknown) => {
+              logger.error({ threadId, err: error }, "thread deleted, but thread/deleted could not be sent");
+              return false;
+            },
+          );
+          return c.json({ threadId, deleted: true as const, announced } satisfies z.infer<
+            typeof threadDeletedResponse
+          >);
+        },
+      )
+      // The current path one page at a time: the newest page, or the page before or after a cursor.
+      .get(
+        "/:threadId/messages",
+        describeRoute({
+          operationId: "listMessages",
+          tags: ["Threads"],
+          summary: "A page of the thread's current path: the newest page, or the page before or after a cursor",
+          responses: { 200: jsonResponse("The page.", messagePageResponse), ...apiErrors(400, 404) },
+        }),
+        validate("param", threadParams),
+        validate("query", pageQuery),
+        async (c) => {
+          const { threadId } = c.req.valid("param");
+          const page = await readMessagePage(db, { threadId, userId: callerId(c), ...c.req.valid("query") });
+          return c.json({ threadId, ...page });
+        },
+      )
+      // A user message's answers: the current one and every superseded variant.
+      .get(
+        "/:threadId/messages/:messageId/variants",
+        describeRoute({
+          operationId: "listAnswerVariants",
+          tags: ["Threads"],
+          summary: "Every answer variant of a user message, oldest first",
+          responses: { 200: jsonResponse("The variants.", answerVariantsResponse), ...apiErrors(400, 404, 422) },
+        }),
+        validate("param", messageParams),
+        async (c) => {
+          const { threadId, messageId } = c.req.valid("param");
+          const variants = await listAnswerVariants(db, { threadId, messageId, userId: callerId(c) });
+          return c.json({ threadId, messageId, variants });
+        },
+      )
+      // The history policy in force for the latest turn, where each setting came from, and counts.
+      .get(
+        "/:threadId/debug",
+        describeRoute({
+          operationId: "getThreadDebug",
+          tags: ["Threads"],
+          summary: "Why the model saw what it saw: the latest turn's history policy, its sources, and message counts",
+          responses: { 200: jsonResponse("The thread's debug view.", threadDebugResponse), ...apiErrors(400, 404) },
+        }),
+        validate("param", threadParams),
+        async (c) => c.json(await threadDebug(db, c.req.valid("param").threadId, callerId(c))),
+      )
+  );
 }

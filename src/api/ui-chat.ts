@@ -13,7 +13,12 @@ import { isDeletedThread } from "../history/threads.js";
 import { answeredMessage, messageTurns, readRunEventsAfter, runningTurn, type TurnRun } from "../history/turn-runs.js";
 import { logger } from "../logger.js";
 import { followThread, type ThreadFollower } from "../stream/follow.js";
-import { threadDeletedChunks, UiMessageStream, type FollowedRun, type UiMessageChunk } from "../stream/ui-message-stream.js";
+import {
+  threadDeletedChunks,
+  UiMessageStream,
+  type FollowedRun,
+  type UiMessageChunk,
+} from "../stream/ui-message-stream.js";
 import type { ApiDeps, StreamDeps } from "./deps.js";
 import { badRequest } from "./errors.js";
 import { EVENT_PAGE_SIZE, HEARTBEAT_MS, takeStreamSlot } from "./events.js";
@@ -22,7 +27,9 @@ import { sendChatMessage, sendRegenerate } from "./send-message.js";
 import { validate } from "./validate.js";
 
 /** The answer, as documented: the AI SDK's UI message stream (protocol v1) over Server-Sent Events. */
-export const uiMessageStream = z.string().meta({ description: "Server-Sent Events: `data: <UI message chunk JSON>` lines, then `data: [DONE]`." });
+export const uiMessageStream = z
+  .string()
+  .meta({ description: "Server-Sent Events: `data: <UI message chunk JSON>` lines, then `data: [DONE]`." });
 
 const UI_STREAM_HEADER = "x-vercel-ai-ui-message-stream";
 
@@ -38,16 +45,22 @@ const uiMessage = z.looseObject({
 /** What useChat's DefaultChatTransport sends. */
 const uiChatBody = z.looseObject({
   id: z
-    .uuid({ error: "id must be the thread's UUID: give useChat an id from crypto.randomUUID() (a new thread) or an existing thread's id" })
+    .uuid({
+      error:
+        "id must be the thread's UUID: give useChat an id from crypto.randomUUID() (a new thread) or an existing thread's id",
+    })
     .meta({ description: "The chat's id: the thread's id (a new thread is created by its first message)." }),
   messages: z
     .array(uiMessage)
     .min(1, "messages must hold at least the message to send")
     .meta({ description: "useChat's messages; only the last one is read (it may send just that one)." }),
-  trigger: z.enum(["submit-message", "regenerate-message"], { error: 'trigger must be "submit-message" or "regenerate-message"' }),
-  messageId: clientId
-    .optional()
-    .meta({ description: "regenerate-message: the answer (or user message) to answer again; absent: the thread's last user message." }),
+  trigger: z.enum(["submit-message", "regenerate-message"], {
+    error: 'trigger must be "submit-message" or "regenerate-message"',
+  }),
+  messageId: clientId.optional().meta({
+    description:
+      "regenerate-message: the answer (or user message) to answer again; absent: the thread's last user message.",
+  }),
   userId: userIdNotAccepted,
 });
 
@@ -55,7 +68,13 @@ const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UU
 
 const streamAnswer = (description: string) => ({
   description,
-  headers: { [UI_STREAM_HEADER]: { description: "v1: the AI SDK's UI message stream protocol.", required: true, schema: { type: "string" as const } } },
+  headers: {
+    [UI_STREAM_HEADER]: {
+      description: "v1: the AI SDK's UI message stream protocol.",
+      required: true,
+      schema: { type: "string" as const },
+    },
+  },
   content: { "text/event-stream": { schema: resolver(uiMessageStream) } },
 });
 
@@ -67,7 +86,8 @@ const streamDescription =
   "retry streams as a new part. Comment lines are heartbeats.";
 
 /** A user message's id: the client's when it is a UUID, else one derived from it (useChat's default ids are not UUIDs). */
-const userMessageId = (threadId: string, id: string) => (z.uuid().safeParse(id).success ? id : clientMessageId(threadId, id));
+const userMessageId = (threadId: string, id: string) =>
+  z.uuid().safeParse(id).success ? id : clientMessageId(threadId, id);
 
 /**
  * POST /api/ui/chat (useChat's DefaultChatTransport) and GET /api/ui/chat/:threadId/stream (its
@@ -82,9 +102,13 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
       describeRoute({
         operationId: "sendUiChatMessage",
         tags: ["Chat"],
-        summary: "Send useChat's last message (or regenerate an answer) and stream the answer (AI SDK UI message stream v1)",
+        summary:
+          "Send useChat's last message (or regenerate an answer) and stream the answer (AI SDK UI message stream v1)",
         description: `submit-message sends the last message (a user message; its text parts joined) as POST /api/chat does; regenerate-message asks again as the regenerate route does. ${streamDescription}`,
-        responses: { 200: streamAnswer("The turn's answer as a UI message stream, until the turn ends."), ...apiErrors(400, 404, 409, 413, 415, 422, 429) },
+        responses: {
+          200: streamAnswer("The turn's answer as a UI message stream, until the turn ends."),
+          ...apiErrors(400, 404, 409, 413, 415, 422, 429),
+        },
       }),
       validate("json", uiChatBody),
       async (c) => {
@@ -94,24 +118,42 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
         if (body.trigger === "submit-message") {
           const last = body.messages.length - 1;
           const message = body.messages[last]!;
-          const refused = (field: string, text: string) => badRequest(c, { issues: [{ path: ["messages", last, field], message: text }] });
+          const refused = (field: string, text: string) =>
+            badRequest(c, { issues: [{ path: ["messages", last, field], message: text }] });
           if (message.role !== "user") return refused("role", "the last message must be the user's message to send");
-          if (message.parts.some((part) => part.type !== "text")) return refused("parts", "only text parts can be sent (files and other parts are not accepted)");
+          if (message.parts.some((part) => part.type !== "text"))
+            return refused("parts", "only text parts can be sent (files and other parts are not accepted)");
           const content = message.parts.map((part) => (typeof part.text === "string" ? part.text : "")).join("");
-          const parsed = chatMessageSentData.safeParse({ messageId: userMessageId(threadId, message.id), content, threadId, userId });
-          if (!parsed.success) return badRequest(c, { issues: parsed.error.issues.map((issue) => ({ ...issue, path: ["messages", last, "parts"] })) });
+          const parsed = chatMessageSentData.safeParse({
+            messageId: userMessageId(threadId, message.id),
+            content,
+            threadId,
+            userId,
+          });
+          if (!parsed.success)
+            return badRequest(c, {
+              issues: parsed.error.issues.map((issue) => ({ ...issue, path: ["messages", last, "parts"] })),
+            });
           const data = parsed.data;
           return streamTurn(c, threadId, data.messageId, "submit", () => sendChatMessage(deps, data));
         }
         await checkOwnedThread(db, threadId, userId);
-        const answered = await answeredMessage(db, threadId, body.messageId === undefined ? undefined : userMessageId(threadId, body.messageId));
+        const answered = await answeredMessage(
+          db,
+          threadId,
+          body.messageId === undefined ? undefined : userMessageId(threadId, body.messageId),
+        );
         if (!answered) {
           throw new HistoryRefusal(
             "message_not_found",
-            body.messageId === undefined ? `Thread ${threadId} has no message to answer again: send one first.` : `Message ${body.messageId} is not a message of thread ${threadId}.`,
+            body.messageId === undefined
+              ? `Thread ${threadId} has no message to answer again: send one first.`
+              : `Message ${body.messageId} is not a message of thread ${threadId}.`,
           );
         }
-        return streamTurn(c, threadId, answered, "regenerate", () => sendRegenerate(deps, { threadId, messageId: answered, userId }));
+        return streamTurn(c, threadId, answered, "regenerate", () =>
+          sendRegenerate(deps, { threadId, messageId: answered, userId }),
+        );
       },
     )
     .get(
@@ -119,11 +161,16 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
       describeRoute({
         operationId: "resumeUiChatStream",
         tags: ["Chat"],
-        summary: "Resume useChat's stream: the running turn's answer from its beginning, then live; 204 when nothing runs",
+        summary:
+          "Resume useChat's stream: the running turn's answer from its beginning, then live; 204 when nothing runs",
         description:
           `The thread's running turn, replayed from the event log and then followed live, as POST /api/ui/chat streams it. ${streamDescription} ` +
           "204 when no turn of the caller runs on the thread (an unknown thread and another user's thread answer the same 204, so a new chat can resume on mount).",
-        responses: { 200: streamAnswer("The running turn's answer as a UI message stream."), 204: { description: "No turn runs on the thread." }, ...apiErrors(400, 429) },
+        responses: {
+          200: streamAnswer("The running turn's answer as a UI message stream."),
+          204: { description: "No turn runs on the thread." },
+          ...apiErrors(400, 429),
+        },
       }),
       validate("param", threadParams),
       async (c) => {
@@ -137,7 +184,12 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
           slot.release();
           throw error;
         });
-        const run: FollowedRun = { threadId, runId: running.runId, userMessageId: running.messageId, variant: running.variant };
+        const run: FollowedRun = {
+          threadId,
+          runId: running.runId,
+          userMessageId: running.messageId,
+          variant: running.variant,
+        };
         return respond(c, follower, slot, threadId, () => Promise.resolve(run));
       },
     );
@@ -146,7 +198,13 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
    * Subscribes, notes the message's runs so far, sends, then streams the run the send started (a
    * message sent before, submitted again, streams its latest run: Inngest drops the repeated event).
    */
-  async function streamTurn(c: Context<AuthEnv>, threadId: string, messageId: string, kind: "submit" | "regenerate", send: () => Promise<unknown>) {
+  async function streamTurn(
+    c: Context<AuthEnv>,
+    threadId: string,
+    messageId: string,
+    kind: "submit" | "regenerate",
+    send: () => Promise<unknown>,
+  ) {
     // The slot first: a refused stream sends nothing.
     const slot = takeStreamSlot(slots, callerId(c));
     let follower: ThreadFollower | undefined;
@@ -165,12 +223,16 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
       runId: turn.runId,
       userMessageId: messageId,
       variant: turn.variant,
-      ...(turn.status === "running" ? {} : { ended: { status: turn.status, ...(turn.error === null ? {} : { cause: turn.error }) } }),
+      ...(turn.status === "running"
+        ? {}
+        : { ended: { status: turn.status, ...(turn.error === null ? {} : { cause: turn.error }) } }),
     });
     const earlier = kind === "submit" ? known.at(-1) : undefined;
     return respond(c, follower, slot, threadId, async () => {
       if (earlier) return toRun(earlier);
-      const started = (await messageTurns(db, threadId, messageId)).find((turn) => !known.some((k) => k.runId === turn.runId));
+      const started = (await messageTurns(db, threadId, messageId)).find(
+        (turn) => !known.some((k) => k.runId === turn.runId),
+      );
       return started && toRun(started);
     });
   }
@@ -180,7 +242,13 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
    * the next wake-up). Its reads are scoped by the caller; once the run was found, a thread that is
    * no longer the caller's was deleted: the stream ends with a data-thread-deleted part.
    */
-  function respond(c: Context<AuthEnv>, follower: ThreadFollower, slot: { release: () => void }, threadId: string, findRun: () => Promise<FollowedRun | undefined>) {
+  function respond(
+    c: Context<AuthEnv>,
+    follower: ThreadFollower,
+    slot: { release: () => void },
+    threadId: string,
+    findRun: () => Promise<FollowedRun | undefined>,
+  ) {
     c.header(UI_STREAM_HEADER, "v1");
     const ownerId = callerId(c);
     return streamSSE(
@@ -200,7 +268,13 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
             }
             const rows = [];
             for (;;) {
-              const page = await readRunEventsAfter(db, { threadId, ownerId, runId: translator.run.runId, afterId: last, limit: EVENT_PAGE_SIZE });
+              const page = await readRunEventsAfter(db, {
+                threadId,
+                ownerId,
+                runId: translator.run.runId,
+                afterId: last,
+                limit: EVENT_PAGE_SIZE,
+              });
               if (!page.present) return endDeleted(stream, threadId);
               rows.push(...page.events);
               last = page.events.at(-1)?.id ?? last;
@@ -220,7 +294,13 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
       async (error, stream) => {
         // Headers are sent: the client is told, and resumes with GET /api/ui/chat/:threadId/stream.
         logger.error({ err: error, threadId }, "UI message stream failed");
-        await write(stream, [{ type: "error", errorText: "The stream was interrupted: resume it (GET /api/ui/chat/:threadId/stream) or reload the thread." }]);
+        await write(stream, [
+          {
+            type: "error",
+            errorText:
+              "The stream was interrupted: resume it (GET /api/ui/chat/:threadId/stream) or reload the thread.",
+          },
+        ]);
       },
     );
   }
@@ -243,4 +323,3 @@ async function endDeleted(stream: SSEStreamingApi, threadId: string): Promise<tr
 async function write(stream: SSEStreamingApi, chunks: readonly UiMessageChunk[]) {
   for (const chunk of chunks) await stream.writeSSE({ data: JSON.stringify(chunk) });
 }
-

@@ -15,7 +15,10 @@ const hashSecret = (secret: string) => createHash("sha256").update(secret).diges
 export const looksLikeApiKey = (token: string) => token.startsWith("tl_");
 
 /** Creates a key for a user; the returned key is shown once and cannot be recovered later. */
-export async function createApiKey(db: pg.Pool, input: { userId: string; name: string }): Promise<{ key: string; record: ApiKeyRecord }> {
+export async function createApiKey(
+  db: pg.Pool,
+  input: { userId: string; name: string },
+): Promise<{ key: string; record: ApiKeyRecord }> {
   const id = randomBytes(8).toString("hex");
   const secret = randomBytes(32).toString("base64url");
   const record = await insertApiKey(db, { id, userId: input.userId, name: input.name, secretHash: hashSecret(secret) });

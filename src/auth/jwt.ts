@@ -27,7 +27,9 @@ export function jwtVerifier(settings: JwtSettings): (token: string) => Promise<u
       const from = typeof payload.iat === "number" ? payload.iat : Date.now() / 1000;
       const lifetime = Math.round(payload.exp! - from);
       if (lifetime > settings.maxAgeSeconds + settings.clockSkewSeconds) {
-        throw new TokenRefused(`it is valid for ${lifetime} s${typeof payload.iat === "number" ? " (exp - iat)" : " from now (it has no iat)"}, longer than this server accepts (AUTH_JWT_MAX_AGE: ${settings.maxAgeSeconds} s)`);
+        throw new TokenRefused(
+          `it is valid for ${lifetime} s${typeof payload.iat === "number" ? " (exp - iat)" : " from now (it has no iat)"}, longer than this server accepts (AUTH_JWT_MAX_AGE: ${settings.maxAgeSeconds} s)`,
+        );
       }
     }
     return payload[settings.userClaim];
@@ -46,10 +48,13 @@ function keyVerifier(key: JwtSettings["key"], options: JWTVerifyOptions) {
 
 function refusal(error: unknown): unknown {
   if (error instanceof errors.JWTExpired) return new TokenRefused("the token has expired");
-  if (error instanceof errors.JWTClaimValidationFailed) return new TokenRefused(`its ${error.claim} claim is not accepted (${error.reason})`);
+  if (error instanceof errors.JWTClaimValidationFailed)
+    return new TokenRefused(`its ${error.claim} claim is not accepted (${error.reason})`);
   if (error instanceof errors.JWSSignatureVerificationFailed) return new TokenRefused("its signature does not verify");
   if (error instanceof errors.JWKSNoMatchingKey) return new TokenRefused("no key of the identity provider matches it");
-  if (error instanceof errors.JOSEAlgNotAllowed || error instanceof errors.JOSENotSupported) return new TokenRefused("its signing algorithm is not accepted");
-  if (error instanceof errors.JWSInvalid || error instanceof errors.JWTInvalid) return new TokenRefused("it is not a valid JWT");
+  if (error instanceof errors.JOSEAlgNotAllowed || error instanceof errors.JOSENotSupported)
+    return new TokenRefused("its signing algorithm is not accepted");
+  if (error instanceof errors.JWSInvalid || error instanceof errors.JWTInvalid)
+    return new TokenRefused("it is not a valid JWT");
   return error;
 }

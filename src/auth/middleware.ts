@@ -20,7 +20,9 @@ const BEARER = /^Bearer\s+(\S+)\s*$/i;
 export function authenticate(settings: AuthSettings, db: pg.Pool): MiddlewareHandler<AuthEnv> {
   const verifyJwt = settings.jwt && jwtVerifier(settings.jwt);
   if (settings.dev) {
-    logger.warn(`AUTH=dev: every request may act as any user by naming it in the ${DEV_USER_HEADER} header. Local development only; production mode refuses it.`);
+    logger.warn(
+      `AUTH=dev: every request may act as any user by naming it in the ${DEV_USER_HEADER} header. Local development only; production mode refuses it.`,
+    );
   }
 
   async function identify(c: Context): Promise<Identity | Refusal> {
@@ -33,9 +35,12 @@ export function authenticate(settings: AuthSettings, db: pg.Pool): MiddlewareHan
     if (token === undefined) return { missing: false, reason: "the Authorization header must read: Bearer <token>" };
     if (looksLikeApiKey(token)) {
       const userId = await verifyApiKey(db, token);
-      return userId === undefined ? { missing: false, reason: "the API key is unknown or revoked" } : { userId, method: "api-key" };
+      return userId === undefined
+        ? { missing: false, reason: "the API key is unknown or revoked" }
+        : { userId, method: "api-key" };
     }
-    if (!verifyJwt) return { missing: false, reason: "this server accepts only Threadline API keys (tl_...) as bearer tokens" };
+    if (!verifyJwt)
+      return { missing: false, reason: "this server accepts only Threadline API keys (tl_...) as bearer tokens" };
     try {
       return asIdentity(await verifyJwt(token), "jwt", `the token's ${settings.jwt!.userClaim} claim`);
     } catch (error) {
@@ -58,7 +63,13 @@ export function authenticate(settings: AuthSettings, db: pg.Pool): MiddlewareHan
     const wait = address !== undefined ? limiter?.retryAfter(address) : undefined;
     if (wait !== undefined) {
       c.header("Retry-After", String(wait));
-      return c.json({ error: `Too many failed authentications from this address: try again in ${wait} s.`, code: "too_many_failures" }, 429);
+      return c.json(
+        {
+          error: `Too many failed authentications from this address: try again in ${wait} s.`,
+          code: "too_many_failures",
+        },
+        429,
+      );
     }
     let identity: Identity | Refusal;
     try {
@@ -66,7 +77,14 @@ export function authenticate(settings: AuthSettings, db: pg.Pool): MiddlewareHan
     } catch (error) {
       if (!(error instanceof KeysUnavailable)) throw error;
       logger.error({ err: error.cause }, "the JWT signing keys (AUTH_JWKS_URL) could not be fetched");
-      return c.json({ error: "The token could not be checked now: the identity provider's signing keys are unreachable. Send it again shortly.", code: "auth_unavailable" }, 503);
+      return c.json(
+        {
+          error:
+            "The token could not be checked now: the identity provider's signing keys are unreachable. Send it again shortly.",
+          code: "auth_unavailable",
+        },
+        503,
+      );
     }
     if ("userId" in identity) {
       c.set("identity", identity);
@@ -75,9 +93,13 @@ export function authenticate(settings: AuthSettings, db: pg.Pool): MiddlewareHan
     // Refused credentials are what guessing looks like; a request that sends none costs nothing.
     if (address !== undefined && !identity.missing) limiter?.failed(address);
     // A header value is ASCII: the reason's other characters would make the answer a 500.
-    const challenge = identity.missing ? 'Bearer realm="threadline"' : `Bearer realm="threadline", error="invalid_token", error_description="${identity.reason.replaceAll('"', "'").replace(/[^\x20-\x7e]/g, "?")}"`;
+    const challenge = identity.missing
+      ? 'Bearer realm="threadline"'
+      : `Bearer realm="threadline", error="invalid_token", error_description="${identity.reason.replaceAll('"', "'").replace(/[^\x20-\x7e]/g, "?")}"`;
     c.header("WWW-Authenticate", challenge);
-    const error = identity.missing ? `Authentication required: send ${accepted}.` : `Authentication failed: ${identity.reason}. Send ${accepted}.`;
+    const error = identity.missing
+      ? `Authentication required: send ${accepted}.`
+      : `Authentication failed: ${identity.reason}. Send ${accepted}.`;
     return c.json({ error, code: "unauthenticated" }, 401);
   };
 }
@@ -92,5 +114,7 @@ class KeysUnavailable extends Error {
 function asIdentity(userId: unknown, method: Identity["method"], source: string): Identity | Refusal {
   if (typeof userId !== "string") return { missing: false, reason: `${source} is missing or not a string` };
   const checked = verifiedUserId.safeParse(userId);
-  return checked.success ? { userId, method } : { missing: false, reason: `${source} ${checked.error.issues[0]!.message}` };
+  return checked.success
+    ? { userId, method }
+    : { missing: false, reason: `${source} ${checked.error.issues[0]!.message}` };
 }

@@ -64,7 +64,11 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
       // deletion and the user's erasure (turn-deletion.ts).
       cancelOn: [...cancelOnStop, ...cancelOnDeletion],
       onFailure: recordTurnFailure(db),
-      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway"), turnRetryMiddleware(db, TURN_RETRIES)],
+      middleware: [
+        ModelErrorMiddleware,
+        inferenceMiddleware(db, inference ?? "gateway"),
+        turnRetryMiddleware(db, TURN_RETRIES),
+      ],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, runId, step, logger, inferenceStream }) => {
@@ -83,23 +87,39 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
       });
       const network = createTurnNetwork({ db, step, model, userId: data.userId, kind: "chat", history, agents });
       // Client-sent messages make AgentKit skip history.get; they are the turn's earlier history.
-      const state = createState({}, {
-        ...(data.threadId ? { threadId: data.threadId } : {}),
-        ...(data.conversation ? { messages: data.conversation as Message[] } : {}),
-      });
+      const state = createState(
+        {},
+        {
+          ...(data.threadId ? { threadId: data.threadId } : {}),
+          ...(data.conversation ? { messages: data.conversation as Message[] } : {}),
+        },
+      );
       inferenceStream.writeTo(state);
       const publish = turnPublisher({ db, step, runId, state, chunks: eventLog === true });
-      const run = await network.run({ id: data.messageId, content: data.content, role: "user" }, { state, streaming: { publish } });
+      const run = await network.run(
+        { id: data.messageId, content: data.content, role: "user" },
+        { state, streaming: { publish } },
+      );
       const outcome = turnOutcome(run.state, data.messageId);
-      await announceTurnFinished(step, { threadId: run.state.threadId!, runId, messageId: data.messageId, status: outcome.status });
+      await announceTurnFinished(step, {
+        threadId: run.state.threadId!,
+        runId,
+        messageId: data.messageId,
+        status: outcome.status,
+      });
 
       // Only a request: the summary is built by its own function, so its failures never reach this turn.
       const lag = summaryLag(run.state);
-      const summaryRequested = !turnSkipReason(run.state) && lag !== undefined && lag.unsummarized > SUMMARIZE_AFTER_MESSAGES;
+      const summaryRequested =
+        !turnSkipReason(run.state) && lag !== undefined && lag.unsummarized > SUMMARIZE_AFTER_MESSAGES;
       if (summaryRequested) {
         await step.sendEvent(
           "history.request-summary",
-          threadSummarizeRequested.create({ threadId: run.state.threadId!, userId: data.userId, beforeSeq: lag.windowStart }),
+          threadSummarizeRequested.create({
+            threadId: run.state.threadId!,
+            userId: data.userId,
+            beforeSeq: lag.windowStart,
+          }),
         );
       }
 
@@ -107,7 +127,11 @@ export function createChatTurn({ db, model, historyEnvironment, agents, eventLog
       if (agents?.memory.extract && outcome.status === "completed") {
         await step.sendEvent(
           "memory.request-extraction",
-          memoryExtractRequested.create({ threadId: run.state.threadId!, userId: data.userId, messageId: data.messageId }),
+          memoryExtractRequested.create({
+            threadId: run.state.threadId!,
+            userId: data.userId,
+            messageId: data.messageId,
+          }),
         );
       }
 

@@ -17,7 +17,13 @@ export const EVENT_PRUNE_MAX_BATCHES = 100;
  * and resuming a turn; the conversation itself is in the messages, which this never touches.
  * The cutoff is fixed once per run, so a retried batch deletes only what is still old.
  */
-export function createEventRetention({ db, eventRetentionHours = DEFAULT_EVENT_RETENTION_HOURS }: { db: pg.Pool; eventRetentionHours?: number | undefined }) {
+export function createEventRetention({
+  db,
+  eventRetentionHours = DEFAULT_EVENT_RETENTION_HOURS,
+}: {
+  db: pg.Pool;
+  eventRetentionHours?: number | undefined;
+}) {
   return inngest.createFunction(
     {
       id: EVENT_RETENTION_ID,
@@ -30,7 +36,9 @@ export function createEventRetention({ db, eventRetentionHours = DEFAULT_EVENT_R
       const cutoff = await step.run("events.cutoff", () => eventCutoff(db, eventRetentionHours));
       let deleted = 0;
       for (let batch = 0; batch < EVENT_PRUNE_MAX_BATCHES; batch += 1) {
-        const gone = await step.run(`events.delete-batch-${batch}`, () => deleteEventsBefore(db, cutoff, EVENT_PRUNE_BATCH));
+        const gone = await step.run(`events.delete-batch-${batch}`, () =>
+          deleteEventsBefore(db, cutoff, EVENT_PRUNE_BATCH),
+        );
         deleted += gone;
         if (gone < EVENT_PRUNE_BATCH) return { status: "done" as const, cutoff, deleted };
       }

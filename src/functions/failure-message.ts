@@ -22,9 +22,11 @@ export function describeFailure(error: { name?: string; message?: string } | und
   const status = HTTP_STATUS.exec(message)?.[1];
   const reason = providerReason(message);
   let text: string;
-  if (reason !== undefined) text = `The model provider answered${status ? ` HTTP ${status}` : " with an error"}: ${reason}`;
+  if (reason !== undefined)
+    text = `The model provider answered${status ? ` HTTP ${status}` : " with an error"}: ${reason}`;
   else if (message.startsWith(NO_ANSWER_PREFIX)) text = message;
-  else if (TIMEOUT.test(message) || error?.name === "TimeoutError") text = `The model or a step did not answer in time: ${message || error?.name}`;
+  else if (TIMEOUT.test(message) || error?.name === "TimeoutError")
+    text = `The model or a step did not answer in time: ${message || error?.name}`;
   else text = message || error?.name || "The run failed without an error message.";
   return truncate(redactSecrets(text));
 }
@@ -44,7 +46,12 @@ function providerReason(message: string): string | undefined {
   const inner = (body as { error?: unknown }).error ?? body;
   if (typeof inner === "string") return inner;
   if (typeof inner !== "object" || inner === null) return undefined;
-  const { message: text, type, code, status } = inner as { message?: unknown; type?: unknown; code?: unknown; status?: unknown };
+  const {
+    message: text,
+    type,
+    code,
+    status,
+  } = inner as { message?: unknown; type?: unknown; code?: unknown; status?: unknown };
   if (typeof text !== "string" || !text) return undefined;
   const kind = [type, code, status].filter((v) => typeof v === "string" || typeof v === "number").join(", ");
   return kind ? `${text} (${kind})` : text;
@@ -64,4 +71,5 @@ export function redactSecrets(text: string): string {
   return SECRETS.reduce((redacted, [pattern, replacement]) => redacted.replace(pattern, replacement), text);
 }
 
-const truncate = (text: string) => (text.length <= MAX_FAILURE_MESSAGE ? text : `${text.slice(0, MAX_FAILURE_MESSAGE - 1)}…`);
+const truncate = (text: string) =>
+  text.length <= MAX_FAILURE_MESSAGE ? text : `${text.slice(0, MAX_FAILURE_MESSAGE - 1)}…`;

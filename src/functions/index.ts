@@ -35,5 +35,7 @@ export const createFunctions = (
   createThreadRetention(deps),
   createEventRetention(deps),
   createExtractMemories(deps),
-  ...(deps.engine ? [createReconcileTurns({ db: deps.db, engine: deps.engine, deadlineMinutes: deps.lostRunDeadlineMinutes })] : []),
+  ...(deps.engine
+    ? [createReconcileTurns({ db: deps.db, engine: deps.engine, deadlineMinutes: deps.lostRunDeadlineMinutes })]
+    : []),
 ];

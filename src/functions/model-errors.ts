@@ -49,13 +49,20 @@ export const NO_ANSWER_PREFIX = "The model request got no answer from the provid
  * when the server substituted its own body and named no status (a timeout, a refused connection).
  */
 export function modelFailureMessage(raw: unknown): string {
-  const error = typeof raw === "object" && raw !== null ? (raw as { message?: unknown; stack?: unknown; data?: unknown }) : { message: raw };
+  const error =
+    typeof raw === "object" && raw !== null
+      ? (raw as { message?: unknown; stack?: unknown; data?: unknown })
+      : { message: raw };
   const message = typeof error.message === "string" ? error.message : "";
   const status = GATEWAY_STATUS.exec(message)?.[1];
-  const body = [error.data, error.stack].map((part) => (typeof part === "string" ? part : part === undefined ? undefined : JSON.stringify(part))).find((part) => part?.trim());
-  if (body !== undefined && !isSubstitutedBody(body)) return `The model provider answered${status ? ` HTTP ${status}` : ""}: ${body.slice(0, 4_000)}`;
+  const body = [error.data, error.stack]
+    .map((part) => (typeof part === "string" ? part : part === undefined ? undefined : JSON.stringify(part)))
+    .find((part) => part?.trim());
+  if (body !== undefined && !isSubstitutedBody(body))
+    return `The model provider answered${status ? ` HTTP ${status}` : ""}: ${body.slice(0, 4_000)}`;
   if (status) return `The model provider answered HTTP ${status} with an empty body.`;
-  if (body !== undefined || message.includes(GATEWAY_TEXT)) return `${NO_ANSWER_PREFIX} (it timed out or could not connect).`;
+  if (body !== undefined || message.includes(GATEWAY_TEXT))
+    return `${NO_ANSWER_PREFIX} (it timed out or could not connect).`;
   return message || "The model request failed without an error message.";
 }
 
@@ -63,7 +70,12 @@ export function modelFailureMessage(raw: unknown): string {
 function isSubstitutedBody(body: string): boolean {
   try {
     const parsed = JSON.parse(body) as unknown;
-    return typeof parsed === "object" && parsed !== null && (parsed as { error?: unknown }).error === GATEWAY_TEXT && Object.keys(parsed).length === 1;
+    return (
+      typeof parsed === "object" &&
+      parsed !== null &&
+      (parsed as { error?: unknown }).error === GATEWAY_TEXT &&
+      Object.keys(parsed).length === 1
+    );
   } catch {
     return false;
   }

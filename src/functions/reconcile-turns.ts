@@ -16,8 +16,10 @@ export const RECONCILE_BATCH = 50;
 const regenerate = "Regenerate the message to answer it.";
 
 const lostBecause = (verdict: RunVerdict): string | undefined => {
-  if (verdict.verdict === "unknown") return `Inngest no longer knows this turn's run: it was lost (e.g. an Inngest server restarted without a persistent Redis). ${regenerate}`;
-  if (verdict.verdict === "ended") return `Inngest reports this turn's run as ${verdict.status}, but its end was never recorded. ${regenerate}`;
+  if (verdict.verdict === "unknown")
+    return `Inngest no longer knows this turn's run: it was lost (e.g. an Inngest server restarted without a persistent Redis). ${regenerate}`;
+  if (verdict.verdict === "ended")
+    return `Inngest reports this turn's run as ${verdict.status}, but its end was never recorded. ${regenerate}`;
   return undefined;
 };
 
@@ -58,7 +60,15 @@ export function createReconcileTurns({
     async ({ step }) => {
       const { now, candidates } = await step.run("reconcile.find-long-running", async () => {
         const now = clock();
-        return { now: now.toISOString(), candidates: await longRunningTurns(db, { now, checkAfterSeconds: CHECK_AFTER_SECONDS, deadlineMinutes, limit: RECONCILE_BATCH }) };
+        return {
+          now: now.toISOString(),
+          candidates: await longRunningTurns(db, {
+            now,
+            checkAfterSeconds: CHECK_AFTER_SECONDS,
+            deadlineMinutes,
+            limit: RECONCILE_BATCH,
+          }),
+        };
       });
       if (candidates.length === 0) return { checked: 0, lost: 0 };
 
@@ -75,14 +85,20 @@ export function createReconcileTurns({
       const recorded = await step.run("reconcile.record-lost", async () => {
         const failed: typeof lost = [];
         for (const turn of lost) if (await failLostTurn(db, turn.runId, turn.error)) failed.push(turn);
-        for (const turn of failed) logger.warn({ runId: turn.runId, threadId: turn.threadId, error: turn.error }, "turn recorded failed: its run was lost");
+        for (const turn of failed)
+          logger.warn(
+            { runId: turn.runId, threadId: turn.threadId, error: turn.error },
+            "turn recorded failed: its run was lost",
+          );
         return failed;
       });
       if (recorded.length > 0) {
         // The same event id as the run's own finish: Inngest keeps one, whoever reports it.
         await step.sendEvent(
           "reconcile.turns-finished",
-          recorded.map(({ threadId, runId, messageId }) => turnFinished.create({ threadId, runId, messageId, status: "failed" }, { id: `turn-finished-${runId}` })),
+          recorded.map(({ threadId, runId, messageId }) =>
+            turnFinished.create({ threadId, runId, messageId, status: "failed" }, { id: `turn-finished-${runId}` }),
+          ),
         );
       }
       return { checked: candidates.length, lost: recorded.length, runIds: recorded.map((turn) => turn.runId) };

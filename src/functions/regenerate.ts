@@ -39,7 +39,11 @@ export function createRegenerate({ db, model, historyEnvironment, agents, eventL
       // deletion and the user's erasure (turn-deletion.ts).
       cancelOn: [...cancelOnStop, ...cancelOnDeletion],
       onFailure: recordTurnFailure(db),
-      middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway"), turnRetryMiddleware(db, TURN_RETRIES)],
+      middleware: [
+        ModelErrorMiddleware,
+        inferenceMiddleware(db, inference ?? "gateway"),
+        turnRetryMiddleware(db, TURN_RETRIES),
+      ],
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
     async ({ event, runId, step, inferenceStream }) => {
@@ -61,9 +65,17 @@ export function createRegenerate({ db, model, historyEnvironment, agents, eventL
       const state = createState({}, { threadId: data.threadId });
       inferenceStream.writeTo(state);
       const publish = turnPublisher({ db, step, runId, state, chunks: eventLog === true });
-      const run = await network.run({ id: data.messageId, content: message.text, role: "user" }, { state, streaming: { publish } });
+      const run = await network.run(
+        { id: data.messageId, content: message.text, role: "user" },
+        { state, streaming: { publish } },
+      );
       const outcome = turnOutcome(run.state, data.messageId);
-      await announceTurnFinished(step, { threadId: data.threadId, runId, messageId: data.messageId, status: outcome.status });
+      await announceTurnFinished(step, {
+        threadId: data.threadId,
+        runId,
+        messageId: data.messageId,
+        status: outcome.status,
+      });
       return outcome;
     },
   );

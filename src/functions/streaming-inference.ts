@@ -46,7 +46,9 @@ export function inferenceMiddleware(db: pg.Pool, inference: Inference) {
         const k = calls.get(id) ?? 0;
         calls.set(id, k + 1);
         const stepId = k === 0 ? id : `${id}:${k}`;
-        return step.run(stepId, () => streamInference({ db, threadId: thread.threadId, runId, stepId, attempt, model, body }));
+        return step.run(stepId, () =>
+          streamInference({ db, threadId: thread.threadId, runId, stepId, attempt, model, body }),
+        );
       };
       const streamingStep = { ...step, ai: { ...step.ai, infer } } as unknown as StepTools;
       return { ...arg, ctx: { ...arg.ctx, inferenceStream, step: streamingStep } };
@@ -63,21 +65,34 @@ export function inferenceMiddleware(db: pg.Pool, inference: Inference) {
 export const TURN_ENDED_ERROR =
   "This turn ended while the model was answering (the user stopped it, or it was cancelled): the text streamed before is what stays, and the model is not called again for it.";
 
-async function streamInference(input: { db: pg.Pool; threadId: string | undefined; runId: string; stepId: string; attempt: number } & InferInput) {
+async function streamInference(
+  input: { db: pg.Pool; threadId: string | undefined; runId: string; stepId: string; attempt: number } & InferInput,
+) {
   const { db, threadId, runId, stepId, attempt, model, body } = input;
   // Text that cannot be logged fails the step: the model is stopped at once rather than left to answer for nothing.
   const stop = new AbortController();
   const unlogged = (error: unknown) =>
-    stop.abort(new Error(`The answer's text could not be written to the thread's event log while it streamed: ${error instanceof Error ? error.message : String(error)}`, { cause: error }));
+    stop.abort(
+      new Error(
+        `The answer's text could not be written to the thread's event log while it streamed: ${error instanceof Error ? error.message : String(error)}`,
+        { cause: error },
+      ),
+    );
   // Without a thread (it is known once the user's message is stored) there is no log to write to.
   const writer = threadId ? deltaWriter(db, { threadId, runId, stepId, attempt }, unlogged) : undefined;
   const signal = writer ? AbortSignal.any([stop.signal, writer.ended]) : stop.signal;
-  const answer = await streamCompletion({ model, body, signal, onText: (text) => writer?.push(text) }).catch(async (error: unknown) => {
-    if (writer?.ended.aborted) throw new NonRetriableError(TURN_ENDED_ERROR);
-    // The text that arrived before the failure is logged (a retry supersedes it); the step fails with the model's cause.
-    await writer?.finish().catch((writeError: unknown) => logger.warn({ err: writeError, runId, stepId }, "streamed text of a failed inference not logged"));
-    throw error;
-  });
+  const answer = await streamCompletion({ model, body, signal, onText: (text) => writer?.push(text) }).catch(
+    async (error: unknown) => {
+      if (writer?.ended.aborted) throw new NonRetriableError(TURN_ENDED_ERROR);
+      // The text that arrived before the failure is logged (a retry supersedes it); the step fails with the model's cause.
+      await writer
+        ?.finish()
+        .catch((writeError: unknown) =>
+          logger.warn({ err: writeError, runId, stepId }, "streamed text of a failed inference not logged"),
+        );
+      throw error;
+    },
+  );
   await writer?.finish();
   if (writer?.ended.aborted) throw new NonRetriableError(TURN_ENDED_ERROR);
   return answer;

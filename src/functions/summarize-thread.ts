@@ -38,7 +38,10 @@ export function createSummarizeThread({ db, model, inference }: FunctionDeps) {
 
       // The request is rendered inside the step, so what the step stores is bounded text, not raw rows.
       const source = await durably(step, "summary.load", async () => {
-        const { previous, messages, pathVersion } = await readSummarySource(db, { ...data, maxMessages: SUMMARY_BATCH_MESSAGES });
+        const { previous, messages, pathVersion } = await readSummarySource(db, {
+          ...data,
+          maxMessages: SUMMARY_BATCH_MESSAGES,
+        });
         if (messages.length === 0) return null;
         return {
           extends: previous?.coversThrough ?? null,
@@ -55,7 +58,13 @@ export function createSummarizeThread({ db, model, inference }: FunctionDeps) {
       if (!text) throw new Error("The model answered the summarize request with no text");
 
       const { stored } = await step.run("summary.store", () =>
-        storeSummary(db, { threadId: data.threadId, coversThrough: source.coversThrough, text, extends: source.extends, pathVersion: source.pathVersion }),
+        storeSummary(db, {
+          threadId: data.threadId,
+          coversThrough: source.coversThrough,
+          text,
+          extends: source.extends,
+          pathVersion: source.pathVersion,
+        }),
       );
       return {
         threadId: data.threadId,

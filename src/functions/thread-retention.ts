@@ -42,16 +42,22 @@ export function createThreadRetention({
     },
     async ({ step }) => {
       // Every deletion leaves a tombstone (retention off or not): pruned here, whatever RETENTION_DAYS says.
-      const tombstonesPruned = await step.run("retention.prune-tombstones", () => pruneTombstones(db, tombstoneDays, TOMBSTONE_BATCH));
+      const tombstonesPruned = await step.run("retention.prune-tombstones", () =>
+        pruneTombstones(db, tombstoneDays, TOMBSTONE_BATCH),
+      );
       if (retentionDays === undefined) return { status: "disabled" as const, deleted: 0, tombstonesPruned };
       const cutoff = await step.run("retention.cutoff", () => retentionCutoff(db, retentionDays));
       let deleted = 0;
       for (let batch = 0; batch < RETENTION_MAX_BATCHES; batch += 1) {
-        const gone = await step.run(`retention.delete-batch-${batch}`, () => deleteExpiredThreads(db, cutoff, RETENTION_BATCH));
+        const gone = await step.run(`retention.delete-batch-${batch}`, () =>
+          deleteExpiredThreads(db, cutoff, RETENTION_BATCH),
+        );
         if (gone.length > 0) {
           await step.sendEvent(
             `retention.announce-batch-${batch}`,
-            gone.map((thread) => threadDeleted.create({ ...thread, reason: "retention" }, { id: `thread-deleted-${thread.threadId}` })),
+            gone.map((thread) =>
+              threadDeleted.create({ ...thread, reason: "retention" }, { id: `thread-deleted-${thread.threadId}` }),
+            ),
           );
         }
         deleted += gone.length;

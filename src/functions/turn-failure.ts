@@ -19,12 +19,14 @@ const failedTurnEvent = z.object({ messageId: z.uuid(), threadId: z.uuid().optio
  * provider's status and reason, no credentials), and a later turn waiting for it is released.
  * The user's message stays stored, so a regenerate can complete the turn later.
  */
-export const recordTurnFailure = (db: pg.Pool) => async ({ event, error, step }: FailureContext) => {
-  const runId = event.data.run_id;
-  await step.run("turn.record-failure", () => failTurn(db, runId, describeFailure(error)));
-  // An event refused by its schema never started a turn: nobody waits for it.
-  const ids = failedTurnEvent.safeParse(event.data.event?.data);
-  if (!ids.success) return;
-  const { messageId, threadId = messageId } = ids.data;
-  await announceTurnFinished(step, { threadId, runId, messageId, status: "failed" });
-};
+export const recordTurnFailure =
+  (db: pg.Pool) =>
+  async ({ event, error, step }: FailureContext) => {
+    const runId = event.data.run_id;
+    await step.run("turn.record-failure", () => failTurn(db, runId, describeFailure(error)));
+    // An event refused by its schema never started a turn: nobody waits for it.
+    const ids = failedTurnEvent.safeParse(event.data.event?.data);
+    if (!ids.success) return;
+    const { messageId, threadId = messageId } = ids.data;
+    await announceTurnFinished(step, { threadId, runId, messageId, status: "failed" });
+  };

@@ -8,4 +8,7 @@ type EventSender = { sendEvent: (id: string, payload: ReturnType<typeof turnFini
  * (its own end, onFailure), Inngest keeps one event.
  */
 export const announceTurnFinished = (step: unknown, finished: TurnFinished) =>
-  (step as EventSender).sendEvent("turn.finished", turnFinished.create(finished, { id: `turn-finished-${finished.runId}` }));
+  (step as EventSender).sendEvent(
+    "turn.finished",
+    turnFinished.create(finished, { id: `turn-finished-${finished.runId}` }),
+  );

@@ -50,8 +50,16 @@ export function createTurnNetwork(input: {
       await agentState.save(step, args.state);
       await history.appendResults!(args);
       for (const [position, result] of args.newResults.entries()) {
-        const text = result.output.flatMap((m) => (m.type === "text" && typeof m.content === "string" ? [m.content] : [])).join("\n");
-        if (text) await memory.newMessage(args.threadId!, { id: result.id ?? `${position}`, role: "assistant", agentName: result.agentName, text });
+        const text = result.output
+          .flatMap((m) => (m.type === "text" && typeof m.content === "string" ? [m.content] : []))
+          .join("\n");
+        if (text)
+          await memory.newMessage(args.threadId!, {
+            id: result.id ?? `${position}`,
+            role: "assistant",
+            agentName: result.agentName,
+            text,
+          });
       }
     },
   };

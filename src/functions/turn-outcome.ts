@@ -12,9 +12,20 @@ export function turnOutcome(state: State<StateData>, messageId: string) {
   const skipped = turnSkipReason(state);
   if (skipped) {
     const answerId = skippedAnswerId(state);
-    return { threadId: state.threadId, messageId, status: "skipped" as const, reason: skipped, ...(answerId !== undefined && { answerId }) };
+    return {
+      threadId: state.threadId,
+      messageId,
+      status: "skipped" as const,
+      reason: skipped,
+      ...(answerId !== undefined && { answerId }),
+    };
   }
-  return { threadId: state.threadId, messageId, status: turnStopped(state) ? ("stopped" as const) : ("completed" as const), answer: answerText(state.results.at(-1)) };
+  return {
+    threadId: state.threadId,
+    messageId,
+    status: turnStopped(state) ? ("stopped" as const) : ("completed" as const),
+    answer: answerText(state.results.at(-1)),
+  };
 }
 
 /** The text of an agent result's answer (a turn's final answer, a summary). */

@@ -1,6 +1,12 @@
 import type { HistoryConfig, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
-import { markTurnSkipped, markTurnStopped, setPriorResultCount, setSummaryLag, setUserMessageText } from "../run-state.js";
+import {
+  markTurnSkipped,
+  markTurnStopped,
+  setPriorResultCount,
+  setSummaryLag,
+  setUserMessageText,
+} from "../run-state.js";
 import { durably } from "./durable.js";
 import { resultId } from "./ids.js";
 import { toAgentContent, toAgentResults } from "./messages.js";
@@ -29,7 +35,13 @@ export type TurnContext = {
  * "database" (read by history.get), "client" (sent with the event), or "none" (policy none,
  * a new thread, or a re-run that answers nothing).
  */
-export type HistoryLoad = { from: "database" | "client" | "none"; read: number; sent: number; budget?: BudgetReport; bytes?: ByteBudgetReport };
+export type HistoryLoad = {
+  from: "database" | "client" | "none";
+  read: number;
+  sent: number;
+  budget?: BudgetReport;
+  bytes?: ByteBudgetReport;
+};
 
 export type TurnHistory = HistoryConfig<StateData> & {
   /** The load of this run (set from memoized steps, so the same on every replay). */
@@ -59,7 +71,9 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
   // Set from the memoized append-user-message step, so it is the same on every replay.
   let started: TurnStart | undefined;
   let loaded: HistoryLoad =
-    turn.clientMessages === undefined ? { from: "none", read: 0, sent: 0 } : { from: "client", read: 0, sent: turn.clientMessages };
+    turn.clientMessages === undefined
+      ? { from: "none", read: 0, sent: 0 }
+      : { from: "client", read: 0, sent: turn.clientMessages };
 
   return {
     load: () => loaded,
@@ -93,7 +107,10 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
       // The model answers the stored words (a re-sent id with other words is refused, never answered).
       setUserMessageText(state, begun.text);
       if (begun.status === "skipped") {
-        markTurnSkipped(state, begun.skipReason ?? "skipped", { answerId: begun.variant > 0 ? resultId(turn.messageId, begun.variant, 0) : undefined, atStart: true });
+        markTurnSkipped(state, begun.skipReason ?? "skipped", {
+          answerId: begun.variant > 0 ? resultId(turn.messageId, begun.variant, 0) : undefined,
+          atStart: true,
+        });
       }
     },
 
@@ -128,7 +145,13 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
       })) as HistoryRead & { read: number; bytes: ByteBudgetReport; budget?: BudgetReport };
       setSummaryLag(state, read.summaryLag);
       const results = toAgentResults(read.rows);
-      loaded = { from: "database", read: read.read, sent: read.rows.length, bytes: read.bytes, ...(read.budget ? { budget: read.budget } : {}) };
+      loaded = {
+        from: "database",
+        read: read.read,
+        sent: read.rows.length,
+        bytes: read.bytes,
+        ...(read.budget ? { budget: read.budget } : {}),
+      };
       setPriorResultCount(state, results.length);
       return results;
     },

@@ -21,10 +21,18 @@ const EMBEDDED_DATABASE = "threadline";
  * binaries from the npm registry) with its data under `dataDir`, so a fresh machine needs nothing
  * installed.
  */
-export async function openDatabase(options: { databaseUrl?: string | undefined; dataDir: string; embeddedPort: EmbeddedPort; timeouts?: SessionTimeouts }): Promise<Database> {
+export async function openDatabase(options: {
+  databaseUrl?: string | undefined;
+  dataDir: string;
+  embeddedPort: EmbeddedPort;
+  timeouts?: SessionTimeouts;
+}): Promise<Database> {
   if (options.databaseUrl) {
     const pool = createPool(options.databaseUrl, options.timeouts);
-    await checkConnection(pool, `Cannot connect to DATABASE_URL: check that PostgreSQL is running and the URL is right, or unset DATABASE_URL to use the embedded database`);
+    await checkConnection(
+      pool,
+      `Cannot connect to DATABASE_URL: check that PostgreSQL is running and the URL is right, or unset DATABASE_URL to use the embedded database`,
+    );
     return { pool, url: options.databaseUrl, source: "DATABASE_URL", close: () => pool.end() };
   }
   const server = await startEmbeddedPostgres(path.join(options.dataDir, "postgres"), options.embeddedPort);
@@ -55,7 +63,10 @@ export async function openDatabase(options: { databaseUrl?: string | undefined; 
  */
 export type SessionTimeouts = { statementTimeoutMs: number; idleInTransactionTimeoutMs: number };
 
-export const DEFAULT_SESSION_TIMEOUTS: SessionTimeouts = { statementTimeoutMs: 30_000, idleInTransactionTimeoutMs: 60_000 };
+export const DEFAULT_SESSION_TIMEOUTS: SessionTimeouts = {
+  statementTimeoutMs: 30_000,
+  idleInTransactionTimeoutMs: 60_000,
+};
 
 export function createPool(url: string, timeouts: SessionTimeouts = DEFAULT_SESSION_TIMEOUTS): pg.Pool {
   const pool = new pg.Pool({

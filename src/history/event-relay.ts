@@ -19,12 +19,18 @@ export async function readEventsToRelay(
   db: pg.Pool,
   input: { threadId: string; afterId: number; since: Date; limit: number },
 ): Promise<{ thread: { ownerId: string; incarnation: string } | null; events: RelayedEvent[] }> {
-  const { rows } = await db.query<{ user_id: string | null; incarnation: string | null; id: string | null; event: string; data: Record<string, unknown>; created_at: Date }>(
-    sql.selectEventsToRelay,
-    [input.threadId, input.afterId, input.since, input.limit],
-  );
+  const { rows } = await db.query<{
+    user_id: string | null;
+    incarnation: string | null;
+    id: string | null;
+    event: string;
+    data: Record<string, unknown>;
+    created_at: Date;
+  }>(sql.selectEventsToRelay, [input.threadId, input.afterId, input.since, input.limit]);
   const first = rows[0]!;
   const thread = first.user_id === null ? null : { ownerId: first.user_id, incarnation: first.incarnation! };
-  const events = rows.flatMap((row) => (row.id === null ? [] : [{ ...toThreadEvent(row as ThreadEventRow), createdAt: row.created_at }]));
+  const events = rows.flatMap((row) =>
+    row.id === null ? [] : [{ ...toThreadEvent(row as ThreadEventRow), createdAt: row.created_at }],
+  );
   return { thread, events };
 }

@@ -14,7 +14,11 @@ export type ThreadEvent = { id: number; event: string; data: Record<string, unkn
 export type ThreadEventRow = { id: string; event: string; data: Record<string, unknown> };
 
 /** A log row as readers get it: the id as a number. */
-export const toThreadEvent = (row: ThreadEventRow): ThreadEvent => ({ id: Number(row.id), event: row.event, data: row.data });
+export const toThreadEvent = (row: ThreadEventRow): ThreadEvent => ({
+  id: Number(row.id),
+  event: row.event,
+  data: row.data,
+});
 
 /** An event to append: `key` is unique per run and attempt (a second write of it inserts nothing). */
 export type NewEvent = { key: string; event: string; data: Record<string, unknown> };
@@ -27,7 +31,12 @@ export async function appendEvents(
   db: pg.Pool,
   input: { threadId: string; runId: string | null; attempt: number; events: NewEvent[] },
 ): Promise<number | null> {
-  const { rows } = await db.query<{ last_id: string | null }>(sql.appendEvents, [input.threadId, input.runId, input.attempt, JSON.stringify(input.events)]);
+  const { rows } = await db.query<{ last_id: string | null }>(sql.appendEvents, [
+    input.threadId,
+    input.runId,
+    input.attempt,
+    JSON.stringify(input.events),
+  ]);
   return rows[0]!.last_id === null ? null : Number(rows[0]!.last_id);
 }
 
@@ -41,12 +50,22 @@ export async function appendRunEvents(
   db: pg.Pool,
   input: { threadId: string; runId: string; attempt: number; events: NewEvent[] },
 ): Promise<{ lastId: number | null; ended: boolean }> {
-  const { rows } = await db.query<{ last_id: string | null; ended: boolean }>(sql.appendRunEvents, [input.threadId, input.runId, input.attempt, JSON.stringify(input.events)]);
+  const { rows } = await db.query<{ last_id: string | null; ended: boolean }>(sql.appendRunEvents, [
+    input.threadId,
+    input.runId,
+    input.attempt,
+    JSON.stringify(input.events),
+  ]);
   return { lastId: rows[0]!.last_id === null ? null : Number(rows[0]!.last_id), ended: rows[0]!.ended };
 }
 
 /** The thread's events after `afterId`, in id order, at most `limit`. */
-export async function readEventsAfter(db: pg.Pool, threadId: string, afterId: number, limit: number): Promise<ThreadEvent[]> {
+export async function readEventsAfter(
+  db: pg.Pool,
+  threadId: string,
+  afterId: number,
+  limit: number,
+): Promise<ThreadEvent[]> {
   const { rows } = await db.query<ThreadEventRow>(sql.selectEventsAfter, [threadId, afterId, limit]);
   return rows.map(toThreadEvent);
 }
@@ -67,11 +86,21 @@ export async function ownedThread(db: pg.Pool, threadId: string, userId: string)
  * The thread's events after `afterId`, in id order, at most `limit`, read only while it is still
  * the same owner's same thread: `present` false once it was deleted (whatever now has its id).
  */
-export async function readOwnedEventsAfter(db: pg.Pool, thread: OwnedThread, afterId: number, limit: number): Promise<{ present: boolean; events: ThreadEvent[] }> {
-  const { rows } = await db.query<{ present: boolean; id: string | null; event: string; data: Record<string, unknown> }>(sql.selectOwnedEventsAfter, [
-    thread.threadId, thread.ownerId, thread.incarnation, afterId, limit,
-  ]);
-  const events = rows.flatMap((row) => (row.id === null ? [] : [toThreadEvent({ id: row.id, event: row.event, data: row.data })]));
+export async function readOwnedEventsAfter(
+  db: pg.Pool,
+  thread: OwnedThread,
+  afterId: number,
+  limit: number,
+): Promise<{ present: boolean; events: ThreadEvent[] }> {
+  const { rows } = await db.query<{
+    present: boolean;
+    id: string | null;
+    event: string;
+    data: Record<string, unknown>;
+  }>(sql.selectOwnedEventsAfter, [thread.threadId, thread.ownerId, thread.incarnation, afterId, limit]);
+  const events = rows.flatMap((row) =>
+    row.id === null ? [] : [toThreadEvent({ id: row.id, event: row.event, data: row.data })],
+  );
   return { present: rows[0]!.present, events };
 }
 

@@ -14,7 +14,13 @@ export const EXPORT_VERSION = 2;
 
 const timestamp = z.iso.datetime({ offset: true });
 
-export const exportHeader = z.object({ type: z.literal("export"), format: z.literal(EXPORT_FORMAT), version: z.literal(EXPORT_VERSION), userId: z.string(), exportedAt: timestamp });
+export const exportHeader = z.object({
+  type: z.literal("export"),
+  format: z.literal(EXPORT_FORMAT),
+  version: z.literal(EXPORT_VERSION),
+  userId: z.string(),
+  exportedAt: timestamp,
+});
 
 /** A thread as the thread API shows it. */
 export const exportedThread = z.object({
@@ -72,9 +78,22 @@ export const exportedTurn = z.object({
   finishedAt: timestamp.nullable(),
 });
 
-export const exportedSummary = z.object({ type: z.literal("summary"), threadId: z.uuid(), coversThroughTurnSeq: z.number().int(), text: z.string(), createdAt: timestamp, updatedAt: timestamp });
+export const exportedSummary = z.object({
+  type: z.literal("summary"),
+  threadId: z.uuid(),
+  coversThroughTurnSeq: z.number().int(),
+  text: z.string(),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
 
-export const exportedAgentState = z.object({ type: z.literal("agent_state"), threadId: z.uuid(), agentName: z.string(), data: z.unknown(), updatedAt: timestamp });
+export const exportedAgentState = z.object({
+  type: z.literal("agent_state"),
+  threadId: z.uuid(),
+  agentName: z.string(),
+  data: z.unknown(),
+  updatedAt: timestamp,
+});
 
 /** A row of the thread's event log (what its live stream delivered), while retention keeps it. */
 export const exportedEvent = z.object({
@@ -101,7 +120,13 @@ export const exportedMemory = z.object({
 });
 
 /** An API key issued to the user: its id, name and dates (never its secret or hash). */
-export const exportedApiKey = z.object({ type: z.literal("api_key"), id: z.string(), name: z.string(), createdAt: timestamp, revokedAt: timestamp.nullable() });
+export const exportedApiKey = z.object({
+  type: z.literal("api_key"),
+  id: z.string(),
+  name: z.string(),
+  createdAt: timestamp,
+  revokedAt: timestamp.nullable(),
+});
 
 export const exportCounts = z.object({
   threads: z.number().int(),
@@ -116,7 +141,18 @@ export const exportCounts = z.object({
 
 export const exportEnd = exportCounts.extend({ type: z.literal("end") });
 
-export const exportRecord = z.discriminatedUnion("type", [exportHeader, exportedThread, exportedMessage, exportedTurn, exportedSummary, exportedAgentState, exportedEvent, exportedMemory, exportedApiKey, exportEnd]);
+export const exportRecord = z.discriminatedUnion("type", [
+  exportHeader,
+  exportedThread,
+  exportedMessage,
+  exportedTurn,
+  exportedSummary,
+  exportedAgentState,
+  exportedEvent,
+  exportedMemory,
+  exportedApiKey,
+  exportEnd,
+]);
 
 export type ExportRecord = z.infer<typeof exportRecord>;
 export type ExportCounts = z.infer<typeof exportCounts>;

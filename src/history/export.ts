@@ -50,8 +50,24 @@ type TurnRow = {
   finished_at: Date | null;
   cursor_at: string;
 };
-type EventRow = { id: string; run_id: string | null; attempt: number; key: string; event: string; data: unknown; created_at: Date };
-type MemoryRow = { id: string; text: string; source: "remembered" | "extracted"; thread_id: string | null; created_at: Date; updated_at: Date; cursor_at: string };
+type EventRow = {
+  id: string;
+  run_id: string | null;
+  attempt: number;
+  key: string;
+  event: string;
+  data: unknown;
+  created_at: Date;
+};
+type MemoryRow = {
+  id: string;
+  text: string;
+  source: "remembered" | "extracted";
+  thread_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+  cursor_at: string;
+};
 
 const iso = (date: Date) => date.toISOString();
 const isoOrNull = (date: Date | null) => (date === null ? null : date.toISOString());
@@ -70,8 +86,23 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
     await client.query(sql.beginSnapshot);
     open = true;
     await client.query(`SET LOCAL idle_in_transaction_session_timeout = '${EXPORT_STALL_TIMEOUT}'`);
-    yield { type: "export", format: EXPORT_FORMAT, version: EXPORT_VERSION, userId, exportedAt: new Date().toISOString() };
-    const counts: ExportCounts = { threads: 0, messages: 0, turns: 0, summaries: 0, agentStates: 0, events: 0, memories: 0, apiKeys: 0 };
+    yield {
+      type: "export",
+      format: EXPORT_FORMAT,
+      version: EXPORT_VERSION,
+      userId,
+      exportedAt: new Date().toISOString(),
+    };
+    const counts: ExportCounts = {
+      threads: 0,
+      messages: 0,
+      turns: 0,
+      summaries: 0,
+      agentStates: 0,
+      events: 0,
+      memories: 0,
+      apiKeys: 0,
+    };
     let after: ThreadCursor | undefined;
     for (;;) {
       const page = await listThreads(client, { userId, limit: EXPORT_THREAD_BATCH, after });
@@ -90,9 +121,20 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
       counts.memories += 1;
       yield memory;
     }
-    for (const key of (await client.query<{ id: string; name: string; created_at: Date; revoked_at: Date | null }>(exportSql.selectUserApiKeys, [userId])).rows) {
+    for (const key of (
+      await client.query<{ id: string; name: string; created_at: Date; revoked_at: Date | null }>(
+        exportSql.selectUserApiKeys,
+        [userId],
+      )
+    ).rows) {
       counts.apiKeys += 1;
-      yield { type: "api_key", id: key.id, name: key.name, createdAt: iso(key.created_at), revokedAt: isoOrNull(key.revoked_at) };
+      yield {
+        type: "api_key",
+        id: key.id,
+        name: key.name,
+        createdAt: iso(key.created_at),
+        revokedAt: isoOrNull(key.revoked_at),
+      };
     }
     yield { type: "end", ...counts };
   } catch (error) {
@@ -108,12 +150,22 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
 }
 
 type ThreadRecord = Extract<ExportRecord, { type: "message" | "turn" | "summary" | "agent_state" | "event" }>;
-const countOf = { message: "messages", turn: "turns", summary: "summaries", agent_state: "agentStates", event: "events" } as const satisfies Record<ThreadRecord["type"], keyof ExportCounts>;
+const countOf = {
+  message: "messages",
+  turn: "turns",
+  summary: "summaries",
+  agent_state: "agentStates",
+  event: "events",
+} as const satisfies Record<ThreadRecord["type"], keyof ExportCounts>;
 
 /** A thread's messages (all of them, in stored order), turns, summary, agent state and event log. */
 async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGenerator<ThreadRecord> {
   for (let from = "0"; ; ) {
-    const { rows } = await client.query<MessageRow>(exportSql.selectThreadMessages, [threadId, from, EXPORT_MESSAGE_BATCH]);
+    const { rows } = await client.query<MessageRow>(exportSql.selectThreadMessages, [
+      threadId,
+      from,
+      EXPORT_MESSAGE_BATCH,
+    ]);
     for (const row of rows) {
       yield {
         type: "message",
@@ -127,14 +179,21 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
         onPath: row.on_path,
         createdAt: iso(row.created_at),
         clientTimestamp: isoOrNull(row.client_timestamp),
-        ...(row.kind === "agent" ? { answers: row.answers!, variant: row.variant!, position: row.position!, stopped: row.stopped } : {}),
+        ...(row.kind === "agent"
+          ? { answers: row.answers!, variant: row.variant!, position: row.position!, stopped: row.stopped }
+          : {}),
       };
     }
     if (rows.length < EXPORT_MESSAGE_BATCH) break;
     from = rows.at(-1)!.seq;
   }
   for (let from = { at: "-infinity", runId: "" }; ; ) {
-    const { rows } = await client.query<TurnRow>(exportSql.selectThreadTurns, [threadId, from.at, from.runId, EXPORT_MESSAGE_BATCH]);
+    const { rows } = await client.query<TurnRow>(exportSql.selectThreadTurns, [
+      threadId,
+      from.at,
+      from.runId,
+      EXPORT_MESSAGE_BATCH,
+    ]);
     for (const row of rows) {
       yield {
         type: "turn",
@@ -154,26 +213,75 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
     if (rows.length < EXPORT_MESSAGE_BATCH) break;
     from = { at: rows.at(-1)!.cursor_at, runId: rows.at(-1)!.run_id };
   }
-  const summary = (await client.query<{ covers_through_turn_seq: string; text: string; created_at: Date; updated_at: Date }>(exportSql.selectThreadSummary, [threadId])).rows[0];
-  if (summary) yield { type: "summary", threadId, coversThroughTurnSeq: Number(summary.covers_through_turn_seq), text: summary.text, createdAt: iso(summary.created_at), updatedAt: iso(summary.updated_at) };
-  for (const state of (await client.query<{ agent_name: string; data: unknown; updated_at: Date }>(exportSql.selectThreadAgentState, [threadId])).rows) {
-    yield { type: "agent_state", threadId, agentName: state.agent_name, data: state.data, updatedAt: iso(state.updated_at) };
+  const summary = (
+    await client.query<{ covers_through_turn_seq: string; text: string; created_at: Date; updated_at: Date }>(
+      exportSql.selectThreadSummary,
+      [threadId],
+    )
+  ).rows[0];
+  if (summary)
+    yield {
+      type: "summary",
+      threadId,
+      coversThroughTurnSeq: Number(summary.covers_through_turn_seq),
+      text: summary.text,
+      createdAt: iso(summary.created_at),
+      updatedAt: iso(summary.updated_at),
+    };
+  for (const state of (
+    await client.query<{ agent_name: string; data: unknown; updated_at: Date }>(exportSql.selectThreadAgentState, [
+      threadId,
+    ])
+  ).rows) {
+    yield {
+      type: "agent_state",
+      threadId,
+      agentName: state.agent_name,
+      data: state.data,
+      updatedAt: iso(state.updated_at),
+    };
   }
   for (let from = "0"; ; ) {
     const { rows } = await client.query<EventRow>(exportSql.selectThreadEvents, [threadId, from, EXPORT_MESSAGE_BATCH]);
     for (const row of rows) {
-      yield { type: "event", threadId, id: Number(row.id), runId: row.run_id, attempt: row.attempt, key: row.key, event: row.event, data: row.data, createdAt: iso(row.created_at) };
+      yield {
+        type: "event",
+        threadId,
+        id: Number(row.id),
+        runId: row.run_id,
+        attempt: row.attempt,
+        key: row.key,
+        event: row.event,
+        data: row.data,
+        createdAt: iso(row.created_at),
+      };
     }
     if (rows.length < EXPORT_MESSAGE_BATCH) break;
     from = rows.at(-1)!.id;
   }
 }
 
-async function* userMemories(client: pg.PoolClient, userId: string): AsyncGenerator<Extract<ExportRecord, { type: "memory" }>> {
+async function* userMemories(
+  client: pg.PoolClient,
+  userId: string,
+): AsyncGenerator<Extract<ExportRecord, { type: "memory" }>> {
   for (let from = { at: "infinity", id: "ffffffff-ffff-ffff-ffff-ffffffffffff" }; ; ) {
-    const { rows } = await client.query<MemoryRow>(exportSql.selectUserMemories, [userId, from.at, from.id, EXPORT_MESSAGE_BATCH]);
+    const { rows } = await client.query<MemoryRow>(exportSql.selectUserMemories, [
+      userId,
+      from.at,
+      from.id,
+      EXPORT_MESSAGE_BATCH,
+    ]);
     for (const row of rows) {
-      yield { type: "memory", id: row.id, text: row.text, source: row.source, threadId: row.thread_id, createdAt: iso(row.created_at), updatedAt: iso(row.updated_at) };
+      yield {
+        type: "memory",
+        id: row.id,
+        text: row.text,
+        source: row.source,
+        threadId: row.thread_id,
+        createdAt: iso(row.created_at),
+        updatedAt: iso(row.updated_at),
+      };
     }
     if (rows.length < EXPORT_MESSAGE_BATCH) return;
     from = { at: rows.at(-1)!.cursor_at, id: rows.at(-1)!.id };

@@ -1,6 +1,13 @@
 import type pg from "pg";
 import * as exportSql from "./export-sql.js";
-import { EXPORT_FORMAT, EXPORT_VERSION, exportHeader, exportRecord, type ExportCounts, type ExportRecord } from "./export-format.js";
+import {
+  EXPORT_FORMAT,
+  EXPORT_VERSION,
+  exportHeader,
+  exportRecord,
+  type ExportCounts,
+  type ExportRecord,
+} from "./export-format.js";
 
 /** The file is not an importable export: what is wrong with it, and on which line. */
 export class ImportRefused extends Error {}
@@ -15,7 +22,10 @@ type ThreadRecord = Extract<ExportRecord, { type: "thread" }>;
  * of another format or version, a malformed line, or one cut short (no `end` line, or counts that
  * differ); ids already in the database make it fail the same way.
  */
-export async function importUserData(db: pg.Pool, lines: AsyncIterable<string>): Promise<ExportCounts & { userId: string }> {
+export async function importUserData(
+  db: pg.Pool,
+  lines: AsyncIterable<string>,
+): Promise<ExportCounts & { userId: string }> {
   // Taken before anything is awaited: a line reader (node:readline) emits its lines as soon as it
   // can, and lines emitted before the iterator exists are lost.
   const reader = lines[Symbol.asyncIterator]();
@@ -27,7 +37,16 @@ export async function importUserData(db: pg.Pool, lines: AsyncIterable<string>):
   let lineNumber = 0;
   try {
     await client.query("BEGIN");
-    const counts: ExportCounts = { threads: 0, messages: 0, turns: 0, summaries: 0, agentStates: 0, events: 0, memories: 0, apiKeys: 0 };
+    const counts: ExportCounts = {
+      threads: 0,
+      messages: 0,
+      turns: 0,
+      summaries: 0,
+      agentStates: 0,
+      events: 0,
+      memories: 0,
+      apiKeys: 0,
+    };
     let userId: string | undefined;
     let thread: ThreadRecord | undefined;
     let ended = false;
@@ -38,16 +57,24 @@ export async function importUserData(db: pg.Pool, lines: AsyncIterable<string>):
       const json = parseJson(line, lineNumber);
       if (userId === undefined) {
         const header = exportHeader.safeParse(json);
-        if (!header.success) throw new ImportRefused(`line ${lineNumber}: not a ${EXPORT_FORMAT} file of version ${EXPORT_VERSION} (its first line must be {"type":"export","format":"${EXPORT_FORMAT}","version":${EXPORT_VERSION},...})`);
+        if (!header.success)
+          throw new ImportRefused(
+            `line ${lineNumber}: not a ${EXPORT_FORMAT} file of version ${EXPORT_VERSION} (its first line must be {"type":"export","format":"${EXPORT_FORMAT}","version":${EXPORT_VERSION},...})`,
+          );
         userId = header.data.userId;
         continue;
       }
       const parsed = exportRecord.safeParse(json);
-      if (!parsed.success) throw new ImportRefused(`line ${lineNumber}: ${parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ")}`);
+      if (!parsed.success)
+        throw new ImportRefused(
+          `line ${lineNumber}: ${parsed.error.issues.map((issue) => `${issue.path.join(".")}: ${issue.message}`).join("; ")}`,
+        );
       const record = parsed.data;
       const inThread = THREAD_RECORDS.has(record.type);
       if (inThread && (record as { threadId: string }).threadId !== thread?.id) {
-        throw new ImportRefused(`line ${lineNumber}: a ${record.type} of thread ${(record as { threadId: string }).threadId} outside that thread's lines`);
+        throw new ImportRefused(
+          `line ${lineNumber}: a ${record.type} of thread ${(record as { threadId: string }).threadId} outside that thread's lines`,
+        );
       }
       // A thread's lines end where the next thread or the user's own lines begin.
       if (!inThread && thread) {
@@ -59,38 +86,94 @@ export async function importUserData(db: pg.Pool, lines: AsyncIterable<string>):
           throw new ImportRefused(`line ${lineNumber}: a second header`);
         case "thread":
           thread = record;
-          await client.query(exportSql.insertThread, [record.id, userId, record.title, record.titleSource, record.metadata, record.createdAt]);
+          await client.query(exportSql.insertThread, [
+            record.id,
+            userId,
+            record.title,
+            record.titleSource,
+            record.metadata,
+            record.createdAt,
+          ]);
           counts.threads += 1;
           break;
         case "message":
           await client.query(exportSql.insertMessage, [
-            record.id, record.threadId, userId, record.seq, record.turnSeq, record.role === "assistant" ? "agent" : record.role, record.agentName,
-            JSON.stringify(record.content), record.answers ?? null, record.variant ?? null, record.position ?? null, record.onPath, record.stopped ?? false,
-            record.clientTimestamp, record.createdAt,
+            record.id,
+            record.threadId,
+            userId,
+            record.seq,
+            record.turnSeq,
+            record.role === "assistant" ? "agent" : record.role,
+            record.agentName,
+            JSON.stringify(record.content),
+            record.answers ?? null,
+            record.variant ?? null,
+            record.position ?? null,
+            record.onPath,
+            record.stopped ?? false,
+            record.clientTimestamp,
+            record.createdAt,
           ]);
           counts.messages += 1;
           break;
         case "turn":
           await client.query(exportSql.insertTurn, [
-            record.runId, record.threadId, record.messageId, record.kind, record.variant, record.status, record.error, record.eventId,
-            record.context === undefined || record.context === null ? null : JSON.stringify(record.context), record.startedAt, record.finishedAt,
+            record.runId,
+            record.threadId,
+            record.messageId,
+            record.kind,
+            record.variant,
+            record.status,
+            record.error,
+            record.eventId,
+            record.context === undefined || record.context === null ? null : JSON.stringify(record.context),
+            record.startedAt,
+            record.finishedAt,
           ]);
           counts.turns += 1;
           break;
         case "summary":
-          await client.query(exportSql.insertSummary, [record.threadId, record.coversThroughTurnSeq, record.text, record.createdAt, record.updatedAt]);
+          await client.query(exportSql.insertSummary, [
+            record.threadId,
+            record.coversThroughTurnSeq,
+            record.text,
+            record.createdAt,
+            record.updatedAt,
+          ]);
           counts.summaries += 1;
           break;
         case "agent_state":
-          await client.query(exportSql.insertAgentState, [record.threadId, record.agentName, JSON.stringify(record.data), record.updatedAt]);
+          await client.query(exportSql.insertAgentState, [
+            record.threadId,
+            record.agentName,
+            JSON.stringify(record.data),
+            record.updatedAt,
+          ]);
           counts.agentStates += 1;
           break;
         case "event":
-          await client.query(exportSql.insertEvent, [record.threadId, record.id, record.runId, record.attempt, record.key, record.event, JSON.stringify(record.data), record.createdAt]);
+          await client.query(exportSql.insertEvent, [
+            record.threadId,
+            record.id,
+            record.runId,
+            record.attempt,
+            record.key,
+            record.event,
+            JSON.stringify(record.data),
+            record.createdAt,
+          ]);
           counts.events += 1;
           break;
         case "memory":
-          await client.query(exportSql.insertMemory, [record.id, userId, record.text, record.source, record.threadId, record.createdAt, record.updatedAt]);
+          await client.query(exportSql.insertMemory, [
+            record.id,
+            userId,
+            record.text,
+            record.source,
+            record.threadId,
+            record.createdAt,
+            record.updatedAt,
+          ]);
           counts.memories += 1;
           break;
         case "api_key":
@@ -98,7 +181,10 @@ export async function importUserData(db: pg.Pool, lines: AsyncIterable<string>):
           break;
         case "end": {
           const { type: _end, ...expected } = record;
-          if (JSON.stringify(expected) !== JSON.stringify(counts)) throw new ImportRefused(`line ${lineNumber}: the end line counts ${JSON.stringify(expected)}, the file holds ${JSON.stringify(counts)}`);
+          if (JSON.stringify(expected) !== JSON.stringify(counts))
+            throw new ImportRefused(
+              `line ${lineNumber}: the end line counts ${JSON.stringify(expected)}, the file holds ${JSON.stringify(counts)}`,
+            );
           ended = true;
           break;
         }
@@ -112,7 +198,9 @@ export async function importUserData(db: pg.Pool, lines: AsyncIterable<string>):
     failed = true;
     await client.query("ROLLBACK").catch(() => undefined);
     if ((error as { code?: string }).code === "23505") {
-      throw new ImportRefused(`line ${lineNumber}: ${(error as Error).message}: this database already holds rows of this export; restore into one that does not`);
+      throw new ImportRefused(
+        `line ${lineNumber}: ${(error as Error).message}: this database already holds rows of this export; restore into one that does not`,
+      );
     }
     throw error;
   } finally {
@@ -124,7 +212,12 @@ const THREAD_RECORDS = new Set<ExportRecord["type"]>(["message", "turn", "summar
 
 /** The thread's counters and times as exported (inserting its messages moved some). */
 async function finishThread(client: pg.PoolClient, thread: ThreadRecord): Promise<void> {
-  await client.query(exportSql.finishThread, [thread.id, thread.updatedAt, thread.lastActivityAt, thread.lastMessageAt]);
+  await client.query(exportSql.finishThread, [
+    thread.id,
+    thread.updatedAt,
+    thread.lastActivityAt,
+    thread.lastMessageAt,
+  ]);
   await client.query(exportSql.setEventCounter, [thread.id]);
 }
 

@@ -35,10 +35,16 @@ export async function longRunningTurns(
   db: pg.Pool,
   input: { now: Date; checkAfterSeconds: number; deadlineMinutes: number; limit: number },
 ): Promise<LongRunningTurn[]> {
-  const { rows } = await db.query<{ run_id: string; thread_id: string; message_id: string; overdue: boolean }>(selectLongRunningTurns, [
-    input.now.toISOString(), input.checkAfterSeconds, input.deadlineMinutes, input.limit,
-  ]);
-  return rows.map((row) => ({ runId: row.run_id, threadId: row.thread_id, messageId: row.message_id, overdue: row.overdue }));
+  const { rows } = await db.query<{ run_id: string; thread_id: string; message_id: string; overdue: boolean }>(
+    selectLongRunningTurns,
+    [input.now.toISOString(), input.checkAfterSeconds, input.deadlineMinutes, input.limit],
+  );
+  return rows.map((row) => ({
+    runId: row.run_id,
+    threadId: row.thread_id,
+    messageId: row.message_id,
+    overdue: row.overdue,
+  }));
 }
 
 /**

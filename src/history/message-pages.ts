@@ -20,7 +20,8 @@ export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 200;
 
 /** A position as an opaque cursor: clients pass it back, never build it. */
-export const encodeCursor = ({ turnSeq, seq }: Position): string => Buffer.from(`${turnSeq}.${seq}`).toString("base64url");
+export const encodeCursor = ({ turnSeq, seq }: Position): string =>
+  Buffer.from(`${turnSeq}.${seq}`).toString("base64url");
 
 /** The position a cursor stands for, or undefined when it is not one this API returned. */
 export function decodeCursor(cursor: string): Position | undefined {
@@ -85,12 +86,20 @@ type PageRow = {
  * One page of the user's thread: the `limit` messages nearest to the cursor in the direction read
  * (before it, after it, or the newest ones), or a refusal when the thread is not the user's.
  */
-export async function readMessagePage(db: pg.Pool, { threadId, userId, limit, before, after }: PageRequest): Promise<MessagePage> {
+export async function readMessagePage(
+  db: pg.Pool,
+  { threadId, userId, limit, before, after }: PageRequest,
+): Promise<MessagePage> {
   await checkOwnedThread(db, threadId, userId);
   const forward = after !== undefined;
   const from = after ?? before ?? END;
   // One row past the page says whether there is more in that direction.
-  const { rows } = await db.query<PageRow>(forward ? sql.selectPageAfter : sql.selectPageBefore, [threadId, from.turnSeq, from.seq, limit + 1]);
+  const { rows } = await db.query<PageRow>(forward ? sql.selectPageAfter : sql.selectPageBefore, [
+    threadId,
+    from.turnSeq,
+    from.seq,
+    limit + 1,
+  ]);
   const nearest = rows.slice(0, limit);
   const inOrder = forward ? nearest : nearest.reverse();
   const first = inOrder[0];
@@ -111,9 +120,14 @@ function toMessage(row: PageRow): ThreadMessage {
     agentName: row.agent_name,
     content: row.content,
     createdAt: row.created_at.toISOString(),
-    ...(row.kind === "agent" ? { answers: row.answers!, variant: row.variant!, ...(row.stopped ? { stopped: true as const } : {}) } : {}),
+    ...(row.kind === "agent"
+      ? { answers: row.answers!, variant: row.variant!, ...(row.stopped ? { stopped: true as const } : {}) }
+      : {}),
     ...(row.kind === "user"
-      ? { variantCount: row.variant_count!, turn: row.turn_status ? { status: row.turn_status, runId: row.turn_run_id, error: row.turn_error } : null }
+      ? {
+          variantCount: row.variant_count!,
+          turn: row.turn_status ? { status: row.turn_status, runId: row.turn_run_id, error: row.turn_error } : null,
+        }
       : {}),
   };
 }

@@ -13,7 +13,10 @@ const toolMessage = z.object({
   id: safeString().min(1),
   name: safeString().min(1),
   // AgentKit leaves a tool result's input out when the model sent no arguments.
-  input: z.record(z.string(), z.unknown()).superRefine((input, ctx) => refuseUnsafeJson(input, ctx)).optional(),
+  input: z
+    .record(z.string(), z.unknown())
+    .superRefine((input, ctx) => refuseUnsafeJson(input, ctx))
+    .optional(),
 });
 
 const textMessage = z.object({
@@ -56,7 +59,11 @@ export const textOf = (content: string | readonly { text: string }[]): string =>
 
 /** The assistant's texts in one stored agent result's content, in order (tool calls left out). */
 export const assistantTexts = (content: unknown): string[] =>
-  agentContent.parse(content).output.flatMap((message) => (message.type === "text" && message.role === "assistant" ? [textOf(message.content)] : []));
+  agentContent
+    .parse(content)
+    .output.flatMap((message) =>
+      message.type === "text" && message.role === "assistant" ? [textOf(message.content)] : [],
+    );
 
 /** A history row as the get step returns it (JSON: dates are strings). */
 export const historyRow = z.object({
@@ -76,7 +83,16 @@ export function toAgentResults(rows: readonly HistoryRow[]): AgentResult[] {
   return rows.map((raw) => {
     const row = historyRow.parse(raw);
     const { output, toolCalls } = rowMessages(row);
-    return new AgentResult(row.agentName, output as Message[], toolCalls as AgentResult["toolCalls"], row.createdAt, undefined, undefined, undefined, row.id);
+    return new AgentResult(
+      row.agentName,
+      output as Message[],
+      toolCalls as AgentResult["toolCalls"],
+      row.createdAt,
+      undefined,
+      undefined,
+      undefined,
+      row.id,
+    );
   });
 }
 
@@ -84,7 +100,8 @@ function rowMessages(row: z.infer<typeof historyRow>): AgentContent {
   if (row.kind === "agent") return agentContent.parse(row.content);
   const { text } = textContent.parse(row.content);
   if (row.kind === "user") return { output: [{ type: "text", role: "user", content: text }], toolCalls: [] };
-  if (row.kind === "summary") return { output: [{ type: "text", role: "user", content: summaryContext(text) }], toolCalls: [] };
+  if (row.kind === "summary")
+    return { output: [{ type: "text", role: "user", content: summaryContext(text) }], toolCalls: [] };
   return { output: [{ type: "text", role: "system", content: text }], toolCalls: [] };
 }
 

@@ -7,7 +7,10 @@ const MIGRATIONS_DIR = fileURLToPath(new URL("./migrations", import.meta.url));
  * Brings the schema up to date: the ordered SQL files in ./migrations, applied once each under
  * node-pg-migrate's advisory lock, so several app instances starting together do not race.
  */
-export async function migrate(databaseUrl: string, log: (message: string) => void = () => undefined): Promise<string[]> {
+export async function migrate(
+  databaseUrl: string,
+  log: (message: string) => void = () => undefined,
+): Promise<string[]> {
   const applied = await runner({
     databaseUrl,
     dir: MIGRATIONS_DIR,

@@ -57,10 +57,20 @@ export const historyMaxBytes = z.number().int().min(1_000).max(MAX_HISTORY_BYTES
 /** Settings the operator fixes for every request (HISTORY_* environment variables) and the maximums. */
 export type HistoryEnvironment = HistoryRequest & { maximums?: Partial<HistoryMaximums> };
 
-export type HistorySettings = { policy: HistoryPolicyName; length: number; preserveSystemMessages: boolean; maxTokens: number | null };
+export type HistorySettings = {
+  policy: HistoryPolicyName;
+  length: number;
+  preserveSystemMessages: boolean;
+  maxTokens: number | null;
+};
 
 /** The agent's own defaults, used where neither the environment nor the request decides. */
-export const AGENT_HISTORY_DEFAULTS: HistorySettings = { policy: "lastN", length: 20, preserveSystemMessages: true, maxTokens: null };
+export const AGENT_HISTORY_DEFAULTS: HistorySettings = {
+  policy: "lastN",
+  length: 20,
+  preserveSystemMessages: true,
+  maxTokens: null,
+};
 
 /** Where a setting came from; "operator-maximum": what was asked for went past the operator's maximum. */
 export type SettingSource = "environment" | "request" | "default" | "operator-maximum";
@@ -95,7 +105,8 @@ export function resolveHistoryPolicy(input: {
   let [length, lengthSource] = pick("length");
   if (policy === "all" || length > maximums.length) [length, lengthSource] = [maximums.length, "operator-maximum"];
   let [maxTokens, maxTokensSource] = pick("maxTokens");
-  if (maxTokens === null || maxTokens > maximums.maxTokens) [maxTokens, maxTokensSource] = [maximums.maxTokens, "operator-maximum"];
+  if (maxTokens === null || maxTokens > maximums.maxTokens)
+    [maxTokens, maxTokensSource] = [maximums.maxTokens, "operator-maximum"];
   return {
     policy,
     length,

@@ -15,7 +15,8 @@ export const MAX_SEARCH_QUERY_LENGTH = 200;
 export type SearchPosition = { rank: string; id: string };
 
 /** A position as an opaque cursor: clients pass it back, never build it. */
-export const encodeSearchCursor = ({ rank, id }: SearchPosition): string => Buffer.from(`${rank}~${id}`).toString("base64url");
+export const encodeSearchCursor = ({ rank, id }: SearchPosition): string =>
+  Buffer.from(`${rank}~${id}`).toString("base64url");
 
 /** The position a cursor stands for, or undefined when it is not one this API returned. */
 export function decodeSearchCursor(cursor: string): SearchPosition | undefined {
@@ -52,12 +53,30 @@ export type SearchRequest = {
 };
 
 /** rank is numeric, which node-postgres returns as text. */
-type HitRow = { id: string; thread_id: string; kind: "user" | "agent"; on_path: boolean; created_at: Date; rank: string; snippet: string };
+type HitRow = {
+  id: string;
+  thread_id: string;
+  kind: "user" | "agent";
+  on_path: boolean;
+  created_at: Date;
+  rank: string;
+  snippet: string;
+};
 
 /** One page of the user's matching messages; a query of only stop words matches nothing. */
-export async function searchMessages(db: pg.Pool, { userId, query, limit, includeOffPath, after }: SearchRequest): Promise<SearchPage> {
+export async function searchMessages(
+  db: pg.Pool,
+  { userId, query, limit, includeOffPath, after }: SearchRequest,
+): Promise<SearchPage> {
   // One row past the page says whether there is more.
-  const { rows } = await db.query<HitRow>(sql.searchMessages, [userId, query, includeOffPath, after?.rank ?? null, after?.id ?? null, limit + 1]);
+  const { rows } = await db.query<HitRow>(sql.searchMessages, [
+    userId,
+    query,
+    includeOffPath,
+    after?.rank ?? null,
+    after?.id ?? null,
+    limit + 1,
+  ]);
   const page = rows.slice(0, limit);
   const last = page.at(-1);
   return {

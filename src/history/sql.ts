@@ -145,7 +145,6 @@ export const countThreadMessages = `
   SELECT kind, count(*) FILTER (WHERE on_path)::int AS on_path, count(*)::int AS stored
   FROM messages WHERE thread_id = $1 GROUP BY kind`;
 
-
 /** A message of a thread, with the thread's owner: what a regenerate request is checked against. */
 export const selectThreadMessage = `
   SELECT t.user_id, m.id, m.kind, m.content, m.on_path

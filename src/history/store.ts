@@ -62,7 +62,10 @@ const threadNotFound = (threadId: string) =>
   new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist: omit threadId to start a new thread.`);
 
 const messageInUse = (messageId: string) =>
-  new HistoryRefusal("message_conflict", `Message id ${messageId} is already used by another message: generate a new messageId for each message.`);
+  new HistoryRefusal(
+    "message_conflict",
+    `Message id ${messageId} is already used by another message: generate a new messageId for each message.`,
+  );
 
 const messageTextDiffers = (messageId: string) =>
   new HistoryRefusal(
@@ -99,10 +102,12 @@ export async function checkSendable(
   input: { threadId?: string | undefined; messageId: string; userId: string; content: string },
 ): Promise<void> {
   const threadId = input.threadId ?? input.messageId;
-  const { rows } = await db.query<{ owner: string | null; message_thread_id: string | null; message_kind: string | null; message_text: string | null }>(
-    sql.selectSendable,
-    [input.threadId ?? null, input.messageId],
-  );
+  const { rows } = await db.query<{
+    owner: string | null;
+    message_thread_id: string | null;
+    message_kind: string | null;
+    message_text: string | null;
+  }>(sql.selectSendable, [input.threadId ?? null, input.messageId]);
   const found = rows[0]!;
   if (found.owner !== null && found.owner !== input.userId) throw threadNotOwned(threadId);
   if (found.message_thread_id === null) return;
@@ -141,7 +146,15 @@ export async function beginTurn(
   const { threadId, userId, message, turn } = input;
   const { rows } = await db
     .query<BeginTurnRow>(sql.beginTurn, [
-      threadId, userId, message.id, message.text, message.clientTimestamp ?? null, turn.runId, turn.kind, turn.eventId ?? null, input.context ?? null,
+      threadId,
+      userId,
+      message.id,
+      message.text,
+      message.clientTimestamp ?? null,
+      turn.runId,
+      turn.kind,
+      turn.eventId ?? null,
+      input.context ?? null,
     ])
     // The thread was deleted (migration 0016's tombstone): its events never bring it back.
     .catch((error: unknown) => {
@@ -195,7 +208,13 @@ export async function readHistoryWindow(
     summary_text: string | null;
     summary_updated_at: Date | null;
     unsummarized: number;
-  }>(sql.selectHistoryWindow, [threadId, beforeSeq, earlierUserMessages, window.preserveSystemMessages, input.countUnsummarizedUpTo]);
+  }>(sql.selectHistoryWindow, [
+    threadId,
+    beforeSeq,
+    earlierUserMessages,
+    window.preserveSystemMessages,
+    input.countUnsummarizedUpTo,
+  ]);
   const read = rows[0];
   if (!read) return { rows: [], summary: null, windowStart: beforeSeq, unsummarized: 0 };
   if (read.user_id !== userId) throw threadNotOwned(threadId);
@@ -204,7 +223,11 @@ export async function readHistoryWindow(
     summary:
       read.covers_through_turn_seq === null
         ? null
-        : { coversThrough: Number(read.covers_through_turn_seq), text: read.summary_text!, updatedAt: read.summary_updated_at!.toISOString() },
+        : {
+            coversThrough: Number(read.covers_through_turn_seq),
+            text: read.summary_text!,
+            updatedAt: read.summary_updated_at!.toISOString(),
+          },
     windowStart: Number(read.window_start),
     unsummarized: read.unsummarized,
   };
@@ -246,7 +269,15 @@ export async function storeAnswer(
 ): Promise<StoredAnswer> {
   const { threadId, userId, runId, messageId, messageSeq, variant, results } = input;
   const { rows } = await db.query<{ refusal: string | null } & StoredAnswer>(sql.storeAnswer, [
-    threadId, userId, runId, messageId, messageSeq, variant, input.detachLaterTurns, JSON.stringify(results), input.context ?? null,
+    threadId,
+    userId,
+    runId,
+    messageId,
+    messageSeq,
+    variant,
+    input.detachLaterTurns,
+    JSON.stringify(results),
+    input.context ?? null,
   ]);
   const row = rows[0]!;
   if (row.refusal) throw refusal(row.refusal, { threadId, messageId });
@@ -257,16 +288,29 @@ export async function failTurn(db: pg.Pool, runId: string, error: string): Promi
   await db.query(sql.failTurn, [runId, error]);
 }
 
-type ThreadMessageRow = { user_id: string; id: string | null; kind: string | null; content: { text?: string } | null; on_path: boolean | null };
+type ThreadMessageRow = {
+  user_id: string;
+  id: string | null;
+  kind: string | null;
+  content: { text?: string } | null;
+  on_path: boolean | null;
+};
 
 /** A user message of the user's thread, or the refusal that says which of those it is not. */
-async function findUserMessage(db: pg.Pool, { threadId, messageId, userId }: { threadId: string; messageId: string; userId: string }) {
+async function findUserMessage(
+  db: pg.Pool,
+  { threadId, messageId, userId }: { threadId: string; messageId: string; userId: string },
+) {
   const row = (await db.query<ThreadMessageRow>(sql.selectThreadMessage, [threadId, messageId])).rows[0];
   if (!row) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
   if (row.user_id !== userId) {
-    throw new HistoryRefusal("thread_not_owned", `Thread ${threadId} belongs to another user: only its owner can regenerate or list its answers.`);
+    throw new HistoryRefusal(
+      "thread_not_owned",
+      `Thread ${threadId} belongs to another user: only its owner can regenerate or list its answers.`,
+    );
   }
-  if (row.id === null) throw new HistoryRefusal("message_not_found", `Message ${messageId} is not a message of thread ${threadId}.`);
+  if (row.id === null)
+    throw new HistoryRefusal("message_not_found", `Message ${messageId} is not a message of thread ${threadId}.`);
   if (row.kind !== "user") {
     throw new HistoryRefusal(
       "not_a_user_message",
@@ -280,7 +324,10 @@ async function findUserMessage(db: pg.Pool, { threadId, messageId, userId }: { t
  * The text of a user message that may be regenerated: the user's, in the thread, on its current
  * path (a message that a later regenerate took off the path is no longer part of the conversation).
  */
-export async function loadUserMessage(db: pg.Pool, input: { threadId: string; messageId: string; userId: string }): Promise<{ text: string }> {
+export async function loadUserMessage(
+  db: pg.Pool,
+  input: { threadId: string; messageId: string; userId: string },
+): Promise<{ text: string }> {
   const message = await findUserMessage(db, input);
   if (!message.onPath) {
     throw new HistoryRefusal(
@@ -302,17 +349,31 @@ export type AnswerVariant = {
 };
 
 /** Every answer variant of one of the user's messages, the superseded ones included. */
-export async function listAnswerVariants(db: pg.Pool, input: { threadId: string; messageId: string; userId: string }): Promise<AnswerVariant[]> {
+export async function listAnswerVariants(
+  db: pg.Pool,
+  input: { threadId: string; messageId: string; userId: string },
+): Promise<AnswerVariant[]> {
   await findUserMessage(db, input);
-  const { rows } = await db.query<{ id: string; variant: number; agent_name: string; content: unknown; on_path: boolean; stopped: boolean; created_at: Date }>(
-    sql.selectAnswerVariants,
-    [input.messageId],
-  );
+  const { rows } = await db.query<{
+    id: string;
+    variant: number;
+    agent_name: string;
+    content: unknown;
+    on_path: boolean;
+    stopped: boolean;
+    created_at: Date;
+  }>(sql.selectAnswerVariants, [input.messageId]);
   const variants: AnswerVariant[] = [];
   for (const row of rows) {
     let variant = variants.at(-1);
     if (variant?.variant !== row.variant) {
-      variant = { variant: row.variant, current: row.on_path, ...(row.stopped ? { stopped: true as const } : {}), createdAt: row.created_at.toISOString(), results: [] };
+      variant = {
+        variant: row.variant,
+        current: row.on_path,
+        ...(row.stopped ? { stopped: true as const } : {}),
+        createdAt: row.created_at.toISOString(),
+        results: [],
+      };
       variants.push(variant);
     }
     variant.results.push({ id: row.id, agentName: row.agent_name, content: row.content });

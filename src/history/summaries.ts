@@ -71,7 +71,10 @@ export async function readSummarySource(
   if (!source) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
   if (source.user_id !== userId) throw threadNotOwned(threadId);
   return {
-    previous: source.covers_through_turn_seq === null ? null : { text: source.text!, coversThrough: Number(source.covers_through_turn_seq) },
+    previous:
+      source.covers_through_turn_seq === null
+        ? null
+        : { text: source.text!, coversThrough: Number(source.covers_through_turn_seq) },
     messages: source.messages,
     pathVersion: Number(source.path_version),
   };
@@ -89,7 +92,11 @@ export async function storeSummary(
   input: { threadId: string; coversThrough: number; text: string; extends: number | null; pathVersion: number },
 ): Promise<{ stored: boolean }> {
   const { rows } = await db.query<{ stored: number }>(sql.storeSummary, [
-    input.threadId, input.coversThrough, sanitizeText(input.text), input.extends, input.pathVersion,
+    input.threadId,
+    input.coversThrough,
+    sanitizeText(input.text),
+    input.extends,
+    input.pathVersion,
   ]);
   return { stored: rows[0]!.stored === 1 };
 }

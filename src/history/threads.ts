@@ -63,7 +63,10 @@ const notFound = (threadId: string) => new HistoryRefusal("thread_not_found", `T
  * One page of the user's threads in list order, after `after` (the previous page's last item).
  * Activity times are stored to the millisecond, so the cursor's ISO date is exact.
  */
-export async function listThreads(db: pg.Pool | pg.PoolClient, input: { userId: string; limit: number; after?: ThreadCursor | undefined }): Promise<ThreadPage> {
+export async function listThreads(
+  db: pg.Pool | pg.PoolClient,
+  input: { userId: string; limit: number; after?: ThreadCursor | undefined },
+): Promise<ThreadPage> {
   const { userId, limit, after } = input;
   // One row past the page says whether there is more.
   const { rows } = after
@@ -92,9 +95,11 @@ export async function createThread(
 ): Promise<{ thread: ThreadItem; created: boolean }> {
   const { threadId, userId } = input;
   const inserted = (
-    await db.query<ThreadRow>(sql.insertThreadWithDetails, [threadId, userId, input.title, input.metadata]).catch((error: unknown) => {
-      throw isThreadDeletedError(error) ? threadDeleted(threadId) : error;
-    })
+    await db
+      .query<ThreadRow>(sql.insertThreadWithDetails, [threadId, userId, input.title, input.metadata])
+      .catch((error: unknown) => {
+        throw isThreadDeletedError(error) ? threadDeleted(threadId) : error;
+      })
   ).rows[0];
   if (inserted) return { thread: toItem(inserted), created: true };
   const owner = (await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId])).rows[0];
@@ -105,11 +110,22 @@ export async function createThread(
 /** Sets the user's title (null: untitled again) and/or replaces the metadata; absent fields stay. */
 export async function updateThread(
   db: pg.Pool,
-  input: { threadId: string; userId: string; title?: string | null | undefined; metadata?: Record<string, unknown> | undefined },
+  input: {
+    threadId: string;
+    userId: string;
+    title?: string | null | undefined;
+    metadata?: Record<string, unknown> | undefined;
+  },
 ): Promise<ThreadItem> {
   const { threadId, userId } = input;
   const row = (
-    await db.query<ThreadRow>(sql.updateThreadDetails, [threadId, userId, input.title !== undefined, input.title ?? null, input.metadata ?? null])
+    await db.query<ThreadRow>(sql.updateThreadDetails, [
+      threadId,
+      userId,
+      input.title !== undefined,
+      input.title ?? null,
+      input.metadata ?? null,
+    ])
   ).rows[0];
   if (!row) throw notFound(threadId);
   return toItem(row);
@@ -130,7 +146,11 @@ export async function retentionCutoff(db: pg.Pool, days: number): Promise<string
 }
 
 /** Deletes up to `limit` threads inactive since before `cutoff`; returns which (for thread/deleted). */
-export async function deleteExpiredThreads(db: pg.Pool, cutoff: string, limit: number): Promise<{ threadId: string; userId: string }[]> {
+export async function deleteExpiredThreads(
+  db: pg.Pool,
+  cutoff: string,
+  limit: number,
+): Promise<{ threadId: string; userId: string }[]> {
   const { rows } = await db.query<{ id: string; user_id: string }>(sql.deleteExpiredThreads, [cutoff, limit]);
   return rows.map((row) => ({ threadId: row.id, userId: row.user_id }));
 }

@@ -63,7 +63,8 @@ function encode(text: string): number[] {
   for (const run of text.matchAll(LONG_RUN)) {
     if (run.index > from) tokens.push(...encoding().encode(text.slice(from, run.index)));
     const points = Array.from(run[0]);
-    for (let i = 0; i < points.length; i += LONG_RUN_CHUNK) tokens.push(...encoding().encode(points.slice(i, i + LONG_RUN_CHUNK).join("")));
+    for (let i = 0; i < points.length; i += LONG_RUN_CHUNK)
+      tokens.push(...encoding().encode(points.slice(i, i + LONG_RUN_CHUNK).join("")));
     from = run.index + run[0].length;
   }
   if (from < text.length) tokens.push(...encoding().encode(text.slice(from)));
@@ -72,7 +73,8 @@ function encode(text: string): number[] {
 
 export const countTokens = (text: string): number => encode(text).length;
 
-export const truncationMarker = (omitted: number, unit: "tokens" | "characters" = "tokens") => `\n[… truncated by Threadline: ${omitted} ${unit} omitted]`;
+export const truncationMarker = (omitted: number, unit: "tokens" | "characters" = "tokens") =>
+  `\n[… truncated by Threadline: ${omitted} ${unit} omitted]`;
 
 /**
  * How a budget measures history: a row's cost, a text's cost inside its row, and the longest
@@ -137,13 +139,19 @@ function escapedBytes(character: string): number {
   return code < 0x10000 ? 3 : 4;
 }
 
-export function applyTokenBudget(rows: readonly HistoryRow[], maxTokens: number): { rows: HistoryRow[]; report: BudgetReport } {
+export function applyTokenBudget(
+  rows: readonly HistoryRow[],
+  maxTokens: number,
+): { rows: HistoryRow[]; report: BudgetReport } {
   const { kept, used, truncated } = applyBudget(rows, maxTokens, tokenMeasure);
   const cuts = truncated.map(({ id, omitted }) => ({ id, omittedTokens: omitted }));
   return { rows: kept, report: { maxTokens, tokens: used, droppedRows: rows.length - kept.length, truncated: cuts } };
 }
 
-export function applyByteBudget(rows: readonly HistoryRow[], maxBytes: number): { rows: HistoryRow[]; report: ByteBudgetReport } {
+export function applyByteBudget(
+  rows: readonly HistoryRow[],
+  maxBytes: number,
+): { rows: HistoryRow[]; report: ByteBudgetReport } {
   const { kept, used, truncated } = applyBudget(rows, maxBytes, byteMeasure);
   const cuts = truncated.map(({ id, omitted }) => ({ id, omittedCharacters: omitted }));
   return { rows: kept, report: { maxBytes, bytes: used, droppedRows: rows.length - kept.length, truncated: cuts } };
@@ -160,7 +168,8 @@ export function applyHistoryBudgets(
   limits: { maxBytes: number; maxTokens: number | null },
 ): { rows: HistoryRow[]; bytes: ByteBudgetReport; budget?: BudgetReport } {
   const bytes = applyByteBudget(rows, limits.maxBytes);
-  if (limits.maxTokens === null || bytes.report.bytes <= limits.maxTokens) return { rows: bytes.rows, bytes: bytes.report };
+  if (limits.maxTokens === null || bytes.report.bytes <= limits.maxTokens)
+    return { rows: bytes.rows, bytes: bytes.report };
   const tokens = applyTokenBudget(bytes.rows, limits.maxTokens);
   return { rows: tokens.rows, bytes: bytes.report, budget: tokens.report };
 }
@@ -197,7 +206,11 @@ function applyBudget(rows: readonly HistoryRow[], limit: number, measure: Measur
     break;
   }
 
-  return { kept: units.filter((u) => kept.has(u.index)).flatMap((u) => kept.get(u.index)!), used: limit - left, truncated };
+  return {
+    kept: units.filter((u) => kept.has(u.index)).flatMap((u) => kept.get(u.index)!),
+    used: limit - left,
+    truncated,
+  };
 }
 
 /** Groups rows into what is kept or dropped together: a turn, or one system/summary row. */
@@ -222,7 +235,10 @@ function toUnits(rows: readonly HistoryRow[], measure: Measure): Unit[] {
 function rowTokens(row: HistoryRow): number {
   if (row.kind !== "agent") return MESSAGE_OVERHEAD + countTokens(textContent.parse(row.content).text);
   const { output, toolCalls } = agentContent.parse(row.content);
-  return [...output, ...toolCalls].reduce((sum, message) => sum + MESSAGE_OVERHEAD + countTokens(messageText(message)), 0);
+  return [...output, ...toolCalls].reduce(
+    (sum, message) => sum + MESSAGE_OVERHEAD + countTokens(messageText(message)),
+    0,
+  );
 }
 
 function messageText(message: AgentContent["output"][number]): string {
@@ -261,7 +277,10 @@ function truncateUnit(
     });
   });
   const fixed = unit.cost - slots.reduce((sum, slot) => sum + slot.cost, 0);
-  const share = equalShare(slots.map((slot) => slot.cost), available - fixed);
+  const share = equalShare(
+    slots.map((slot) => slot.cost),
+    available - fixed,
+  );
   if (share === undefined) return undefined;
 
   const rows = [...unit.rows];
@@ -298,6 +317,11 @@ function withText(row: HistoryRow, output: number | undefined, text: string): Hi
   const content = agentContent.parse(row.content);
   return {
     ...row,
-    content: { ...content, output: content.output.map((message, i) => (i === output && message.type === "text" ? { ...message, content: text } : message)) },
+    content: {
+      ...content,
+      output: content.output.map((message, i) =>
+        i === output && message.type === "text" ? { ...message, content: text } : message,
+      ),
+    },
   };
 }

@@ -21,8 +21,17 @@ export type TurnRetrying = z.infer<typeof turnRetrying>;
  * names the step and its attempt), in one statement (migrations/0014_turn_retrying.sql). Writes
  * nothing once the turn has ended, or for a run with no turn. Returns whether it wrote.
  */
-export async function recordTurnRetrying(db: pg.Pool, runId: string, key: string, retry: TurnRetrying): Promise<boolean> {
-  const { rows } = await db.query<{ id: string | null }>(sql.recordTurnRetrying, [runId, key, turnRetrying.parse(retry)]);
+export async function recordTurnRetrying(
+  db: pg.Pool,
+  runId: string,
+  key: string,
+  retry: TurnRetrying,
+): Promise<boolean> {
+  const { rows } = await db.query<{ id: string | null }>(sql.recordTurnRetrying, [
+    runId,
+    key,
+    turnRetrying.parse(retry),
+  ]);
   return rows[0]?.id !== null;
 }
 

@@ -13,7 +13,10 @@ export type TurnRun = { runId: string; variant: number; status: string; error: s
 
 /** The runs that answered (or are answering) a user message of the thread, oldest first. */
 export async function messageTurns(db: pg.Pool, threadId: string, messageId: string): Promise<TurnRun[]> {
-  const { rows } = await db.query<{ run_id: string; variant: number; status: string; error: string | null }>(sql.selectMessageTurns, [threadId, messageId]);
+  const { rows } = await db.query<{ run_id: string; variant: number; status: string; error: string | null }>(
+    sql.selectMessageTurns,
+    [threadId, messageId],
+  );
   return rows.map((row) => ({ runId: row.run_id, variant: row.variant, status: row.status, error: row.error }));
 }
 
@@ -25,10 +28,22 @@ export type RunningTurn = { runId: string; messageId: string; variant: number };
  * the thread is answering now: the first in the order later turns wait in), in one read; null
  * `running` when nothing runs, undefined when the thread does not exist. Callers check the owner.
  */
-export async function runningTurn(db: pg.Pool, threadId: string, messageId?: string): Promise<{ ownerId: string; running: RunningTurn | null } | undefined> {
-  const row = (await db.query<{ user_id: string; run_id: string | null; message_id: string | null; variant: number | null }>(sql.selectRunningTurn, [threadId, messageId ?? null])).rows[0];
+export async function runningTurn(
+  db: pg.Pool,
+  threadId: string,
+  messageId?: string,
+): Promise<{ ownerId: string; running: RunningTurn | null } | undefined> {
+  const row = (
+    await db.query<{ user_id: string; run_id: string | null; message_id: string | null; variant: number | null }>(
+      sql.selectRunningTurn,
+      [threadId, messageId ?? null],
+    )
+  ).rows[0];
   if (!row) return undefined;
-  return { ownerId: row.user_id, running: row.run_id === null ? null : { runId: row.run_id, messageId: row.message_id!, variant: row.variant! } };
+  return {
+    ownerId: row.user_id,
+    running: row.run_id === null ? null : { runId: row.run_id, messageId: row.message_id!, variant: row.variant! },
+  };
 }
 
 /**
@@ -39,9 +54,9 @@ export async function readRunEventsAfter(
   db: pg.Pool,
   input: { threadId: string; ownerId: string; runId: string; afterId: number; limit: number },
 ): Promise<{ present: boolean; events: ThreadEvent[] }> {
-  const { rows } = await db.query<{ present: boolean } & ({ id: string; event: string; data: Record<string, unknown> } | { id: null })>(sql.selectRunEventsAfter, [
-    input.threadId, input.runId, input.afterId, input.limit, input.ownerId,
-  ]);
+  const { rows } = await db.query<
+    { present: boolean } & ({ id: string; event: string; data: Record<string, unknown> } | { id: null })
+  >(sql.selectRunEventsAfter, [input.threadId, input.runId, input.afterId, input.limit, input.ownerId]);
   const events = rows.flatMap((row) => (row.id === null ? [] : [toThreadEvent(row as ThreadEventRow)]));
   return { present: rows[0]!.present, events };
 }
@@ -51,7 +66,11 @@ export async function readRunEventsAfter(
  * one it answers when it is an answer, the last user message on the current path when none is
  * named; undefined when the thread holds no such message. Callers check ownership first.
  */
-export async function answeredMessage(db: pg.Pool, threadId: string, messageId: string | undefined): Promise<string | undefined> {
+export async function answeredMessage(
+  db: pg.Pool,
+  threadId: string,
+  messageId: string | undefined,
+): Promise<string | undefined> {
   const { rows } = await db.query<{ message_id: string }>(sql.selectAnsweredMessage, [threadId, messageId ?? null]);
   return rows[0]?.message_id;
 }

@@ -35,9 +35,10 @@ export async function stopRunningTurn(
   const { running } = found;
   if (!running) throw nothingRunning(threadId, messageId);
 
-  const { rows } = await db.query<{ refusal: string | null; message_id: string; variant: number; stored: number }>(sql.stopTurn, [
-    threadId, userId, running.runId, resultId(running.messageId, running.variant, 0), input.agentName,
-  ]);
+  const { rows } = await db.query<{ refusal: string | null; message_id: string; variant: number; stored: number }>(
+    sql.stopTurn,
+    [threadId, userId, running.runId, resultId(running.messageId, running.variant, 0), input.agentName],
+  );
   const row = rows[0]!;
   // The turn finished (or was stopped by another request) between the two statements.
   if (row.refusal === "not_running") throw nothingRunning(threadId, messageId);

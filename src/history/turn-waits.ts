@@ -48,13 +48,22 @@ export type EarlierTurn = {
 };
 
 /** One round of the wait, in one statement (see sql.selectEarlierUnfinishedTurn). */
-export async function findEarlierTurn(db: pg.Pool, input: { runId: string; abandon?: string | null }): Promise<EarlierTurn> {
-  const { rows } = await db.query<{ earlier_run_id: string | null; earlier_message_id: string | null; skipped: boolean; abandoned: number }>(
-    sql.selectEarlierUnfinishedTurn,
-    [input.runId, input.abandon ?? null, ABANDONED_TURN_ERROR],
-  );
+export async function findEarlierTurn(
+  db: pg.Pool,
+  input: { runId: string; abandon?: string | null },
+): Promise<EarlierTurn> {
+  const { rows } = await db.query<{
+    earlier_run_id: string | null;
+    earlier_message_id: string | null;
+    skipped: boolean;
+    abandoned: number;
+  }>(sql.selectEarlierUnfinishedTurn, [input.runId, input.abandon ?? null, ABANDONED_TURN_ERROR]);
   const row = rows[0]!;
-  if (row.abandoned > 0) logger.warn({ runId: input.abandon, waitingRunId: input.runId }, "turn presumed lost: recorded as failed so later turns can go on");
+  if (row.abandoned > 0)
+    logger.warn(
+      { runId: input.abandon, waitingRunId: input.runId },
+      "turn presumed lost: recorded as failed so later turns can go on",
+    );
   return {
     earlier: row.earlier_run_id ? { runId: row.earlier_run_id, messageId: row.earlier_message_id! } : null,
     skipped: row.skipped,
@@ -63,7 +72,10 @@ export async function findEarlierTurn(db: pg.Pool, input: { runId: string; aband
 
 /** Records a cancelled run's turn as cancelled; null when it had no running turn (nothing to release). */
 export async function cancelTurn(db: pg.Pool, runId: string): Promise<{ threadId: string; messageId: string } | null> {
-  const { rows } = await db.query<{ thread_id: string; message_id: string }>(sql.cancelTurn, [runId, "The run was cancelled."]);
+  const { rows } = await db.query<{ thread_id: string; message_id: string }>(sql.cancelTurn, [
+    runId,
+    "The run was cancelled.",
+  ]);
   return rows[0] ? { threadId: rows[0].thread_id, messageId: rows[0].message_id } : null;
 }
 
@@ -96,7 +108,9 @@ export async function waitForEarlierTurns(step: unknown, db: pg.Pool, runId: str
   let waitedSeconds = 0;
   let abandon: string | null = null;
   for (let round = 1; round <= MAX_WAIT_ROUNDS; round += 1) {
-    const found = await durably(step, roundId("history.find-earlier-turn", round), () => findEarlierTurn(db, { runId, abandon }));
+    const found = await durably(step, roundId("history.find-earlier-turn", round), () =>
+      findEarlierTurn(db, { runId, abandon }),
+    );
     if (found.skipped) return { skipReason: "the message was answered by another run while this one waited" };
     if (!found.earlier) return {};
     if (found.earlier.runId !== waitingFor) {

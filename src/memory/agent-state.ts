@@ -27,7 +27,11 @@ export function agentThreadState(db: pg.Pool, { userId, declared }: { userId: st
       if (agents.length === 0 || !state.threadId) return;
       const threadId = state.threadId;
       const rows = (await durably(step, "agent-state.load", async () => {
-        const { rows } = await db.query<{ agent_name: string; data: Record<string, unknown> }>(sql.selectAgentState, [threadId, userId, agents]);
+        const { rows } = await db.query<{ agent_name: string; data: Record<string, unknown> }>(sql.selectAgentState, [
+          threadId,
+          userId,
+          agents,
+        ]);
         return rows;
       })) as { agent_name: string; data: Record<string, unknown> }[];
       for (const row of rows) {
@@ -43,12 +47,16 @@ export function agentThreadState(db: pg.Pool, { userId, declared }: { userId: st
       const data = state.data as Record<string, unknown>;
       const slices = agents.map((agent) => ({
         agent,
-        data: Object.fromEntries(declared[agent]!.filter((key) => data[key] !== undefined).map((key) => [key, data[key]])),
+        data: Object.fromEntries(
+          declared[agent]!.filter((key) => data[key] !== undefined).map((key) => [key, data[key]]),
+        ),
       }));
       for (const slice of slices) {
         const bytes = Buffer.byteLength(JSON.stringify(slice.data), "utf8");
         if (bytes > MAX_AGENT_STATE_BYTES) {
-          throw new NonRetriableError(`Agent ${slice.agent} keeps ${bytes} bytes of thread state, over the ${MAX_AGENT_STATE_BYTES}-byte limit: keep less in its state.data keys.`);
+          throw new NonRetriableError(
+            `Agent ${slice.agent} keeps ${bytes} bytes of thread state, over the ${MAX_AGENT_STATE_BYTES}-byte limit: keep less in its state.data keys.`,
+          );
         }
       }
       await durably(step, "agent-state.save", async () => {

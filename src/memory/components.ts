@@ -20,7 +20,12 @@ export const NO_MEMORY: MemoryConfig = { agents: {}, contextTokens: DEFAULT_MEMO
 /** The configured components, built once per turn and shared by the agents that name them. */
 export function memoryComponents(config: MemoryConfig): AgentComponents {
   const built: Record<string, MemoryComponent> = { [USER_MEMORY]: userMemory({ maxTokens: config.contextTokens }) };
-  return Object.fromEntries(Object.entries(config.agents).map(([agent, names]) => [agent, names.map((name) => (typeof name === "string" ? built[name]! : name))]));
+  return Object.fromEntries(
+    Object.entries(config.agents).map(([agent, names]) => [
+      agent,
+      names.map((name) => (typeof name === "string" ? built[name]! : name)),
+    ]),
+  );
 }
 
 /** Every component a deployment may configure, for erasing a user (each erases what it keeps). */

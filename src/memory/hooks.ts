@@ -18,8 +18,24 @@ export type AgentMemory = {
  * runs its hook again (hooks are idempotent), a memoized one is not run again. Thread-level hooks
  * run once per component, however many agents it is attached to.
  */
-export function turnMemory({ db, userId, step, components }: { db: pg.Pool; userId: string; step: unknown; components: AgentComponents }) {
-  const distinct = [...new Map(Object.values(components).flat().map((component) => [component.name, component])).values()];
+export function turnMemory({
+  db,
+  userId,
+  step,
+  components,
+}: {
+  db: pg.Pool;
+  userId: string;
+  step: unknown;
+  components: AgentComponents;
+}) {
+  const distinct = [
+    ...new Map(
+      Object.values(components)
+        .flat()
+        .map((component) => [component.name, component]),
+    ).values(),
+  ];
 
   return {
     forAgent: (agentName: string): AgentMemory | undefined => {
@@ -52,7 +68,10 @@ export function turnMemory({ db, userId, step, components }: { db: pg.Pool; user
     newMessage: async (threadId: string, message: ThreadMessage) => {
       for (const component of distinct) {
         const hook = component.newMessage;
-        if (hook) await durably(step, `memory.${component.name}.new-message.${message.id}`, () => hook({ db, userId, threadId, agentName: message.agentName }, message));
+        if (hook)
+          await durably(step, `memory.${component.name}.new-message.${message.id}`, () =>
+            hook({ db, userId, threadId, agentName: message.agentName }, message),
+          );
       }
     },
   };

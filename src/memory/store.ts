@@ -41,9 +41,18 @@ export async function remember(db: pg.Pool, input: { userId: string; text: strin
 }
 
 /** A memory proposed from one of the user's threads: deleted with that thread. */
-export async function rememberFromThread(db: pg.Pool, input: { userId: string; threadId: string; text: string }): Promise<{ id: string; stored: boolean }> {
+export async function rememberFromThread(
+  db: pg.Pool,
+  input: { userId: string; threadId: string; text: string },
+): Promise<{ id: string; stored: boolean }> {
   const id = memoryIdFor(input.userId, input.text);
-  const written = await db.query(sql.insertExtractedMemory, [id, input.userId, input.text.trim(), input.threadId, MAX_MEMORIES_PER_USER]);
+  const written = await db.query(sql.insertExtractedMemory, [
+    id,
+    input.userId,
+    input.text.trim(),
+    input.threadId,
+    MAX_MEMORIES_PER_USER,
+  ]);
   return { id, stored: written.rowCount === 1 };
 }
 
@@ -52,19 +61,25 @@ export async function turnForExtraction(
   db: pg.Pool,
   input: { userId: string; threadId: string; messageId: string },
 ): Promise<{ question: string; answers: unknown[] } | null> {
-  const { rows } = await db.query<{ question: string; answers: unknown[] }>(sql.selectTurnForExtraction, [input.messageId, input.threadId, input.userId]);
+  const { rows } = await db.query<{ question: string; answers: unknown[] }>(sql.selectTurnForExtraction, [
+    input.messageId,
+    input.threadId,
+    input.userId,
+  ]);
   return rows[0] ?? null;
 }
 
 export type RelevantMemory = { id: string; text: string; rank: number; updatedAt: string };
 
 /** The user's memories most relevant to `text`, best first (full-text rank, then recency). */
-export async function relevantMemories(db: pg.Pool, input: { userId: string; text: string; limit: number }): Promise<RelevantMemory[]> {
-  const { rows } = await db.query<{ id: string; text: string; rank: number; updated_at: Date }>(sql.selectRelevantMemories, [
-    input.userId,
-    input.text,
-    input.limit,
-  ]);
+export async function relevantMemories(
+  db: pg.Pool,
+  input: { userId: string; text: string; limit: number },
+): Promise<RelevantMemory[]> {
+  const { rows } = await db.query<{ id: string; text: string; rank: number; updated_at: Date }>(
+    sql.selectRelevantMemories,
+    [input.userId, input.text, input.limit],
+  );
   return rows.map((row) => ({ id: row.id, text: row.text, rank: row.rank, updatedAt: row.updated_at.toISOString() }));
 }
 
@@ -72,7 +87,8 @@ export async function relevantMemories(db: pg.Pool, input: { userId: string; tex
 export type MemoryCursor = { atMicros: string; id: string };
 
 /** A cursor as clients see it: opaque, passed back, never built. */
-export const encodeMemoryCursor = ({ atMicros, id }: MemoryCursor) => Buffer.from(`${atMicros}.${id}`).toString("base64url");
+export const encodeMemoryCursor = ({ atMicros, id }: MemoryCursor) =>
+  Buffer.from(`${atMicros}.${id}`).toString("base64url");
 
 /** The cursor a string stands for, or undefined when it is not one this API returned. */
 export function decodeMemoryCursor(cursor: string): MemoryCursor | undefined {
@@ -86,10 +102,15 @@ export async function listMemories(
   db: pg.Pool,
   input: { userId: string; limit: number; after?: MemoryCursor | undefined },
 ): Promise<{ memories: Memory[]; next: MemoryCursor | null }> {
-  const { rows } = await db.query<{ id: string; text: string; source: Memory["source"]; thread_id: string | null; created_at: Date; updated_at: Date; at_us: string }>(
-    sql.selectMemoryPage,
-    [input.userId, input.after?.atMicros ?? null, input.after?.id ?? null, input.limit + 1],
-  );
+  const { rows } = await db.query<{
+    id: string;
+    text: string;
+    source: Memory["source"];
+    thread_id: string | null;
+    created_at: Date;
+    updated_at: Date;
+    at_us: string;
+  }>(sql.selectMemoryPage, [input.userId, input.after?.atMicros ?? null, input.after?.id ?? null, input.limit + 1]);
   const memories = rows.slice(0, input.limit).map((row) => ({
     id: row.id,
     text: row.text,

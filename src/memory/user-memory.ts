@@ -30,7 +30,11 @@ export const memoryContextText = (memories: readonly string[]): string =>
  * remember, recall and forget tools; before each model call the memories most relevant to the
  * current message (full-text rank, then recency) are added while they fit `maxTokens`.
  */
-export function userMemory({ maxTokens = DEFAULT_MEMORY_CONTEXT_TOKENS }: { maxTokens?: number } = {}): MemoryComponent {
+export function userMemory({
+  maxTokens = DEFAULT_MEMORY_CONTEXT_TOKENS,
+}: {
+  maxTokens?: number;
+} = {}): MemoryComponent {
   return {
     name: USER_MEMORY,
 
@@ -42,16 +46,20 @@ export function userMemory({ maxTokens = DEFAULT_MEMORY_CONTEXT_TOKENS }: { maxT
         parameters: z.object({ fact: z.string().describe("The fact, in one short sentence") }),
         handler: async ({ fact }, { step }) => {
           const text = fact.trim();
-          if (text.length === 0 || text.length > MAX_MEMORY_LENGTH) return { error: `A fact must be 1 to ${MAX_MEMORY_LENGTH} characters: shorten it.` };
+          if (text.length === 0 || text.length > MAX_MEMORY_LENGTH)
+            return { error: `A fact must be 1 to ${MAX_MEMORY_LENGTH} characters: shorten it.` };
           // The step id names the fact, so a retried turn finds this call's result rather than storing again.
           const run = () => remember(db, { userId, text });
           const outcome = step ? await step.run(`memory.remember.${memoryIdFor(userId, text)}`, run) : await run();
-          return outcome.status === "full" ? { error: "Memory is full: ask the user which memories to forget first." } : { remembered: text, id: outcome.id };
+          return outcome.status === "full"
+            ? { error: "Memory is full: ask the user which memories to forget first." }
+            : { remembered: text, id: outcome.id };
         },
       }),
       createTool({
         name: "recall",
-        description: "Look up what you remember about the user that relates to a topic. Returns the memories with their ids.",
+        description:
+          "Look up what you remember about the user that relates to a topic. Returns the memories with their ids.",
         parameters: z.object({ topic: z.string().describe("What to look for") }),
         handler: async ({ topic }, { step }) => {
           const read = () => relevantMemories(db, { userId, text: topic, limit: 20 });
@@ -61,14 +69,20 @@ export function userMemory({ maxTokens = DEFAULT_MEMORY_CONTEXT_TOKENS }: { maxT
       }),
       createTool({
         name: "forget",
-        description: "Forget one memory about the user, named by its exact text or by the id recall returned. Use it when the user asks you to forget something.",
-        parameters: z.object({ fact: z.string().optional().describe("The memory's text"), id: z.string().optional().describe("The memory's id from recall") }),
+        description:
+          "Forget one memory about the user, named by its exact text or by the id recall returned. Use it when the user asks you to forget something.",
+        parameters: z.object({
+          fact: z.string().optional().describe("The memory's text"),
+          id: z.string().optional().describe("The memory's id from recall"),
+        }),
         handler: async ({ fact, id }, { step }) => {
           const target = id && z.uuid().safeParse(id).success ? id : fact ? memoryIdFor(userId, fact) : undefined;
           if (!target) return { error: "Name the memory to forget by its text or by its id from recall." };
           const run = () => forget(db, { userId, id: target });
           const forgotten = step ? await step.run(`memory.forget.${target}`, run) : await run();
-          return forgotten ? { forgotten: true } : { forgotten: false, error: "No such memory: use recall to find its id." };
+          return forgotten
+            ? { forgotten: true }
+            : { forgotten: false, error: "No such memory: use recall to find its id." };
         },
       }),
     ],

@@ -13,16 +13,30 @@ export class ApiError extends Error {
 }
 
 export function authHeaders(credentials) {
-  return credentials.kind === "token" ? { authorization: `Bearer ${credentials.value}` } : { "X-Threadline-User": credentials.value };
+  return credentials.kind === "token"
+    ? { authorization: `Bearer ${credentials.value}` }
+    : { "X-Threadline-User": credentials.value };
 }
 
 /** The API as one user: each method answers the parsed JSON body, or throws ApiError with the server's message. */
 export function apiFor(credentials) {
   async function call(method, path, body) {
-    const headers = { ...authHeaders(credentials), ...(body === undefined ? {} : { "content-type": "application/json" }) };
-    const response = await fetch(path, { method, headers, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+    const headers = {
+      ...authHeaders(credentials),
+      ...(body === undefined ? {} : { "content-type": "application/json" }),
+    };
+    const response = await fetch(path, {
+      method,
+      headers,
+      ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+    });
     const answer = await response.json().catch(() => ({}));
-    if (!response.ok) throw new ApiError(response.status, answer.error ?? `${method} ${path} answered HTTP ${response.status}`, answer.code);
+    if (!response.ok)
+      throw new ApiError(
+        response.status,
+        answer.error ?? `${method} ${path} answered HTTP ${response.status}`,
+        answer.code,
+      );
     return answer;
   }
   const thread = (threadId) => `/api/threads/${encodeURIComponent(threadId)}`;
@@ -39,8 +53,10 @@ export function apiFor(credentials) {
     readMessages: (threadId) => call("GET", `${thread(threadId)}/messages?limit=200`),
     send: (threadId, messageId, content) => call("POST", "/api/chat", { threadId, messageId, content }),
     /** Stops the turn answering `messageId` (absent: whichever turn the thread is answering now). */
-    stop: (threadId, messageId) => call("POST", `${thread(threadId)}/stop`, messageId === undefined ? {} : { messageId }),
-    regenerate: (threadId, messageId) => call("POST", `${message(threadId, messageId)}/regenerate`, { requestId: crypto.randomUUID() }),
+    stop: (threadId, messageId) =>
+      call("POST", `${thread(threadId)}/stop`, messageId === undefined ? {} : { messageId }),
+    regenerate: (threadId, messageId) =>
+      call("POST", `${message(threadId, messageId)}/regenerate`, { requestId: crypto.randomUUID() }),
     variants: (threadId, messageId) => call("GET", `${message(threadId, messageId)}/variants`),
     search: (q) => call("GET", `/api/search?q=${encodeURIComponent(q)}`),
   };

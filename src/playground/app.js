@@ -40,7 +40,8 @@ const threadHash = (threadId) => `#/threads/${threadId}`;
 const say = (text) => {
   $("status").textContent = text;
 };
-const GONE = "This thread no longer exists: it was deleted (in another tab?). Send a message to start a new conversation.";
+const GONE =
+  "This thread no longer exists: it was deleted (in another tab?). Send a message to start a new conversation.";
 
 /** An event handler that shows what went wrong instead of dropping it. */
 const guarded =
@@ -76,7 +77,17 @@ async function signIn(credentials) {
 function signOut() {
   stopFollowing();
   session.forgetAll();
-  Object.assign(state, { api: null, credentials: null, info: null, threads: [], threadId: null, epoch: null, messages: [], pending: [], retrying: new Map() });
+  Object.assign(state, {
+    api: null,
+    credentials: null,
+    info: null,
+    threads: [],
+    threadId: null,
+    epoch: null,
+    messages: [],
+    pending: [],
+    retrying: new Map(),
+  });
   renderInfo();
   $("search-results").replaceChildren();
   $("sign-in").hidden = false;
@@ -123,14 +134,19 @@ function renderThreads() {
           "a",
           { href: threadHash(thread.id), "aria-current": thread.id === state.threadId ? "page" : false },
           thread.title ?? "Untitled thread",
-          h("small", {}, `${plural(thread.messageCount, "message", "messages")} · ${statusLabel(thread.latestTurnStatus)} · ${when(thread.lastActivityAt)}`),
+          h(
+            "small",
+            {},
+            `${plural(thread.messageCount, "message", "messages")} · ${statusLabel(thread.latestTurnStatus)} · ${when(thread.lastActivityAt)}`,
+          ),
         ),
       ),
     ),
   );
   const open = state.threads.find((thread) => thread.id === state.threadId);
   $("thread-title").textContent = state.threadId === null ? "New conversation" : (open?.title ?? "Untitled thread");
-  $("thread-actions").hidden = state.threadId === null || state.epoch === null || !$("rename-form").hidden || !$("delete-confirm").hidden;
+  $("thread-actions").hidden =
+    state.threadId === null || state.epoch === null || !$("rename-form").hidden || !$("delete-confirm").hidden;
 }
 
 /** The thread named in the address (#/threads/<id>), or a new conversation. */
@@ -143,14 +159,26 @@ async function showRoute() {
 
 function closeThread() {
   stopFollowing();
-  Object.assign(state, { threadId: null, epoch: null, messages: [], olderHidden: false, pending: [], retrying: new Map(), endedRuns: new Set(), outbox: new Map(), awaiting: new Set(), variants: new Map() });
+  Object.assign(state, {
+    threadId: null,
+    epoch: null,
+    messages: [],
+    olderHidden: false,
+    pending: [],
+    retrying: new Map(),
+    endedRuns: new Set(),
+    outbox: new Map(),
+    awaiting: new Set(),
+    variants: new Map(),
+  });
   closeThreadForms();
   renderThreads();
   renderMessages();
 }
 
 /** The thread, or null when it does not exist (deleted, or not yet written). */
-const readThreadOrNull = (threadId) => state.api.readThread(threadId).catch((error) => (error.status === 404 ? null : Promise.reject(error)));
+const readThreadOrNull = (threadId) =>
+  state.api.readThread(threadId).catch((error) => (error.status === 404 ? null : Promise.reject(error)));
 
 /**
  * Opens a thread: its messages, and its event log followed from where this tab had read it (after a
@@ -160,9 +188,23 @@ const readThreadOrNull = (threadId) => state.api.readThread(threadId).catch((err
  */
 async function openThread(threadId, { keepSent = false } = {}) {
   stopFollowing();
-  const sent = keepSent && threadId === state.threadId ? { outbox: state.outbox, awaiting: state.awaiting } : { outbox: new Map(), awaiting: new Set() };
+  const sent =
+    keepSent && threadId === state.threadId
+      ? { outbox: state.outbox, awaiting: state.awaiting }
+      : { outbox: new Map(), awaiting: new Set() };
   if (threadId !== state.threadId) closeThreadForms();
-  Object.assign(state, { threadId, epoch: null, lastId: 0, pending: [], retrying: new Map(), endedRuns: new Set(), messages: [], olderHidden: false, variants: new Map(), ...sent });
+  Object.assign(state, {
+    threadId,
+    epoch: null,
+    lastId: 0,
+    pending: [],
+    retrying: new Map(),
+    endedRuns: new Set(),
+    messages: [],
+    olderHidden: false,
+    variants: new Map(),
+    ...sent,
+  });
   renderThreads();
   renderMessages();
   const thread = await readThreadOrNull(threadId);
@@ -170,7 +212,12 @@ async function openThread(threadId, { keepSent = false } = {}) {
   if (thread === null) return threadGone(threadId);
   const saved = session.loadStreamPosition(threadId);
   const position = saved.epoch === thread.createdAt ? saved : { lastId: 0, pending: [], retrying: [] };
-  Object.assign(state, { epoch: thread.createdAt, lastId: position.lastId, pending: position.pending, retrying: new Map(position.retrying.map((entry) => [entry.key, entry])) });
+  Object.assign(state, {
+    epoch: thread.createdAt,
+    lastId: position.lastId,
+    pending: position.pending,
+    retrying: new Map(position.retrying.map((entry) => [entry.key, entry])),
+  });
   savePosition();
   renderThreads();
   renderLive();
@@ -187,7 +234,8 @@ async function openThread(threadId, { keepSent = false } = {}) {
     },
     onEvents: (batch) => receive(threadId, batch),
     onInterrupted: () => say(interrupted),
-    onRefused: (error) => (error.status === 404 && threadId === state.threadId ? threadGone(threadId) : say(error.message)),
+    onRefused: (error) =>
+      error.status === 404 && threadId === state.threadId ? threadGone(threadId) : say(error.message),
   });
   await loadMessages(threadId);
   scrollToEnd();
@@ -229,7 +277,12 @@ function stopFollowing() {
 
 function savePosition() {
   if (state.threadId === null || state.epoch === null) return;
-  session.saveStreamPosition(state.threadId, { lastId: state.lastId, pending: state.pending, retrying: [...state.retrying.values()], epoch: state.epoch });
+  session.saveStreamPosition(state.threadId, {
+    lastId: state.lastId,
+    pending: state.pending,
+    retrying: [...state.retrying.values()],
+    epoch: state.epoch,
+  });
 }
 
 async function loadMessages(threadId) {
@@ -238,7 +291,11 @@ async function loadMessages(threadId) {
   state.messages = page.messages;
   state.olderHidden = page.hasMore;
   // Deltas of a turn the thread shows as ended are left over (its ending came before lastId).
-  const ended = new Set(page.messages.filter((m) => m.turn && m.turn.status !== "running" && m.turn.status !== "retrying").map((m) => m.turn.runId));
+  const ended = new Set(
+    page.messages
+      .filter((m) => m.turn && m.turn.status !== "running" && m.turn.status !== "retrying")
+      .map((m) => m.turn.runId),
+  );
   state.pending = state.pending.filter((row) => !ended.has(row.data.runId));
   for (const key of [...state.retrying.keys()]) if (ended.has(key)) state.retrying.delete(key);
   for (const message of page.messages) state.outbox.delete(message.id);
@@ -248,11 +305,20 @@ async function loadMessages(threadId) {
 
 /** The variants of each answer that has several (read again when their number changed), for ‹ n/m ›. */
 async function loadVariants(threadId) {
-  const stale = state.messages.filter((m) => m.role === "user" && (m.variantCount ?? 0) > 1 && state.variants.get(m.id)?.list.length !== m.variantCount);
+  const stale = state.messages.filter(
+    (m) => m.role === "user" && (m.variantCount ?? 0) > 1 && state.variants.get(m.id)?.list.length !== m.variantCount,
+  );
   if (stale.length === 0) return;
   const read = await Promise.all(stale.map((m) => state.api.variants(threadId, m.id)));
   if (threadId !== state.threadId) return;
-  for (const { messageId, variants } of read) state.variants.set(messageId, { list: variants, index: Math.max(0, variants.findIndex((v) => v.current)) });
+  for (const { messageId, variants } of read)
+    state.variants.set(messageId, {
+      list: variants,
+      index: Math.max(
+        0,
+        variants.findIndex((v) => v.current),
+      ),
+    });
   renderMessages();
 }
 
@@ -268,7 +334,9 @@ function receive(threadId, batch) {
     if (row.event === "text.delta" && isInferenceDelta(row.data) && !state.endedRuns.has(row.data.runId)) {
       state.pending.push(row);
       // Text of an attempt after the one that failed: the retry is answering.
-      for (const [key, retry] of state.retrying) if ((retry.runId === null || retry.runId === row.data.runId) && row.data.attempt > retry.streamedAttempt) state.retrying.delete(key);
+      for (const [key, retry] of state.retrying)
+        if ((retry.runId === null || retry.runId === row.data.runId) && row.data.attempt > retry.streamedAttempt)
+          state.retrying.delete(key);
     }
     if (row.event === "turn.retrying") noteRetry(row.data);
     if (row.event === "stream.ended") {
@@ -293,7 +361,9 @@ function receive(threadId, batch) {
 function noteRetry(data) {
   const runId = typeof data.runId === "string" ? data.runId : null;
   if (runId !== null && state.endedRuns.has(runId)) return;
-  const streamed = state.pending.filter((row) => runId === null || row.data.runId === runId).map((row) => row.data.attempt);
+  const streamed = state.pending
+    .filter((row) => runId === null || row.data.runId === runId)
+    .map((row) => row.data.attempt);
   state.retrying.set(runId ?? "", {
     key: runId ?? "",
     runId,
@@ -315,7 +385,10 @@ function forgetTurn({ runId, messageId }) {
 }
 
 /** User messages the thread showed as being answered, less those whose turn has ended since. */
-const answering = () => state.messages.filter((m) => (m.turn?.status === "running" || m.turn?.status === "retrying") && !state.endedRuns.has(m.turn.runId));
+const answering = () =>
+  state.messages.filter(
+    (m) => (m.turn?.status === "running" || m.turn?.status === "retrying") && !state.endedRuns.has(m.turn.runId),
+  );
 
 const running = () => state.awaiting.size > 0 || state.pending.length > 0 || answering().length > 0;
 
@@ -337,9 +410,14 @@ function turnStateOf(messageId, turn) {
   if (state.outbox.get(messageId)?.sending && state.pending.length === 0) return turnLabel({ sending: true });
   const unfinished = turn?.status === "running" || turn?.status === "retrying";
   // Ended in the log, not yet re-read: the thread's messages will say how.
-  if (turn && state.endedRuns.has(turn.runId) && !state.awaiting.has(messageId)) return unfinished ? turnLabel({}) : turnLabel(turn);
+  if (turn && state.endedRuns.has(turn.runId) && !state.awaiting.has(messageId))
+    return unfinished ? turnLabel({}) : turnLabel(turn);
   if (unfinished || state.awaiting.has(messageId) || state.outbox.has(messageId)) {
-    return turnLabel({ status: turn?.status === "retrying" ? "retrying" : "running", error: turn?.error, retrying: retryOf(messageId, turn?.runId) });
+    return turnLabel({
+      status: turn?.status === "retrying" ? "retrying" : "running",
+      error: turn?.error,
+      retrying: retryOf(messageId, turn?.runId),
+    });
   }
   return turnLabel({ status: turn?.status, error: turn?.error });
 }
@@ -351,7 +429,8 @@ function renderLive() {
   $("stop").disabled = state.threadId === null || !running();
   const sending = [...state.outbox.entries()].find(([, entry]) => entry.sending);
   const current = runningMessageId() ?? sending?.[0];
-  $("activity").textContent = current === undefined ? "" : turnStateOf(current, state.messages.find((m) => m.id === current)?.turn).text;
+  $("activity").textContent =
+    current === undefined ? "" : turnStateOf(current, state.messages.find((m) => m.id === current)?.turn).text;
 }
 
 // Messages, answers and their variants
@@ -389,14 +468,25 @@ function renderMessages() {
   });
 }
 
-const otherItem = (message) => h("li", { class: `message ${message.role}` }, h("div", { class: "meta" }, message.role), h("div", { class: "text" }, messageText(message)));
+const otherItem = (message) =>
+  h(
+    "li",
+    { class: `message ${message.role}` },
+    h("div", { class: "meta" }, message.role),
+    h("div", { class: "text" }, messageText(message)),
+  );
 
 /** A user message: who and when, its turn's state, its words (as typed), and what may follow (Retry). */
 function userItem({ id, text, createdAt, label, tools = null }) {
   return h(
     "li",
     { class: "message user", "data-message-id": id },
-    h("div", { class: "meta" }, createdAt ? `You · ${when(createdAt)}` : "You", label.text ? [" · ", h("span", { class: `turn-state ${label.kind}` }, label.text)] : null),
+    h(
+      "div",
+      { class: "meta" },
+      createdAt ? `You · ${when(createdAt)}` : "You",
+      label.text ? [" · ", h("span", { class: `turn-state ${label.kind}` }, label.text)] : null,
+    ),
     h("div", { class: "text" }, text),
     tools,
   );
@@ -406,27 +496,58 @@ function turnItems({ user, answers }) {
   const label = turnStateOf(user.id, user.turn);
   const status = state.awaiting.has(user.id) ? "running" : user.turn?.status;
   // A failed turn, or one stopped before any text arrived (no answer carries Regenerate): Retry answers it.
-  const retry = status === "failed" || (status === "stopped" && answers.length === 0) ? h("p", { class: "tools" }, button("Retry", () => regenerate(user.id))) : null;
+  const retry =
+    status === "failed" || (status === "stopped" && answers.length === 0)
+      ? h(
+          "p",
+          { class: "tools" },
+          button("Retry", () => regenerate(user.id)),
+        )
+      : null;
   const item = userItem({ id: user.id, text: user.content.text, createdAt: user.createdAt, label, tools: retry });
   if (answers.length === 0) return [item];
   // The thread shows its current answer; a variant the reader flipped to is shown in its place.
   const choice = state.variants.get(user.id);
   const flipped = choice && !choice.list[choice.index].current ? choice.list[choice.index] : null;
   const shown = flipped
-    ? [{ agentName: flipped.results[0]?.agentName ?? "assistant", text: flipped.results.map((r) => answerText(r.content)).join("\n\n"), stopped: flipped.stopped === true }]
-    : answers.map((answer) => ({ agentName: answer.agentName, text: messageText(answer), stopped: answer.stopped === true }));
+    ? [
+        {
+          agentName: flipped.results[0]?.agentName ?? "assistant",
+          text: flipped.results.map((r) => answerText(r.content)).join("\n\n"),
+          stopped: flipped.stopped === true,
+        },
+      ]
+    : answers.map((answer) => ({
+        agentName: answer.agentName,
+        text: messageText(answer),
+        stopped: answer.stopped === true,
+      }));
   const answerItems = shown.map(({ agentName, text, stopped }) =>
-    h("li", { class: "message assistant" }, h("div", { class: "meta" }, agentName, stopped ? [" · ", stoppedLabel()] : null), h("div", { class: "markdown" }, markdownNodes(text))),
+    h(
+      "li",
+      { class: "message assistant" },
+      h("div", { class: "meta" }, agentName, stopped ? [" · ", stoppedLabel()] : null),
+      h("div", { class: "markdown" }, markdownNodes(text)),
+    ),
   );
   answerItems[answerItems.length - 1].append(answerTools(user.id, choice));
   return [item, ...answerItems];
 }
 
-const stoppedLabel = () => h("strong", { class: "stopped", title: "You stopped this answer: it is what the model had written by then." }, "Stopped");
+const stoppedLabel = () =>
+  h(
+    "strong",
+    { class: "stopped", title: "You stopped this answer: it is what the model had written by then." },
+    "Stopped",
+  );
 
 /** Regenerate, and ‹ n/m › through the variants when there are several. */
 function answerTools(messageId, choice) {
-  const tools = h("div", { class: "tools" }, button("Regenerate", () => regenerate(messageId), { disabled: state.awaiting.has(messageId) }));
+  const tools = h(
+    "div",
+    { class: "tools" },
+    button("Regenerate", () => regenerate(messageId), { disabled: state.awaiting.has(messageId) }),
+  );
   if (choice && choice.list.length > 1) {
     const count = choice.list.length;
     const position = choice.index;
@@ -568,7 +689,12 @@ async function search(event) {
           h(
             "li",
             {},
-            h("a", { href: threadHash(hit.threadId) }, snippetNodes(hit.snippet), h("small", {}, `${hit.role} · ${when(hit.createdAt)}${hit.onPath ? "" : " · replaced"}`)),
+            h(
+              "a",
+              { href: threadHash(hit.threadId) },
+              snippetNodes(hit.snippet),
+              h("small", {}, `${hit.role} · ${when(hit.createdAt)}${hit.onPath ? "" : " · replaced"}`),
+            ),
           ),
         )),
   );
@@ -598,7 +724,8 @@ $("new-thread").addEventListener(
 $("composer").addEventListener("submit", guarded(send));
 // Enter sends, Shift+Enter starts a new line (and Enter that confirms an input method's composition is the IME's).
 $("message").addEventListener("keydown", (event) => {
-  if (event.key !== "Enter" || event.shiftKey || event.isComposing || event.altKey || event.ctrlKey || event.metaKey) return;
+  if (event.key !== "Enter" || event.shiftKey || event.isComposing || event.altKey || event.ctrlKey || event.metaKey)
+    return;
   event.preventDefault();
   $("composer").requestSubmit();
 });

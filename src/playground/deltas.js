@@ -7,7 +7,10 @@
 
 /** Whether a `text.delta` row's data is one streamed by an inference step. */
 export const isInferenceDelta = (data) =>
-  typeof data?.runId === "string" && typeof data.stepId === "string" && typeof data.attempt === "number" && typeof data.delta === "string";
+  typeof data?.runId === "string" &&
+  typeof data.stepId === "string" &&
+  typeof data.attempt === "number" &&
+  typeof data.delta === "string";
 
 /**
  * The text each inference step streamed, in the order the steps' surviving attempts started:

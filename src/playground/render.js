@@ -30,7 +30,8 @@ export function answerText(content) {
 }
 
 /** A message's text as the messages API returns it: `{text}` for user messages, AgentKit output for answers. */
-export const messageText = (message) => ("text" in message.content ? message.content.text : answerText(message.content));
+export const messageText = (message) =>
+  "text" in message.content ? message.content.text : answerText(message.content);
 
 /**
  * A search snippet (HTML-escaped text with <mark> around matches) as nodes: its text, and only
@@ -38,7 +39,9 @@ export const messageText = (message) => ("text" in message.content ? message.con
  */
 export function snippetNodes(snippet) {
   const parsed = new DOMParser().parseFromString(`<body>${snippet}</body>`, "text/html");
-  return [...parsed.body.childNodes].map((node) => (node.nodeName === "MARK" ? h("mark", {}, node.textContent) : node.textContent));
+  return [...parsed.body.childNodes].map((node) =>
+    node.nodeName === "MARK" ? h("mark", {}, node.textContent) : node.textContent,
+  );
 }
 
 /** A timestamp in the reader's own locale. */
@@ -54,7 +57,8 @@ export const plural = (count, one, many) => (count === 0 ? `no ${many}` : `${cou
  */
 export function turnLabel({ status, error, sending = false, retrying = null }) {
   if (sending) return { text: "sending…", kind: "running" };
-  if (retrying) return { text: `retrying ${retrying.attempt}/${retrying.maxAttempts}: ${retrying.cause}`, kind: "retrying" };
+  if (retrying)
+    return { text: `retrying ${retrying.attempt}/${retrying.maxAttempts}: ${retrying.cause}`, kind: "retrying" };
   switch (status) {
     case "running":
       return { text: "answering…", kind: "running" };

@@ -52,7 +52,12 @@ export function inngestRealtime(client: Inngest.Any): RealtimePublisher {
     async subscriptionToken(userId) {
       const token = await getSubscriptionToken(client, { channel: userChannel(userId), topics: [AGENT_STREAM_TOPIC] });
       if (!token.key) throw new Error("Inngest answered without a realtime subscription token");
-      return { key: token.key, channel: userChannel(userId), topics: [AGENT_STREAM_TOPIC], ...(token.apiBaseUrl ? { apiBaseUrl: token.apiBaseUrl } : {}) };
+      return {
+        key: token.key,
+        channel: userChannel(userId),
+        topics: [AGENT_STREAM_TOPIC],
+        ...(token.apiBaseUrl ? { apiBaseUrl: token.apiBaseUrl } : {}),
+      };
     },
   };
 }

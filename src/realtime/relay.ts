@@ -47,7 +47,14 @@ const threadDeletedChunk = (threadId: string, lastId: number): AgentStreamChunk 
  * A thread the relay follows: the last id published, the time its unpublished rows were written
  * from, whether it woke since the last sweep, and the owner and incarnation its rows were read as.
  */
-type Followed = { lastId: number; since: Date; woken: boolean; ownerId?: string; incarnation?: string; missed?: boolean };
+type Followed = {
+  lastId: number;
+  since: Date;
+  woken: boolean;
+  ownerId?: string;
+  incarnation?: string;
+  missed?: boolean;
+};
 
 /** Threads relayed at the same time (each one in order, by one worker at a time). */
 export const RELAY_CONCURRENCY = 4;
@@ -112,10 +119,16 @@ export async function startRealtimeRelay({
     const thread = followed.get(threadId);
     if (!thread) return;
     for (;;) {
-      const read = await readEventsToRelay(db, { threadId, afterId: thread.lastId, since: thread.since, limit: RELAY_PAGE_SIZE });
+      const read = await readEventsToRelay(db, {
+        threadId,
+        afterId: thread.lastId,
+        since: thread.since,
+        limit: RELAY_PAGE_SIZE,
+      });
       const current = read.thread;
       if (!current || (thread.incarnation !== undefined && current.incarnation !== thread.incarnation)) {
-        if (thread.ownerId !== undefined && !closed) await publisher.publish(thread.ownerId, threadDeletedChunk(threadId, thread.lastId));
+        if (thread.ownerId !== undefined && !closed)
+          await publisher.publish(thread.ownerId, threadDeletedChunk(threadId, thread.lastId));
         if (!current) {
           followed.delete(threadId);
           return;
@@ -148,7 +161,12 @@ export async function startRealtimeRelay({
       pending.delete(threadId);
       active.add(threadId);
       void relayThread(threadId)
-        .catch((error: unknown) => logger.warn({ err: error, threadId }, "realtime relay: publishing failed; retried on the thread's next event"))
+        .catch((error: unknown) =>
+          logger.warn(
+            { err: error, threadId },
+            "realtime relay: publishing failed; retried on the thread's next event",
+          ),
+        )
         .finally(() => {
           active.delete(threadId);
           if (again.delete(threadId)) schedule(threadId);
@@ -213,7 +231,9 @@ export async function startRealtimeRelay({
   };
 
   const idle = () =>
-    pending.size === 0 && active.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve));
+    pending.size === 0 && active.size === 0
+      ? Promise.resolve()
+      : new Promise<void>((resolve) => idleWaiters.push(resolve));
 
   const unsubscribe = await events.subscribeAll(wake);
   const timer = setInterval(() => void sweep(), RELAY_SWEEP_MS);
@@ -231,7 +251,8 @@ export async function startRealtimeRelay({
       unsubscribe();
       clearInterval(timer);
       // What is being published ends first; nothing queued starts any more.
-      const draining = active.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve));
+      const draining =
+        active.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => idleWaiters.push(resolve));
       closed = true;
       pending.clear();
       again.clear();

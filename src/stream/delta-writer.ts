@@ -25,7 +25,11 @@ export const DELTA_FLUSH_CHARS = 1_000;
  * the answer; or it was cancelled or failed), a batch is refused (appendRunEvents), nothing more is
  * written, and `ended` aborts, so the caller stops reading the model.
  */
-export function deltaWriter(db: pg.Pool, target: { threadId: string; runId: string; stepId: string; attempt: number }, onFailure: (error: unknown) => void) {
+export function deltaWriter(
+  db: pg.Pool,
+  target: { threadId: string; runId: string; stepId: string; attempt: number },
+  onFailure: (error: unknown) => void,
+) {
   let pending = "";
   let batches = 0;
   let timer: NodeJS.Timeout | undefined;
@@ -36,13 +40,23 @@ export function deltaWriter(db: pg.Pool, target: { threadId: string; runId: stri
     clearTimeout(timer);
     timer = undefined;
     if (pending === "" || stop.signal.aborted) return;
-    const data: InferenceDelta = { runId: target.runId, stepId: target.stepId, attempt: target.attempt, delta: pending };
+    const data: InferenceDelta = {
+      runId: target.runId,
+      stepId: target.stepId,
+      attempt: target.attempt,
+      delta: pending,
+    };
     const events = [{ key: `${target.stepId}:delta:${batches}`, event: "text.delta", data }];
     pending = "";
     batches += 1;
     writing = writing.then(async () => {
       if (stop.signal.aborted) return;
-      const { ended } = await appendRunEvents(db, { threadId: target.threadId, runId: target.runId, attempt: target.attempt, events });
+      const { ended } = await appendRunEvents(db, {
+        threadId: target.threadId,
+        runId: target.runId,
+        attempt: target.attempt,
+        events,
+      });
       if (ended) stop.abort();
     });
     // Reported now, and again by finish(): the rejection is handled here, so it never counts as unhandled.

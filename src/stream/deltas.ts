@@ -12,7 +12,10 @@ export type InferenceDelta = { runId: string; stepId: string; attempt: number; d
 export type StreamedText = { runId: string; stepId: string; attempt: number; text: string };
 
 const isInferenceDelta = (data: Record<string, unknown>): data is InferenceDelta =>
-  typeof data.runId === "string" && typeof data.stepId === "string" && typeof data.attempt === "number" && typeof data.delta === "string";
+  typeof data.runId === "string" &&
+  typeof data.stepId === "string" &&
+  typeof data.attempt === "number" &&
+  typeof data.delta === "string";
 
 /**
  * Folds a thread's events (in id order) into the text each inference step streamed, in the order

@@ -22,7 +22,13 @@ const NETWORK_ENDINGS = new Set(["run.completed", "run.failed", "stream.ended"])
  * logs nothing at all (docs/engine.md, the re-run rule).
  * `chunks` false (EVENT_LOG_CHUNKS unset): only that skipped ending is written, no chunk.
  */
-export function turnPublisher(input: { db: pg.Pool; step: unknown; runId: string; state: State<StateData>; chunks: boolean }) {
+export function turnPublisher(input: {
+  db: pg.Pool;
+  step: unknown;
+  runId: string;
+  state: State<StateData>;
+  chunks: boolean;
+}) {
   const { db, step, runId, state, chunks } = input;
   return async (chunk: AgentMessageChunk): Promise<void> => {
     const threadId = state.threadId;

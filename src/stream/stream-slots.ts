@@ -41,6 +41,6 @@ export function createStreamSlots(limits: StreamLimits = DEFAULT_STREAM_LIMITS):
         },
       };
     },
-    open: (userId) => (userId === undefined ? total : perUser.get(userId) ?? 0),
+    open: (userId) => (userId === undefined ? total : (perUser.get(userId) ?? 0)),
   };
 }

@@ -59,10 +59,27 @@ type Follower = {
  * created again under the same id (by anyone) never reads the new thread's rows; its read finds
  * its thread gone and it ends with `deleted`.
  */
-export function createThreadFeeds({ db, events, pageSize = FEED_PAGE_SIZE, maxQueued = FEED_MAX_QUEUED }: { db: pg.Pool; events: EventNotifier; pageSize?: number; maxQueued?: number }): ThreadFeeds {
+export function createThreadFeeds({
+  db,
+  events,
+  pageSize = FEED_PAGE_SIZE,
+  maxQueued = FEED_MAX_QUEUED,
+}: {
+  db: pg.Pool;
+  events: EventNotifier;
+  pageSize?: number;
+  maxQueued?: number;
+}): ThreadFeeds {
   const feeds = new Map<string, Feed>();
 
-  type Feed = { thread: OwnedThread; followers: Set<Follower>; listening: Promise<() => void>; reading: boolean; again: boolean; gone: boolean };
+  type Feed = {
+    thread: OwnedThread;
+    followers: Set<Follower>;
+    listening: Promise<() => void>;
+    reading: boolean;
+    again: boolean;
+    gone: boolean;
+  };
 
   const deliver = (follower: Follower, delivery: FeedDelivery) => {
     if (follower.done) return;
@@ -124,7 +141,10 @@ export function createThreadFeeds({ db, events, pageSize = FEED_PAGE_SIZE, maxQu
     feed.followers.delete(follower);
     if (feed.followers.size > 0) return;
     if (feeds.get(key) === feed) feeds.delete(key);
-    void feed.listening.then((unsubscribe) => unsubscribe(), () => undefined);
+    void feed.listening.then(
+      (unsubscribe) => unsubscribe(),
+      () => undefined,
+    );
   };
 
   return {
@@ -135,7 +155,14 @@ export function createThreadFeeds({ db, events, pageSize = FEED_PAGE_SIZE, maxQu
       const key = JSON.stringify([thread.threadId, thread.ownerId, thread.incarnation]);
       let feed = feeds.get(key);
       if (!feed || feed.gone) {
-        const created: Feed = { thread, followers: new Set(), reading: false, again: false, gone: false, listening: Promise.resolve(() => undefined) };
+        const created: Feed = {
+          thread,
+          followers: new Set(),
+          reading: false,
+          again: false,
+          gone: false,
+          listening: Promise.resolve(() => undefined),
+        };
         // A wake-up after the notifier closed ends every follower (shutdown); any other is a read.
         created.listening = events.subscribe(thread.threadId, () => {
           if (events.closed) for (const follower of created.followers) follower.wake();

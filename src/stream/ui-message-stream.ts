@@ -25,13 +25,21 @@ import { streamedTexts } from "./deltas.js";
 type PartOrigin = { threadline: { stepId: string; attempt: number; superseded?: boolean } };
 
 export type UiMessageChunk =
-  | { type: "start"; messageId: string; messageMetadata: { threadId: string; userMessageId: string; runId: string; variant: number } }
+  | {
+      type: "start";
+      messageId: string;
+      messageMetadata: { threadId: string; userMessageId: string; runId: string; variant: number };
+    }
   | { type: "start-step" }
   | { type: "finish-step" }
   | { type: "text-start"; id: string; providerMetadata?: PartOrigin }
   | { type: "text-delta"; id: string; delta: string }
   | { type: "text-end"; id: string; providerMetadata?: PartOrigin }
-  | { type: "data-superseded"; id: string; data: { partId: string; stepId: string; attempt: number; supersededBy: number } }
+  | {
+      type: "data-superseded";
+      id: string;
+      data: { partId: string; stepId: string; attempt: number; supersededBy: number };
+    }
   | { type: "data-thread-deleted"; data: { threadId: string }; transient: true }
   | { type: "error"; errorText: string }
   | { type: "abort"; reason?: string }
@@ -51,7 +59,13 @@ export const threadDeletedChunks = (threadId: string): UiMessageChunk[] => [
   { type: "finish", finishReason: "other", messageMetadata: { status: "deleted" } },
 ];
 
-export type FollowedRun = { threadId: string; runId: string; userMessageId: string; variant: number; ended?: RunEnding };
+export type FollowedRun = {
+  threadId: string;
+  runId: string;
+  userMessageId: string;
+  variant: number;
+  ended?: RunEnding;
+};
 
 /** How the run ended (its stream.ended), with the cause a failure or cancellation recorded. */
 export type RunEnding = { status: string; cause?: string };
@@ -99,7 +113,9 @@ export class UiMessageStream {
 
   /** Whether the answer is still to be sent whole: nothing was streamed for it. */
   get needsStoredAnswer(): boolean {
-    return this.shown.size === 0 && ["completed", "superseded", "skipped", "stopped"].includes(this.ending?.status ?? "");
+    return (
+      this.shown.size === 0 && ["completed", "superseded", "skipped", "stopped"].includes(this.ending?.status ?? "")
+    );
   }
 
   /** The last chunks once `ending` is set: the stored answer's text when nothing was streamed (one part per text), then the end. */
@@ -116,8 +132,13 @@ export class UiMessageStream {
     }
     chunks.push(...this.closeStep());
     const status = this.ending?.status ?? "failed";
-    if (status === "failed") chunks.push({ type: "error", errorText: this.ending?.cause ?? "The turn failed: regenerate the answer to try again." });
-    if (status === "cancelled") chunks.push({ type: "abort", ...(this.ending?.cause === undefined ? {} : { reason: this.ending.cause }) });
+    if (status === "failed")
+      chunks.push({
+        type: "error",
+        errorText: this.ending?.cause ?? "The turn failed: regenerate the answer to try again.",
+      });
+    if (status === "cancelled")
+      chunks.push({ type: "abort", ...(this.ending?.cause === undefined ? {} : { reason: this.ending.cause }) });
     const finishReason = status === "failed" ? "error" : status === "cancelled" ? "other" : "stop";
     chunks.push({ type: "finish", finishReason, messageMetadata: { status } });
     return chunks;
@@ -129,7 +150,8 @@ export class UiMessageStream {
     for (const { stepId, attempt, text } of streamedTexts(this.deltas, this.run.runId)) {
       const shown = this.shown.get(stepId);
       if (shown?.attempt === attempt) {
-        if (text.length > shown.length) chunks.push({ type: "text-delta", id: shown.partId, delta: text.slice(shown.length) });
+        if (text.length > shown.length)
+          chunks.push({ type: "text-delta", id: shown.partId, delta: text.slice(shown.length) });
         shown.length = text.length;
         continue;
       }
@@ -149,10 +171,18 @@ export class UiMessageStream {
   private supersede(part: ShownPart, by: number): UiMessageChunk[] {
     const chunks: UiMessageChunk[] = [];
     if (this.openPart === part) {
-      chunks.push({ type: "text-end", id: part.partId, providerMetadata: { threadline: { stepId: part.stepId, attempt: part.attempt, superseded: true } } });
+      chunks.push({
+        type: "text-end",
+        id: part.partId,
+        providerMetadata: { threadline: { stepId: part.stepId, attempt: part.attempt, superseded: true } },
+      });
       this.openPart = null;
     }
-    chunks.push({ type: "data-superseded", id: part.partId, data: { partId: part.partId, stepId: part.stepId, attempt: part.attempt, supersededBy: by } });
+    chunks.push({
+      type: "data-superseded",
+      id: part.partId,
+      data: { partId: part.partId, stepId: part.stepId, attempt: part.attempt, supersededBy: by },
+    });
     return chunks;
   }
 

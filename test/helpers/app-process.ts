@@ -12,7 +12,13 @@ export type AppProcess = { child: ChildProcess; url: string; output: () => strin
 export async function startAppProcess(entry: string, env: Record<string, string>): Promise<AppProcess> {
   const port = await freePort();
   const child = spawn(process.execPath, ["--import", "tsx", path.resolve(entry)], {
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", LOG_LEVEL: "silent", ...env, PORT: String(port) },
+    env: {
+      PATH: process.env.PATH ?? "",
+      HOME: process.env.HOME ?? "",
+      LOG_LEVEL: "silent",
+      ...env,
+      PORT: String(port),
+    },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
@@ -31,7 +37,13 @@ export async function startAppProcess(entry: string, env: Record<string, string>
       await stop();
       throw new Error(`${entry} did not answer /health:\n${output}`);
     }
-    if (await fetch(`${url}/health`).then((response) => response.ok, () => false)) return { child, url, output: () => output, stop };
+    if (
+      await fetch(`${url}/health`).then(
+        (response) => response.ok,
+        () => false,
+      )
+    )
+      return { child, url, output: () => output, stop };
     await new Promise((resolve) => setTimeout(resolve, 100));
   }
 }

@@ -10,7 +10,10 @@ const uuidFrom = (key: string) => `overlay(overlay(md5(${key}) placing '4' from 
  * turn, each user message with one completed turn. Statistics are refreshed afterwards, as
  * autovacuum would on a real database.
  */
-export async function seedBulkThread(db: pg.Pool, { turns, userId = "user-1" }: { turns: number; userId?: string }): Promise<{ threadId: string; userId: string }> {
+export async function seedBulkThread(
+  db: pg.Pool,
+  { turns, userId = "user-1" }: { turns: number; userId?: string },
+): Promise<{ threadId: string; userId: string }> {
   const threadId = randomUUID();
   await db.query("INSERT INTO threads (id, user_id, last_seq) VALUES ($1, $2, $3)", [threadId, userId, 2 * turns]);
   await db.query(

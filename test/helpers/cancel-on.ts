@@ -12,7 +12,7 @@ type CancelOn = { event: string | { name: string }; if?: string };
  * its comparison false (CEL fails it, and a failed expression cancels nothing).
  */
 export function cancels(fn: InngestFunction.Like, trigger: SentEvent, sent: SentEvent): boolean {
-  const entries = ((fn as unknown as { opts: { cancelOn?: CancelOn[] } }).opts.cancelOn ?? []);
+  const entries = (fn as unknown as { opts: { cancelOn?: CancelOn[] } }).opts.cancelOn ?? [];
   return entries.some((entry) => {
     const name = typeof entry.event === "string" ? entry.event : entry.event.name;
     if (name !== sent.name) return false;

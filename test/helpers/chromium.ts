@@ -13,7 +13,10 @@ export const hasChromium = existsSync(CHROMIUM);
  */
 export function reportMissingChromium(what: string) {
   const required = process.env.REQUIRE_BROWSER === "1";
-  if (!required) console.warn(`${what} skipped: ${CHROMIUM} is missing (apt-get install chromium; REQUIRE_BROWSER=1 makes this a failure)`);
+  if (!required)
+    console.warn(
+      `${what} skipped: ${CHROMIUM} is missing (apt-get install chromium; REQUIRE_BROWSER=1 makes this a failure)`,
+    );
   it.runIf(required)(what, () => {
     expect.fail(`${CHROMIUM} is missing and REQUIRE_BROWSER=1: install it with apt-get install -y chromium`);
   });
@@ -22,7 +25,16 @@ export function reportMissingChromium(what: string) {
 export const launchChromium = (): Promise<Browser> =>
   chromium.launch({
     executablePath: CHROMIUM,
-    args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
   });
 
 /**

@@ -5,7 +5,10 @@ import type pg from "pg";
  * of it), so a test can assert which queries a run issued. `onQuery` also sees each text as it is
  * sent (to attribute it to the step running it); a function it returns is called once the query settles.
  */
-export function countingPool(pool: pg.Pool, onQuery?: (text: string) => (() => void) | void): { pool: pg.Pool; queries: string[] } {
+export function countingPool(
+  pool: pg.Pool,
+  onQuery?: (text: string) => (() => void) | void,
+): { pool: pg.Pool; queries: string[] } {
   const queries: string[] = [];
   const recording = <T extends object>(target: T): T =>
     new Proxy(target, {

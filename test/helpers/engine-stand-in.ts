@@ -100,7 +100,8 @@ export function aiGatewayError(status: number | undefined, body: string) {
   const providerBody = body.trim() === "" || status === undefined ? NO_ANSWER_BODY : body;
   return {
     name: "AIGatewayError",
-    message: status === undefined ? "Error making AI request" : `Error making AI request: unsuccessful status code: ${status}`,
+    message:
+      status === undefined ? "Error making AI request" : `Error making AI request: unsuccessful status code: ${status}`,
     stack: providerBody,
     data: providerBody,
   };
@@ -128,17 +129,29 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
     const eventPath = /^\/e\/([^/]+)$/.exec(url.pathname);
     if (req.method === "POST" && eventPath) {
       const payload = JSON.parse(body) as unknown;
-      const accepted = (Array.isArray(payload) ? payload : [payload]).map((event) => receive(event as Partial<StandInEvent>));
-      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ ids: accepted.map((e) => e.id), status: 200 }));
+      const accepted = (Array.isArray(payload) ? payload : [payload]).map((event) =>
+        receive(event as Partial<StandInEvent>),
+      );
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ ids: accepted.map((e) => e.id), status: 200 }));
       return;
     }
-    res.writeHead(404, { "content-type": "application/json" }).end(JSON.stringify({ error: `stand-in: no route for ${req.method} ${url.pathname}` }));
+    res
+      .writeHead(404, { "content-type": "application/json" })
+      .end(JSON.stringify({ error: `stand-in: no route for ${req.method} ${url.pathname}` }));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const standInUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
   function receive(raw: Partial<StandInEvent>): StandInEvent {
-    const event: StandInEvent = { id: raw.id ?? randomUUID(), name: raw.name ?? "", data: raw.data ?? {}, ts: raw.ts ?? Date.now(), ...(raw.v ? { v: raw.v } : {}) };
+    const event: StandInEvent = {
+      id: raw.id ?? randomUUID(),
+      name: raw.name ?? "",
+      data: raw.data ?? {},
+      ts: raw.ts ?? Date.now(),
+      ...(raw.v ? { v: raw.v } : {}),
+    };
     const duplicate = events.find((e) => e.id === event.id);
     if (duplicate) return duplicate;
     events.push(event);
@@ -152,11 +165,14 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
     for (const run of runs) {
       if (run.status !== "running") continue;
       const cancels = functions.get(run.fnId)?.cancel ?? [];
-      if (cancels.some((c) => c.event === event.name && (!c.if || evaluate(c.if, { event: run.event, async: event })))) cancel(run);
+      if (cancels.some((c) => c.event === event.name && (!c.if || evaluate(c.if, { event: run.event, async: event }))))
+        cancel(run);
     }
     for (const fn of functions.values()) {
       if (options.functions && !options.functions(fn.id)) continue;
-      const triggered = fn.triggers.some((t) => t.event === event.name && (!t.expression || evaluate(t.expression, { event })));
+      const triggered = fn.triggers.some(
+        (t) => t.event === event.name && (!t.expression || evaluate(t.expression, { event })),
+      );
       if (triggered) start(fn, event, {}, []);
     }
     return event;
@@ -169,10 +185,18 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
       waits.delete(wait);
       wait.resolve(null);
     }
-    receive({ name: "inngest/function.cancelled", data: { function_id: run.fnId, run_id: run.runId, event: run.event } });
+    receive({
+      name: "inngest/function.cancelled",
+      data: { function_id: run.fnId, run_id: run.runId, event: run.event },
+    });
   }
 
-  function start(fn: FnConfig, event: StandInEvent, steps: Record<string, MemoStep>, order: StandInRun["order"]): StandInRun {
+  function start(
+    fn: FnConfig,
+    event: StandInEvent,
+    steps: Record<string, MemoStep>,
+    order: StandInRun["order"],
+  ): StandInRun {
     let done!: () => void;
     const run: StandInRun = {
       runId: `01STANDIN${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 17)}`,
@@ -216,7 +240,10 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
           continue;
         }
         finish(run, "failed", response.body);
-        receive({ name: "inngest/function.failed", data: { function_id: run.fnId, run_id: run.runId, error: response.body, event: run.event } });
+        receive({
+          name: "inngest/function.failed",
+          data: { function_id: run.fnId, run_id: run.runId, error: response.body, event: run.event },
+        });
         return;
       }
       const ops = response.body as Op[];
@@ -251,8 +278,14 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
           case "AIGateway": {
             // The server retries a failed inference itself and tells the SDK only the last error.
             let answer = await infer(run, op);
-            for (let more = attempt + 1; !answer.ok && more < maxAttempts && run.status === "running"; more += 1) answer = await infer(run, op);
-            memoize(run, op.id, id, answer.ok ? { type: "data", data: answer.body } : { type: "error", error: answer.error });
+            for (let more = attempt + 1; !answer.ok && more < maxAttempts && run.status === "running"; more += 1)
+              answer = await infer(run, op);
+            memoize(
+              run,
+              op.id,
+              id,
+              answer.ok ? { type: "data", data: answer.body } : { type: "error", error: answer.error },
+            );
             break;
           }
           default:
@@ -285,7 +318,11 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
       }),
     });
     const text = await response.text();
-    return { status: response.status, noRetry: response.headers.get("x-inngest-no-retry"), body: text ? (JSON.parse(text) as unknown) : null };
+    return {
+      status: response.status,
+      noRetry: response.headers.get("x-inngest-no-retry"),
+      body: text ? (JSON.parse(text) as unknown) : null,
+    };
   }
 
   function memoize(run: StandInRun, hashedId: string, id: string, step: MemoStep) {
@@ -300,10 +337,13 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
 
   function waitFor(run: StandInRun, op: Op): Promise<StandInEvent | null> {
     return new Promise((resolve) => {
-      const timer = setTimeout(() => {
-        waits.delete(wait);
-        resolve(null);
-      }, durationSeconds(String(op.opts?.timeout ?? "1h")) * msPerSecond);
+      const timer = setTimeout(
+        () => {
+          waits.delete(wait);
+          resolve(null);
+        },
+        durationSeconds(String(op.opts?.timeout ?? "1h")) * msPerSecond,
+      );
       timers.add(timer);
       const wait: Wait = {
         run,
@@ -317,10 +357,20 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
     });
   }
 
-  async function infer(run: StandInRun, op: Op): Promise<{ ok: true; body: unknown } | { ok: false; error: ReturnType<typeof aiGatewayError> }> {
-    const opts = op.opts as { url: string; headers?: Record<string, string>; auth_key?: string; format?: string; body: unknown };
+  async function infer(
+    run: StandInRun,
+    op: Op,
+  ): Promise<{ ok: true; body: unknown } | { ok: false; error: ReturnType<typeof aiGatewayError> }> {
+    const opts = op.opts as {
+      url: string;
+      headers?: Record<string, string>;
+      auth_key?: string;
+      format?: string;
+      body: unknown;
+    };
     const headers: Record<string, string> = { "content-type": "application/json", ...opts.headers };
-    if (opts.format === "anthropic") Object.assign(headers, { "x-api-key": opts.auth_key ?? "", "anthropic-version": "2023-06-01" });
+    if (opts.format === "anthropic")
+      Object.assign(headers, { "x-api-key": opts.auth_key ?? "", "anthropic-version": "2023-06-01" });
     else if (opts.format === "gemini") headers["x-goog-api-key"] = opts.auth_key ?? "";
     else headers.authorization = `Bearer ${opts.auth_key ?? ""}`;
     try {
@@ -348,7 +398,8 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
     runs,
     registerApp: async (appUrl) => {
       const response = await fetch(appUrl, { method: "PUT" });
-      if (!response.ok) throw new Error(`stand-in: registering ${appUrl} answered ${response.status}: ${await response.text()}`);
+      if (!response.ok)
+        throw new Error(`stand-in: registering ${appUrl} answered ${response.status}: ${await response.text()}`);
     },
     send: async (event) => receive(event),
     rerun: (original, fromStep) => {
@@ -371,7 +422,11 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
         };
         const timer = setTimeout(() => {
           runListeners.delete(check);
-          reject(new Error(`stand-in: no matching run within ${timeoutMs} ms (runs: ${runs.map((r) => r.fnId).join(", ") || "none"})`));
+          reject(
+            new Error(
+              `stand-in: no matching run within ${timeoutMs} ms (runs: ${runs.map((r) => r.fnId).join(", ") || "none"})`,
+            ),
+          );
         }, timeoutMs);
         runListeners.add(check);
         check();
@@ -398,7 +453,8 @@ const readBody = (req: IncomingMessage) =>
 function durationSeconds(text: string): number {
   const units: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3_600, d: 86_400, w: 604_800 };
   let total = 0;
-  for (const [, amount, unit] of text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/g)) total += Number(amount) * units[unit!]!;
+  for (const [, amount, unit] of text.matchAll(/(\d+(?:\.\d+)?)(ms|s|m|h|d|w)/g))
+    total += Number(amount) * units[unit!]!;
   return total;
 }
 
@@ -419,5 +475,10 @@ function operand(text: string, scope: Record<string, unknown>): unknown {
   const literal = /^(['"])(.*)\1$/.exec(text);
   if (literal) return literal[2];
   if (/^-?\d+(\.\d+)?$/.test(text)) return Number(text);
-  return text.split(".").reduce<unknown>((value, key) => (value && typeof value === "object" ? (value as Record<string, unknown>)[key] : undefined), scope);
+  return text
+    .split(".")
+    .reduce<unknown>(
+      (value, key) => (value && typeof value === "object" ? (value as Record<string, unknown>)[key] : undefined),
+      scope,
+    );
 }

@@ -33,10 +33,17 @@ export function inferOverHttp(runId: string, aiInferSteps: string[] = []) {
         model.onCall?.(call, body);
         const headers: Record<string, string> = { "content-type": "application/json" };
         if (call.format === "openai-chat") headers.authorization = `Bearer ${call.authKey}`;
-        if (call.format === "anthropic") Object.assign(headers, { "x-api-key": call.authKey ?? "", "anthropic-version": "2023-06-01" });
+        if (call.format === "anthropic")
+          Object.assign(headers, { "x-api-key": call.authKey ?? "", "anthropic-version": "2023-06-01" });
         // The server gives up on a provider that does not answer; so does this, sooner.
-        const response = await fetch(call.url ?? "", { method: "POST", headers, body: JSON.stringify(body), signal: AbortSignal.timeout(MODEL_TIMEOUT_MS) });
-        if (!response.ok) throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 4_000)}`);
+        const response = await fetch(call.url ?? "", {
+          method: "POST",
+          headers,
+          body: JSON.stringify(body),
+          signal: AbortSignal.timeout(MODEL_TIMEOUT_MS),
+        });
+        if (!response.ok)
+          throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 4_000)}`);
         return response.json();
       });
     };
@@ -54,7 +61,9 @@ export function recordSentEvents(sent: SentEvent[]) {
   return (ctx: TestContext): TestContext => {
     const sendEvent = (id: string, payload: SentEvent | SentEvent[]) =>
       ctx.step.run(id, async () => {
-        const events = (Array.isArray(payload) ? payload : [payload]).map((event) => JSON.parse(JSON.stringify(event)) as SentEvent);
+        const events = (Array.isArray(payload) ? payload : [payload]).map(
+          (event) => JSON.parse(JSON.stringify(event)) as SentEvent,
+        );
         sent.push(...events);
         publish(events);
         return { ids: events.map(() => `sent-${randomUUID()}`) };
@@ -99,7 +108,9 @@ export const waitForEventOnBus: WaitResolver = (wait) => {
   const from = bus.events.length;
   return new Promise((resolve) => {
     const check = () => {
-      const match = bus.events.slice(from).find((e) => e.name === wait.event && (!wait.match || e.data[wait.match.field] === wait.match.value));
+      const match = bus.events
+        .slice(from)
+        .find((e) => e.name === wait.event && (!wait.match || e.data[wait.match.field] === wait.match.value));
       if (!match) return;
       finish(match);
     };
@@ -125,7 +136,14 @@ export function resolveWaits(resolve: WaitResolver) {
       const [, field, value] = /^async\.data\.(\w+) == (".*")$/.exec(opts.if ?? "") ?? [];
       if (opts.if && !field) throw new Error(`unsupported waitForEvent expression in tests: ${opts.if}`);
       const event = typeof opts.event === "string" ? opts.event : opts.event.name;
-      return ctx.step.run(id, () => resolve({ id, event, timeout: opts.timeout, match: field ? { field, value: JSON.parse(value!) as string } : undefined }));
+      return ctx.step.run(id, () =>
+        resolve({
+          id,
+          event,
+          timeout: opts.timeout,
+          match: field ? { field, value: JSON.parse(value!) as string } : undefined,
+        }),
+      );
     };
     return { ...ctx, step: { ...ctx.step, waitForEvent } } as TestContext;
   };
@@ -165,7 +183,11 @@ export function observeSteps(stepIds: string[], beforeStep?: (id: string) => Pro
 export function withFunctionMiddleware(fn: InngestFunction.Like): InngestFunction.Like {
   type Cls = new (args: { client: unknown }) => unknown;
   type Execution = { partialOptions: Record<string, unknown> };
-  const original = fn as unknown as { client: { middleware?: Cls[] }; opts: { middleware?: Cls[] }; createExecution: (opts: Execution) => unknown };
+  const original = fn as unknown as {
+    client: { middleware?: Cls[] };
+    opts: { middleware?: Cls[] };
+    createExecution: (opts: Execution) => unknown;
+  };
   const withMiddleware = Object.create(fn) as typeof original;
   withMiddleware.createExecution = (opts) => {
     const middleware = [...(original.client.middleware ?? []), ...(original.opts.middleware ?? [])];
@@ -226,7 +248,11 @@ export async function execute(
     function: withFunctionMiddleware(fn),
     events: [{ id: event.id ?? `event-${randomUUID()}`, ...event }],
     transformCtx: (ctx) => ({
-      ...resolveWaits(options.waits ?? waitForEventOnBus)(recordSentEvents(sentEvents)(inferOverHttp(runId, aiInferSteps)(observeSteps(stepIds, options.beforeStep, memoIds)(ctx)))),
+      ...resolveWaits(options.waits ?? waitForEventOnBus)(
+        recordSentEvents(sentEvents)(
+          inferOverHttp(runId, aiInferSteps)(observeSteps(stepIds, options.beforeStep, memoIds)(ctx)),
+        ),
+      ),
       attempt: options.attempt ?? 0,
     }),
   });
@@ -263,15 +289,29 @@ export function memoBefore(run: Execution, stepId: string): Memo {
 /** Runs an onFailure handler the way Inngest does once a run has failed for good. */
 export async function executeFailureHandler(
   fn: InngestFunction.Like,
-  failed: { runId: string; event: { name: string; data: Record<string, unknown> }; error: { name: string; message: string } },
+  failed: {
+    runId: string;
+    event: { name: string; data: Record<string, unknown> };
+    error: { name: string; message: string };
+  },
 ) {
-  const asFailure = Object.create(fn) as { createExecution: (opts: { partialOptions: Record<string, unknown> }) => unknown };
+  const asFailure = Object.create(fn) as {
+    createExecution: (opts: { partialOptions: Record<string, unknown> }) => unknown;
+  };
   asFailure.createExecution = (opts) =>
-    (fn as unknown as typeof asFailure).createExecution({ ...opts, partialOptions: { ...opts.partialOptions, handlerKind: "failure" } });
+    (fn as unknown as typeof asFailure).createExecution({
+      ...opts,
+      partialOptions: { ...opts.partialOptions, handlerKind: "failure" },
+    });
   const sentEvents: SentEvent[] = [];
   const engine = new InngestTestEngine({
     function: asFailure as unknown as InngestFunction.Like,
-    events: [{ name: "inngest/function.failed", data: { function_id: "threadline-chat-turn", run_id: failed.runId, error: failed.error, event: failed.event } }],
+    events: [
+      {
+        name: "inngest/function.failed",
+        data: { function_id: "threadline-chat-turn", run_id: failed.runId, error: failed.error, event: failed.event },
+      },
+    ],
     transformCtx: (ctx) => recordSentEvents(sentEvents)(mockCtx(ctx)),
   });
   return { ...(await engine.execute()), sentEvents };

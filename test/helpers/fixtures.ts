@@ -9,14 +9,25 @@ import type { ModelServer } from "./model-server.js";
 
 /** The model configuration a deployment pointing at the scripted server would have. */
 export const scriptedModel = (server: ModelServer) =>
-  chooseModel(readEnvironment({ OPENAI_BASE_URL: server.baseUrl, OPENAI_API_KEY: "test-key", MODEL: "scripted-model" }));
+  chooseModel(
+    readEnvironment({ OPENAI_BASE_URL: server.baseUrl, OPENAI_API_KEY: "test-key", MODEL: "scripted-model" }),
+  );
 
 export const chatEvent = (data: { content: string; userId?: string; threadId?: string; messageId?: string }) => ({
   name: "chat/message.sent",
   data: { messageId: randomUUID(), userId: "user-1", ...data },
 });
 
-export type StoredRow = { id: string; seq: number; kind: string; agent_name: string; content: unknown; answers: string | null; variant: number | null; on_path: boolean };
+export type StoredRow = {
+  id: string;
+  seq: number;
+  kind: string;
+  agent_name: string;
+  content: unknown;
+  answers: string | null;
+  variant: number | null;
+  on_path: boolean;
+};
 
 /** Every stored message of a thread, in insertion order, for assertions. */
 export async function threadRows(db: pg.Pool, threadId: string): Promise<StoredRow[]> {
@@ -35,7 +46,10 @@ export async function countRows(db: pg.Pool): Promise<{ threads: number; message
 }
 
 export async function turnsOf(db: pg.Pool, messageId: string) {
-  const { rows } = await db.query("SELECT run_id, kind, variant, status, error FROM turns WHERE message_id = $1 ORDER BY started_at", [messageId]);
+  const { rows } = await db.query(
+    "SELECT run_id, kind, variant, status, error FROM turns WHERE message_id = $1 ORDER BY started_at",
+    [messageId],
+  );
   return rows as { run_id: string; kind: string; variant: number; status: string; error: string | null }[];
 }
 
@@ -43,12 +57,20 @@ export async function turnsOf(db: pg.Pool, messageId: string) {
  * A new thread of answered turns, sent one after the other through the chat turn function. The
  * model's recorded requests are cleared afterwards, so a test sees only what follows.
  */
-export async function conversation(chatTurn: InngestFunction.Like, model: ModelServer, turns: [question: string, answer: string][]) {
+export async function conversation(
+  chatTurn: InngestFunction.Like,
+  model: ModelServer,
+  turns: [question: string, answer: string][],
+) {
   const threadId = randomUUID();
   const messageIds: string[] = [];
   for (const [question, answer] of turns) {
     model.script({ text: answer });
-    const event = chatEvent({ content: question, messageId: messageIds.length === 0 ? threadId : randomUUID(), ...(messageIds.length ? { threadId } : {}) });
+    const event = chatEvent({
+      content: question,
+      messageId: messageIds.length === 0 ? threadId : randomUUID(),
+      ...(messageIds.length ? { threadId } : {}),
+    });
     expect((await execute(chatTurn, event)).error).toBeUndefined();
     messageIds.push(event.data.messageId);
   }
@@ -60,7 +82,12 @@ export async function conversation(chatTurn: InngestFunction.Like, model: ModelS
  * A thread with one answered turn and a second message (`content`) whose turn is running: its
  * inference failed once and awaits a retry (`attempt` is that execution).
  */
-export async function threadWithRunningTurn(db: pg.Pool, chatTurn: InngestFunction.Like, model: ModelServer, content: string) {
+export async function threadWithRunningTurn(
+  db: pg.Pool,
+  chatTurn: InngestFunction.Like,
+  model: ModelServer,
+  content: string,
+) {
   const { threadId } = await conversation(chatTurn, model, [["My name is Ada.", "Hello, Ada."]]);
   const event = chatEvent({ threadId, content });
   model.script({ status: 503, body: { error: { message: "The engine is currently overloaded" } } });

@@ -12,15 +12,31 @@ import type { SentEvent } from "./engine.js";
 import type { EngineProbe } from "../../src/inngest-engine.js";
 
 /** The shared secret, issuer and audience the test app verifies JWTs with (HS256). */
-export const TEST_JWT = { secret: "threadline-test-secret-of-at-least-32-characters", issuer: "https://issuer.test", audience: "threadline-test" };
+export const TEST_JWT = {
+  secret: "threadline-test-secret-of-at-least-32-characters",
+  issuer: "https://issuer.test",
+  audience: "threadline-test",
+};
 
 /** Authentication as a deployment with a shared-secret JWT set-up has it (API keys included). */
 export const testAuth: AuthSettings = {
   dev: false,
-  jwt: { key: { secret: TEST_JWT.secret }, issuer: TEST_JWT.issuer, audience: TEST_JWT.audience, clockSkewSeconds: 0, userClaim: "sub" },
+  jwt: {
+    key: { secret: TEST_JWT.secret },
+    issuer: TEST_JWT.issuer,
+    audience: TEST_JWT.audience,
+    clockSkewSeconds: 0,
+    userClaim: "sub",
+  },
 };
 
-export type TokenOptions = { expiresAt?: number; issuedAt?: number; audience?: string; issuer?: string; secret?: string };
+export type TokenOptions = {
+  expiresAt?: number;
+  issuedAt?: number;
+  audience?: string;
+  issuer?: string;
+  secret?: string;
+};
 
 /** A signed HS256 JWT for a user (valid for an hour unless told otherwise). */
 export async function tokenFor(userId: string, options: TokenOptions = {}): Promise<string> {
@@ -87,6 +103,10 @@ export function asUser(app: App, userId: string) {
   return {
     get: async (path: string) => app.request(path, { headers: await headers }),
     post: async (path: string, body: unknown) =>
-      app.request(path, { method: "POST", headers: await headers, body: typeof body === "string" ? body : JSON.stringify(body) }),
+      app.request(path, {
+        method: "POST",
+        headers: await headers,
+        body: typeof body === "string" ? body : JSON.stringify(body),
+      }),
   };
 }

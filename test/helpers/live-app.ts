@@ -44,7 +44,11 @@ export type LiveApp = {
  * streaming inference ends at its next batch of text), no later step starts, no onFailure runs,
  * and inngest/function.cancelled reaches the turn-cancelled function.
  */
-export async function startLiveApp(db: pg.Pool, model: ModelServer, options: { model?: ModelChoice } = {}): Promise<LiveApp> {
+export async function startLiveApp(
+  db: pg.Pool,
+  model: ModelServer,
+  options: { model?: ModelChoice } = {},
+): Promise<LiveApp> {
   const deps = { db, model: options.model ?? scriptedModel(model), inference: "stream" as const };
   const functions: Record<string, { fn: InngestFunction.Like; id: string }> = {
     [chatMessageSent.name]: { fn: createChatTurn(deps), id: CHAT_TURN_ID },
@@ -63,7 +67,8 @@ export async function startLiveApp(db: pg.Pool, model: ModelServer, options: { m
     service: { model: deps.model, inference: deps.inference },
     sendEvent: async (event) => {
       // Each unfinished run whose function's cancelOn matches the event is cancelled.
-      for (const run of runs) if (!ended.has(run) && cancels(functions[run.event.name]!.fn, run.event, event)) run.cancelled = true;
+      for (const run of runs)
+        if (!ended.has(run) && cancels(functions[run.event.name]!.fn, run.event, event)) run.cancelled = true;
       const started = functions[event.name];
       if (started) {
         const { fn, id } = started;
@@ -74,7 +79,10 @@ export async function startLiveApp(db: pg.Pool, model: ModelServer, options: { m
         run.execution = execute(fn, event, { runId: run.runId, beforeStep }).then(async (execution) => {
           ended.add(run);
           if (run.cancelled) {
-            await execute(turnCancellation, { name: "inngest/function.cancelled", data: { function_id: `${inngest.id}-${id}`, run_id: run.runId } });
+            await execute(turnCancellation, {
+              name: "inngest/function.cancelled",
+              data: { function_id: `${inngest.id}-${id}`, run_id: run.runId },
+            });
           } else if (execution.error !== undefined) {
             const { name, message } = execution.error as Error;
             await executeFailureHandler(fn, { runId: run.runId, event, error: { name, message } });

@@ -14,10 +14,17 @@ export type LiveEngine = { engine: EngineStandIn; appUrl: string; close: () => P
  * runs `functions` over the SDK's HTTP protocol. Events the app or a function sends go to the
  * stand-in (INNGEST_BASE_URL is stubbed for this file until close).
  */
-export async function startLiveEngine(db: pg.Pool, functions: InngestFunction.Any[], options: StandInOptions = {}): Promise<LiveEngine> {
+export async function startLiveEngine(
+  db: pg.Pool,
+  functions: InngestFunction.Any[],
+  options: StandInOptions = {},
+): Promise<LiveEngine> {
   const engine = await startEngineStandIn(options);
   vi.stubEnv("INNGEST_BASE_URL", engine.url);
-  const { app } = createTestApp(db, { functions, sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }) });
+  const { app } = createTestApp(db, {
+    functions,
+    sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
+  });
   const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
   await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
   const appUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;

@@ -9,7 +9,11 @@ import type { AddressInfo } from "node:net";
  */
 export type ScriptedReply =
   | { text: string; delayMs?: number; stream?: StreamScript }
-  | { toolCalls: { name: string; arguments?: Record<string, unknown>; id?: string }[]; delayMs?: number; stream?: StreamScript }
+  | {
+      toolCalls: { name: string; arguments?: Record<string, unknown>; id?: string }[];
+      delayMs?: number;
+      stream?: StreamScript;
+    }
   | { status: number; body?: unknown; delayMs?: number };
 
 /** How a streamed reply is sent. Chunks are counted from 1 in the order they are sent. */
@@ -37,7 +41,12 @@ export function gate(): Gate {
 
 export type ChatRequest = {
   model: string;
-  messages: { role: string; content?: unknown; tool_calls?: { id: string; type: string; function: { name: string; arguments: string } }[]; tool_call_id?: string }[];
+  messages: {
+    role: string;
+    content?: unknown;
+    tool_calls?: { id: string; type: string; function: { name: string; arguments: string } }[];
+    tool_call_id?: string;
+  }[];
   tools?: unknown[];
   stream?: boolean;
   stream_options?: { include_usage?: boolean };
@@ -67,14 +76,18 @@ export async function startModelServer(): Promise<ModelServer> {
     if (reply.delayMs) await sleep(reply.delayMs);
     callCount += 1;
     if ("status" in reply) {
-      res.writeHead(reply.status, { "content-type": "application/json" }).end(JSON.stringify(reply.body ?? { error: { message: `scripted ${reply.status}` } }));
+      res
+        .writeHead(reply.status, { "content-type": "application/json" })
+        .end(JSON.stringify(reply.body ?? { error: { message: `scripted ${reply.status}` } }));
       return;
     }
     if (body.stream === true) {
       await streamCompletion(res, body, reply, callCount);
       return;
     }
-    res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(completion(body.model, reply, callCount)));
+    res
+      .writeHead(200, { "content-type": "application/json" })
+      .end(JSON.stringify(completion(body.model, reply, callCount)));
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
@@ -130,7 +143,10 @@ const toolCalls = (reply: Extract<ContentReply, { toolCalls: unknown }>, n: numb
 async function streamCompletion(res: ServerResponse, request: ChatRequest, reply: ContentReply, n: number) {
   const script = reply.stream ?? {};
   const base = { id: `chatcmpl-${n}`, object: "chat.completion.chunk", created: 0, model: request.model };
-  const chunk = (delta: Record<string, unknown>, finish_reason: string | null = null) => ({ ...base, choices: [{ index: 0, delta, finish_reason }] });
+  const chunk = (delta: Record<string, unknown>, finish_reason: string | null = null) => ({
+    ...base,
+    choices: [{ index: 0, delta, finish_reason }],
+  });
   const deltas = "text" in reply ? textDeltas(reply.text, script.chunks) : toolCallDeltas(toolCalls(reply, n));
 
   res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
@@ -149,12 +165,14 @@ async function streamCompletion(res: ServerResponse, request: ChatRequest, reply
     }
   }
   await send(res, chunk({}, "text" in reply ? "stop" : "tool_calls"));
-  if (request.stream_options?.include_usage) await send(res, { ...base, choices: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } });
+  if (request.stream_options?.include_usage)
+    await send(res, { ...base, choices: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } });
   res.end("data: [DONE]\n\n");
 }
 
 function textDeltas(text: string, chunks: string[] = [text]) {
-  if (chunks.join("") !== text) throw new Error(`scripted stream chunks ${JSON.stringify(chunks)} do not join to the text ${JSON.stringify(text)}`);
+  if (chunks.join("") !== text)
+    throw new Error(`scripted stream chunks ${JSON.stringify(chunks)} do not join to the text ${JSON.stringify(text)}`);
   return chunks.map((content) => ({ content }));
 }
 
@@ -171,7 +189,9 @@ function toolCallDeltas(calls: ReturnType<typeof toolCalls>) {
 
 /** Writes one server-sent event and waits until it has left the process, so a later destroy cannot drop it. */
 const send = (res: ServerResponse, data: unknown) =>
-  new Promise<void>((resolve, reject) => res.write(`data: ${JSON.stringify(data)}\n\n`, (error) => (error ? reject(error) : resolve())));
+  new Promise<void>((resolve, reject) =>
+    res.write(`data: ${JSON.stringify(data)}\n\n`, (error) => (error ? reject(error) : resolve())),
+  );
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 

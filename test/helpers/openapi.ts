@@ -24,7 +24,11 @@ export type OpenApiDocument = {
   openapi: string;
   info: { title: string; version: string };
   paths: Record<string, Record<string, Operation>>;
-  components: { schemas?: Record<string, unknown>; securitySchemes?: Record<string, unknown>; parameters?: Record<string, unknown> };
+  components: {
+    schemas?: Record<string, unknown>;
+    securitySchemes?: Record<string, unknown>;
+    parameters?: Record<string, unknown>;
+  };
   security?: Record<string, string[]>[];
 };
 
@@ -44,12 +48,18 @@ export function documentedOperations(document: OpenApiDocument): string[] {
  * table (middleware, registered for every method, is not a route).
  */
 export function servedRoutes(app: { routes: { method: string; path: string }[] }): string[] {
-  const routes = app.routes.filter((route) => route.method !== "ALL").map(({ method, path }) => `${method} ${path.replace(/:(\w+)(\{[^}]*\})?\??/g, "{$1}")}`);
+  const routes = app.routes
+    .filter((route) => route.method !== "ALL")
+    .map(({ method, path }) => `${method} ${path.replace(/:(\w+)(\{[^}]*\})?\??/g, "{$1}")}`);
   return [...new Set(routes)];
 }
 
 /** The documented operation a request to `method path` reaches: its path template and description. */
-export function operationFor(document: OpenApiDocument, method: string, url: string): { key: string; operation: Operation } {
+export function operationFor(
+  document: OpenApiDocument,
+  method: string,
+  url: string,
+): { key: string; operation: Operation } {
   const { pathname } = new URL(url, "http://localhost");
   for (const [template, item] of Object.entries(document.paths)) {
     const pattern = new RegExp(`^${template.replace(/\{[^}]+\}/g, "[^/]+")}$`);
@@ -66,7 +76,10 @@ export function operationFor(document: OpenApiDocument, method: string, url: str
  */
 export function documentedSchema(document: OpenApiDocument, schema: unknown): z.ZodType {
   const local = (value: unknown) => JSON.parse(JSON.stringify(value).replaceAll('"#/components/schemas/', '"#/$defs/'));
-  return z.fromJSONSchema({ ...local(schema), $defs: local(document.components.schemas ?? {}) }, { defaultTarget: "draft-2020-12" });
+  return z.fromJSONSchema(
+    { ...local(schema), $defs: local(document.components.schemas ?? {}) },
+    { defaultTarget: "draft-2020-12" },
+  );
 }
 
 /**
@@ -74,11 +87,19 @@ export function documentedSchema(document: OpenApiDocument, schema: unknown): z.
  * required headers are present, the media type is a documented one and a JSON body validates
  * against the documented schema. Returns the operation and status, for coverage.
  */
-export async function expectDocumentedResponse(document: OpenApiDocument, method: string, url: string, response: Response): Promise<string> {
+export async function expectDocumentedResponse(
+  document: OpenApiDocument,
+  method: string,
+  url: string,
+  response: Response,
+): Promise<string> {
   const { key, operation } = operationFor(document, method, url);
   const documented = operation.responses[String(response.status)] ?? operation.responses.default;
   const body = await response.text();
-  expect(documented, `${key} answered ${response.status}, which it does not document: ${body.slice(0, 300)}`).toBeDefined();
+  expect(
+    documented,
+    `${key} answered ${response.status}, which it does not document: ${body.slice(0, 300)}`,
+  ).toBeDefined();
   for (const [name, header] of Object.entries(documented!.headers ?? {})) {
     if (header.required) expect(response.headers.get(name), `${key} ${response.status}: header ${name}`).not.toBeNull();
   }
@@ -88,7 +109,10 @@ export async function expectDocumentedResponse(document: OpenApiDocument, method
     expect(Object.keys(media), `${key} ${response.status}: content type`).toContain(type);
     if (type === "application/json") {
       const checked = documentedSchema(document, media[type]!.schema).safeParse(JSON.parse(body));
-      expect(checked.success ? [] : checked.error.issues, `${key} ${response.status}: body ${body.slice(0, 300)}`).toEqual([]);
+      expect(
+        checked.success ? [] : checked.error.issues,
+        `${key} ${response.status}: body ${body.slice(0, 300)}`,
+      ).toEqual([]);
     }
   }
   return `${key} ${response.status}`;

@@ -41,16 +41,35 @@ export async function seedThread(
       entries.push({ kind: "system", text });
     }
     const messageId = randomUUID();
-    const question = options.texts?.(i).question ?? (options.longQuestion?.turn === i ? options.longQuestion.text : `question ${i}`);
+    const question =
+      options.texts?.(i).question ?? (options.longQuestion?.turn === i ? options.longQuestion.text : `question ${i}`);
     const answer = options.texts?.(i).answer ?? `answer ${i}`;
-    const start = await beginTurn(db, { threadId, userId, message: { id: messageId, text: question }, turn: { runId: `seed-${messageId}`, kind: "chat" } });
+    const start = await beginTurn(db, {
+      threadId,
+      userId,
+      message: { id: messageId, text: question },
+      turn: { runId: `seed-${messageId}`, kind: "chat" },
+    });
     const toolCallId = options.toolTurns?.includes(i) ? `call_seed_${i}` : undefined;
     const contents: AgentContent[] = toolCallId
       ? [
           {
-            output: [{ type: "tool_call", role: "assistant", stop_reason: "tool", tools: [{ type: "tool", id: toolCallId, name: "current_time", input: {} }] }],
+            output: [
+              {
+                type: "tool_call",
+                role: "assistant",
+                stop_reason: "tool",
+                tools: [{ type: "tool", id: toolCallId, name: "current_time", input: {} }],
+              },
+            ],
             toolCalls: [
-              { type: "tool_result", role: "tool_result", stop_reason: "tool", tool: { type: "tool", id: toolCallId, name: "current_time", input: {} }, content: { data: { now: `2026-01-${String(i).padStart(2, "0")}T00:00:00.000Z` } } },
+              {
+                type: "tool_result",
+                role: "tool_result",
+                stop_reason: "tool",
+                tool: { type: "tool", id: toolCallId, name: "current_time", input: {} },
+                content: { data: { now: `2026-01-${String(i).padStart(2, "0")}T00:00:00.000Z` } },
+              },
             ],
           },
           { output: [{ type: "text", role: "assistant", content: answer }], toolCalls: [] },
@@ -64,7 +83,11 @@ export async function seedThread(
       messageSeq: start.messageSeq,
       variant: start.variant,
       detachLaterTurns: false,
-      results: contents.map((content, position) => ({ id: resultId(messageId, start.variant, position), agentName: ASSISTANT_NAME, content })),
+      results: contents.map((content, position) => ({
+        id: resultId(messageId, start.variant, position),
+        agentName: ASSISTANT_NAME,
+        content,
+      })),
     });
     entries.push({ kind: "turn", index: i, question, answer, ...(toolCallId ? { toolCallId } : {}) });
   }
@@ -73,11 +96,15 @@ export async function seedThread(
 
 async function insertSystemMessage(db: pg.Pool, threadId: string, text: string) {
   await transaction(db, async (client) => {
-    const { rows } = await client.query<{ last_seq: string }>("UPDATE threads SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq", [threadId]);
+    const { rows } = await client.query<{ last_seq: string }>(
+      "UPDATE threads SET last_seq = last_seq + 1 WHERE id = $1 RETURNING last_seq",
+      [threadId],
+    );
     const seq = Number(rows[0]!.last_seq);
-    await client.query("INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content) VALUES ($1, $2, $3, $3, 'system', 'system', $4)", [
-      randomUUID(), threadId, seq, { text },
-    ]);
+    await client.query(
+      "INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content) VALUES ($1, $2, $3, $3, 'system', 'system', $4)",
+      [randomUUID(), threadId, seq, { text }],
+    );
   });
 }
 
@@ -87,8 +114,18 @@ export function expectedMessages(entries: SeededEntry[]): unknown[] {
     if (entry.kind === "system") return [{ role: "system", content: entry.text }];
     const toolMessages = entry.toolCallId
       ? [
-          { role: "assistant", content: null, tool_calls: [{ id: entry.toolCallId, type: "function", function: { name: "current_time", arguments: "{}" } }] },
-          { role: "tool", tool_call_id: entry.toolCallId, content: JSON.stringify({ data: { now: `2026-01-${String(entry.index).padStart(2, "0")}T00:00:00.000Z` } }) },
+          {
+            role: "assistant",
+            content: null,
+            tool_calls: [
+              { id: entry.toolCallId, type: "function", function: { name: "current_time", arguments: "{}" } },
+            ],
+          },
+          {
+            role: "tool",
+            tool_call_id: entry.toolCallId,
+            content: JSON.stringify({ data: { now: `2026-01-${String(entry.index).padStart(2, "0")}T00:00:00.000Z` } }),
+          },
         ]
       : [];
     return [{ role: "user", content: entry.question }, ...toolMessages, { role: "assistant", content: entry.answer }];

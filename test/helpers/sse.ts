@@ -10,7 +10,11 @@ type App = { request: (path: string, init?: RequestInit) => Response | Promise<R
  * body as a browser's EventSource would: `received` fills as events arrive, `heartbeats` counts
  * comment lines, `waitFor(n)` waits (with a deadline) until n events arrived, `close()` disconnects.
  */
-export async function openEventStream(app: App, threadId: string, options: { userId?: string; lastEventId?: number; after?: number } = {}) {
+export async function openEventStream(
+  app: App,
+  threadId: string,
+  options: { userId?: string; lastEventId?: number; after?: number } = {},
+) {
   const controller = new AbortController();
   const headers: Record<string, string> = { ...(await headersFor(options.userId ?? "user-1")) };
   if (options.lastEventId !== undefined) headers["last-event-id"] = String(options.lastEventId);
@@ -33,9 +37,19 @@ export async function openEventStream(app: App, threadId: string, options: { use
         while ((end = buffer.indexOf("\n\n")) >= 0) {
           const frame = buffer.slice(0, end);
           buffer = buffer.slice(end + 2);
-          const fields = Object.fromEntries(frame.split("\n").filter((l) => !l.startsWith(":")).map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 1).trimStart()]));
+          const fields = Object.fromEntries(
+            frame
+              .split("\n")
+              .filter((l) => !l.startsWith(":"))
+              .map((l) => [l.slice(0, l.indexOf(":")), l.slice(l.indexOf(":") + 1).trimStart()]),
+          );
           if (frame.startsWith(":")) state.heartbeats += 1;
-          else received.push({ id: Number(fields.id), event: fields.event!, data: JSON.parse(fields.data!) as Record<string, unknown> });
+          else
+            received.push({
+              id: Number(fields.id),
+              event: fields.event!,
+              data: JSON.parse(fields.data!) as Record<string, unknown>,
+            });
           for (const listener of changed) listener();
         }
       }
@@ -56,7 +70,9 @@ export async function openEventStream(app: App, threadId: string, options: { use
       };
       const timer = setTimeout(() => {
         changed.delete(check);
-        reject(new Error(`timed out waiting for ${what}; received ${JSON.stringify(received.map((e) => [e.id, e.event]))}`));
+        reject(
+          new Error(`timed out waiting for ${what}; received ${JSON.stringify(received.map((e) => [e.id, e.event]))}`),
+        );
       }, timeoutMs);
       changed.add(check);
       check();

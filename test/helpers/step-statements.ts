@@ -38,12 +38,21 @@ export function statementsPerStep(db: pg.Pool) {
       function: withFunctionMiddleware(fn),
       events: [{ id: `event-${randomUUID()}`, ...event }],
       transformCtx: (raw) => {
-        const ctx = recordSentEvents([])(inferOverHttp(runId)(raw)) as typeof raw & { step: { run: (id: string, work: () => unknown) => unknown } };
+        const ctx = recordSentEvents([])(inferOverHttp(runId)(raw)) as typeof raw & {
+          step: { run: (id: string, work: () => unknown) => unknown };
+        };
         const stepRun = ctx.step.run;
-        return { ...ctx, step: { ...ctx.step, run: (id: string, work: () => unknown) => stepRun(id, () => currentStep.run(id, work)) } } as typeof raw;
+        return {
+          ...ctx,
+          step: { ...ctx.step, run: (id: string, work: () => unknown) => stepRun(id, () => currentStep.run(id, work)) },
+        } as typeof raw;
       },
     });
-    const output = (await engine.execute()) as unknown as { result?: unknown; error?: unknown; state: Record<string, unknown> };
+    const output = (await engine.execute()) as unknown as {
+      result?: unknown;
+      error?: unknown;
+      state: Record<string, unknown>;
+    };
     return { steps: Object.keys(output.state).length, result: output.result, error: output.error };
   }
 
