@@ -6,7 +6,7 @@
  * DATABASE_URL's server, or the embedded PostgreSQL) and drops it at the end.
  */
 import { randomUUID } from "node:crypto";
-import pg from "pg";
+import type pg from "pg";
 import { AGENT_HISTORY_DEFAULTS, historyWindow } from "../src/history/policy.js";
 import * as sql from "../src/history/sql.js";
 import { readHistory } from "../src/history/store.js";
@@ -160,9 +160,9 @@ function printTable(results: { size: number; lastN: Measure; step: Measure; full
   }
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
   const row = (cells: string[]) =>
-    "| " + cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
-  console.log("\n" + row(header));
-  console.log("|" + widths.map((w, i) => (i < 2 ? "-".repeat(w + 2) : "-".repeat(w + 1) + ":")).join("|") + "|");
+    `| ${cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ")} |`;
+  console.log(`\n${row(header)}`);
+  console.log(`|${widths.map((w, i) => (i < 2 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`);
   for (const line of lines) console.log(row(line));
 
   const small = results[0]!;
@@ -190,7 +190,7 @@ async function explain(pool: pg.Pool, threadId: string) {
   console.log(
     `\nEXPLAIN (ANALYZE, BUFFERS) selectHistoryWindow (the history.get statement) on the 100,000-message thread:`,
   );
-  for (const line of plan.rows) console.log("  " + line["QUERY PLAN"]);
+  for (const line of plan.rows) console.log(`  ${line["QUERY PLAN"]}`);
 }
 
 await main();

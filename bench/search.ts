@@ -12,7 +12,7 @@
  * BENCH_SEARCH_DATABASE=<name> measures a kept one again without seeding (nor dropping it).
  */
 import os from "node:os";
-import pg from "pg";
+import type pg from "pg";
 import { decodeSearchCursor, searchMessages, type SearchPosition } from "../src/history/search.js";
 import * as sql from "../src/history/search-sql.js";
 import { openBenchDatabase } from "./bench-database.js";
@@ -305,9 +305,9 @@ function printTable(rows: Measured[], load: number[]) {
 function printRows(header: string[], lines: string[][]) {
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
   const row = (cells: string[]) =>
-    "| " + cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
+    `| ${cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ")} |`;
   console.log(row(header));
-  console.log("|" + widths.map((w, i) => (i < 2 ? "-".repeat(w + 2) : "-".repeat(w + 1) + ":")).join("|") + "|");
+  console.log(`|${widths.map((w, i) => (i < 2 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`);
   for (const line of lines) console.log(row(line));
 }
 
@@ -346,7 +346,7 @@ async function compareWithoutOwner(pool: pg.Pool, cases: Case[]) {
 async function explain(pool: pg.Pool, statement: string, params: unknown[], title: string) {
   const plan = await pool.query(`EXPLAIN (ANALYZE, BUFFERS) ${statement}`, params);
   console.log(`\nEXPLAIN (ANALYZE, BUFFERS) ${title}:`);
-  for (const line of plan.rows) console.log("  " + line["QUERY PLAN"]);
+  for (const line of plan.rows) console.log(`  ${line["QUERY PLAN"]}`);
 }
 
 await main();

@@ -11,7 +11,7 @@
  */
 import { randomUUID } from "node:crypto";
 import type { InngestFunction } from "inngest";
-import pg from "pg";
+import type pg from "pg";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "../src/agents/model.js";
 import { readEnvironment } from "../src/config.js";
@@ -179,13 +179,13 @@ function printTable(results: Measured[]) {
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
   const row = (cells: string[]) =>
-    "| " + cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ") + " |";
+    `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ")} |`;
   console.log(
     `\n${TURNS} turns each (after ${WARMUP} warm-up turns), medians; statements counted per step of one turn; "of which SQL" sums the time ` +
       "spent waiting for each statement; the bare function has as many no-op steps and alternates with the turn.\n",
   );
   console.log(row(header));
-  console.log("|" + widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : "-".repeat(w + 1) + ":")).join("|") + "|");
+  console.log(`|${widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`);
   for (const line of lines) console.log(row(line));
   const worst = Math.max(
     ...results.map((r) => Math.max(0, ...[...r.perStep].filter(([s]) => s.startsWith("history.")).map(([, n]) => n))),
@@ -210,7 +210,7 @@ async function explainHistoryRead(pool: pg.Pool) {
   console.log(
     `\nEXPLAIN (ANALYZE, BUFFERS) history.get (selectHistoryWindow) on a ${SEEDED_TURNS * 2}-message thread, lastN 20:`,
   );
-  for (const line of plan.rows) console.log("  " + line["QUERY PLAN"]);
+  for (const line of plan.rows) console.log(`  ${line["QUERY PLAN"]}`);
 }
 
 /**
@@ -246,9 +246,9 @@ async function explainLatestTurn(pool: pg.Pool) {
     console.log(
       `\nEXPLAIN (ANALYZE) latest-turn lookup among ${LATEST_TURN_ROWS.toLocaleString("en")} turns, with turns_thread_idx:`,
     );
-    for (const line of withIndex) console.log("  " + line);
+    for (const line of withIndex) console.log(`  ${line}`);
     console.log("without it (dropped in a rolled-back transaction):");
-    for (const line of withoutIndex) console.log("  " + line);
+    for (const line of withoutIndex) console.log(`  ${line}`);
   } finally {
     client.release();
   }

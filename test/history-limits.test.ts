@@ -24,7 +24,7 @@ const chatTurn = (historyEnv?: HistoryEnvironment) =>
 /** The history.get step's output as Inngest memoizes it (the one step output that carries summaryLag). */
 async function historyStepOutput(memo: Memo): Promise<string> {
   const outputs = await Promise.all(memo.map(async (step) => JSON.stringify(await step.handler())));
-  const found = outputs.filter((json) => json !== undefined && json.includes('"summaryLag"'));
+  const found = outputs.filter((json) => json?.includes('"summaryLag"'));
   expect(found).toHaveLength(1);
   return found[0]!;
 }

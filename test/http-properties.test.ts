@@ -390,6 +390,7 @@ describe("every route answers a success or a 4xx naming the problem, never a 5xx
 });
 
 /** Text PostgreSQL refuses to store: a NUL character, or a UTF-16 surrogate without its pair. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is what the property looks for.
 const unstorable = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
 const holdsUnstorableText = (value: unknown): boolean =>
   typeof value === "string"

@@ -385,7 +385,7 @@ const cases: {
     method: "GET",
     path: () => messagesOf(thread.threadId),
     status: 404,
-    send: (p, m) => asUser(app, "user-2").get(p),
+    send: (p) => asUser(app, "user-2").get(p),
   },
   {
     name: "messages while the database is unreachable",

@@ -133,8 +133,7 @@ async function* serverSentEvents(
   for await (const bytes of body) {
     onBytes();
     buffer += decoder.decode(bytes, { stream: true });
-    let end: number;
-    while ((end = buffer.indexOf("\n")) >= 0) {
+    for (let end = buffer.indexOf("\n"); end >= 0; end = buffer.indexOf("\n")) {
       const line = buffer.slice(0, end).replace(/\r$/, "");
       buffer = buffer.slice(end + 1);
       if (line === "") {
@@ -191,7 +190,8 @@ function openAiAssembler(): Assembler {
       const delta = choice.delta ?? {};
       if (delta.role) role = delta.role;
       for (const part of delta.tool_calls ?? []) {
-        const call = (toolCalls[part.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } });
+        toolCalls[part.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } };
+        const call = toolCalls[part.index]!;
         if (part.id) call.id = part.id;
         if (part.type) call.type = part.type;
         call.function.name += part.function?.name ?? "";

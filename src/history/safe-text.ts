@@ -9,6 +9,7 @@ import { z } from "zod";
 
 // Without the `u` flag a regular expression sees UTF-16 code units, so it can find the lone halves.
 const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: NUL is the character this refuses.
 const UNSAFE_GLOBAL = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /** Why a string cannot be stored, or undefined when it can. */
@@ -36,7 +37,7 @@ export function refuseUnsafeJson(value: unknown, ctx: z.RefinementCtx, path: Pro
     const problem = unsafeTextProblem(value);
     if (problem) ctx.addIssue({ code: "custom", path, message: problem });
   } else if (Array.isArray(value)) {
-    value.forEach((item, index) => refuseUnsafeJson(item, ctx, [...path, index]));
+    for (const [index, item] of value.entries()) refuseUnsafeJson(item, ctx, [...path, index]);
   } else if (value !== null && typeof value === "object") {
     for (const [key, item] of Object.entries(value)) {
       // The path stops at the object: the offending key itself must not travel on in error messages.

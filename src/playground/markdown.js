@@ -8,15 +8,15 @@ import { Marked } from "./vendor/marked.js";
 import DOMPurify from "./vendor/purify.js";
 
 const ESCAPES = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
-const escape = (text) => text.replace(/[&<>"']/g, (character) => ESCAPES[character]);
+const escapeHtml = (text) => text.replace(/[&<>"']/g, (character) => ESCAPES[character]);
 
 const marked = new Marked({
   gfm: true,
   breaks: true,
   async: false,
   renderer: {
-    html: ({ text }) => escape(text),
-    image: ({ href, text }) => `<a href="${escape(href)}">${escape(text || href)}</a>`,
+    html: ({ text }) => escapeHtml(text),
+    image: ({ href, text }) => `<a href="${escapeHtml(href)}">${escapeHtml(text || href)}</a>`,
   },
 });
 

@@ -20,13 +20,13 @@ export function cancels(fn: InngestFunction.Like, trigger: SentEvent, sent: Sent
     return entry.if.split("&&").every((clause) => {
       const sides = clause.split("==").map((side) => side.trim());
       if (sides.length !== 2) throw new Error(`unsupported cancelOn expression in tests: ${entry.if}`);
-      const [left, right] = sides.map((side) => valueOf(side, { async: sent, event: trigger }, entry.if!));
+      const [left, right] = sides.map((side) => sideValue(side, { async: sent, event: trigger }, entry.if!));
       return left !== undefined && right !== undefined && left === right;
     });
   });
 }
 
-function valueOf(side: string, events: { async: SentEvent; event: SentEvent }, expression: string): unknown {
+function sideValue(side: string, events: { async: SentEvent; event: SentEvent }, expression: string): unknown {
   const [, which, field] = /^(async|event)\.data\.(\w+)$/.exec(side) ?? [];
   if (!which) throw new Error(`unsupported cancelOn expression in tests: ${expression}`);
   return events[which as "async" | "event"].data[field!];

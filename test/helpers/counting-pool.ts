@@ -7,7 +7,7 @@ import type pg from "pg";
  */
 export function countingPool(
   pool: pg.Pool,
-  onQuery?: (text: string) => (() => void) | void,
+  onQuery?: (text: string) => (() => void) | undefined,
 ): { pool: pg.Pool; queries: string[] } {
   const queries: string[] = [];
   const recording = <T extends object>(target: T): T =>
