@@ -3,7 +3,7 @@ import { z } from "zod";
 import { message } from "./src/history/messages.js";
 import { historyRequest } from "./src/history/policy.js";
 import { safeString } from "./src/history/safe-text.js";
-import { logger } from "./src/logger.js";
+import { logger } from "./src/platform/logger.js";
 
 /**
  * The Inngest client and every event's contract. Event data is validated against these schemas
@@ -13,7 +13,7 @@ import { logger } from "./src/logger.js";
 // This client defines the functions (its id names them) and never talks to Inngest: the SDK reads
 // the environment (INNGEST_DEV, keys, URLs) when a client is constructed, which for this one is
 // whenever a module first imports it. The process sends and serves with a client built at
-// start-up from the configuration (src/inngest-serve.ts inngestClient).
+// start-up from the configuration (src/platform/inngest-serve.ts inngestClient).
 export const inngest = new Inngest({ id: "threadline", logger, internalLogger: logger });
 
 /** Longest user message accepted, in characters (UTF-16 units; about 8k tokens of English). */

@@ -1,9 +1,9 @@
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import pg from "pg";
-import { createPool, startEmbeddedPostgres } from "../src/history/database.js";
+import { createPool, startEmbeddedPostgres } from "../src/platform/database.js";
 import { migrate } from "../src/history/migrate.js";
-import { logger } from "../src/logger.js";
+import { logger } from "../src/platform/logger.js";
 
 export type BenchDatabase = { pool: pg.Pool; name: string; fresh: boolean; close: () => Promise<void> };
 

@@ -14,7 +14,7 @@ import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
 import { serve } from "@hono/node-server";
-import { createPool } from "../src/history/database.js";
+import { createPool } from "../src/platform/database.js";
 import { appendEvents } from "../src/history/events.js";
 import { createThread } from "../src/history/threads.js";
 import { createApp } from "../src/server.js";

@@ -1,11 +1,11 @@
 // First: the settings of .env, before any module reads the environment.
-import "../src/env-file.js";
+import "../src/platform/env-file.js";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import type pg from "pg";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { verifiedUserId } from "../src/auth/identity.js";
-import { listApiKeys, revokeApiKey, type ApiKeyRecord } from "../src/history/api-keys.js";
+import { listApiKeys, revokeApiKey, type ApiKeyRecord } from "../src/auth/api-key-store.js";
 import { runDatabaseCommand, UsageError } from "./database-command.js";
 
 const USAGE = `Usage: node dist/scripts/api-keys.js <command>   (npm run api-keys -- <command>)

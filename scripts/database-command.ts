@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { readEnvironment } from "../src/config.js";
-import { openDatabase } from "../src/history/database.js";
+import { openDatabase } from "../src/platform/database.js";
 import { migrate } from "../src/history/migrate.js";
 
 /** A mistake in the command line: printed with the command's usage. */

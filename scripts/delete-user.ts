@@ -1,5 +1,5 @@
 // First: the settings of .env, before any module reads the environment.
-import "../src/env-file.js";
+import "../src/platform/env-file.js";
 import { pathToFileURL } from "node:url";
 import { parseArgs } from "node:util";
 import type pg from "pg";

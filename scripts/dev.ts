@@ -1,5 +1,5 @@
 // First: the settings of .env, before any module reads the environment.
-import { envFile } from "../src/env-file.js";
+import { envFile } from "../src/platform/env-file.js";
 import { spawn } from "node:child_process";
 
 /**
@@ -9,7 +9,7 @@ import { spawn } from "node:child_process";
  * dev server runs there (docker compose, another terminal) and none is started here.
  *
  * The settings below take effect however the imports above are ordered: the server reads the
- * environment when startServer runs and builds its Inngest client then (src/inngest-serve.ts).
+ * environment when startServer runs and builds its Inngest client then (src/platform/inngest-serve.ts).
  */
 // Local development on purpose: the Inngest dev server (unsigned requests) and AUTH=dev (the user
 // named by the X-Threadline-User header). Production mode refuses both.
@@ -22,7 +22,7 @@ process.env.LOG_FORMAT ??= "pretty";
 const [{ readEnvironment }, { startServer }, { logger }] = await Promise.all([
   import("../src/config.js"),
   import("../src/server.js"),
-  import("../src/logger.js"),
+  import("../src/platform/logger.js"),
 ]);
 if (envFile) logger.info(`settings read from ${envFile} (a variable set in the environment wins over it)`);
 const { PORT, INNGEST_BASE_URL } = readEnvironment();

@@ -1,7 +1,7 @@
 // First: the settings of .env, before any module reads the environment.
-import "../src/env-file.js";
+import "../src/platform/env-file.js";
 import { readEnvironment } from "../src/config.js";
-import { openDatabase } from "../src/history/database.js";
+import { openDatabase } from "../src/platform/database.js";
 import { migrate } from "../src/history/migrate.js";
 import { exitOnHelp } from "./database-command.js";
 

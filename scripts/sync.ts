@@ -1,9 +1,9 @@
 // First: the settings of .env, before any module reads the environment.
-import "../src/env-file.js";
+import "../src/platform/env-file.js";
 import { createHmac } from "node:crypto";
 import { parseArgs } from "node:util";
 import { readEnvironment } from "../src/config.js";
-import { DEFAULT_SERVE_PATH } from "../src/inngest-serve.js";
+import { DEFAULT_SERVE_PATH } from "../src/platform/inngest-serve.js";
 
 /**
  * npm run sync — registers the app's functions with its Inngest server after a deploy: a PUT to the
@@ -31,7 +31,7 @@ if (values.help) {
 }
 
 /**
- * Production refuses an unsigned sync (src/inngest-serve.ts): with the app's signing key the PUT
+ * Production refuses an unsigned sync (src/platform/inngest-serve.ts): with the app's signing key the PUT
  * is signed as Inngest signs its requests, an HMAC-SHA256 of the (empty) body and the time, keyed
  * by the key without its signkey-<env>- prefix.
  */
@@ -45,7 +45,7 @@ function signature(signingKey: string | undefined): Record<string, string> {
   return { "X-Inngest-Signature": `t=${at}&s=${hex}` };
 }
 
-// The serve URL as the app announces it (src/inngest-serve.ts), from the same validated settings.
+// The serve URL as the app announces it (src/platform/inngest-serve.ts), from the same validated settings.
 const env = readEnvironment();
 const url =
   values.url ??

@@ -3,7 +3,7 @@ import { NETWORK_AGENTS, networkName } from "./agents/network.js";
 import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
 import type { AgentsConfig } from "./functions/turn-network.js";
-import { DEFAULT_SESSION_TIMEOUTS } from "./history/database.js";
+import { DEFAULT_SESSION_TIMEOUTS } from "./platform/database.js";
 import { DEFAULT_EVENT_RETENTION_HOURS } from "./history/events.js";
 import { DEFAULT_LOST_RUN_DEADLINE_MINUTES } from "./history/lost-turns.js";
 import { DEFAULT_TOMBSTONE_DAYS } from "./history/threads.js";
@@ -27,7 +27,7 @@ const flag = z
   .enum(["1", "true", "0", "false"], { error: "must be 1, true, 0 or false" })
   .transform((value) => value === "1" || value === "true");
 
-/** Production mode, Inngest's mode and authentication: what src/production.ts checks at start-up. */
+/** Production mode, Inngest's mode and authentication: what src/platform/production.ts checks at start-up. */
 const deploymentEnvironment = z.object({
   /** "production" switches on the start-up refusals of production mode. */
   NODE_ENV: optionalText,
@@ -129,7 +129,7 @@ export const environment = z
     ).transform((value) => value ?? 10),
     DATA_DIR: z.string().default(".data"),
     EMBEDDED_POSTGRES_PORT: z.coerce.number().int().positive().default(54329),
-    /** "pretty": human-readable log lines (npm run dev's default; never in production); "json" otherwise. Read by src/logger.ts as it loads. */
+    /** "pretty": human-readable log lines (npm run dev's default; never in production); "json" otherwise. Read by src/platform/logger.ts as it loads. */
     LOG_FORMAT: optionalSetting(z.enum(["json", "pretty"], { error: 'LOG_FORMAT must be "json" or "pretty"' })),
     /** PostgreSQL's statement_timeout for the app's pooled sessions, in ms (0: none). */
     DATABASE_STATEMENT_TIMEOUT_MS: z.coerce.number().int().min(0).default(DEFAULT_SESSION_TIMEOUTS.statementTimeoutMs),

@@ -1,6 +1,6 @@
 // First: the settings of .env, before any module reads the environment.
-import { envFile } from "./env-file.js";
-import { logger } from "./logger.js";
+import { envFile } from "./platform/env-file.js";
+import { logger } from "./platform/logger.js";
 import { startServer } from "./server.js";
 
 /** `npm start` and the production image: the server on plain node. */

@@ -27,9 +27,9 @@ import { authenticate } from "./auth/middleware.js";
 import type { AuthSettings } from "./auth/settings.js";
 import { agentsConfig, authSettings, historyEnvironment, readEnvironment } from "./config.js";
 import { createFunctions } from "./functions/index.js";
-import { openDatabase } from "./history/database.js";
+import { openDatabase } from "./platform/database.js";
 import { migrate } from "./history/migrate.js";
-import { drainable } from "./graceful-shutdown.js";
+import { drainable } from "./platform/graceful-shutdown.js";
 import {
   devServerEngine,
   engineAdvice,
@@ -37,12 +37,12 @@ import {
   inngestEngine,
   type EngineProbe,
   type InngestEngine,
-} from "./inngest-engine.js";
-import { inngestClient, inngestHandler, inngestServing, type InngestServing } from "./inngest-serve.js";
-import { logger } from "./logger.js";
-import { startupRefusals } from "./production.js";
-import { inngestRealtime } from "./realtime/publisher.js";
-import { startRealtimeRelay } from "./realtime/relay.js";
+} from "./platform/inngest-engine.js";
+import { inngestClient, inngestHandler, inngestServing, type InngestServing } from "./platform/inngest-serve.js";
+import { logger } from "./platform/logger.js";
+import { startupRefusals } from "./platform/production.js";
+import { inngestRealtime } from "./stream/realtime-publisher.js";
+import { startRealtimeRelay } from "./stream/realtime-relay.js";
 import { createEventNotifier } from "./stream/notifier.js";
 import { createStreamSlots } from "./stream/stream-slots.js";
 import { createThreadFeeds } from "./stream/thread-feeds.js";

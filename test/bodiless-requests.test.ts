@@ -5,7 +5,7 @@ import { serve, type ServerType } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { ensureThread } from "../src/history/store.js";
-import { remember } from "../src/memory/store.js";
+import { remember } from "../src/history/memories.js";
 import { scriptedModel, threadWithRunningTurn, turnsOf } from "./helpers/fixtures.js";
 import { createTestApp, tokenFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createPool, startEmbeddedPostgres, type EmbeddedServer } from "../src/history/database.js";
+import { createPool, startEmbeddedPostgres, type EmbeddedServer } from "../src/platform/database.js";
 import { appendEvents } from "../src/history/events.js";
 import { migrate } from "../src/history/migrate.js";
 import { createEventNotifier } from "../src/stream/notifier.js";

@@ -4,7 +4,7 @@ import { describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
 import { createChatTurn, TURN_RETRIES } from "../src/functions/chat-turn.js";
 import { describeFailure } from "../src/functions/failure-message.js";
-import { modelFailureMessage } from "../src/functions/model-errors.js";
+import { modelFailureMessage } from "../src/agents/model-errors.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
 import { cancelOnDeletion } from "../src/functions/turn-deletion.js";
@@ -33,7 +33,7 @@ export const ENGINE_CONTRACT = [
   {
     fact: 'A failed step.ai.infer reaches the SDK as {name: AIGatewayError, message: \'Error making AI request: unsuccessful status code: <n>\', stack: <provider body>, data: <provider body>}; an empty body as {"error":"Error making AI request"}.',
     source: "BRIEF",
-    reliedOnBy: "src/functions/model-errors.ts (the recorded failure cause)",
+    reliedOnBy: "src/agents/model-errors.ts (the recorded failure cause)",
     pinnedBy: "the AI gateway's error shape",
   },
   {

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { deleteUserCommand } from "../scripts/delete-user.js";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { rememberFromThread } from "../src/memory/store.js";
+import { rememberFromThread } from "../src/history/memories.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";

@@ -2,7 +2,7 @@ import { StepError, type Middleware } from "inngest";
 import { describe, expect, it } from "vitest";
 import { createChatTurn, TURN_RETRIES } from "../src/functions/chat-turn.js";
 import { describeFailure, MAX_FAILURE_MESSAGE } from "../src/functions/failure-message.js";
-import { ModelErrorMiddleware } from "../src/functions/model-errors.js";
+import { ModelErrorMiddleware } from "../src/agents/model-errors.js";
 import { inngest } from "../inngest.config.js";
 import { execute, executeFailureHandler, MODEL_TIMEOUT_MS } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, turnsOf } from "./helpers/fixtures.js";

@@ -4,7 +4,7 @@ import { serve } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { failureLimiter } from "../src/auth/failure-limit.js";
 import { authSettings, readEnvironment } from "../src/config.js";
-import { createPool } from "../src/history/database.js";
+import { createPool } from "../src/platform/database.js";
 import { createTestApp, testAuth, tokenFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 

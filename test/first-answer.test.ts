@@ -7,7 +7,7 @@ import { afterAll, afterEach, describe, expect, it } from "vitest";
 import { chooseStartModel, MODEL_SETUP_STEPS, probeOllama } from "../src/agents/model.js";
 import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { freePort } from "../src/history/database.js";
+import { freePort } from "../src/platform/database.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";

@@ -2,7 +2,7 @@ import { chmod, mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { TestProject } from "vitest/node";
-import { startEmbeddedPostgres, type EmbeddedServer } from "../src/history/database.js";
+import { startEmbeddedPostgres, type EmbeddedServer } from "../src/platform/database.js";
 import { withDatabase } from "./helpers/database.js";
 
 declare module "vitest" {

@@ -9,7 +9,7 @@ import { createSummarizeThread } from "../src/functions/summarize-thread.js";
 import { resultId } from "../src/history/ids.js";
 import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
 import { NO_MEMORY } from "../src/memory/components.js";
-import { memoryIdFor } from "../src/memory/store.js";
+import { memoryIdFor } from "../src/history/memories.js";
 import { execute, type Execution, type ExecuteOptions, type WaitResolver } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadWithRunningTurn } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";

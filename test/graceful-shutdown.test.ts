@@ -6,7 +6,7 @@ import { connect } from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { freePort } from "../src/history/database.js";
+import { freePort } from "../src/platform/database.js";
 
 // The real server as a child process on the embedded database (one data directory for the file).
 // A slow database is PostgreSQL stopped with SIGSTOP (the postmaster and each of its processes,

@@ -6,7 +6,7 @@ import pg from "pg";
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { checkEventSize, MAX_BODY_BYTES, MAX_EVENT_BYTES } from "../src/api/bounded-input.js";
 import { EventTooLarge } from "../src/api/errors.js";
-import { logger } from "../src/logger.js";
+import { logger } from "../src/platform/logger.js";
 import { createApp } from "../src/server.js";
 import { countRows } from "./helpers/fixtures.js";
 import { testAuth, tokenFor } from "./helpers/http.js";

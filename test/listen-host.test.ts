@@ -2,7 +2,7 @@ import { spawn } from "node:child_process";
 import { once } from "node:events";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { freePort } from "../src/history/database.js";
+import { freePort } from "../src/platform/database.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();

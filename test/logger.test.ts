@@ -8,7 +8,7 @@ const run = promisify(execFile);
 
 /** What the app's logger prints for one info line, in a process of its own with exactly `env` (and PATH). */
 async function logLine(env: Record<string, string>): Promise<string> {
-  const logger = pathToFileURL(path.resolve("src/logger.ts")).href;
+  const logger = pathToFileURL(path.resolve("src/platform/logger.ts")).href;
   const script = `const { logger } = await import(${JSON.stringify(logger)}); logger.info({ threadId: "t-1" }, "listening");`;
   const { stdout } = await run(
     process.execPath,

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createReconcileTurns } from "../src/functions/reconcile-turns.js";
 import { beginTurn } from "../src/history/store.js";
-import { askEngineAboutRun, hashedSigningKey, type InngestEngine } from "../src/inngest-engine.js";
+import { askEngineAboutRun, hashedSigningKey, type InngestEngine } from "../src/platform/inngest-engine.js";
 import { execute } from "./helpers/engine.js";
 import { scriptedModel, threadWithRunningTurn, turnsOf, chatEvent } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -150,7 +150,7 @@ describe("runs lost by the engine (reconcile-turns, every two minutes)", () => {
   });
 });
 
-describe("asking the engine about a run (engine facts in src/inngest-engine.ts)", () => {
+describe("asking the engine about a run (engine facts in src/platform/inngest-engine.ts)", () => {
   it("reads Inngest Cloud's 404 and the open-source server's 500 'Unable to load function run' as unknown; other faults leave the answer to the deadline", async () => {
     const ask = (runId: string, answer: StandInAnswer) => {
       runs.set(runId, answer);

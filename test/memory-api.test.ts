@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { memoriesDeletedResponse, memoryDeletedResponse, memoryListResponse } from "../src/api/memories.js";
 import { ensureThread } from "../src/history/store.js";
-import { remember, rememberFromThread } from "../src/memory/store.js";
+import { remember, rememberFromThread } from "../src/history/memories.js";
 import { asUser, createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 

@@ -4,7 +4,7 @@ import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { countTokens } from "../src/history/token-budget.js";
 import type { MemoryComponent, ThreadMessage } from "../src/memory/component.js";
-import { remember } from "../src/memory/store.js";
+import { remember } from "../src/history/memories.js";
 import { memoryContextText } from "../src/memory/user-memory.js";
 import { execute, memoBefore } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";

@@ -6,7 +6,7 @@ import { createChatNetwork } from "../src/agents/network.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createTurnHistory } from "../src/history/adapter.js";
 import { resolveHistoryPolicy } from "../src/history/policy.js";
-import { createPool } from "../src/history/database.js";
+import { createPool } from "../src/platform/database.js";
 import { beginTurn, checkSendable } from "../src/history/store.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, conversation, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";

@@ -107,7 +107,7 @@ describe("the compiled operator commands, on a production install", () => {
         [
           "--input-type=module",
           "-e",
-          `await import("./dist/src/env-file.js"); console.log(process.env.THREADLINE_FROM_FILE, process.env.DATABASE_URL)`,
+          `await import("./dist/src/platform/env-file.js"); console.log(process.env.THREADLINE_FROM_FILE, process.env.DATABASE_URL)`,
         ],
         { DATABASE_URL: "from-environment" },
       );
@@ -146,6 +146,6 @@ describe("every entry point reads .env before anything else", () => {
     const firstImport = readFileSync(file, "utf8")
       .split("\n")
       .find((line) => line.startsWith("import "));
-    expect(firstImport).toMatch(/from "\.\.?\/(src\/)?env-file\.js";$|^import "\.\.?\/(src\/)?env-file\.js";$/);
+    expect(firstImport).toMatch(/^import (\{ envFile \} from )?"\.\.?\/(src\/)?platform\/env-file\.js";$/);
   });
 });

@@ -7,13 +7,13 @@ import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { readEnvironment } from "../src/config.js";
-import { inngestEngine } from "../src/inngest-engine.js";
-import { startupRefusals } from "../src/production.js";
+import { inngestEngine } from "../src/platform/inngest-engine.js";
+import { startupRefusals } from "../src/platform/production.js";
 
 /**
  * docker-compose.production.yml as far as this machine can check it (no Docker here): parsed, its
  * variables substituted as Compose does, and each service's configuration checked against what
- * the app refuses to start without (src/production.ts) and against the other services.
+ * the app refuses to start without (src/platform/production.ts) and against the other services.
  */
 const COMPOSE = readFileSync("docker-compose.production.yml", "utf8");
 const HAPROXY = readFileSync("deploy/haproxy.cfg", "utf8");

@@ -4,7 +4,7 @@ import { createServer as createNetServer, type AddressInfo, type Server as NetSe
 import { serve } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readEnvironment } from "../src/config.js";
-import { engineAdvice, engineProbe, inngestEngine, type InngestEngine } from "../src/inngest-engine.js";
+import { engineAdvice, engineProbe, inngestEngine, type InngestEngine } from "../src/platform/inngest-engine.js";
 import { createApp } from "../src/server.js";
 import { headersFor, testAuth } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";

@@ -8,8 +8,8 @@ import {
   userChannel,
   type AgentStreamChunk,
   type RealtimePublisher,
-} from "../src/realtime/publisher.js";
-import { startRealtimeRelay, type RealtimeRelay } from "../src/realtime/relay.js";
+} from "../src/stream/realtime-publisher.js";
+import { startRealtimeRelay, type RealtimeRelay } from "../src/stream/realtime-relay.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";

@@ -7,8 +7,8 @@ import { connect, type AddressInfo } from "node:net";
 import path from "node:path";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { readEnvironment } from "../src/config.js";
-import { freePort } from "../src/history/database.js";
-import { INNGEST_MAX_REQUEST_BYTES, signatureHeaderRefusal } from "../src/inngest-serve.js";
+import { freePort } from "../src/platform/database.js";
+import { INNGEST_MAX_REQUEST_BYTES, signatureHeaderRefusal } from "../src/platform/inngest-serve.js";
 import { TEST_JWT } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 

@@ -9,7 +9,7 @@ import {
 import { NonRetriableError } from "inngest";
 import { z } from "zod";
 import type { AgentMemory } from "../memory/hooks.js";
-import { priorResultCount, turnSkipReason } from "../run-state.js";
+import { priorResultCount, turnSkipReason } from "./run-state.js";
 import { ASSISTANT_NAME, createAssistant } from "./assistant.js";
 import type { ModelChoice } from "./model.js";
 import { createReviewer, REVIEWER_NAME, REVIEWER_STATE_KEY } from "./reviewer.js";

@@ -1,4 +1,4 @@
-import { NO_ANSWER_PREFIX } from "../functions/model-errors.js";
+import { NO_ANSWER_PREFIX } from "./model-errors.js";
 
 /**
  * A model call made by this process with streaming on: the provider's server-sent events are read

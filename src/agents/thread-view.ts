@@ -1,6 +1,6 @@
 import type { AgentResult, Message, NetworkRun, State, StateData } from "@inngest/agent-kit";
 import type { AgentMemory } from "../memory/hooks.js";
-import { priorResultCount, turnSkipReason, userMessageText } from "../run-state.js";
+import { priorResultCount, turnSkipReason, userMessageText } from "./run-state.js";
 
 type OnStartArgs = { prompt: Message[]; history?: Message[]; network?: NetworkRun<StateData> | undefined };
 

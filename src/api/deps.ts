@@ -1,5 +1,5 @@
 import type pg from "pg";
-import type { RealtimePublisher } from "../realtime/publisher.js";
+import type { RealtimePublisher } from "../stream/realtime-publisher.js";
 import type { EventNotifier } from "../stream/notifier.js";
 import type { StreamLimits, StreamSlots } from "../stream/stream-slots.js";
 import type { ThreadFeeds } from "../stream/thread-feeds.js";

@@ -4,7 +4,7 @@ import type { RequestIdVariables } from "hono/request-id";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
 import { HistoryRefusal } from "../history/errors.js";
-import { logger } from "../logger.js";
+import { logger } from "../platform/logger.js";
 
 /** The app's context: every request carries an id (hono/request-id), logged with any fault. */
 export type AppEnv = { Variables: RequestIdVariables };

@@ -5,7 +5,7 @@ import { z } from "zod";
 import { callerId, type AuthEnv } from "../auth/identity.js";
 import { HistoryRefusal } from "../history/errors.js";
 import { ownedThread } from "../history/events.js";
-import { logger } from "../logger.js";
+import { logger } from "../platform/logger.js";
 import { STREAM_RETRY_AFTER_SECONDS, type StreamSlots } from "../stream/stream-slots.js";
 import type { FeedFollower } from "../stream/thread-feeds.js";
 import type { ApiDeps, StreamDeps } from "./deps.js";

@@ -5,7 +5,7 @@ import { z } from "zod";
 import { callerId, type AuthEnv } from "../auth/identity.js";
 import { exportUserData } from "../history/export.js";
 import { EXPORT_VERSION, exportRecord } from "../history/export-format.js";
-import { logger } from "../logger.js";
+import { logger } from "../platform/logger.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 

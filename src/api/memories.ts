@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { describeRoute } from "hono-openapi";
 import { z } from "zod";
 import { callerId, type AuthEnv } from "../auth/identity.js";
-import { decodeMemoryCursor, encodeMemoryCursor, forget, forgetAll, listMemories } from "../memory/store.js";
+import { decodeMemoryCursor, encodeMemoryCursor, forget, forgetAll, listMemories } from "../history/memories.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 import { pageLimit, validate } from "./validate.js";

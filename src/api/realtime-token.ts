@@ -2,7 +2,7 @@ import { Hono } from "hono";
 import { describeRoute } from "hono-openapi";
 import { z } from "zod";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
-import { subscriptionToken } from "../realtime/publisher.js";
+import { subscriptionToken } from "../stream/realtime-publisher.js";
 import type { ApiDeps } from "./deps.js";
 import { RealtimeUnavailable } from "./errors.js";
 import { apiErrors, jsonResponse } from "./openapi.js";

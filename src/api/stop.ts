@@ -5,7 +5,7 @@ import { turnFinished, turnStopRequested, type TurnFinished, type TurnStopReques
 import { ASSISTANT_NAME } from "../agents/assistant.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { stopRunningTurn } from "../history/turn-stop.js";
-import { logger } from "../logger.js";
+import { logger } from "../platform/logger.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 import { validate } from "./validate.js";

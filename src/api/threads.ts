@@ -15,7 +15,7 @@ import {
   updateThread,
   type ThreadCursor,
 } from "../history/threads.js";
-import { logger } from "../logger.js";
+import { logger } from "../platform/logger.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 import { pageLimit, validate } from "./validate.js";

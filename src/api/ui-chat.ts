@@ -11,7 +11,7 @@ import { assistantTexts } from "../history/messages.js";
 import { checkOwnedThread, listAnswerVariants } from "../history/store.js";
 import { isDeletedThread } from "../history/threads.js";
 import { answeredMessage, messageTurns, readRunEventsAfter, runningTurn, type TurnRun } from "../history/turn-runs.js";
-import { logger } from "../logger.js";
+import { logger } from "../platform/logger.js";
 import { followThread, type ThreadFollower } from "../stream/follow.js";
 import {
   threadDeletedChunks,

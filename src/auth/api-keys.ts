@@ -1,6 +1,6 @@
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
 import type pg from "pg";
-import { findActiveApiKey, insertApiKey, type ApiKeyRecord } from "../history/api-keys.js";
+import { findActiveApiKey, insertApiKey, type ApiKeyRecord } from "./api-key-store.js";
 
 /**
  * Server-to-server API keys: `tl_<id>_<secret>`, a 16-hex-digit id that finds the stored row and a

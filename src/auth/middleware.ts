@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
 import type pg from "pg";
-import { logger } from "../logger.js";
+import { logger } from "../platform/logger.js";
 import { looksLikeApiKey, verifyApiKey } from "./api-keys.js";
 import { clientAddress, failureLimiter } from "./failure-limit.js";
 import { verifiedUserId, type AuthEnv, type Identity } from "./identity.js";

@@ -2,9 +2,9 @@ import { NonRetriableError } from "inngest";
 import { inngest, memoryExtractRequested } from "../../inngest.config.js";
 import { createExtractor, extractionRequest, proposedFacts } from "../agents/extractor.js";
 import { durably } from "../history/durable.js";
-import { MAX_MEMORY_LENGTH, rememberFromThread, turnForExtraction } from "../memory/store.js";
+import { MAX_MEMORY_LENGTH, rememberFromThread, turnForExtraction } from "../history/memories.js";
 import type { FunctionDeps } from "./chat-turn.js";
-import { ModelErrorMiddleware } from "./model-errors.js";
+import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
 import { answerText } from "./turn-outcome.js";
 

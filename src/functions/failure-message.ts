@@ -1,4 +1,4 @@
-import { NO_ANSWER_PREFIX } from "./model-errors.js";
+import { NO_ANSWER_PREFIX } from "../agents/model-errors.js";
 
 /** Longest error text recorded on a failed turn: enough for the provider's sentence, not its stack. */
 export const MAX_FAILURE_MESSAGE = 500;

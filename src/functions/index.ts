@@ -1,4 +1,4 @@
-import type { InngestEngine } from "../inngest-engine.js";
+import type { InngestEngine } from "../platform/inngest-engine.js";
 import { createChatTurn, type FunctionDeps } from "./chat-turn.js";
 import { createEventRetention } from "./event-retention.js";
 import { createExtractMemories } from "./extract-memories.js";

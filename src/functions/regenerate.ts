@@ -6,7 +6,7 @@ import { loadUserMessage } from "../history/store.js";
 import { resolveHistoryPolicy } from "../history/policy.js";
 import { turnPublisher } from "../stream/publish.js";
 import { TURN_RETRIES, type FunctionDeps } from "./chat-turn.js";
-import { ModelErrorMiddleware } from "./model-errors.js";
+import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { turnRetryMiddleware } from "./turn-retrying.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
 import { createTurnNetwork } from "./turn-network.js";

@@ -1,7 +1,7 @@
 import { Middleware, NonRetriableError } from "inngest";
 import type pg from "pg";
 import { streamCompletion, type ModelCall } from "../agents/streamed-completion.js";
-import { logger } from "../logger.js";
+import { logger } from "../platform/logger.js";
 import { deltaWriter } from "../stream/delta-writer.js";
 
 /** INFERENCE: who calls the model — the Inngest server (gateway) or this process, streaming (stream). */

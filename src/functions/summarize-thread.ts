@@ -4,7 +4,7 @@ import { createSummarizer, summarizeRequest } from "../agents/summarizer.js";
 import { durably } from "../history/durable.js";
 import { readSummarySource, storeSummary } from "../history/summaries.js";
 import type { FunctionDeps } from "./chat-turn.js";
-import { ModelErrorMiddleware } from "./model-errors.js";
+import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
 import { answerText } from "./turn-outcome.js";
 

@@ -3,10 +3,10 @@ import type pg from "pg";
 import { createChatNetwork, NETWORK_AGENTS, type NetworkName } from "../agents/network.js";
 import type { ModelChoice } from "../agents/model.js";
 import type { TurnHistory } from "../history/adapter.js";
-import { agentThreadState } from "../memory/agent-state.js";
+import { agentThreadState } from "../history/agent-state.js";
 import { memoryComponents, NO_MEMORY, type MemoryConfig } from "../memory/components.js";
 import { turnMemory } from "../memory/hooks.js";
-import { turnSkipReason, userMessageText } from "../run-state.js";
+import { turnSkipReason, userMessageText } from "../agents/run-state.js";
 
 /** How a deployment's agents are set up: which network answers, and each agent's memory components. */
 export type AgentsConfig = { network: NetworkName; memory: MemoryConfig };

@@ -1,6 +1,6 @@
 import type { AgentResult, State, StateData } from "@inngest/agent-kit";
 import { textOf } from "../history/messages.js";
-import { skippedAnswerId, turnSkipReason, turnStopped } from "../run-state.js";
+import { skippedAnswerId, turnSkipReason, turnStopped } from "../agents/run-state.js";
 
 /**
  * What a turn function's run returns: shown in the dev server's run output. "skipped": the run

@@ -6,7 +6,7 @@ import {
   setPriorResultCount,
   setSummaryLag,
   setUserMessageText,
-} from "../run-state.js";
+} from "../agents/run-state.js";
 import { durably } from "./durable.js";
 import { resultId } from "./ids.js";
 import { toAgentContent, toAgentResults } from "./messages.js";

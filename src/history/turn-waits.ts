@@ -1,7 +1,7 @@
 import { NonRetriableError } from "inngest";
 import type pg from "pg";
 import { turnFinished } from "../../inngest.config.js";
-import { logger } from "../logger.js";
+import { logger } from "../platform/logger.js";
 import { durably } from "./durable.js";
 import * as sql from "./sql.js";
 

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { fencedContext } from "../history/messages.js";
 import { countTokens } from "../history/token-budget.js";
 import type { MemoryComponent, MemoryContext } from "./component.js";
-import { forget, forgetAll, MAX_MEMORY_LENGTH, memoryIdFor, relevantMemories, remember } from "./store.js";
+import { forget, forgetAll, MAX_MEMORY_LENGTH, memoryIdFor, relevantMemories, remember } from "../history/memories.js";
 
 export const USER_MEMORY = "user-memory";
 

@@ -1,7 +1,7 @@
 import type { AgentMessageChunk, State, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
 import { appendRunEvents } from "../history/events.js";
-import { turnSkippedAtStart, turnSkipReason } from "../run-state.js";
+import { turnSkippedAtStart, turnSkipReason } from "../agents/run-state.js";
 
 type StepRunner = { run: <T>(id: string, fn: () => Promise<T>) => Promise<unknown> };
 

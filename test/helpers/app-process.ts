@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import path from "node:path";
-import { freePort } from "../../src/history/database.js";
+import { freePort } from "../../src/platform/database.js";
 
 export type AppProcess = { child: ChildProcess; url: string; output: () => string; stop: () => Promise<void> };
 

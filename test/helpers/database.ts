@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { inject } from "vitest";
 import pg from "pg";
-import { createPool } from "../../src/history/database.js";
+import { createPool } from "../../src/platform/database.js";
 import { migrate } from "../../src/history/migrate.js";
 
 export type TestDatabase = { pool: pg.Pool; url: string; drop: () => Promise<void> };

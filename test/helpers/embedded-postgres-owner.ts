@@ -1,4 +1,4 @@
-import { startEmbeddedPostgres } from "../../src/history/database.js";
+import { startEmbeddedPostgres } from "../../src/platform/database.js";
 
 /**
  * A process that starts an embedded PostgreSQL on the data directory in argv[2], prints its

@@ -3,13 +3,13 @@ import { SignJWT } from "jose";
 import type { InngestFunction } from "inngest";
 import type { SendEvent } from "../../src/api/deps.js";
 import type { AuthSettings } from "../../src/auth/settings.js";
-import type { InngestServing } from "../../src/inngest-serve.js";
+import type { InngestServing } from "../../src/platform/inngest-serve.js";
 import { createApp } from "../../src/server.js";
-import type { RealtimePublisher } from "../../src/realtime/publisher.js";
+import type { RealtimePublisher } from "../../src/stream/realtime-publisher.js";
 import type { EventNotifier } from "../../src/stream/notifier.js";
 import type { StreamLimits } from "../../src/stream/stream-slots.js";
 import type { SentEvent } from "./engine.js";
-import type { EngineProbe } from "../../src/inngest-engine.js";
+import type { EngineProbe } from "../../src/platform/inngest-engine.js";
 
 /** The shared secret, issuer and audience the test app verifies JWTs with (HS256). */
 export const TEST_JWT = {

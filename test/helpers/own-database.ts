@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { rm } from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
-import { createPool, freePort, startEmbeddedPostgres, type EmbeddedServer } from "../../src/history/database.js";
+import { createPool, freePort, startEmbeddedPostgres, type EmbeddedServer } from "../../src/platform/database.js";
 import { migrate } from "../../src/history/migrate.js";
 
 export type OwnDatabase = { server: EmbeddedServer; pool: pg.Pool; close: () => Promise<void> };

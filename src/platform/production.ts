@@ -1,4 +1,4 @@
-import { authSettings, type Environment } from "./config.js";
+import { authSettings, type Environment } from "../config.js";
 import { choosesDevServer } from "./inngest-serve.js";
 
 /** The SDK's signing key: signkey-<environment>-<hex secret>. */

@@ -2,8 +2,8 @@ import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { Inngest, type InngestFunction } from "inngest";
 import { serve } from "inngest/hono";
-import { inngest } from "../inngest.config.js";
-import type { Environment } from "./config.js";
+import { inngest } from "../../inngest.config.js";
+import type { Environment } from "../config.js";
 import { logger } from "./logger.js";
 import { isProduction } from "./production.js";
 
@@ -38,7 +38,7 @@ export type InngestServing = (
 export const choosesDevServer = (env: Environment) =>
   env.INNGEST_DEV !== undefined && !["0", "false"].includes(env.INNGEST_DEV);
 
-/** The serving mode the environment chose; src/production.ts refuses to start without a choice. */
+/** The serving mode the environment chose; src/platform/production.ts refuses to start without a choice. */
 export function inngestServing(env: Environment): InngestServing {
   const url = {
     ...(env.INNGEST_SERVE_ORIGIN !== undefined && { serveOrigin: env.INNGEST_SERVE_ORIGIN }),

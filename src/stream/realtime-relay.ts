@@ -1,8 +1,8 @@
 import type pg from "pg";
 import { databaseNow, readEventsToRelay, type RelayedEvent } from "../history/event-relay.js";
-import { logger } from "../logger.js";
-import type { EventNotifier } from "../stream/notifier.js";
-import type { AgentStreamChunk, RealtimePublisher } from "./publisher.js";
+import { logger } from "../platform/logger.js";
+import type { EventNotifier } from "./notifier.js";
+import type { AgentStreamChunk, RealtimePublisher } from "./realtime-publisher.js";
 
 /** Events one read relays at most; a longer backlog is read page by page. */
 const RELAY_PAGE_SIZE = 500;

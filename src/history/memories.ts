@@ -1,6 +1,6 @@
 import type pg from "pg";
-import { memoryId } from "../history/ids.js";
-import * as sql from "./sql.js";
+import { memoryId } from "./ids.js";
+import * as sql from "./memories-sql.js";
 
 /** Most memories one user holds: remembering more is refused until some are forgotten. */
 export const MAX_MEMORIES_PER_USER = 1_000;

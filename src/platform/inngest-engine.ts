@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { Environment } from "./config.js";
+import type { Environment } from "../config.js";
 import { choosesDevServer } from "./inngest-serve.js";
 
 /**

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import * as sql from "./sql.js";
+import * as sql from "../history/sql.js";
 
 /** An API key as listed to its operator: never its secret, which is not stored. */
 export type ApiKeyRecord = { id: string; userId: string; name: string; createdAt: Date; revokedAt: Date | null };
