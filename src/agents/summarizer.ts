@@ -11,8 +11,8 @@ export const SUMMARIZER_SYSTEM_PROMPT =
   "Be concise and factual; write in the third person; answer with the summary only.";
 
 /** Longest rendering of one message in a summarize request: a huge paste must not crowd out the rest. */
-export const MAX_CHARS_PER_MESSAGE = 2_000;
-export const TRUNCATION_MARKER = "… [truncated]";
+const MAX_CHARS_PER_MESSAGE = 2_000;
+const TRUNCATION_MARKER = "… [truncated]";
 
 /** A stored message as the summarizer reads it (kind and content as in the messages table). */
 export type TranscriptMessage = { kind: "user" | "agent" | "system" | "summary"; agentName: string; content: unknown };

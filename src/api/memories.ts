@@ -7,8 +7,8 @@ import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 import { pageLimit, validate } from "./validate.js";
 
-export const DEFAULT_MEMORY_PAGE = 50;
-export const MAX_MEMORY_PAGE = 200;
+const DEFAULT_MEMORY_PAGE = 50;
+const MAX_MEMORY_PAGE = 200;
 
 const memoryParams = z.object({
   memoryId: z.uuid({ error: "memoryId must be a UUID (an id from GET /api/memories)" }),
@@ -26,7 +26,7 @@ const listQuery = z.object({
     .optional(),
 });
 
-export const memory = z.object({
+const memory = z.object({
   id: z.uuid(),
   text: z.string(),
   /** remembered: the user had it remembered (kept until erased); extracted: proposed from a thread (deleted with it). */

@@ -14,7 +14,7 @@ import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 import { pageLimit, validate } from "./validate.js";
 
-export const searchQuery = z.object({
+const searchQuery = z.object({
   q: safeString({ error: "q must be the text to search for" })
     .trim()
     .min(1, "q must not be empty")
@@ -35,7 +35,7 @@ export const searchQuery = z.object({
     .default("current"),
 });
 
-export const searchHit = z.object({
+const searchHit = z.object({
   threadId: z.uuid(),
   messageId: z.uuid(),
   role: z.enum(["user", "assistant"]),
