@@ -1,6 +1,5 @@
-import { createAgent } from "@inngest/agent-kit";
 import { agentContent, textContent, textOf } from "../history/messages.js";
-import type { ModelChoice } from "./model.js";
+import { oneInferenceAgent } from "./one-inference-agent.js";
 
 export const SUMMARIZER_NAME = "summarizer";
 
@@ -17,15 +16,11 @@ const TRUNCATION_MARKER = "… [truncated]";
 /** A stored message as the summarizer reads it (kind and content as in the messages table). */
 export type TranscriptMessage = { kind: "user" | "agent" | "system" | "summary"; agentName: string; content: unknown };
 
-/** The summarizer agent: no tools, no history, one inference per request. */
-export function createSummarizer(choice: Extract<ModelChoice, { configured: true }>) {
-  return createAgent({
-    name: SUMMARIZER_NAME,
-    description: "Summarizes the older turns of a thread",
-    system: SUMMARIZER_SYSTEM_PROMPT,
-    model: choice.model,
-  });
-}
+export const createSummarizer = oneInferenceAgent({
+  name: SUMMARIZER_NAME,
+  description: "Summarizes the older turns of a thread",
+  system: SUMMARIZER_SYSTEM_PROMPT,
+});
 
 /** The request to the summarizer: the previous summary (if any) and only the turns after it. */
 export function summarizeRequest(previous: string | null, messages: readonly TranscriptMessage[]): string {
