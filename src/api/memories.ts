@@ -5,7 +5,7 @@ import { callerId, type AuthEnv } from "../auth/identity.js";
 import { decodeMemoryCursor, encodeMemoryCursor, forget, forgetAll, listMemories } from "../history/memories.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
-import { pageLimit, validate } from "./validate.js";
+import { cursorParameter, pageLimit, validate } from "./validate.js";
 
 const DEFAULT_MEMORY_PAGE = 50;
 const MAX_MEMORY_PAGE = 200;
@@ -16,14 +16,7 @@ const memoryParams = z.object({
 
 const listQuery = z.object({
   limit: pageLimit(DEFAULT_MEMORY_PAGE, MAX_MEMORY_PAGE),
-  after: z
-    .string({ error: "after must be the next cursor of an earlier page" })
-    .transform(
-      (value, ctx) =>
-        decodeMemoryCursor(value) ??
-        (ctx.addIssue({ code: "custom", message: "after must be the next cursor of an earlier page" }), z.NEVER),
-    )
-    .optional(),
+  after: cursorParameter(decodeMemoryCursor, "after must be the next cursor of an earlier page").optional(),
 });
 
 const memory = z.object({

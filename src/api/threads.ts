@@ -18,7 +18,7 @@ import {
 import { logger } from "../platform/logger.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
-import { pageLimit, validate } from "./validate.js";
+import { cursorParameter, pageLimit, validate } from "./validate.js";
 
 /* ---- The thread list and each thread's details ---- */
 
@@ -81,14 +81,11 @@ function decodeThreadCursor(cursor: string): ThreadCursor | undefined {
 const threadListQuery = z
   .object({
     limit: pageLimit(DEFAULT_THREAD_PAGE_SIZE, MAX_THREAD_PAGE_SIZE),
-    cursor: z
-      .string()
-      .transform(
-        (value, ctx) =>
-          decodeThreadCursor(value) ??
-          (ctx.addIssue({ code: "custom", message: "cursor must be the nextCursor of an earlier page" }), z.NEVER),
-      )
-      .optional(),
+    cursor: cursorParameter(
+      decodeThreadCursor,
+      "cursor must be the nextCursor of an earlier page",
+      z.string(),
+    ).optional(),
     /** use-agent's transport sends the position as two fields. */
     cursorTimestamp: z.iso
       .datetime({ offset: true, error: "cursorTimestamp must be the nextCursorTimestamp of an earlier page" })
@@ -151,15 +148,9 @@ const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UU
 const messageParams = threadParams.extend({ messageId: z.uuid({ error: "messageId must be a UUID" }) });
 
 const cursor = (name: string, description: string) =>
-  z
-    .string({ error: `${name} must be a cursor (previous or next) from an earlier page` })
-    .transform(
-      (value, ctx) =>
-        decodeCursor(value) ??
-        (ctx.addIssue({ code: "custom", message: `${name} must be a cursor (previous or next) from an earlier page` }),
-        z.NEVER),
-    )
-    .meta({ description });
+  cursorParameter(decodeCursor, `${name} must be a cursor (previous or next) from an earlier page`).meta({
+    description,
+  });
 const pageQuery = z
   .object({
     limit: pageLimit(DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE).meta({
