@@ -289,6 +289,9 @@ export const environment = z
   });
 export type Environment = z.infer<typeof environment>;
 
+/** NODE_ENV=production: the deployment faces users, and start-up refuses anything unsafe. */
+export const isProduction = (env: Environment) => env.NODE_ENV === "production";
+
 export function readEnvironment(env: NodeJS.ProcessEnv = process.env): Environment {
   const parsed = environment.safeParse(env);
   if (!parsed.success) {
