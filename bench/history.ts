@@ -12,6 +12,7 @@ import * as sql from "../src/history/sql.js";
 import { readHistory } from "../src/history/store.js";
 import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES } from "../src/history/summaries.js";
 import { openBenchDatabase } from "./bench-database.js";
+import { median, printTable } from "./report.js";
 
 const SIZES = [100, 10_000, 100_000];
 const LAST_N = 20;
@@ -61,7 +62,7 @@ async function main() {
       );
       results.push({ size, lastN, step, full });
     }
-    printTable(results);
+    printResults(results);
     await explain(pool, threads.get(100_000)!);
   } finally {
     await close();
@@ -108,12 +109,11 @@ async function measure(calls: number, load: () => Promise<unknown>): Promise<Mea
     last = await load();
     times.push(performance.now() - started);
   }
-  times.sort((a, b) => a - b);
   const rows = Array.isArray(last) ? last.length : (last as { rows: unknown[] }).rows.length;
-  return { medianMs: times[Math.floor(times.length / 2)]!, rows, bytes: JSON.stringify(last).length, calls };
+  return { medianMs: median(times), rows, bytes: JSON.stringify(last).length, calls };
 }
 
-function printTable(results: { size: number; lastN: Measure; step: Measure; full: Measure }[]) {
+function printResults(results: { size: number; lastN: Measure; step: Measure; full: Measure }[]) {
   const header = [
     "messages",
     "load",
@@ -124,46 +124,25 @@ function printTable(results: { size: number; lastN: Measure; step: Measure; full
     "full/lastN time",
     "full/lastN bytes",
   ];
-  const lines: string[][] = [];
-  for (const { size, lastN, step, full } of results) {
-    const n = size.toLocaleString("en");
-    lines.push([
-      n,
-      `readHistory lastN=${LAST_N}`,
-      `${lastN.calls}`,
-      lastN.medianMs.toFixed(2),
-      `${lastN.rows}`,
-      `${lastN.bytes}`,
-      "",
-      "",
-    ]);
-    lines.push([
-      n,
-      "history.get step (+summary)",
-      `${step.calls}`,
-      step.medianMs.toFixed(2),
-      `${step.rows}`,
-      `${step.bytes}`,
-      "",
-      "",
-    ]);
-    lines.push([
-      n,
-      "whole thread by created_at",
-      `${full.calls}`,
-      full.medianMs.toFixed(2),
-      `${full.rows}`,
-      `${full.bytes}`,
+  const line = (size: number, load: string, m: Measure, ratios = ["", ""]) => [
+    size.toLocaleString("en"),
+    load,
+    `${m.calls}`,
+    m.medianMs.toFixed(2),
+    `${m.rows}`,
+    `${m.bytes}`,
+    ...ratios,
+  ];
+  const lines = results.flatMap(({ size, lastN, step, full }) => [
+    line(size, `readHistory lastN=${LAST_N}`, lastN),
+    line(size, "history.get step (+summary)", step),
+    line(size, "whole thread by created_at", full, [
       `${(full.medianMs / lastN.medianMs).toFixed(1)}x`,
       `${(full.bytes / lastN.bytes).toFixed(1)}x`,
-    ]);
-  }
-  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const row = (cells: string[]) =>
-    `| ${cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ")} |`;
-  console.log(`\n${row(header)}`);
-  console.log(`|${widths.map((w, i) => (i < 2 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`);
-  for (const line of lines) console.log(row(line));
+    ]),
+  ]);
+  console.log();
+  printTable(header, lines, 2);
 
   const small = results[0]!;
   const large = results.at(-1)!;

@@ -16,6 +16,7 @@ import type pg from "pg";
 import { decodeSearchCursor, searchMessages, type SearchPosition } from "../src/history/search.js";
 import * as sql from "../src/history/search-sql.js";
 import { openBenchDatabase } from "./bench-database.js";
+import { printTable } from "./report.js";
 
 const USERS = 1_000;
 const MESSAGES = 1_000_000;
@@ -121,7 +122,7 @@ async function report(pool: pg.Pool) {
       databaseTimes: databaseTimes.results as number[],
     });
   }
-  printTable(rows, [load, os.loadavg()[0]!]);
+  printResults(rows, [load, os.loadavg()[0]!]);
   await explain(
     pool,
     sql.searchMessages,
@@ -265,7 +266,7 @@ function percentiles(times: number[]) {
   return { p50: at(0.5), p95: at(0.95) };
 }
 
-function printTable(rows: Measured[], load: number[]) {
+function printResults(rows: Measured[], load: number[]) {
   const header = [
     "query",
     "q",
@@ -292,7 +293,7 @@ function printTable(rows: Measured[], load: number[]) {
     `\nGET /api/search's query (searchMessages: first page of ${PAGE_SIZE} with snippets) for ${BIG_USER}, who has 100,000 of ` +
       `${MESSAGES.toLocaleString("en")} messages, ${CALLS} calls each; load average ${load.map((l) => l.toFixed(1)).join(" → ")} on ${os.cpus().length} cores:\n`,
   );
-  printRows(header, lines);
+  printTable(header, lines, 2);
   const measured = rows.filter((r) => r.userId === BIG_USER);
   const all = percentiles(measured.flatMap((r) => r.times));
   const worst = Math.max(...measured.map((r) => percentiles(r.times).p50));
@@ -300,15 +301,6 @@ function printTable(rows: Measured[], load: number[]) {
     `\n${BIG_USER}, every query together: p50 ${all.p50.toFixed(2)} ms, p95 ${all.p95.toFixed(2)} ms (target p50 < ${TARGET_P50_MS} ms: ` +
       `${all.p50 < TARGET_P50_MS ? "met" : "MISSED"}); slowest query's p50 ${worst.toFixed(2)} ms`,
   );
-}
-
-function printRows(header: string[], lines: string[][]) {
-  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const row = (cells: string[]) =>
-    `| ${cells.map((c, i) => (i < 2 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ")} |`;
-  console.log(row(header));
-  console.log(`|${widths.map((w, i) => (i < 2 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`);
-  for (const line of lines) console.log(row(line));
 }
 
 /** The ranked page of ids, found through the owner on messages (what the migration indexes). */
@@ -338,7 +330,7 @@ async function compareWithoutOwner(pool: pg.Pool, cases: Case[]) {
   console.log(
     `\nThe ranked page of ids alone, for ${BIG_USER}: found with messages.user_id (GIN on (user_id, search)) vs joined through threads.user_id:\n`,
   );
-  printRows(header, lines);
+  printTable(header, lines, 2);
   await explain(pool, RANKED_THROUGH_THREADS, [BIG_USER, cases[0]!.q], `through threads, common word (${cases[0]!.q})`);
 }
 

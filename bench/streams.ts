@@ -21,6 +21,7 @@ import { createApp } from "../src/server.js";
 import { createEventNotifier } from "../src/stream/notifier.js";
 import { DEFAULT_STREAM_LIMITS } from "../src/stream/stream-slots.js";
 import { openBenchDatabase } from "./bench-database.js";
+import { percentile } from "./report.js";
 
 const HEAVY = "bench-heavy";
 const OTHER = "bench-other";
@@ -156,8 +157,6 @@ try {
     refused += load.refused;
   }
 
-  const percentile = (values: number[], p: number) =>
-    [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor((p / 100) * values.length))]!;
   const row = (name: string, values: number[]) =>
     `${name.padEnd(34)} p50 ${percentile(values, 50).toFixed(2).padStart(7)} ms   p95 ${percentile(values, 95).toFixed(2).padStart(7)} ms`;
   const ratio50 = percentile(loaded, 50) / percentile(idle, 50);

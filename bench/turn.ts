@@ -22,6 +22,7 @@ import { startModelServer } from "../test/helpers/model-server.js";
 import { seedThread } from "../test/helpers/seed.js";
 import { statementsPerStep, totalStatements } from "../test/helpers/step-statements.js";
 import { openBenchDatabase } from "./bench-database.js";
+import { median, printTable } from "./report.js";
 
 const TURNS = 40;
 const WARMUP = 5;
@@ -132,7 +133,7 @@ async function main() {
         bareMs: median(bareTimes),
       });
     }
-    printTable(results);
+    printResults(results);
     await explainHistoryRead(pool);
     await explainLatestTurn(pool);
   } finally {
@@ -155,7 +156,7 @@ const bareFunction = (steps: number) =>
     },
   );
 
-function printTable(results: Measured[]) {
+function printResults(results: Measured[]) {
   const stepNames = [...new Set(results.flatMap((r) => [...r.perStep.keys()]))].sort();
   const header = [
     "turn",
@@ -177,16 +178,11 @@ function printTable(results: Measured[]) {
     r.bareMs.toFixed(1),
     `${(r.medianMs / r.bareMs).toFixed(2)}x`,
   ]);
-  const widths = header.map((h, i) => Math.max(h.length, ...lines.map((l) => l[i]!.length)));
-  const row = (cells: string[]) =>
-    `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(" | ")} |`;
   console.log(
     `\n${TURNS} turns each (after ${WARMUP} warm-up turns), medians; statements counted per step of one turn; "of which SQL" sums the time ` +
       "spent waiting for each statement; the bare function has as many no-op steps and alternates with the turn.\n",
   );
-  console.log(row(header));
-  console.log(`|${widths.map((w, i) => (i === 0 ? "-".repeat(w + 2) : `${"-".repeat(w + 1)}:`)).join("|")}|`);
-  for (const line of lines) console.log(row(line));
+  printTable(header, lines, 1);
   const worst = Math.max(
     ...results.map((r) => Math.max(0, ...[...r.perStep].filter(([s]) => s.startsWith("history.")).map(([, n]) => n))),
   );
@@ -253,7 +249,5 @@ async function explainLatestTurn(pool: pg.Pool) {
     client.release();
   }
 }
-
-const median = (values: number[]) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)]!;
 
 await main();

@@ -23,6 +23,28 @@ const optionalText = z.string().trim().min(1).optional().catch(undefined);
 const optionalSetting = <T extends z.ZodType>(schema: T) =>
   z.preprocess((value) => (typeof value === "string" && value.trim() === "" ? undefined : value), schema.optional());
 
+/**
+ * A whole number from `min` to `max`, its errors naming the setting and its unit. `notANumber`:
+ * the message for a value that is no number, where it differs from the one for a fraction.
+ */
+const wholeNumber = (
+  name: string,
+  {
+    unit,
+    min,
+    max,
+    belowMin = "",
+    notANumber,
+  }: { unit?: string; min: number; max: number; belowMin?: string; notANumber?: string },
+) => {
+  const whole = `${name} must be a whole number${unit ? ` of ${unit}` : ""}`;
+  return z.coerce
+    .number({ error: notANumber ?? whole })
+    .int(whole)
+    .min(min, `${name} must be at least ${min}${belowMin}`)
+    .max(max, `${name} must be at most ${max}`);
+};
+
 const flag = z
   .enum(["1", "true", "0", "false"], { error: "must be 1, true, 0 or false" })
   .transform((value) => value === "1" || value === "true");
@@ -113,19 +135,16 @@ export const environment = z
     HOST: optionalSetting(z.string().trim().min(1)).transform((value) => value ?? "0.0.0.0"),
     /** A running turn whose run the engine cannot vouch for is recorded failed after this long as its thread's current turn. */
     LOST_RUN_DEADLINE_MINUTES: optionalSetting(
-      z.coerce
-        .number({ error: "LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes" })
-        .int("LOST_RUN_DEADLINE_MINUTES must be a whole number of minutes")
-        .min(2, "LOST_RUN_DEADLINE_MINUTES must be at least 2")
-        .max(240, "LOST_RUN_DEADLINE_MINUTES must be at most 240"),
+      wholeNumber("LOST_RUN_DEADLINE_MINUTES", { unit: "minutes", min: 2, max: 240 }),
     ).transform((value) => value ?? DEFAULT_LOST_RUN_DEADLINE_MINUTES),
     /** Readiness (GET /health/ready) probes the Inngest server at most once per this many seconds. */
     READINESS_ENGINE_INTERVAL_SECONDS: optionalSetting(
-      z.coerce
-        .number({ error: "READINESS_ENGINE_INTERVAL_SECONDS must be a number of seconds" })
-        .int("READINESS_ENGINE_INTERVAL_SECONDS must be a whole number of seconds")
-        .min(1, "READINESS_ENGINE_INTERVAL_SECONDS must be at least 1")
-        .max(300, "READINESS_ENGINE_INTERVAL_SECONDS must be at most 300"),
+      wholeNumber("READINESS_ENGINE_INTERVAL_SECONDS", {
+        unit: "seconds",
+        min: 1,
+        max: 300,
+        notANumber: "READINESS_ENGINE_INTERVAL_SECONDS must be a number of seconds",
+      }),
     ).transform((value) => value ?? 10),
     DATA_DIR: z.string().default(".data"),
     EMBEDDED_POSTGRES_PORT: z.coerce.number().int().positive().default(54329),
@@ -171,48 +190,37 @@ export const environment = z
     HISTORY_MAX_BYTES: optionalSetting(z.coerce.number().pipe(historyMaxBytes)),
     /** Threads inactive for longer than this many days are deleted (hourly); unset: kept forever. */
     RETENTION_DAYS: optionalSetting(
-      z.coerce
-        .number({ error: "RETENTION_DAYS must be a whole number of days" })
-        .int("RETENTION_DAYS must be a whole number of days")
-        .min(1, "RETENTION_DAYS must be at least 1 (unset it to keep threads forever)")
-        .max(36_500, "RETENTION_DAYS must be at most 36500"),
+      wholeNumber("RETENTION_DAYS", {
+        unit: "days",
+        min: 1,
+        max: 36_500,
+        belowMin: " (unset it to keep threads forever)",
+      }),
     ),
     /**
      * How long a deleted thread's id stays refused (its tombstone), in days; the hourly thread
      * retention function prunes older tombstones, and the id may then be used again.
      */
-    THREAD_TOMBSTONE_DAYS: z.coerce
-      .number({ error: "THREAD_TOMBSTONE_DAYS must be a whole number of days" })
-      .int("THREAD_TOMBSTONE_DAYS must be a whole number of days")
-      .min(1, "THREAD_TOMBSTONE_DAYS must be at least 1")
-      .max(36_500, "THREAD_TOMBSTONE_DAYS must be at most 36500")
-      .default(DEFAULT_TOMBSTONE_DAYS),
+    THREAD_TOMBSTONE_DAYS: wholeNumber("THREAD_TOMBSTONE_DAYS", { unit: "days", min: 1, max: 36_500 }).default(
+      DEFAULT_TOMBSTONE_DAYS,
+    ),
     /** Open live streams (event streams and useChat's UI streams) one user may hold on one process; beyond it, 429. */
-    STREAM_MAX_PER_USER: z.coerce
-      .number({ error: "STREAM_MAX_PER_USER must be a whole number" })
-      .int("STREAM_MAX_PER_USER must be a whole number")
-      .min(1, "STREAM_MAX_PER_USER must be at least 1")
-      .max(10_000, "STREAM_MAX_PER_USER must be at most 10000")
-      .default(DEFAULT_STREAM_LIMITS.perUser),
+    STREAM_MAX_PER_USER: wholeNumber("STREAM_MAX_PER_USER", { min: 1, max: 10_000 }).default(
+      DEFAULT_STREAM_LIMITS.perUser,
+    ),
     /** Open live streams one process holds in all; beyond it, 429. */
-    STREAM_MAX_PER_PROCESS: z.coerce
-      .number({ error: "STREAM_MAX_PER_PROCESS must be a whole number" })
-      .int("STREAM_MAX_PER_PROCESS must be a whole number")
-      .min(1, "STREAM_MAX_PER_PROCESS must be at least 1")
-      .max(100_000, "STREAM_MAX_PER_PROCESS must be at most 100000")
-      .default(DEFAULT_STREAM_LIMITS.perProcess),
-    /** Thread event log rows older than this many hours are pruned (every 10 minutes); a client resumes within it. */
+    STREAM_MAX_PER_PROCESS: wholeNumber("STREAM_MAX_PER_PROCESS", { min: 1, max: 100_000 }).default(
+      DEFAULT_STREAM_LIMITS.perProcess,
+    ),
     /**
      * 1: turns also log AgentKit's chunks (run.started, part.*, text.delta, tool_call.*), one step and
      * one statement each; unset: only each turn's outcome events, written with the outcome itself.
      */
     EVENT_LOG_CHUNKS: optionalSetting(flag),
-    EVENT_LOG_RETENTION_HOURS: z.coerce
-      .number({ error: "EVENT_LOG_RETENTION_HOURS must be a whole number of hours" })
-      .int("EVENT_LOG_RETENTION_HOURS must be a whole number of hours")
-      .min(1, "EVENT_LOG_RETENTION_HOURS must be at least 1")
-      .max(8_760, "EVENT_LOG_RETENTION_HOURS must be at most 8760")
-      .default(DEFAULT_EVENT_RETENTION_HOURS),
+    /** Thread event log rows older than this many hours are pruned (every 10 minutes); a client resumes within it. */
+    EVENT_LOG_RETENTION_HOURS: wholeNumber("EVENT_LOG_RETENTION_HOURS", { unit: "hours", min: 1, max: 8_760 }).default(
+      DEFAULT_EVENT_RETENTION_HOURS,
+    ),
     /**
      * "inngest": every event of the log is also published to Inngest realtime (the thread owner's
      * channel, topic agent_stream, for @inngest/use-agent) and POST /api/realtime/token issues tokens.
@@ -256,24 +264,33 @@ export const environment = z
       });
     }
     // The operator's own settings must respect the operator's maximums: a contradiction is a start-up error.
-    const maxLength = env.HISTORY_MAX_LENGTH ?? DEFAULT_HISTORY_MAXIMUMS.length;
-    if (env.HISTORY_LENGTH !== undefined && env.HISTORY_LENGTH > maxLength) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["HISTORY_LENGTH"],
-        message: `${env.HISTORY_LENGTH} is above HISTORY_MAX_LENGTH (${maxLength}): lower it or raise HISTORY_MAX_LENGTH`,
-      });
-    }
-    const maxTokens = env.HISTORY_MAX_TOKENS_CAP ?? DEFAULT_HISTORY_MAXIMUMS.maxTokens;
-    if (env.HISTORY_MAX_TOKENS !== undefined && env.HISTORY_MAX_TOKENS > maxTokens) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["HISTORY_MAX_TOKENS"],
-        message: `${env.HISTORY_MAX_TOKENS} is above HISTORY_MAX_TOKENS_CAP (${maxTokens}): lower it or raise HISTORY_MAX_TOKENS_CAP`,
-      });
+    const capped = [
+      [
+        "HISTORY_LENGTH",
+        env.HISTORY_LENGTH,
+        "HISTORY_MAX_LENGTH",
+        env.HISTORY_MAX_LENGTH ?? DEFAULT_HISTORY_MAXIMUMS.length,
+      ],
+      [
+        "HISTORY_MAX_TOKENS",
+        env.HISTORY_MAX_TOKENS,
+        "HISTORY_MAX_TOKENS_CAP",
+        env.HISTORY_MAX_TOKENS_CAP ?? DEFAULT_HISTORY_MAXIMUMS.maxTokens,
+      ],
+    ] as const;
+    for (const [setting, value, capName, cap] of capped) {
+      if (value !== undefined && value > cap)
+        ctx.addIssue({
+          code: "custom",
+          path: [setting],
+          message: `${value} is above ${capName} (${cap}): lower it or raise ${capName}`,
+        });
     }
   });
 export type Environment = z.infer<typeof environment>;
+
+/** NODE_ENV=production: the deployment faces users, and start-up refuses anything unsafe. */
+export const isProduction = (env: Environment) => env.NODE_ENV === "production";
 
 export function readEnvironment(env: NodeJS.ProcessEnv = process.env): Environment {
   const parsed = environment.safeParse(env);

@@ -57,7 +57,7 @@ export function chooseModel(env: Environment): ModelChoice {
 }
 
 /** How long start-up waits for a local Ollama to answer: nothing listening is refused at once; this bounds a hung port. */
-export const OLLAMA_PROBE_TIMEOUT_MS = 1_500;
+const OLLAMA_PROBE_TIMEOUT_MS = 1_500;
 
 /** The OpenAI-compatible model list (GET /v1/models) as Ollama answers it. */
 const modelList = z.object({ data: z.array(z.object({ id: z.string().min(1) })) });

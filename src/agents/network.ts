@@ -15,7 +15,7 @@ import type { ModelChoice } from "./model.js";
 import { createReviewer, REVIEWER_NAME, REVIEWER_STATE_KEY } from "./reviewer.js";
 
 /** Tool round trips one turn may take before the network stops asking the model. */
-export const MAX_INFERENCES_PER_TURN = 6;
+const MAX_INFERENCES_PER_TURN = 6;
 
 /** Which agents answer a turn: the assistant alone, or the assistant then the reviewer. */
 export const networkName = z.enum(["assistant", "pair"], { error: 'NETWORK must be "assistant" or "pair"' });

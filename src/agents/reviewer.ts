@@ -9,7 +9,7 @@ export const REVIEWER_NAME = "reviewer";
 /** The state.data key the reviewer declares as its own: kept per thread between turns. */
 export const REVIEWER_STATE_KEY = "reviewer";
 
-export const reviewerState = z.object({
+const reviewerState = z.object({
   /** Answers the reviewer has checked in this thread. */
   reviews: z.number().int().nonnegative(),
   /** The reviewer's latest note, so it does not repeat itself next turn. */
@@ -25,7 +25,7 @@ export const REVIEWER_SYSTEM_PROMPT =
 const MAX_NOTE = 500;
 
 /** The reviewer's state in a run (loaded from the thread's agent state, or a fresh one). */
-export const readReviewerState = (state: State<Record<string, unknown>>): ReviewerState =>
+const readReviewerState = (state: State<Record<string, unknown>>): ReviewerState =>
   reviewerState.catch({ reviews: 0, lastNote: "" }).parse(state.data[REVIEWER_STATE_KEY]);
 
 /**

@@ -1,11 +1,13 @@
 import { NO_ANSWER_PREFIX } from "./model-errors.js";
+import { anthropicStream } from "./providers/anthropic-stream.js";
+import { openAiStream } from "./providers/openai-stream.js";
+import type { StreamAdapter } from "./providers/stream-adapter.js";
 
 /**
  * A model call made by this process with streaming on: the provider's server-sent events are read
  * as they arrive, each piece of answer text is handed to `onText`, and the pieces are assembled
  * into the JSON the provider answers without streaming, so AgentKit parses it exactly as it parses
- * a step.ai.infer result. OpenAI's chat completions stream (OpenAI and every OpenAI-compatible
- * server) and Anthropic's messages stream are understood.
+ * a step.ai.infer result. Each provider's stream is read by its adapter in ./providers.
  */
 
 /** AgentKit's model adapter as step.ai.infer receives it: where to send the body, with which key. */
@@ -17,14 +19,16 @@ export type ModelCall = {
 };
 
 /** The adapter formats whose streams are understood (INFERENCE=stream refuses the others at start-up). */
-export const STREAMED_FORMATS = ["openai-chat", "anthropic"] as const;
-type StreamedFormat = (typeof STREAMED_FORMATS)[number];
+type StreamedFormat = "openai-chat" | "anthropic";
+const STREAM_ADAPTERS: Record<StreamedFormat, StreamAdapter> = {
+  "openai-chat": openAiStream,
+  anthropic: anthropicStream,
+};
 
-const isStreamedFormat = (format: string): format is StreamedFormat =>
-  (STREAMED_FORMATS as readonly string[]).includes(format);
+const isStreamedFormat = (format: string): format is StreamedFormat => Object.hasOwn(STREAM_ADAPTERS, format);
 
 /** How long the stream may stay silent before the call is given up (the provider hung). */
-export const STREAM_IDLE_TIMEOUT_MS = 120_000;
+const STREAM_IDLE_TIMEOUT_MS = 120_000;
 
 export async function streamCompletion(input: {
   model: ModelCall;
@@ -37,16 +41,13 @@ export async function streamCompletion(input: {
   const call = { ...input.model };
   input.model.onCall?.(call, input.body);
   const format = streamedFormat(call.format);
+  const adapter = STREAM_ADAPTERS[format];
   const idle = idleTimer(input.idleTimeoutMs ?? STREAM_IDLE_TIMEOUT_MS);
   try {
     const response = await fetch(call.url ?? "", {
       method: "POST",
-      headers: headersFor(format, call.authKey),
-      body: JSON.stringify({
-        ...input.body,
-        stream: true,
-        ...(format === "openai-chat" ? { stream_options: { include_usage: true } } : {}),
-      }),
+      headers: { "content-type": "application/json", accept: "text/event-stream", ...adapter.headers(call.authKey) },
+      body: JSON.stringify({ ...input.body, stream: true, ...adapter.streamOptions }),
       signal: input.signal ? AbortSignal.any([idle.signal, input.signal]) : idle.signal,
     }).catch((error: unknown) => {
       // What the gateway says when no answer came, with the reason (ECONNREFUSED, ENOTFOUND…).
@@ -69,14 +70,9 @@ export async function streamCompletion(input: {
 
 function streamedFormat(format: string): StreamedFormat {
   if (isStreamedFormat(format)) return format;
-  throw new Error(`INFERENCE=stream cannot stream the ${format} format (only ${STREAMED_FORMATS.join(", ")})`);
-}
-
-function headersFor(format: StreamedFormat, key: string | undefined): Record<string, string> {
-  const headers: Record<string, string> = { "content-type": "application/json", accept: "text/event-stream" };
-  if (format === "openai-chat") headers.authorization = `Bearer ${key}`;
-  else Object.assign(headers, { "x-api-key": key ?? "", "anthropic-version": "2023-06-01" });
-  return headers;
+  throw new Error(
+    `INFERENCE=stream cannot stream the ${format} format (only ${Object.keys(STREAM_ADAPTERS).join(", ")})`,
+  );
 }
 
 /**
@@ -90,7 +86,7 @@ export async function readCompletion(
   onText: (text: string) => void,
   onBytes: () => void = () => {},
 ) {
-  const assembler = format === "openai-chat" ? openAiAssembler() : anthropicAssembler();
+  const assembler = STREAM_ADAPTERS[format].assembler();
   let received = 0;
   try {
     for await (const frame of serverSentEvents(body, onBytes)) {
@@ -145,143 +141,6 @@ async function* serverSentEvents(
     }
   }
   if (frame.data.length > 0) yield { event: frame.event, data: frame.data.join("\n") };
-}
-
-type Assembler = {
-  add: (chunk: Record<string, unknown>) => string | undefined;
-  complete: () => boolean;
-  result: () => unknown;
-};
-
-type OpenAiToolCall = { id: string; type: string; function: { name: string; arguments: string } };
-type OpenAiChunk = {
-  id?: string;
-  created?: number;
-  model?: string;
-  choices?: {
-    index: number;
-    delta?: {
-      role?: string;
-      content?: string | null;
-      tool_calls?: ({ index: number } & Partial<OpenAiToolCall> & { function?: Partial<OpenAiToolCall["function"]> })[];
-    };
-    finish_reason?: string | null;
-  }[];
-  usage?: unknown;
-};
-
-/** OpenAI chat completion chunks → one chat completion: content concatenated, tool calls by index. */
-function openAiAssembler(): Assembler {
-  const meta: { id?: string; created?: number; model?: string; usage?: unknown } = {};
-  let role = "assistant";
-  let content = "";
-  const toolCalls: OpenAiToolCall[] = [];
-  let finishReason: string | null = null;
-  return {
-    add: (raw) => {
-      const chunk = raw as OpenAiChunk;
-      meta.id ??= chunk.id;
-      meta.created ??= chunk.created;
-      meta.model ??= chunk.model;
-      if (chunk.usage) meta.usage = chunk.usage;
-      const choice = chunk.choices?.find((c) => c.index === 0);
-      if (!choice) return undefined;
-      if (choice.finish_reason) finishReason = choice.finish_reason;
-      const delta = choice.delta ?? {};
-      if (delta.role) role = delta.role;
-      for (const part of delta.tool_calls ?? []) {
-        toolCalls[part.index] ??= { id: "", type: "function", function: { name: "", arguments: "" } };
-        const call = toolCalls[part.index]!;
-        if (part.id) call.id = part.id;
-        if (part.type) call.type = part.type;
-        call.function.name += part.function?.name ?? "";
-        call.function.arguments += part.function?.arguments ?? "";
-      }
-      if (!delta.content) return undefined;
-      content += delta.content;
-      return delta.content;
-    },
-    complete: () => finishReason !== null,
-    result: () => ({
-      id: meta.id,
-      object: "chat.completion",
-      created: meta.created,
-      model: meta.model,
-      choices: [
-        {
-          index: 0,
-          // As the provider answers without streaming: no text is null, no tool call is no field.
-          message: {
-            role,
-            content: content === "" && toolCalls.length > 0 ? null : content,
-            ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}),
-          },
-          finish_reason: finishReason,
-        },
-      ],
-      ...(meta.usage ? { usage: meta.usage } : {}),
-    }),
-  };
-}
-
-type AnthropicBlock = { type: string; text?: string; input?: unknown; [field: string]: unknown };
-type AnthropicEvent = {
-  type: string;
-  index?: number;
-  message?: Record<string, unknown> & { content?: AnthropicBlock[] };
-  content_block?: AnthropicBlock;
-  delta?: { type?: string; text?: string; partial_json?: string; stop_reason?: string; stop_sequence?: string | null };
-  usage?: Record<string, unknown>;
-};
-
-/** Anthropic's message stream → one message: text blocks concatenated, tool inputs parsed from their JSON pieces. */
-function anthropicAssembler(): Assembler {
-  let message: Record<string, unknown> = { role: "assistant" };
-  const blocks: AnthropicBlock[] = [];
-  const inputs: string[] = [];
-  let stopped = false;
-  return {
-    add: (raw) => {
-      const event = raw as AnthropicEvent;
-      const index = event.index ?? 0;
-      switch (event.type) {
-        case "message_start":
-          message = { ...event.message };
-          return undefined;
-        case "content_block_start":
-          blocks[index] = { ...event.content_block! };
-          inputs[index] = "";
-          return undefined;
-        case "content_block_delta": {
-          const block = blocks[index]!;
-          if (event.delta?.type === "input_json_delta") inputs[index] += event.delta.partial_json ?? "";
-          if (event.delta?.type !== "text_delta" || !event.delta.text) return undefined;
-          block.text = (block.text ?? "") + event.delta.text;
-          return event.delta.text;
-        }
-        case "content_block_stop": {
-          const block = blocks[index]!;
-          if (block.type === "tool_use") block.input = inputs[index] ? JSON.parse(inputs[index]) : (block.input ?? {});
-          return undefined;
-        }
-        case "message_delta":
-          message = {
-            ...message,
-            stop_reason: event.delta?.stop_reason,
-            stop_sequence: event.delta?.stop_sequence ?? null,
-            usage: { ...(message.usage as object), ...event.usage },
-          };
-          return undefined;
-        case "message_stop":
-          stopped = true;
-          return undefined;
-        default:
-          return undefined;
-      }
-    },
-    complete: () => stopped,
-    result: () => ({ ...message, content: blocks.filter(Boolean) }),
-  };
 }
 
 /** Aborts the call when no byte arrived for `ms`; every chunk of the stream restarts the clock. */

@@ -1,6 +1,5 @@
-import { createAgent } from "@inngest/agent-kit";
 import { agentContent, textContent, textOf } from "../history/messages.js";
-import type { ModelChoice } from "./model.js";
+import { oneInferenceAgent } from "./one-inference-agent.js";
 
 export const SUMMARIZER_NAME = "summarizer";
 
@@ -11,21 +10,17 @@ export const SUMMARIZER_SYSTEM_PROMPT =
   "Be concise and factual; write in the third person; answer with the summary only.";
 
 /** Longest rendering of one message in a summarize request: a huge paste must not crowd out the rest. */
-export const MAX_CHARS_PER_MESSAGE = 2_000;
-export const TRUNCATION_MARKER = "… [truncated]";
+const MAX_CHARS_PER_MESSAGE = 2_000;
+const TRUNCATION_MARKER = "… [truncated]";
 
 /** A stored message as the summarizer reads it (kind and content as in the messages table). */
 export type TranscriptMessage = { kind: "user" | "agent" | "system" | "summary"; agentName: string; content: unknown };
 
-/** The summarizer agent: no tools, no history, one inference per request. */
-export function createSummarizer(choice: Extract<ModelChoice, { configured: true }>) {
-  return createAgent({
-    name: SUMMARIZER_NAME,
-    description: "Summarizes the older turns of a thread",
-    system: SUMMARIZER_SYSTEM_PROMPT,
-    model: choice.model,
-  });
-}
+export const createSummarizer = oneInferenceAgent({
+  name: SUMMARIZER_NAME,
+  description: "Summarizes the older turns of a thread",
+  system: SUMMARIZER_SYSTEM_PROMPT,
+});
 
 /** The request to the summarizer: the previous summary (if any) and only the turns after it. */
 export function summarizeRequest(previous: string | null, messages: readonly TranscriptMessage[]): string {

@@ -1,6 +1,6 @@
 import type { MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { INNGEST_EVENT_LIMIT_BYTES } from "../../inngest.config.js";
+import { INNGEST_EVENT_LIMIT_BYTES, jsonBytes } from "../../inngest.config.js";
 import { EventTooLarge } from "./errors.js";
 
 /**
@@ -104,6 +104,6 @@ export const requireJsonBody = (): MiddlewareHandler => async (c, next) => {
 
 /** The size of an event as sent to Inngest; throws EventTooLarge past Inngest's event size limit. */
 export function checkEventSize(event: { name: string; data: Record<string, unknown> }): void {
-  const bytes = Buffer.byteLength(JSON.stringify(event), "utf8");
+  const bytes = jsonBytes(event);
   if (bytes > MAX_EVENT_BYTES - SDK_FIELDS_BYTES) throw new EventTooLarge(bytes, MAX_EVENT_BYTES - SDK_FIELDS_BYTES);
 }

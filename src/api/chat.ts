@@ -11,7 +11,7 @@ import { validate } from "./validate.js";
 /** The message as a client sends it: everything the event carries except the user, who is the caller. */
 const chatBody = chatMessageSentData.omit({ userId: true }).extend({ userId: userIdNotAccepted });
 
-export const chatAcceptedResponse = z.object({
+const chatAcceptedResponse = z.object({
   threadId: z.uuid().meta({ description: "The thread the message belongs to (a new thread's id is the message id)." }),
   messageId: z.uuid(),
   eventId: z.string().meta({ description: "The id of the chat/message.sent event Inngest received." }),

@@ -171,32 +171,22 @@ export function answerError(error: Error, c: Context<AppEnv>) {
     c.header("Retry-After", String(error.retryAfterSeconds));
     return c.json({ error: error.message, code: "too_many_streams" as const }, 429);
   }
-  if (error instanceof EventNotSent) {
-    logger.error({ requestId, err: error.cause }, "event not sent to Inngest");
-    c.header("Retry-After", "5");
-    return c.json(
-      {
-        error:
-          "The request was not accepted: Threadline could not hand it to Inngest, its event service. Nothing was stored: " +
-          `send the same request again in a few seconds. If it keeps failing, the operator should check that ${error.advice}; request id ${requestId}.`,
-        requestId,
-      },
-      503,
+  if (error instanceof EventNotSent)
+    return unavailable(
+      c,
+      error.cause,
+      "event not sent to Inngest",
+      "The request was not accepted: Threadline could not hand it to Inngest, its event service. Nothing was stored: " +
+        `send the same request again in a few seconds. If it keeps failing, the operator should check that ${error.advice}; request id ${requestId}.`,
     );
-  }
-  if (error instanceof RealtimeUnavailable) {
-    logger.error({ requestId, err: error.cause }, "realtime subscription token not issued");
-    c.header("Retry-After", "5");
-    return c.json(
-      {
-        error:
-          "No realtime subscription token: Threadline could not reach Inngest realtime. Ask again in a few seconds; if it keeps failing, the operator " +
-          `should check that Inngest is reachable (INNGEST_SIGNING_KEY for Inngest Cloud, or the dev server running); request id ${requestId}.`,
-        requestId,
-      },
-      503,
+  if (error instanceof RealtimeUnavailable)
+    return unavailable(
+      c,
+      error.cause,
+      "realtime subscription token not issued",
+      "No realtime subscription token: Threadline could not reach Inngest realtime. Ask again in a few seconds; if it keeps failing, the operator " +
+        `should check that Inngest is reachable (INNGEST_SIGNING_KEY for Inngest Cloud, or the dev server running); request id ${requestId}.`,
     );
-  }
   if (error instanceof HTTPException && error.status === 400)
     return invalid(c, [{ field: "body", message: error.message }]);
   if (error instanceof HTTPException && error.status < 500) return error.getResponse();
@@ -208,4 +198,12 @@ export function answerError(error: Error, c: Context<AppEnv>) {
     },
     500,
   );
+}
+
+/** A 503 to retry in a few seconds: the cause is logged with the request id, which the body gives. */
+function unavailable(c: Context<AppEnv>, cause: unknown, logged: string, text: string) {
+  const requestId = c.get("requestId");
+  logger.error({ requestId, err: cause }, logged);
+  c.header("Retry-After", "5");
+  return c.json({ error: text, requestId }, 503);
 }

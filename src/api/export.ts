@@ -22,7 +22,7 @@ export const MAX_CONCURRENT_EXPORTS = 2;
 export const MAX_EXPORTS_PER_USER = 1;
 
 /** 429 body when every export slot is taken. */
-export const exportBusyResponse = z.object({ error: z.string() });
+const exportBusyResponse = z.object({ error: z.string() });
 
 /**
  * GET /api/export: everything stored about the caller (a subject-access export) as JSON Lines,

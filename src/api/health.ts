@@ -8,19 +8,19 @@ import type { ApiDeps } from "./deps.js";
 import type { AppEnv } from "./errors.js";
 import { jsonResponse } from "./openapi.js";
 
-export const healthResponse = z.object({ status: z.literal("ok"), database: z.literal("ok") });
-export const unhealthyResponse = z.object({
+const healthResponse = z.object({ status: z.literal("ok"), database: z.literal("ok") });
+const unhealthyResponse = z.object({
   status: z.literal("unavailable"),
   database: z.literal("unreachable"),
   requestId: z.string(),
 });
 const reachability = z.enum(["ok", "unreachable"]);
-export const readyResponse = z.object({
+const readyResponse = z.object({
   status: z.literal("ready"),
   database: z.literal("ok"),
   inngest: z.literal("ok"),
 });
-export const notReadyResponse = z.object({
+const notReadyResponse = z.object({
   status: z.literal("unavailable"),
   database: reachability,
   inngest: reachability,

@@ -5,10 +5,10 @@ import { callerId, type AuthEnv } from "../auth/identity.js";
 import { decodeMemoryCursor, encodeMemoryCursor, forget, forgetAll, listMemories } from "../history/memories.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
-import { pageLimit, validate } from "./validate.js";
+import { cursorParameter, pageLimit, validate } from "./validate.js";
 
-export const DEFAULT_MEMORY_PAGE = 50;
-export const MAX_MEMORY_PAGE = 200;
+const DEFAULT_MEMORY_PAGE = 50;
+const MAX_MEMORY_PAGE = 200;
 
 const memoryParams = z.object({
   memoryId: z.uuid({ error: "memoryId must be a UUID (an id from GET /api/memories)" }),
@@ -16,17 +16,10 @@ const memoryParams = z.object({
 
 const listQuery = z.object({
   limit: pageLimit(DEFAULT_MEMORY_PAGE, MAX_MEMORY_PAGE),
-  after: z
-    .string({ error: "after must be the next cursor of an earlier page" })
-    .transform(
-      (value, ctx) =>
-        decodeMemoryCursor(value) ??
-        (ctx.addIssue({ code: "custom", message: "after must be the next cursor of an earlier page" }), z.NEVER),
-    )
-    .optional(),
+  after: cursorParameter(decodeMemoryCursor, "after must be the next cursor of an earlier page").optional(),
 });
 
-export const memory = z.object({
+const memory = z.object({
   id: z.uuid(),
   text: z.string(),
   /** remembered: the user had it remembered (kept until erased); extracted: proposed from a thread (deleted with it). */

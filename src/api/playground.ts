@@ -52,7 +52,7 @@ export const PLAYGROUND_FILES = [
  * Scripts and styles only from this origin, and nothing inline: the page runs no script it did
  * not load from its own files, whatever a message's text holds.
  */
-export const PLAYGROUND_CSP =
+const PLAYGROUND_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 const directory = new URL("../playground/", import.meta.url);
@@ -96,7 +96,7 @@ export function playgroundRoutes() {
 /** What answers chat turns here, as GET /api/info tells a signed-in client (the playground shows it). */
 export type ServiceInfo = { model: ModelChoice; inference: "gateway" | "stream" };
 
-export const serviceInfoResponse = z.object({
+const serviceInfoResponse = z.object({
   model: z
     .discriminatedUnion("configured", [
       z.object({

@@ -8,7 +8,7 @@ import { RealtimeUnavailable } from "./errors.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 import { validate } from "./validate.js";
 
-export const realtimeTokenResponse = subscriptionToken;
+const realtimeTokenResponse = subscriptionToken;
 
 /** use-agent's token request: it may name a thread or a channel key; the channel is always the caller's own. */
 const tokenBody = z.looseObject({

@@ -13,7 +13,7 @@ const regenerateBody = chatMessageRegenerateData
   .pick({ reason: true, requestId: true })
   .extend({ userId: userIdNotAccepted });
 
-export const regenerateAcceptedResponse = z.object({
+const regenerateAcceptedResponse = z.object({
   threadId: z.uuid(),
   messageId: z.uuid().meta({ description: "The user message whose answer is generated again." }),
   eventId: z.string().meta({ description: "The id of the chat/message.regenerate event Inngest received." }),

@@ -12,22 +12,15 @@ import {
 } from "../history/search.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
-import { pageLimit, validate } from "./validate.js";
+import { cursorParameter, pageLimit, validate } from "./validate.js";
 
-export const searchQuery = z.object({
+const searchQuery = z.object({
   q: safeString({ error: "q must be the text to search for" })
     .trim()
     .min(1, "q must not be empty")
     .max(MAX_SEARCH_QUERY_LENGTH, `q must be at most ${MAX_SEARCH_QUERY_LENGTH} characters`),
   limit: pageLimit(DEFAULT_SEARCH_PAGE_SIZE, MAX_SEARCH_PAGE_SIZE),
-  cursor: z
-    .string({ error: "cursor must be the nextCursor of an earlier page" })
-    .transform(
-      (value, ctx) =>
-        decodeSearchCursor(value) ??
-        (ctx.addIssue({ code: "custom", message: "cursor must be the nextCursor of an earlier page" }), z.NEVER),
-    )
-    .optional(),
+  cursor: cursorParameter(decodeSearchCursor, "cursor must be the nextCursor of an earlier page").optional(),
   include: z
     .enum(["current", "all"], {
       error: 'include must be "current" (the threads\' current paths) or "all" (also replaced answers)',
@@ -35,7 +28,7 @@ export const searchQuery = z.object({
     .default("current"),
 });
 
-export const searchHit = z.object({
+const searchHit = z.object({
   threadId: z.uuid(),
   messageId: z.uuid(),
   role: z.enum(["user", "assistant"]),

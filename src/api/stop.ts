@@ -22,7 +22,7 @@ const stopBody = z.object({
   userId: userIdNotAccepted,
 });
 
-export const turnStoppedResponse = z.object({
+const turnStoppedResponse = z.object({
   threadId: z.uuid(),
   runId: z.string().meta({ description: "The stopped turn's Inngest run." }),
   messageId: z.uuid().meta({ description: "The user message the stopped turn was answering." }),

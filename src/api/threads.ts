@@ -18,18 +18,18 @@ import {
 import { logger } from "../platform/logger.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
-import { pageLimit, validate } from "./validate.js";
+import { cursorParameter, pageLimit, validate } from "./validate.js";
 
 /* ---- The thread list and each thread's details ---- */
 
-export const DEFAULT_THREAD_PAGE_SIZE = 20;
-export const MAX_THREAD_PAGE_SIZE = 100;
+const DEFAULT_THREAD_PAGE_SIZE = 20;
+const MAX_THREAD_PAGE_SIZE = 100;
 /** Largest metadata object accepted, in bytes of its JSON: metadata is for labels and ids, not content. */
-export const MAX_METADATA_BYTES = 4_096;
-export const MAX_TITLE_LENGTH = 200;
+const MAX_METADATA_BYTES = 4_096;
+const MAX_TITLE_LENGTH = 200;
 
-/** A thread as every thread route returns it (the list's items included). */
-export const threadItem = z.object({
+/** A thread as every thread route returns it: GET and PATCH /api/threads/:threadId, the list's items. */
+export const threadResponse = z.object({
   id: z.uuid(),
   /** null: untitled (no user title, and no model title yet). */
   title: z.string().nullable(),
@@ -49,7 +49,7 @@ export const threadItem = z.object({
 
 /** GET /api/threads: one page, most recently active first. */
 export const threadListResponse = z.object({
-  threads: z.array(threadItem),
+  threads: z.array(threadResponse),
   hasMore: z.boolean(),
   /** Pass as `cursor` for the next page; null on the last page. */
   nextCursor: z.string().nullable(),
@@ -59,10 +59,7 @@ export const threadListResponse = z.object({
 });
 
 /** POST /api/threads: the thread, plus `threadId` as use-agent's createThread reads it. */
-export const threadCreatedResponse = threadItem.extend({ threadId: z.uuid() });
-
-/** GET and PATCH /api/threads/:threadId. */
-export const threadResponse = threadItem;
+export const threadCreatedResponse = threadResponse.extend({ threadId: z.uuid() });
 
 /** DELETE /api/threads/:threadId. `announced`: thread/deleted was handed to Inngest. */
 export const threadDeletedResponse = z.object({ threadId: z.uuid(), deleted: z.literal(true), announced: z.boolean() });
@@ -84,14 +81,11 @@ function decodeThreadCursor(cursor: string): ThreadCursor | undefined {
 const threadListQuery = z
   .object({
     limit: pageLimit(DEFAULT_THREAD_PAGE_SIZE, MAX_THREAD_PAGE_SIZE),
-    cursor: z
-      .string()
-      .transform(
-        (value, ctx) =>
-          decodeThreadCursor(value) ??
-          (ctx.addIssue({ code: "custom", message: "cursor must be the nextCursor of an earlier page" }), z.NEVER),
-      )
-      .optional(),
+    cursor: cursorParameter(
+      decodeThreadCursor,
+      "cursor must be the nextCursor of an earlier page",
+      z.string(),
+    ).optional(),
     /** use-agent's transport sends the position as two fields. */
     cursorTimestamp: z.iso
       .datetime({ offset: true, error: "cursorTimestamp must be the nextCursorTimestamp of an earlier page" })
@@ -154,15 +148,9 @@ const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UU
 const messageParams = threadParams.extend({ messageId: z.uuid({ error: "messageId must be a UUID" }) });
 
 const cursor = (name: string, description: string) =>
-  z
-    .string({ error: `${name} must be a cursor (previous or next) from an earlier page` })
-    .transform(
-      (value, ctx) =>
-        decodeCursor(value) ??
-        (ctx.addIssue({ code: "custom", message: `${name} must be a cursor (previous or next) from an earlier page` }),
-        z.NEVER),
-    )
-    .meta({ description });
+  cursorParameter(decodeCursor, `${name} must be a cursor (previous or next) from an earlier page`).meta({
+    description,
+  });
 const pageQuery = z
   .object({
     limit: pageLimit(DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE).meta({
@@ -211,7 +199,7 @@ const threadMessage = z.object({
     }),
 });
 
-export const messagePageResponse = z.object({
+const messagePageResponse = z.object({
   threadId: z.uuid(),
   messages: z.array(threadMessage).meta({ description: "In thread order (oldest first)." }),
   hasMore: z.boolean().meta({ description: "More messages lie beyond this page in the direction read." }),
@@ -221,7 +209,7 @@ export const messagePageResponse = z.object({
     .meta({ description: "Send as `after` to read the newer messages (including those appended later)." }),
 });
 
-export const answerVariantsResponse = z.object({
+const answerVariantsResponse = z.object({
   threadId: z.uuid(),
   messageId: z.uuid(),
   variants: z.array(
@@ -238,7 +226,7 @@ export const answerVariantsResponse = z.object({
   ),
 });
 
-export const threadDebugResponse = z.object({
+const threadDebugResponse = z.object({
   threadId: z.uuid(),
   latestTurn: z
     .object({

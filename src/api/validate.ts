@@ -23,3 +23,13 @@ export const pageLimit = (fallback: number, max: number) =>
     .transform(Number)
     .pipe(z.number().min(1, "limit must be at least 1").max(max, `limit must be at most ${max}`))
     .default(fallback);
+
+/**
+ * A cursor query parameter: the position `decode` reads from it, `message` when it reads none.
+ * `text` is the string schema before decoding (by default refusing a non-string with `message` too).
+ */
+export const cursorParameter = <Position>(
+  decode: (cursor: string) => Position | undefined,
+  message: string,
+  text: z.ZodString = z.string({ error: message }),
+) => text.transform((value, ctx) => decode(value) ?? (ctx.addIssue({ code: "custom", message }), z.NEVER));

@@ -99,7 +99,7 @@ const ENDED = new Set(["completed", "failed", "cancelled"]);
  * A run that ended less than this long ago is not judged yet: its end is being recorded (the
  * cancellation function records a cancelled turn as cancelled, moments after the run ends).
  */
-export const ENDED_GRACE_MS = 60_000;
+const ENDED_GRACE_MS = 60_000;
 
 export async function askEngineAboutRun(
   engine: InngestEngine,

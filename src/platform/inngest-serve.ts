@@ -3,9 +3,8 @@ import { bodyLimit } from "hono/body-limit";
 import { Inngest, type InngestFunction } from "inngest";
 import { serve } from "inngest/hono";
 import { inngest } from "../../inngest.config.js";
-import type { Environment } from "../config.js";
+import { type Environment, isProduction } from "../config.js";
 import { logger } from "./logger.js";
-import { isProduction } from "./production.js";
 
 /** Where the app serves Inngest unless INNGEST_SERVE_PATH says otherwise (a proxy's prefix). */
 export const DEFAULT_SERVE_PATH = "/api/inngest";

@@ -1,11 +1,8 @@
-import { authSettings, type Environment } from "../config.js";
+import { authSettings, type Environment, isProduction } from "../config.js";
 import { choosesDevServer } from "./inngest-serve.js";
 
 /** The SDK's signing key: signkey-<environment>-<hex secret>. */
 const SDK_SIGNING_KEY = /^signkey-\w+-(?:[0-9a-f]{2})+$/i;
-
-/** NODE_ENV=production: the deployment faces users, and start-up refuses anything unsafe. */
-export const isProduction = (env: Environment) => env.NODE_ENV === "production";
 
 /**
  * What stops this process from starting, one line per setting, each saying what to set; empty

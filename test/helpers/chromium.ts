@@ -3,8 +3,8 @@ import { chromium, type Browser, type Page } from "playwright-core";
 import { expect, it } from "vitest";
 
 /** Debian's chromium (apt-get install chromium); the tests never download a browser. */
-export const CHROMIUM = "/usr/bin/chromium";
-export const ARTIFACTS = "test-artifacts";
+const CHROMIUM = "/usr/bin/chromium";
+const ARTIFACTS = "test-artifacts";
 export const hasChromium = existsSync(CHROMIUM);
 
 /**

@@ -31,7 +31,7 @@ export type StandInOptions = {
   msPerSecond?: number;
 };
 
-export type StandInEvent = { id: string; name: string; data: Record<string, unknown>; ts: number; v?: string };
+type StandInEvent = { id: string; name: string; data: Record<string, unknown>; ts: number; v?: string };
 
 /** A memoized step: its data, or the error it failed with for good. */
 type MemoStep = { type: "data"; data: unknown } | { type: "error"; error: unknown };
@@ -459,7 +459,7 @@ function durationSeconds(text: string): number {
 }
 
 /** Evaluates the expression forms Threadline uses: comparisons of paths and literals, joined by && and ||. */
-export function evaluate(expression: string, scope: Record<string, unknown>): boolean {
+function evaluate(expression: string, scope: Record<string, unknown>): boolean {
   return expression.split("||").some((any) =>
     any.split("&&").every((all) => {
       const match = /^\s*(.+?)\s*(==|!=)\s*(.+?)\s*$/.exec(all);

@@ -92,7 +92,7 @@ function publish(events: SentEvent[]) {
 }
 
 /** Virtual time: one minute of a waitForEvent timeout lasts this many real milliseconds. */
-export const VIRTUAL_MINUTE_MS = 40;
+const VIRTUAL_MINUTE_MS = 40;
 
 const minutesOf = (timeout: string) => {
   const [, amount, unit] = /^(\d+)([smh])$/.exec(timeout) ?? [];
@@ -130,7 +130,7 @@ export const waitForEventOnBus: WaitResolver = (wait) => {
  * decides: the event, or null for a timeout, memoized as the server would. Only the
  * `async.data.<field> == "<value>"` expressions Threadline uses are understood.
  */
-export function resolveWaits(resolve: WaitResolver) {
+function resolveWaits(resolve: WaitResolver) {
   return (ctx: TestContext): TestContext => {
     const waitForEvent = (id: string, opts: { event: string | { name: string }; timeout: string; if?: string }) => {
       const [, field, value] = /^async\.data\.(\w+) == (".*")$/.exec(opts.if ?? "") ?? [];
@@ -154,7 +154,7 @@ export function resolveWaits(resolve: WaitResolver) {
  * `beforeStep` before a step's work runs (not when its result comes from the memo): tests stop the
  * database or count steps there.
  */
-export function observeSteps(stepIds: string[], beforeStep?: (id: string) => Promise<void>, memoIds: string[] = []) {
+function observeSteps(stepIds: string[], beforeStep?: (id: string) => Promise<void>, memoIds: string[] = []) {
   return (ctx: TestContext): TestContext => {
     const run = ctx.step.run;
     // This context serves one replay: the k-th call of an id in it is the one Inngest memoizes as `<id>:<k>`.

@@ -20,7 +20,7 @@ import type { ModelServer } from "./model-server.js";
  * A turn the app started: its run id, its event and its execution (settled when the run ends);
  * `cancelled` once a stop of its user message cancelled it.
  */
-export type LiveRun = { runId: string; event: SentEvent; execution: Promise<Execution>; cancelled: boolean };
+type LiveRun = { runId: string; event: SentEvent; execution: Promise<Execution>; cancelled: boolean };
 
 const CANCELLED = "the run was cancelled (cancelOn): Inngest starts none of its steps";
 

@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
  * exactly what the model saw. A request with `stream: true` gets a text or tool-call reply as
  * server-sent events (chat completion chunks, then `data: [DONE]`), shaped by the reply's `stream`.
  */
-export type ScriptedReply =
+type ScriptedReply =
   | { text: string; delayMs?: number; stream?: StreamScript }
   | {
       toolCalls: { name: string; arguments?: Record<string, unknown>; id?: string }[];
@@ -17,7 +17,7 @@ export type ScriptedReply =
   | { status: number; body?: unknown; delayMs?: number };
 
 /** How a streamed reply is sent. Chunks are counted from 1 in the order they are sent. */
-export type StreamScript = {
+type StreamScript = {
   /** The text's pieces, one chunk each (they must join to the reply's text); default: the whole text in one chunk. */
   chunks?: string[];
   /** Pause before every chunk after the first. */

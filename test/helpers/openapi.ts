@@ -7,7 +7,7 @@ import { z } from "zod";
  * headers and body, the body checked against the document's own JSON Schema).
  */
 
-export type ResponseDoc = {
+type ResponseDoc = {
   description: string;
   headers?: Record<string, { required?: boolean }>;
   content?: Record<string, { schema: unknown }>;

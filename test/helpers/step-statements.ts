@@ -7,7 +7,7 @@ import { countingPool } from "./counting-pool.js";
 import { inferOverHttp, recordSentEvents, withFunctionMiddleware } from "./engine.js";
 
 /** Where a statement sent by no step is counted (code outside steps must send none). */
-export const OUTSIDE_STEPS = "(outside any step)";
+const OUTSIDE_STEPS = "(outside any step)";
 
 /**
  * A pool that counts every SQL statement against the Inngest step that sent it, and a way to run
