@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { InngestTestEngine } from "@inngest/test";
 import { describe, expect, it } from "vitest";
-import { inngest } from "../inngest.config.js";
+import { inngest, type StepTools } from "../inngest.config.js";
 import { createChatTurn, TURN_RETRIES } from "../src/functions/chat-turn.js";
 import { describeFailure } from "../src/functions/failure-message.js";
 import { modelFailureMessage } from "../src/agents/model-errors.js";
@@ -158,10 +158,11 @@ describe("waitForEvent (BRIEF: only events sent after the wait started)", () => 
     // Two steps per round stay under Inngest's 1,000 steps per run.
     expect(2 * MAX_WAIT_ROUNDS).toBeLessThan(1_000);
     const calls: string[] = [];
+    // Only the two tools the wait uses.
     const step = {
       run: async (id: string, work: () => Promise<unknown>) => (calls.push(id), work()),
       waitForEvent: async (id: string) => (calls.push(id), null),
-    };
+    } as unknown as StepTools;
     // A run with no turn finds nothing ahead: one lookup, no wait.
     expect(await waitForEarlierTurns(step, bed.db.pool, `run-${randomUUID()}`)).toEqual({});
     expect(calls).toEqual(["history.find-earlier-turn"]);

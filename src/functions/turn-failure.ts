@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { z } from "zod";
+import type { StepTools } from "../../inngest.config.js";
 import { failTurn } from "../history/store.js";
 import { describeFailure } from "./failure-message.js";
 import { announceTurnFinished } from "./turn-finished.js";
@@ -7,7 +8,7 @@ import { announceTurnFinished } from "./turn-finished.js";
 type FailureContext = {
   event: { data: { run_id: string; event?: { data?: unknown } } };
   error: Error;
-  step: { run: <T>(id: string, fn: () => Promise<T>) => Promise<unknown> };
+  step: StepTools;
 };
 
 /** The ids a failed run's event carried: a chat turn's thread is its first message's id when absent. */

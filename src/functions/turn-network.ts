@@ -1,5 +1,6 @@
 import type { HistoryConfig, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
+import type { StepTools } from "../../inngest.config.js";
 import { createChatNetwork, NETWORK_AGENTS, type NetworkName } from "../agents/network.js";
 import type { ModelChoice } from "../agents/model.js";
 import type { TurnHistory } from "../history/adapter.js";
@@ -22,7 +23,7 @@ export const DEFAULT_AGENTS: AgentsConfig = { network: "assistant", memory: NO_M
  */
 export function createTurnNetwork(input: {
   db: pg.Pool;
-  step: unknown;
+  step: StepTools;
   model: ModelChoice;
   userId: string;
   kind: "chat" | "regenerate";

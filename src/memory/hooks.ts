@@ -1,5 +1,6 @@
 import type { Tool } from "@inngest/agent-kit";
 import type pg from "pg";
+import type { StepTools } from "../../inngest.config.js";
 import { durably } from "../history/durable.js";
 import type { MemoryComponent, MemoryContext, ThreadMessage } from "./component.js";
 
@@ -26,7 +27,7 @@ export function turnMemory({
 }: {
   db: pg.Pool;
   userId: string;
-  step: unknown;
+  step: StepTools;
   components: AgentComponents;
 }) {
   const distinct = [
