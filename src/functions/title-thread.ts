@@ -6,7 +6,7 @@ import { readTitleSource, storeModelTitle } from "../history/titles.js";
 import type { FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
-import { answerText } from "./turn-outcome.js";
+import { answerText } from "./turn-lifecycle.js";
 
 export const TITLE_THREAD_ID = "title-thread";
 
