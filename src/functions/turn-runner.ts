@@ -1,4 +1,5 @@
 import { createState, type HistoryConfig, type Message, type StateData } from "@inngest/agent-kit";
+import type pg from "pg";
 import {
   type ChatMessageRegenerate,
   type ChatMessageSent,
@@ -8,14 +9,15 @@ import {
 } from "../../inngest.config.js";
 import { createChatNetwork, NETWORK_AGENTS } from "../agents/network.js";
 import { summaryLag, turnSkipReason, userMessageText } from "../agents/run-state.js";
+import type { AgentMemory } from "../agents/thread-view.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { agentThreadState } from "../history/agent-state.js";
 import { durably } from "../history/durable.js";
 import { resolveHistoryPolicy } from "../history/policy.js";
 import { loadUserMessage } from "../history/store.js";
 import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
-import { memoryComponents, NO_MEMORY } from "../memory/components.js";
-import { turnMemory } from "../memory/hooks.js";
+import type { MemoryContext, ThreadMessage } from "../memory/component.js";
+import { type AgentComponents, memoryComponents, NO_MEMORY } from "../memory/components.js";
 import { turnPublisher } from "../stream/publish.js";
 import type { AgentsConfig, FunctionDeps } from "./chat-turn.js";
 import type { InferenceStream } from "./streaming-inference.js";
@@ -155,4 +157,68 @@ export async function runTurn(
     await step.sendEvent("memory.request-extraction", memoryExtractRequested.create({ threadId, userId, messageId }));
   }
   return { outcome, history: { ...policy, ...history.load() }, summaryRequested };
+}
+
+/**
+ * The memory components of one turn, their hooks run as steps with stable ids: a retried step
+ * runs its hook again (hooks are idempotent), a memoized one is not run again. Thread-level hooks
+ * run once per component, however many agents it is attached to.
+ */
+function turnMemory({
+  db,
+  userId,
+  step,
+  components,
+}: {
+  db: pg.Pool;
+  userId: string;
+  step: StepTools;
+  components: AgentComponents;
+}) {
+  const distinct = [
+    ...new Map(
+      Object.values(components)
+        .flat()
+        .map((component) => [component.name, component]),
+    ).values(),
+  ];
+
+  return {
+    forAgent: (agentName: string): AgentMemory | undefined => {
+      const attached = components[agentName] ?? [];
+      if (attached.length === 0) return undefined;
+      return {
+        tools: attached.flatMap((component) => component.tools?.({ db, userId }) ?? []),
+        beforeModelCall: async ({ threadId, text, call }) => {
+          const contexts: MemoryContext[] = [];
+          for (const component of attached) {
+            if (!component.beforeModelCall) continue;
+            const hook = component.beforeModelCall;
+            const context = await durably(step, `memory.${component.name}.context.${agentName}.${call}`, () =>
+              hook({ db, userId, threadId, agentName }, { text }),
+            );
+            if (context) contexts.push(context);
+          }
+          return contexts;
+        },
+      };
+    },
+
+    threadCreated: async (threadId: string) => {
+      for (const component of distinct) {
+        const hook = component.threadCreated;
+        if (hook) await durably(step, `memory.${component.name}.thread-created`, () => hook({ db, userId, threadId }));
+      }
+    },
+
+    newMessage: async (threadId: string, message: ThreadMessage) => {
+      for (const component of distinct) {
+        const hook = component.newMessage;
+        if (hook)
+          await durably(step, `memory.${component.name}.new-message.${message.id}`, () =>
+            hook({ db, userId, threadId, agentName: message.agentName }, message),
+          );
+      }
+    },
+  };
 }
