@@ -1,9 +1,9 @@
 import type pg from "pg";
-import { turnFinished } from "../../inngest.config.js";
 import { DEFAULT_LOST_RUN_DEADLINE_MINUTES, failLostTurn, longRunningTurns } from "../history/lost-turns.js";
 import { askEngineAboutRun, type InngestEngine, type RunVerdict } from "../platform/inngest-engine.js";
 import { logger } from "../platform/logger.js";
 import { createCron } from "./cron.js";
+import { turnFinishedEvent } from "./turn-lifecycle.js";
 
 /** A turn is asked about once it has run this long: every live run is known to the engine well before. */
 const CHECK_AFTER_SECONDS = 60;
@@ -88,7 +88,7 @@ export function createReconcileTurns({
         await step.sendEvent(
           "reconcile.turns-finished",
           recorded.map(({ threadId, runId, messageId }) =>
-            turnFinished.create({ threadId, runId, messageId, status: "failed" }, { id: `turn-finished-${runId}` }),
+            turnFinishedEvent({ threadId, runId, messageId, status: "failed" }),
           ),
         );
       }

@@ -8,8 +8,6 @@ import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
 import { answerText } from "./turn-lifecycle.js";
 
-export const TITLE_THREAD_ID = "title-thread";
-
 /**
  * Names a thread after its first answer. Its own function, started by the turn's
  * threadline/turn.finished event, so a model failure here leaves the thread untitled and never
@@ -19,7 +17,7 @@ export const TITLE_THREAD_ID = "title-thread";
 export function createTitleThread({ db, model, inference }: FunctionDeps) {
   return inngest.createFunction(
     {
-      id: TITLE_THREAD_ID,
+      id: "title-thread",
       name: "Title thread",
       triggers: [{ event: turnFinished, if: "event.data.status == 'completed'" }],
       // Quick turns in a new thread make one title request, soon after the first answer.

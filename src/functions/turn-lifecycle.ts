@@ -115,7 +115,11 @@ export function answerText(result: AgentResult | undefined): string {
  * (its own end, onFailure, its cancellation), Inngest keeps one event.
  */
 export const announceTurnFinished = (step: StepTools, finished: TurnFinished) =>
-  step.sendEvent("turn.finished", turnFinished.create(finished, { id: `turn-finished-${finished.runId}` }));
+  step.sendEvent("turn.finished", turnFinishedEvent(finished));
+
+/** A turn's finished event: its id is derived from the run, whoever reports the finish. */
+export const turnFinishedEvent = (finished: TurnFinished) =>
+  turnFinished.create(finished, { id: `turn-finished-${finished.runId}` });
 
 type FailureContext = {
   event: { data: { run_id: string; event?: { data?: unknown } } };
