@@ -60,6 +60,9 @@ export const cancelOnDeletion = [
   { event: userDeleted, if: "async.data.userId == event.data.userId" },
 ];
 
+/** Middleware as a tuple, so the handler's context is typed with what each adds (inferenceStream). */
+const inOrder = <const T extends Middleware.Class[]>(...middleware: T) => middleware;
+
 /** The options both turn functions share, beside their id, name, trigger and idempotency. */
 export const turnOptions = ({ db, inference }: { db: pg.Pool; inference?: Inference | undefined }) => ({
   // No per-thread concurrency key: turns of a thread are ordered by the durable wait before
@@ -71,9 +74,6 @@ export const turnOptions = ({ db, inference }: { db: pg.Pool; inference?: Infere
   onFailure: recordTurnFailure(db),
   middleware: inOrder(ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway"), turnRetryMiddleware(db)),
 });
-
-/** Middleware as a tuple, so the handler's context is typed with what each adds (inferenceStream). */
-const inOrder = <const T extends Middleware.Class[]>(...middleware: T) => middleware;
 
 /**
  * What a turn function's run returns: shown in the dev server's run output. "skipped": the run

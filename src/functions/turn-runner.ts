@@ -92,6 +92,7 @@ export async function runTurn(
     // history.find-earlier-turn, history.wait-for-turn (rounds .2, .3, …), history.get. AgentKit
     // calls no get for a new thread or a conversation the client sent.
     get: history.get,
+    // agent-state.load: before the first agent (beforeFirstAgent, below).
     // Then, for each inference: generate-agent-ids-<k> (AgentKit), memory.<component>.context.<agent>.<k>,
     // the agent's inference (its name; `<name>:<k>` when repeated), its tools' steps, and, when
     // chunks are logged, publish-<n>:<event> (src/stream/publish.ts).
