@@ -1,4 +1,4 @@
-import { eventType, Inngest } from "inngest";
+import { eventType, type GetStepTools, Inngest } from "inngest";
 import { z } from "zod";
 import { message } from "./src/history/messages.js";
 import { historyRequest } from "./src/history/policy.js";
@@ -15,6 +15,9 @@ import { logger } from "./src/platform/logger.js";
 // whenever a module first imports it. The process sends and serves with a client built at
 // start-up from the configuration (src/platform/inngest-serve.ts inngestClient).
 export const inngest = new Inngest({ id: "threadline", logger, internalLogger: logger });
+
+/** The step tools a function of this client is handed (`step`): every durable helper takes this type. */
+export type StepTools = GetStepTools<typeof inngest>;
 
 /** Longest user message accepted, in characters (UTF-16 units; about 8k tokens of English). */
 export const MAX_CONTENT_LENGTH = 32_000;

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { NETWORK_AGENTS, networkName } from "./agents/network.js";
 import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
-import type { AgentsConfig } from "./functions/turn-network.js";
+import type { AgentsConfig } from "./functions/chat-turn.js";
 import { DEFAULT_SESSION_TIMEOUTS } from "./platform/database.js";
 import { DEFAULT_EVENT_RETENTION_HOURS } from "./history/events.js";
 import { DEFAULT_LOST_RUN_DEADLINE_MINUTES } from "./history/lost-turns.js";

@@ -1,14 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { InngestTestEngine } from "@inngest/test";
 import { describe, expect, it } from "vitest";
-import { inngest } from "../inngest.config.js";
-import { createChatTurn, TURN_RETRIES } from "../src/functions/chat-turn.js";
+import { inngest, type StepTools } from "../inngest.config.js";
+import { createChatTurn } from "../src/functions/chat-turn.js";
 import { describeFailure } from "../src/functions/failure-message.js";
 import { modelFailureMessage } from "../src/agents/model-errors.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
-import { cancelOnDeletion } from "../src/functions/turn-deletion.js";
-import { cancelOnStop } from "../src/functions/turn-stop.js";
+import {
+  cancelOnDeletion,
+  cancelOnStop,
+  createTurnCancellation,
+  TURN_RETRIES,
+} from "../src/functions/turn-lifecycle.js";
 import {
   MAX_WAIT_ROUNDS,
   QUICK_ROUND,
@@ -39,7 +42,7 @@ export const ENGINE_CONTRACT = [
   {
     fact: "The server retries a failed step.ai.infer itself and hands the SDK only the last attempt's error (five attempts at the default retries).",
     source: "BRIEF (five attempts, ~4.6 minutes, before the turn was recorded failed)",
-    reliedOnBy: "src/functions/turn-retrying.ts (turn.retrying is written for the attempts the SDK sees)",
+    reliedOnBy: "src/functions/turn-lifecycle.ts (turn.retrying is written for the attempts the SDK sees)",
     pinnedBy: "the AI gateway's error shape",
   },
   {
@@ -63,7 +66,7 @@ export const ENGINE_CONTRACT = [
   {
     fact: "cancelOn, idempotency keys, event-id dedupe and inngest/function.cancelled behave as documented; Inngest calls no onFailure for a cancelled run.",
     source: "BRIEF; docs (cancellation, idempotency, system events)",
-    reliedOnBy: "the stop (cancelOn + turn.finished under the run's own event id), src/functions/turn-cancellation.ts",
+    reliedOnBy: "the stop (cancelOn + turn.finished under the run's own event id), src/functions/turn-lifecycle.ts",
     pinnedBy: "cancellation and deduplication",
   },
   {
@@ -158,10 +161,11 @@ describe("waitForEvent (BRIEF: only events sent after the wait started)", () => 
     // Two steps per round stay under Inngest's 1,000 steps per run.
     expect(2 * MAX_WAIT_ROUNDS).toBeLessThan(1_000);
     const calls: string[] = [];
+    // Only the two tools the wait uses.
     const step = {
       run: async (id: string, work: () => Promise<unknown>) => (calls.push(id), work()),
       waitForEvent: async (id: string) => (calls.push(id), null),
-    };
+    } as unknown as StepTools;
     // A run with no turn finds nothing ahead: one lookup, no wait.
     expect(await waitForEarlierTurns(step, bed.db.pool, `run-${randomUUID()}`)).toEqual({});
     expect(calls).toEqual(["history.find-earlier-turn"]);

@@ -1,6 +1,7 @@
 import { StepError, type Middleware } from "inngest";
 import { describe, expect, it } from "vitest";
-import { createChatTurn, TURN_RETRIES } from "../src/functions/chat-turn.js";
+import { createChatTurn } from "../src/functions/chat-turn.js";
+import { TURN_RETRIES } from "../src/functions/turn-lifecycle.js";
 import { describeFailure, MAX_FAILURE_MESSAGE } from "../src/functions/failure-message.js";
 import { ModelErrorMiddleware } from "../src/agents/model-errors.js";
 import { inngest } from "../inngest.config.js";

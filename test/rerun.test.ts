@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
+import { createTurnCancellation } from "../src/functions/turn-lifecycle.js";
 import { resultId } from "../src/history/ids.js";
 import { execute, memoBefore } from "./helpers/engine.js";
 import type { StandInRun } from "./helpers/engine-stand-in.js";

@@ -6,7 +6,7 @@ import { streamCompletion } from "../src/agents/streamed-completion.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { TURN_ENDED_ERROR } from "../src/functions/streaming-inference.js";
-import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
+import { createTurnCancellation } from "../src/functions/turn-lifecycle.js";
 import { appendRunEvents, appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
 import { failTurn } from "../src/history/store.js";
 import { cancelTurn } from "../src/history/turn-waits.js";

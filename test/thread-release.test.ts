@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
+import { createTurnCancellation } from "../src/functions/turn-lifecycle.js";
 import { turnsOf, scriptedModel } from "./helpers/fixtures.js";
 import { headersFor } from "./helpers/http.js";
 import { startLiveEngine, type LiveEngine } from "./helpers/live-engine.js";

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { createChatTurn, TURN_RETRIES } from "../src/functions/chat-turn.js";
+import { createChatTurn } from "../src/functions/chat-turn.js";
+import { TURN_RETRIES } from "../src/functions/turn-lifecycle.js";
 import { recordTurnRetrying } from "../src/history/turn-retrying.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, turnsOf } from "./helpers/fixtures.js";

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import { createTurnCancellation } from "../src/functions/turn-cancellation.js";
+import { createTurnCancellation } from "../src/functions/turn-lifecycle.js";
 import { beginTurn } from "../src/history/store.js";
 import { ABANDONED_TURN_ERROR, PATIENCE_ROUNDS, roundTimeout } from "../src/history/turn-waits.js";
 import { execute, type Execution, type SentEvent, type Wait } from "./helpers/engine.js";

@@ -1,7 +1,6 @@
 import { createAgent } from "@inngest/agent-kit";
-import type { AgentMemory } from "../memory/hooks.js";
 import type { ModelChoice } from "./model.js";
-import { threadView } from "./thread-view.js";
+import { type AgentMemory, threadView } from "./thread-view.js";
 import { currentTimeTool } from "./tools.js";
 
 export const ASSISTANT_NAME = "assistant";

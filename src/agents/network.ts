@@ -8,11 +8,11 @@ import {
 } from "@inngest/agent-kit";
 import { NonRetriableError } from "inngest";
 import { z } from "zod";
-import type { AgentMemory } from "../memory/hooks.js";
 import { priorResultCount, turnSkipReason } from "./run-state.js";
 import { ASSISTANT_NAME, createAssistant } from "./assistant.js";
 import type { ModelChoice } from "./model.js";
 import { createReviewer, REVIEWER_NAME, REVIEWER_STATE_KEY } from "./reviewer.js";
+import type { AgentMemory } from "./thread-view.js";
 
 /** Tool round trips one turn may take before the network stops asking the model. */
 const MAX_INFERENCES_PER_TURN = 6;

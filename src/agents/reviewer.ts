@@ -1,8 +1,7 @@
 import { createAgent, type State } from "@inngest/agent-kit";
 import { z } from "zod";
-import type { AgentMemory } from "../memory/hooks.js";
 import type { ModelChoice } from "./model.js";
-import { threadView } from "./thread-view.js";
+import { type AgentMemory, threadView } from "./thread-view.js";
 
 export const REVIEWER_NAME = "reviewer";
 

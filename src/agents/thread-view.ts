@@ -1,6 +1,15 @@
-import type { AgentResult, Message, NetworkRun, State, StateData } from "@inngest/agent-kit";
-import type { AgentMemory } from "../memory/hooks.js";
+import type { AgentResult, Message, NetworkRun, State, StateData, Tool } from "@inngest/agent-kit";
 import { priorResultCount, turnSkipReason, userMessageText } from "./run-state.js";
+
+/**
+ * What one agent gets from its memory in a turn, handed in by the function that builds the
+ * network (src/functions/turn-runner.ts), so agents never touch storage: tools, and context before
+ * each model call. `call` numbers the request within the turn (deterministic), for its step id.
+ */
+export type AgentMemory = {
+  tools: Tool.Any[];
+  beforeModelCall: (request: { threadId: string; text: string; call: number }) => Promise<{ text: string }[]>;
+};
 
 type OnStartArgs = { prompt: Message[]; history?: Message[]; network?: NetworkRun<StateData> | undefined };
 

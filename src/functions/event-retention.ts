@@ -1,15 +1,12 @@
 import type pg from "pg";
-import { cron } from "inngest";
-import { inngest } from "../../inngest.config.js";
 import { DEFAULT_EVENT_RETENTION_HOURS, deleteEventsBefore, eventCutoff } from "../history/events.js";
-
-export const EVENT_RETENTION_ID = "event-retention";
+import { createCron, inBatches } from "./cron.js";
 
 /** Events one step deletes at most: bounds the step's time and locks. */
-export const EVENT_PRUNE_BATCH = 5_000;
+const EVENT_PRUNE_BATCH = 5_000;
 
 /** Batches one run deletes at most; a larger backlog continues on the next run. */
-export const EVENT_PRUNE_MAX_BATCHES = 100;
+const EVENT_PRUNE_MAX_BATCHES = 100;
 
 /**
  * Prunes the thread event log: rows older than EVENT_LOG_RETENTION_HOURS are deleted every 10
@@ -24,25 +21,20 @@ export function createEventRetention({
   db: pg.Pool;
   eventRetentionHours?: number | undefined;
 }) {
-  return inngest.createFunction(
+  return createCron(
     {
-      id: EVENT_RETENTION_ID,
+      id: "event-retention",
       name: "Prune the thread event log (EVENT_LOG_RETENTION_HOURS)",
-      triggers: [cron("TZ=UTC */10 * * * *")],
-      concurrency: { limit: 1 },
+      schedule: "TZ=UTC */10 * * * *",
       retries: 4,
     },
-    async ({ step }) => {
+    async (step) => {
       const cutoff = await step.run("events.cutoff", () => eventCutoff(db, eventRetentionHours));
-      let deleted = 0;
-      for (let batch = 0; batch < EVENT_PRUNE_MAX_BATCHES; batch += 1) {
-        const gone = await step.run(`events.delete-batch-${batch}`, () =>
-          deleteEventsBefore(db, cutoff, EVENT_PRUNE_BATCH),
-        );
-        deleted += gone;
-        if (gone < EVENT_PRUNE_BATCH) return { status: "done" as const, cutoff, deleted };
-      }
-      return { status: "more-next-run" as const, cutoff, deleted };
+      const { status, deleted } = await inBatches(
+        { batchSize: EVENT_PRUNE_BATCH, maxBatches: EVENT_PRUNE_MAX_BATCHES },
+        (batch) => step.run(`events.delete-batch-${batch}`, () => deleteEventsBefore(db, cutoff, EVENT_PRUNE_BATCH)),
+      );
+      return { status, cutoff, deleted };
     },
   );
 }

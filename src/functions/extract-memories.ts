@@ -6,7 +6,7 @@ import { MAX_MEMORY_LENGTH, rememberFromThread, turnForExtraction } from "../his
 import type { FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
-import { answerText } from "./turn-outcome.js";
+import { answerText } from "./turn-lifecycle.js";
 
 /**
  * Memory extraction (MEMORY_EXTRACTION, off by default): after a completed chat turn, proposes

@@ -67,7 +67,7 @@ const SECRETS: [RegExp, string][] = [
 ];
 
 /** Removes what looks like an API key or a token, so a failure text is safe to store and show. */
-export function redactSecrets(text: string): string {
+function redactSecrets(text: string): string {
   return SECRETS.reduce((redacted, [pattern, replacement]) => redacted.replace(pattern, replacement), text);
 }
 

@@ -7,7 +7,7 @@ import { createRegenerate } from "./regenerate.js";
 import { createSummarizeThread } from "./summarize-thread.js";
 import { createThreadRetention } from "./thread-retention.js";
 import { createTitleThread } from "./title-thread.js";
-import { createTurnCancellation } from "./turn-cancellation.js";
+import { createTurnCancellation } from "./turn-lifecycle.js";
 
 /**
  * Every Inngest function Threadline serves. `eventLog`: EVENT_LOG_CHUNKS (the turns also write

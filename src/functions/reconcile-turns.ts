@@ -1,17 +1,15 @@
-import { cron } from "inngest";
 import type pg from "pg";
-import { inngest, turnFinished } from "../../inngest.config.js";
 import { DEFAULT_LOST_RUN_DEADLINE_MINUTES, failLostTurn, longRunningTurns } from "../history/lost-turns.js";
 import { askEngineAboutRun, type InngestEngine, type RunVerdict } from "../platform/inngest-engine.js";
 import { logger } from "../platform/logger.js";
-
-export const RECONCILE_TURNS_ID = "reconcile-turns";
+import { createCron } from "./cron.js";
+import { turnFinishedEvent } from "./turn-lifecycle.js";
 
 /** A turn is asked about once it has run this long: every live run is known to the engine well before. */
-export const CHECK_AFTER_SECONDS = 60;
+const CHECK_AFTER_SECONDS = 60;
 
 /** Turns one reconciliation looks at, at most; a larger backlog is taken on the next run. */
-export const RECONCILE_BATCH = 50;
+const RECONCILE_BATCH = 50;
 
 const regenerate = "Regenerate the message to answer it.";
 
@@ -47,17 +45,10 @@ export function createReconcileTurns({
   /** The reconciliation's clock, read inside its first step (tests move it forward). */
   clock?: () => Date;
 }) {
-  return inngest.createFunction(
-    {
-      id: RECONCILE_TURNS_ID,
-      name: "Record turns whose run was lost",
-      // Every two minutes: a lost turn is found within about three, at 720 runs a day.
-      triggers: [cron("*/2 * * * *")],
-      // One at a time: two would ask about and record the same turns.
-      concurrency: { limit: 1 },
-      retries: 2,
-    },
-    async ({ step }) => {
+  return createCron(
+    // Every two minutes: a lost turn is found within about three, at 720 runs a day.
+    { id: "reconcile-turns", name: "Record turns whose run was lost", schedule: "*/2 * * * *", retries: 2 },
+    async (step) => {
       const { now, candidates } = await step.run("reconcile.find-long-running", async () => {
         const now = clock();
         return {
@@ -97,7 +88,7 @@ export function createReconcileTurns({
         await step.sendEvent(
           "reconcile.turns-finished",
           recorded.map(({ threadId, runId, messageId }) =>
-            turnFinished.create({ threadId, runId, messageId, status: "failed" }, { id: `turn-finished-${runId}` }),
+            turnFinishedEvent({ threadId, runId, messageId, status: "failed" }),
           ),
         );
       }

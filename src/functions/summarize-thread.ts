@@ -6,10 +6,10 @@ import { readSummarySource, storeSummary } from "../history/summaries.js";
 import type { FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
-import { answerText } from "./turn-outcome.js";
+import { answerText } from "./turn-lifecycle.js";
 
 /** Messages one summarization reads at most: bounds the step's output and the model's input. */
-export const SUMMARY_BATCH_MESSAGES = 200;
+const SUMMARY_BATCH_MESSAGES = 200;
 
 /**
  * Progressive summarization of one thread: reads the summary so far and the oldest turns outside

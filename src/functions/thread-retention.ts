@@ -1,18 +1,16 @@
 import type pg from "pg";
-import { cron } from "inngest";
-import { inngest, threadDeleted } from "../../inngest.config.js";
+import { threadDeleted } from "../../inngest.config.js";
 import { DEFAULT_TOMBSTONE_DAYS, deleteExpiredThreads, pruneTombstones, retentionCutoff } from "../history/threads.js";
-
-export const THREAD_RETENTION_ID = "thread-retention";
+import { createCron, inBatches } from "./cron.js";
 
 /** Threads one step deletes at most: bounds the step's time, locks and output. */
 export const RETENTION_BATCH = 200;
 
 /** Batches one run deletes at most (10,000 threads); a larger backlog continues on the next hour's run. */
-export const RETENTION_MAX_BATCHES = 50;
+const RETENTION_MAX_BATCHES = 50;
 
 /** Tombstones one run prunes at most; a larger backlog continues on the next hour's run. */
-export const TOMBSTONE_BATCH = 10_000;
+const TOMBSTONE_BATCH = 10_000;
 
 /**
  * Prunes the tombstones of threads deleted more than `tombstoneDays` ago (THREAD_TOMBSTONE_DAYS),
@@ -31,39 +29,38 @@ export function createThreadRetention({
   retentionDays?: number | undefined;
   tombstoneDays?: number | undefined;
 }) {
-  return inngest.createFunction(
+  return createCron(
     {
-      id: THREAD_RETENTION_ID,
+      id: "thread-retention",
       name: "Delete inactive threads (RETENTION_DAYS)",
-      triggers: [cron("TZ=UTC 17 * * * *")],
-      // One sweep at a time: two would only race for the same oldest threads.
-      concurrency: { limit: 1 },
+      schedule: "TZ=UTC 17 * * * *",
       retries: 4,
     },
-    async ({ step }) => {
+    async (step) => {
       // Every deletion leaves a tombstone (retention off or not): pruned here, whatever RETENTION_DAYS says.
       const tombstonesPruned = await step.run("retention.prune-tombstones", () =>
         pruneTombstones(db, tombstoneDays, TOMBSTONE_BATCH),
       );
       if (retentionDays === undefined) return { status: "disabled" as const, deleted: 0, tombstonesPruned };
       const cutoff = await step.run("retention.cutoff", () => retentionCutoff(db, retentionDays));
-      let deleted = 0;
-      for (let batch = 0; batch < RETENTION_MAX_BATCHES; batch += 1) {
-        const gone = await step.run(`retention.delete-batch-${batch}`, () =>
-          deleteExpiredThreads(db, cutoff, RETENTION_BATCH),
-        );
-        if (gone.length > 0) {
-          await step.sendEvent(
-            `retention.announce-batch-${batch}`,
-            gone.map((thread) =>
-              threadDeleted.create({ ...thread, reason: "retention" }, { id: `thread-deleted-${thread.threadId}` }),
-            ),
+      const { status, deleted } = await inBatches(
+        { batchSize: RETENTION_BATCH, maxBatches: RETENTION_MAX_BATCHES },
+        async (batch) => {
+          const gone = await step.run(`retention.delete-batch-${batch}`, () =>
+            deleteExpiredThreads(db, cutoff, RETENTION_BATCH),
           );
-        }
-        deleted += gone.length;
-        if (gone.length < RETENTION_BATCH) return { status: "done" as const, cutoff, deleted, tombstonesPruned };
-      }
-      return { status: "more-next-run" as const, cutoff, deleted, tombstonesPruned };
+          if (gone.length > 0) {
+            await step.sendEvent(
+              `retention.announce-batch-${batch}`,
+              gone.map((thread) =>
+                threadDeleted.create({ ...thread, reason: "retention" }, { id: `thread-deleted-${thread.threadId}` }),
+              ),
+            );
+          }
+          return gone.length;
+        },
+      );
+      return { status, cutoff, deleted, tombstonesPruned };
     },
   );
 }

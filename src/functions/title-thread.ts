@@ -6,9 +6,7 @@ import { readTitleSource, storeModelTitle } from "../history/titles.js";
 import type { FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
-import { answerText } from "./turn-outcome.js";
-
-export const TITLE_THREAD_ID = "title-thread";
+import { answerText } from "./turn-lifecycle.js";
 
 /**
  * Names a thread after its first answer. Its own function, started by the turn's
@@ -19,7 +17,7 @@ export const TITLE_THREAD_ID = "title-thread";
 export function createTitleThread({ db, model, inference }: FunctionDeps) {
   return inngest.createFunction(
     {
-      id: TITLE_THREAD_ID,
+      id: "title-thread",
       name: "Title thread",
       triggers: [{ event: turnFinished, if: "event.data.status == 'completed'" }],
       // Quick turns in a new thread make one title request, soon after the first answer.

@@ -1,6 +1,7 @@
 import type { State } from "@inngest/agent-kit";
 import { NonRetriableError } from "inngest";
 import type pg from "pg";
+import type { StepTools } from "../../inngest.config.js";
 import { durably } from "./durable.js";
 import * as sql from "./memories-sql.js";
 
@@ -23,17 +24,17 @@ export function agentThreadState(db: pg.Pool, { userId, declared }: { userId: st
   const agents = Object.keys(declared).filter((agent) => declared[agent]!.length > 0);
 
   return {
-    load: async (step: unknown, state: AnyState) => {
+    load: async (step: StepTools, state: AnyState) => {
       if (agents.length === 0 || !state.threadId) return;
       const threadId = state.threadId;
-      const rows = (await durably(step, "agent-state.load", async () => {
+      const rows = await durably(step, "agent-state.load", async () => {
         const { rows } = await db.query<{ agent_name: string; data: Record<string, unknown> }>(sql.selectAgentState, [
           threadId,
           userId,
           agents,
         ]);
         return rows;
-      })) as { agent_name: string; data: Record<string, unknown> }[];
+      });
       for (const row of rows) {
         for (const key of declared[row.agent_name] ?? []) {
           if (key in row.data) (state.data as Record<string, unknown>)[key] = row.data[key];
@@ -41,7 +42,7 @@ export function agentThreadState(db: pg.Pool, { userId, declared }: { userId: st
       }
     },
 
-    save: async (step: unknown, state: AnyState) => {
+    save: async (step: StepTools, state: AnyState) => {
       if (agents.length === 0 || !state.threadId) return;
       const threadId = state.threadId;
       const data = state.data as Record<string, unknown>;

@@ -1,6 +1,6 @@
 import { NonRetriableError } from "inngest";
 import type pg from "pg";
-import { turnFinished } from "../../inngest.config.js";
+import { type StepTools, turnFinished } from "../../inngest.config.js";
 import { logger } from "../platform/logger.js";
 import { durably } from "./durable.js";
 import * as sql from "./sql.js";
@@ -79,10 +79,6 @@ export async function cancelTurn(db: pg.Pool, runId: string): Promise<{ threadId
   return rows[0] ? { threadId: rows[0].thread_id, messageId: rows[0].message_id } : null;
 }
 
-type WaitStep = {
-  waitForEvent: (id: string, opts: { event: typeof turnFinished; timeout: string; if: string }) => Promise<unknown>;
-};
-
 /** Step ids of round n: the first round's ids carry no number. */
 const roundId = (base: string, round: number) => (round === 1 ? base : `${base}.${round}`);
 
@@ -101,7 +97,11 @@ const roundId = (base: string, round: number) => (round === 1 ? base : `${base}.
  *
  * Every decision is made from memoized step results, so replays take the same path.
  */
-export async function waitForEarlierTurns(step: unknown, db: pg.Pool, runId: string): Promise<{ skipReason?: string }> {
+export async function waitForEarlierTurns(
+  step: StepTools | undefined,
+  db: pg.Pool,
+  runId: string,
+): Promise<{ skipReason?: string }> {
   // Outside an Inngest run (AgentKit called directly) there is nothing to wait with.
   if (!step) return {};
   let waitingFor: string | null = null;
@@ -125,7 +125,7 @@ export async function waitForEarlierTurns(step: unknown, db: pg.Pool, runId: str
     }
     const timeout = roundTimeout(round);
     waitedSeconds += SECONDS[timeout]!;
-    await (step as WaitStep).waitForEvent(roundId("history.wait-for-turn", round), {
+    await step.waitForEvent(roundId("history.wait-for-turn", round), {
       event: turnFinished,
       timeout,
       if: `async.data.runId == ${JSON.stringify(waitingFor)}`,

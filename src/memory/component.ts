@@ -1,3 +1,11 @@
+/*
+ * src/memory: memory components, what an agent may remember about a user beyond one thread —
+ * their contract (this file), the user-memory component (user-memory.ts) and which agents have
+ * which (components.ts). A component reads and writes its storage through src/history and gives
+ * tools to agents; it may import src/history and @inngest/agent-kit, never src/functions, src/api
+ * or src/stream. Agents never import it: the turn runner (src/functions/turn-runner.ts) runs the
+ * hooks as steps and hands each agent its tools and context.
+ */
 import type { Tool } from "@inngest/agent-kit";
 import type pg from "pg";
 
@@ -5,7 +13,7 @@ import type pg from "pg";
 export type MemoryContext = { component: string; text: string; tokens: number };
 
 /** The turn a component serves: the user, the thread and the agent it is attached to. */
-export type MemoryScope = { db: pg.Pool; userId: string; threadId: string; agentName: string };
+type MemoryScope = { db: pg.Pool; userId: string; threadId: string; agentName: string };
 
 /** A message of the thread as the components see it. */
 export type ThreadMessage = { id: string; role: "user" | "assistant"; agentName: string; text: string };
@@ -13,7 +21,7 @@ export type ThreadMessage = { id: string; role: "user" | "assistant"; agentName:
 /**
  * A memory component (Semantic Kernel's "agents with memory"): hooks into a thread's life and
  * gives an agent context and tools. Components are attached per agent (AgentsConfig.memory). The
- * turn runs every hook as a step of its own (src/memory/hooks.ts), so each hook must be
+ * turn runs every hook as a step of its own (src/functions/turn-runner.ts), so each hook must be
  * idempotent: a retried or re-run step calls it again with the same arguments.
  *
  * Thread deleted is not a hook in code: a component's rows reference threads ON DELETE CASCADE,

@@ -1,5 +1,4 @@
 import type { MemoryComponent } from "./component.js";
-import type { AgentComponents } from "./hooks.js";
 import { DEFAULT_MEMORY_CONTEXT_TOKENS, USER_MEMORY, userMemory } from "./user-memory.js";
 
 /**
@@ -16,6 +15,9 @@ export type MemoryConfig = {
 };
 
 export const NO_MEMORY: MemoryConfig = { agents: {}, contextTokens: DEFAULT_MEMORY_CONTEXT_TOKENS };
+
+/** Memory components attached to each agent, by agent name. */
+export type AgentComponents = Readonly<Record<string, readonly MemoryComponent[]>>;
 
 /** The configured components, built once per turn and shared by the agents that name them. */
 export function memoryComponents(config: MemoryConfig): AgentComponents {

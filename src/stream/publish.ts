@@ -1,9 +1,8 @@
 import type { AgentMessageChunk, State, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
+import type { StepTools } from "../../inngest.config.js";
 import { appendRunEvents } from "../history/events.js";
 import { turnSkippedAtStart, turnSkipReason } from "../agents/run-state.js";
-
-type StepRunner = { run: <T>(id: string, fn: () => Promise<T>) => Promise<unknown> };
 
 /** The network's own endings: Threadline writes its ending where it records the turn instead. */
 const NETWORK_ENDINGS = new Set(["run.completed", "run.failed", "stream.ended"]);
@@ -24,7 +23,7 @@ const NETWORK_ENDINGS = new Set(["run.completed", "run.failed", "stream.ended"])
  */
 export function turnPublisher(input: {
   db: pg.Pool;
-  step: unknown;
+  step: StepTools | undefined;
   runId: string;
   state: State<StateData>;
   chunks: boolean;
@@ -46,7 +45,7 @@ export function turnPublisher(input: {
       : [{ key: chunk.id, event: chunk.event, data: chunk.data }];
     // Once the turn was stopped, cancelled or failed, its run's later chunks are not logged: that ending stays last.
     const write = () => appendRunEvents(db, { threadId, runId, attempt: 0, events });
-    if (step) await (step as StepRunner).run(chunk.id, write);
+    if (step) await step.run(chunk.id, write);
     else await write();
   };
 }

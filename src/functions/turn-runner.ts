@@ -1,0 +1,225 @@
+import { createState, type HistoryConfig, type Message, type StateData } from "@inngest/agent-kit";
+import type pg from "pg";
+import {
+  type ChatMessageRegenerate,
+  type ChatMessageSent,
+  memoryExtractRequested,
+  type StepTools,
+  threadSummarizeRequested,
+} from "../../inngest.config.js";
+import { createChatNetwork, NETWORK_AGENTS } from "../agents/network.js";
+import { summaryLag, turnSkipReason, userMessageText } from "../agents/run-state.js";
+import type { AgentMemory } from "../agents/thread-view.js";
+import { createTurnHistory } from "../history/adapter.js";
+import { agentThreadState } from "../history/agent-state.js";
+import { durably } from "../history/durable.js";
+import { resolveHistoryPolicy } from "../history/policy.js";
+import { loadUserMessage } from "../history/store.js";
+import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
+import type { MemoryContext, ThreadMessage } from "../memory/component.js";
+import { type AgentComponents, memoryComponents, NO_MEMORY } from "../memory/components.js";
+import { turnPublisher } from "../stream/publish.js";
+import type { AgentsConfig, FunctionDeps } from "./chat-turn.js";
+import type { InferenceStream } from "./streaming-inference.js";
+import { announceTurnFinished, turnOutcome } from "./turn-lifecycle.js";
+
+/*
+ * One turn, for both turn functions (chat-turn.ts, regenerate.ts): the user's message is stored,
+ * the turn waits for the thread's earlier turns and reads its history, the agent network answers,
+ * the answer is stored, and the turn announces that it finished. Each storage call is its own
+ * step; this file creates the turn's steps, or the hooks that do, in the order a run takes them.
+ * How a turn ends otherwise (stop, deletion, failure, cancellation) is in turn-lifecycle.ts.
+ */
+
+const DEFAULT_AGENTS: AgentsConfig = { network: "assistant", memory: NO_MEMORY };
+
+/** What started the turn: a chat message (chat-turn) or a regenerate request of a stored message. */
+export type TurnRequest = { kind: "chat"; data: ChatMessageSent } | { kind: "regenerate"; data: ChatMessageRegenerate };
+
+/** What a turn function's handler hands the runner from its context. */
+type RunContext = { event: { id?: string }; runId: string; step: StepTools; inferenceStream: InferenceStream };
+
+export async function runTurn(
+  deps: FunctionDeps,
+  { event, runId, step, inferenceStream }: RunContext,
+  request: TurnRequest,
+) {
+  const { db } = deps;
+  const { kind, data } = request;
+  const { userId, messageId } = data;
+  const agents = deps.agents ?? DEFAULT_AGENTS;
+
+  // history.load-message (regenerate): the event carries only ids, so the words the model answers are the stored ones.
+  const content =
+    request.kind === "regenerate"
+      ? (await durably(step, "history.load-message", () => loadUserMessage(db, request.data))).text
+      : request.data.content;
+
+  // A regenerate carries no history settings: the operator's, else the agent's defaults.
+  const policy = resolveHistoryPolicy({
+    environment: deps.historyEnvironment,
+    request: request.kind === "chat" ? request.data.history : undefined,
+  });
+  const conversation = request.kind === "chat" ? request.data.conversation : undefined;
+  const history = createTurnHistory(db, {
+    userId,
+    messageId,
+    runId,
+    kind,
+    eventId: event.id,
+    clientTimestamp: request.kind === "chat" ? request.data.clientTimestamp : undefined,
+    policy,
+    clientMessages: conversation?.length,
+  });
+  const memory = turnMemory({ db, userId, step, components: memoryComponents(agents.memory) });
+  const agentState = agentThreadState(db, { userId, declared: NETWORK_AGENTS[agents.network] });
+
+  // AgentKit calls these in this order, around the agents' inferences.
+  const hooks: HistoryConfig<StateData> = {
+    // generate-network-id (AgentKit), then no step: a new thread takes its first message's id.
+    createThread: history.createThread,
+    appendUserMessage: async (args) => {
+      // history.append-user-message: stores the message (and creates a new thread) or skips a re-run.
+      await history.appendUserMessage!(args);
+      if (turnSkipReason(args.state)) return;
+      const threadId = args.threadId!;
+      // memory.<component>.thread-created: a new thread is named after its first message.
+      if (kind === "chat" && threadId === args.userMessage.id) await memory.threadCreated(threadId);
+      const text = userMessageText(args.state) ?? args.userMessage.content;
+      // memory.<component>.new-message.<messageId>
+      await memory.newMessage(threadId, { id: args.userMessage.id, role: "user", agentName: "user", text });
+    },
+    // history.find-earlier-turn, history.wait-for-turn (rounds .2, .3, …), history.get. AgentKit
+    // calls no get for a new thread or a conversation the client sent.
+    get: history.get,
+    // agent-state.load: before the first agent (beforeFirstAgent, below).
+    // Then, for each inference: generate-agent-ids-<k> (AgentKit), memory.<component>.context.<agent>.<k>,
+    // the agent's inference (its name; `<name>:<k>` when repeated), its tools' steps, and, when
+    // chunks are logged, publish-<n>:<event> (src/stream/publish.ts).
+    appendResults: async (args) => {
+      if (turnSkipReason(args.state)) return history.appendResults!(args);
+      // agent-state.save: before the answer, whose store releases the next turn, which loads it.
+      await agentState.save(step, args.state);
+      // history.append-results: stores the answer and completes the turn.
+      await history.appendResults!(args);
+      // memory.<component>.new-message.<resultId>
+      for (const [position, result] of args.newResults.entries()) {
+        const text = result.output
+          .flatMap((m) => (m.type === "text" && typeof m.content === "string" ? [m.content] : []))
+          .join("\n");
+        if (text)
+          await memory.newMessage(args.threadId!, {
+            id: result.id ?? `${position}`,
+            role: "assistant",
+            agentName: result.agentName,
+            text,
+          });
+      }
+    },
+  };
+  const network = createChatNetwork({
+    model: deps.model,
+    history: hooks,
+    network: agents.network,
+    memory: memory.forAgent,
+    // agent-state.load: once, before the first agent (after get: earlier turns have saved theirs).
+    beforeFirstAgent: (state) => agentState.load(step, state),
+  });
+
+  // Client-sent messages make AgentKit skip history.get; they are the turn's earlier history.
+  const state = createState(
+    {},
+    {
+      ...(data.threadId ? { threadId: data.threadId } : {}),
+      ...(conversation ? { messages: conversation as Message[] } : {}),
+    },
+  );
+  inferenceStream.writeTo(state);
+  const publish = turnPublisher({ db, step, runId, state, chunks: deps.eventLog === true });
+  const run = await network.run({ id: messageId, content, role: "user" }, { state, streaming: { publish } });
+  const threadId = run.state.threadId!;
+  const outcome = turnOutcome(run.state, messageId);
+
+  // turn.finished: releases the thread's next turn, and asks for a title.
+  await announceTurnFinished(step, { threadId, runId, messageId, status: outcome.status });
+
+  // A chat turn's requests to other functions (a regenerate sends none), so their failures never reach it.
+  // history.request-summary: the summary is built by summarize-thread.
+  const lag = kind === "chat" && !turnSkipReason(run.state) ? summaryLag(run.state) : undefined;
+  const summaryRequested = lag !== undefined && lag.unsummarized > SUMMARIZE_AFTER_MESSAGES;
+  if (summaryRequested) {
+    await step.sendEvent(
+      "history.request-summary",
+      threadSummarizeRequested.create({ threadId, userId, beforeSeq: lag.windowStart }),
+    );
+  }
+  // memory.request-extraction: memories are proposed by extract-memories.
+  if (kind === "chat" && agents.memory.extract && outcome.status === "completed") {
+    await step.sendEvent("memory.request-extraction", memoryExtractRequested.create({ threadId, userId, messageId }));
+  }
+  return { outcome, history: { ...policy, ...history.load() }, summaryRequested };
+}
+
+/**
+ * The memory components of one turn, their hooks run as steps with stable ids: a retried step
+ * runs its hook again (hooks are idempotent), a memoized one is not run again. Thread-level hooks
+ * run once per component, however many agents it is attached to.
+ */
+function turnMemory({
+  db,
+  userId,
+  step,
+  components,
+}: {
+  db: pg.Pool;
+  userId: string;
+  step: StepTools;
+  components: AgentComponents;
+}) {
+  const distinct = [
+    ...new Map(
+      Object.values(components)
+        .flat()
+        .map((component) => [component.name, component]),
+    ).values(),
+  ];
+
+  return {
+    forAgent: (agentName: string): AgentMemory | undefined => {
+      const attached = components[agentName] ?? [];
+      if (attached.length === 0) return undefined;
+      return {
+        tools: attached.flatMap((component) => component.tools?.({ db, userId }) ?? []),
+        beforeModelCall: async ({ threadId, text, call }) => {
+          const contexts: MemoryContext[] = [];
+          for (const component of attached) {
+            if (!component.beforeModelCall) continue;
+            const hook = component.beforeModelCall;
+            const context = await durably(step, `memory.${component.name}.context.${agentName}.${call}`, () =>
+              hook({ db, userId, threadId, agentName }, { text }),
+            );
+            if (context) contexts.push(context);
+          }
+          return contexts;
+        },
+      };
+    },
+
+    threadCreated: async (threadId: string) => {
+      for (const component of distinct) {
+        const hook = component.threadCreated;
+        if (hook) await durably(step, `memory.${component.name}.thread-created`, () => hook({ db, userId, threadId }));
+      }
+    },
+
+    newMessage: async (threadId: string, message: ThreadMessage) => {
+      for (const component of distinct) {
+        const hook = component.newMessage;
+        if (hook)
+          await durably(step, `memory.${component.name}.new-message.${message.id}`, () =>
+            hook({ db, userId, threadId, agentName: message.agentName }, message),
+          );
+      }
+    },
+  };
+}
