@@ -114,7 +114,7 @@ try {
               threadId,
               runId: null,
               attempt: 0,
-              events: [{ key: `e${n}`, event: "title.changed", data: { title: `Title ${n}` } }],
+              events: [{ key: `e${n}`, event: "title.changed", data: { title: `Title ${n}`, titleSource: "user" } }],
             }),
           ),
         );

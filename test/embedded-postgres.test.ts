@@ -62,10 +62,12 @@ describe("embedded PostgreSQL", () => {
         threadId,
         runId: "run-1",
         attempt: 0,
-        events: [{ key: "k", event: "text.delta", data: { delta: "live" } }],
+        events: [{ key: "k", event: "text.delta", data: { partId: "p", messageId: "m", delta: "live" } }],
       });
       await stream.waitFor(1);
-      expect(stream.received).toEqual([{ id: 1, event: "text.delta", data: { delta: "live" } }]);
+      expect(stream.received).toEqual([
+        { id: 1, event: "text.delta", data: { partId: "p", messageId: "m", delta: "live" } },
+      ]);
       await stream.close();
     } finally {
       await events.close();

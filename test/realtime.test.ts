@@ -49,7 +49,11 @@ const write = (threadId: string, ...deltas: string[]) =>
     threadId,
     runId: null,
     attempt: 0,
-    events: deltas.map((delta) => ({ key: delta, event: "text.delta", data: { delta } })),
+    events: deltas.map((delta) => ({
+      key: delta,
+      event: "text.delta",
+      data: { partId: delta, messageId: "m", delta },
+    })),
   });
 
 /** Waits until `done()` holds, polling briefly, at most 5 seconds. */
@@ -99,7 +103,7 @@ describe("the realtime relay", () => {
     expect(of("user:bob").map((p) => p.chunk)).toEqual([
       {
         event: "text.delta",
-        data: { delta: "b1", threadId: bobs },
+        data: { partId: "b1", messageId: "m", delta: "b1", threadId: bobs },
         timestamp: expect.any(Number),
         sequenceNumber: 1,
         id: `${bobs}:1`,

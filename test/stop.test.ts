@@ -13,7 +13,8 @@ import { cancelTurn } from "../src/history/turn-waits.js";
 import * as runsSql from "../src/history/turn-runs-sql.js";
 import * as stopSql from "../src/history/turn-stop-sql.js";
 import { deltaWriter } from "../src/stream/delta-writer.js";
-import { streamedTexts, type InferenceDelta } from "../src/stream/deltas.js";
+import type { InferenceDelta } from "../src/history/thread-log.js";
+import { streamedTexts } from "../src/stream/deltas.js";
 import { execute, executeFailureHandler, type SentEvent, type Wait } from "./helpers/engine.js";
 import { countingPool } from "./helpers/counting-pool.js";
 import {
@@ -132,7 +133,13 @@ describe("POST /api/threads/:threadId/stop", () => {
             threadId,
             runId,
             attempt: 0,
-            events: [{ key: "publish-9:text.delta", event: "text.delta", data: { partId: "p", delta: "chunk" } }],
+            events: [
+              {
+                key: "publish-9:text.delta",
+                event: "text.delta",
+                data: { partId: "p", messageId: "m", delta: "chunk" },
+              },
+            ],
           });
         }
         // The user stops while the inference step still executes: Inngest's cancellation cannot end

@@ -95,7 +95,7 @@ describe("fair shares of the live streams", () => {
       threadId,
       runId: null,
       attempt: 0,
-      events: [{ key: "a", event: "title.changed", data: { title: "One" } }],
+      events: [{ key: "a", event: "title.changed", data: { title: "One", titleSource: "user" } }],
     });
     const streams = await Promise.all(
       Array.from({ length: 10 }, () => openEventStream(http, threadId, { userId: "ada" })),
@@ -111,7 +111,7 @@ describe("fair shares of the live streams", () => {
       threadId,
       runId: null,
       attempt: 0,
-      events: [{ key: "b", event: "title.changed", data: { title: "Two" } }],
+      events: [{ key: "b", event: "title.changed", data: { title: "Two", titleSource: "user" } }],
     });
     await Promise.all(streams.map((stream) => stream.waitFor(2)));
     expect(reads() - before).toBe(1);

@@ -29,9 +29,9 @@ describe("streamedTexts: what a reader shows of the deltas in the log", () => {
   });
 
   it("keeps each inference step (and run) apart, in the order they started, and reads one run when asked", () => {
-    const events = [
+    const events: ThreadEvent[] = [
       delta("assistant", 0, "first"),
-      { id: ++id, event: "part.created", data: { partId: "p" } },
+      { id: ++id, event: "part.created", data: { partId: "p", runId: "run-1", messageId: "m", type: "text" } },
       delta("reviewer", 0, "second"),
       delta("assistant", 0, "other run", "run-2"),
     ];

@@ -77,7 +77,8 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     expect((await logOf(threadId)).map((e) => e.event)).not.toContain("stream.ended");
     const client = await openEventStream(app, threadId);
     await client.waitFor((await logOf(threadId)).length);
-    expect(streamedTexts(client.received).map((s) => s.text)).toEqual(["Hello, streaming"]);
+    // What the client received are the log's rows.
+    expect(streamedTexts(client.received as ThreadEvent[]).map((s) => s.text)).toEqual(["Hello, streaming"]);
 
     held.release();
     const run = await running;

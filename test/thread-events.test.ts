@@ -47,7 +47,11 @@ async function newThread() {
   return threadId;
 }
 
-const note = (key: string): NewEvent => ({ key, event: "text.delta", data: { delta: key } });
+const note = (key: string): NewEvent => ({
+  key,
+  event: "text.delta",
+  data: { partId: key, messageId: "m", delta: key },
+});
 const write = (threadId: string, ...keys: string[]) =>
   appendEvents(bed.db.pool, { threadId, runId: "writer", attempt: 0, events: keys.map(note) });
 const logOf = async (threadId: string) =>

@@ -1,10 +1,17 @@
 import { Hono } from "hono";
-import { describeRoute } from "hono-openapi";
+import { describeRoute, resolver } from "hono-openapi";
 import { streamSSE } from "hono/streaming";
 import { z } from "zod";
 import { callerId, type AuthEnv } from "../auth/identity.js";
 import { HistoryRefusal } from "../history/errors.js";
 import { ownedThread } from "../history/events.js";
+import {
+  CLIENT_KINDS,
+  THREAD_DELETED,
+  THREAD_LOG_KINDS,
+  threadDeletedEvent,
+  threadLogEvent,
+} from "../history/thread-log.js";
 import { logger } from "../platform/logger.js";
 import { STREAM_RETRY_AFTER_SECONDS, type StreamSlots } from "../stream/stream-slots.js";
 import type { FeedFollower } from "../stream/thread-feeds.js";
@@ -19,8 +26,22 @@ export const EVENT_PAGE_SIZE = 500;
 /** A comment line this often keeps proxies from closing a quiet stream. */
 export const HEARTBEAT_MS = 15_000;
 
-/** The stream as documented: Server-Sent Events, one per log row (id, event name, JSON data). */
-export const threadEventStream = z.string();
+/**
+ * The stream as documented, generated from the log's vocabulary: one Server-Sent Event per log row
+ * (`id` the row's id, `event` its kind, `data` its payload as JSON), and thread.deleted at the end.
+ */
+const threadEventStream = z.union([
+  ...threadLogEvent.options.map((kind) =>
+    z
+      .object({
+        id: z.string().meta({ description: "The row's id (per thread, increasing): resume after it." }),
+        event: kind.shape.event,
+        data: kind.shape.data,
+      })
+      .meta({ ...kind.meta() }),
+  ),
+  threadDeletedEvent,
+]);
 
 const eventId = (name: string) =>
   z
@@ -55,15 +76,17 @@ export function eventRoutes({ db, feeds, slots }: ApiDeps & StreamDeps, heartbea
       tags: ["Threads"],
       summary: "Watch a thread: its event log, replayed after Last-Event-ID, then live (Server-Sent Events)",
       description:
-        "Each event is one row of the thread's log: `id` (per thread, increasing), `event` (AgentKit's chunk names: run.started, " +
-        "part.created, text.delta, part.completed, run.completed; and turn.retrying {attempt, maxAttempts, cause}, turn.failed, turn.cancelled, turn.stopped, turn.skipped, stream.ended, title.changed) and " +
-        "`data` (JSON). stream.ended is written with the stored answer or the recorded failure. To resume, reconnect with " +
-        "Last-Event-ID (EventSource does) or ?after=<id>. Comment lines are heartbeats. The stream stays open across turns; it ends with " +
-        "`thread.deleted` (no id) when the thread is deleted. 429 beyond the caller's share of open streams.",
+        "Each event is one row of the thread's log: `id` (per thread, increasing), `event` (its kind: " +
+        `${THREAD_LOG_KINDS.join(", ")}) and \`data\` (its payload, JSON; the response schema gives each kind's). ` +
+        `A client that shows the thread live needs only ${CLIENT_KINDS.join(", ")}. AgentKit's chunks (run.*, part.*, ` +
+        "tool_call.*, and text.delta without a step) are logged only under EVENT_LOG_CHUNKS=1. stream.ended is written with " +
+        "the stored answer or the recorded failure. To resume, reconnect with Last-Event-ID (EventSource does) or " +
+        "?after=<id>. Comment lines are heartbeats. The stream stays open across turns; it ends with " +
+        `\`${THREAD_DELETED}\` (no id) when the thread is deleted. 429 beyond the caller's share of open streams.`,
       responses: {
         200: {
           description: "An endless text/event-stream.",
-          content: { "text/event-stream": { schema: { type: "string" } } },
+          content: { "text/event-stream": { schema: resolver(threadEventStream, { options: { io: "output" } }) } },
         },
         ...apiErrors(400, 404, 429),
       },
@@ -103,7 +126,7 @@ export function eventRoutes({ db, feeds, slots }: ApiDeps & StreamDeps, heartbea
                   await stream.writeSSE({ id: String(row.id), event: row.event, data: JSON.stringify(row.data) });
                 }
               } else if ("deleted" in delivery) {
-                await stream.writeSSE({ event: "thread.deleted", data: JSON.stringify({ threadId }) });
+                await stream.writeSSE({ event: THREAD_DELETED, data: JSON.stringify({ threadId }) });
                 return;
               } else if ("failed" in delivery) {
                 throw delivery.failed;

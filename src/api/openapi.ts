@@ -139,7 +139,7 @@ const document: GenerateSpecOptions["documentation"] = {
 };
 
 /** The document's own answer: an OpenAPI 3.1 document (documented loosely, it describes itself). */
-export const openApiDocumentResponse = z.looseObject({
+const openApiDocumentResponse = z.looseObject({
   openapi: z.string().regex(/^3\.1\.\d+$/),
   info: z.looseObject({ title: z.string(), version: z.string() }),
   paths: z.record(z.string(), z.record(z.string(), z.unknown())),
@@ -174,7 +174,7 @@ export const REFERENCE_ASSETS = [
   },
 ] as const;
 
-export const REFERENCE_CSP =
+const REFERENCE_CSP =
   "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; font-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 const referencePage = `<!doctype html>

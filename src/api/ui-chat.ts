@@ -27,7 +27,7 @@ import { sendChatMessage, sendRegenerate } from "./send-message.js";
 import { validate } from "./validate.js";
 
 /** The answer, as documented: the AI SDK's UI message stream (protocol v1) over Server-Sent Events. */
-export const uiMessageStream = z
+const uiMessageStream = z
   .string()
   .meta({ description: "Server-Sent Events: `data: <UI message chunk JSON>` lines, then `data: [DONE]`." });
 

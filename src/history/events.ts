@@ -1,5 +1,6 @@
 import type pg from "pg";
 import * as sql from "./events-sql.js";
+import { loggedEvent, type ThreadLogEvent } from "./thread-log.js";
 
 /** The channel threadline_append_events notifies: its payload is `<threadId> <lastId>`, ids only. */
 export const EVENTS_CHANNEL = "threadline_events";
@@ -7,21 +8,17 @@ export const EVENTS_CHANNEL = "threadline_events";
 /** How long events are kept unless EVENT_LOG_RETENTION_HOURS says otherwise. */
 export const DEFAULT_EVENT_RETENTION_HOURS = 24;
 
-/** One row of a thread's event log, as a client receives it. */
-export type ThreadEvent = { id: number; event: string; data: Record<string, unknown> };
+/** One row of a thread's event log, as a client receives it (src/history/thread-log.ts: its kinds). */
+export type ThreadEvent = { id: number } & ThreadLogEvent;
 
 /** A thread_events row as pg reads it (bigint ids arrive as text). */
 export type ThreadEventRow = { id: string; event: string; data: Record<string, unknown> };
 
 /** A log row as readers get it: the id as a number. */
-export const toThreadEvent = (row: ThreadEventRow): ThreadEvent => ({
-  id: Number(row.id),
-  event: row.event,
-  data: row.data,
-});
+export const toThreadEvent = (row: ThreadEventRow): ThreadEvent => ({ id: Number(row.id), ...loggedEvent(row) });
 
 /** An event to append: `key` is unique per run and attempt (a second write of it inserts nothing). */
-export type NewEvent = { key: string; event: string; data: Record<string, unknown> };
+export type NewEvent = { key: string } & ThreadLogEvent;
 
 /**
  * Appends events to a thread's log, in order, once per (run, attempt, key), in one statement.

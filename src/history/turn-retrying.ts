@@ -1,20 +1,6 @@
 import type pg from "pg";
-import { z } from "zod";
+import { turnRetrying, type TurnRetrying } from "./thread-log.js";
 import * as sql from "./turn-retrying-sql.js";
-
-/**
- * A failed attempt of a running turn that Inngest will retry: the thread log's `turn.retrying`
- * event and what the messages API shows as the turn's `retrying` status.
- * `attempt`: the attempt that comes next, counted from 1 (2 after the first failure);
- * `maxAttempts`: the run's attempts in all (retries + 1); `nextAttemptAt`: when, if known (ISO).
- */
-export const turnRetrying = z.object({
-  attempt: z.int().min(2),
-  maxAttempts: z.int().min(2),
-  cause: z.string(),
-  nextAttemptAt: z.iso.datetime().optional(),
-});
-export type TurnRetrying = z.infer<typeof turnRetrying>;
 
 /**
  * Records a failed attempt of run `runId`'s turn and logs it, once per failed attempt (`key`

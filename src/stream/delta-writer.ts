@@ -1,9 +1,9 @@
 import type pg from "pg";
-import { appendRunEvents } from "../history/events.js";
-import type { InferenceDelta } from "./deltas.js";
+import { appendRunEvents, type NewEvent } from "../history/events.js";
+import type { InferenceDelta } from "../history/thread-log.js";
 
 /** Longest a piece of streamed text waits before it is written: a reader sees it about this late. */
-export const DELTA_FLUSH_MS = 50;
+const DELTA_FLUSH_MS = 50;
 
 /** Text at which a batch is written at once, however young: a fast model still gets steady rows. */
 export const DELTA_FLUSH_CHARS = 1_000;
@@ -46,7 +46,7 @@ export function deltaWriter(
       attempt: target.attempt,
       delta: pending,
     };
-    const events = [{ key: `${target.stepId}:delta:${batches}`, event: "text.delta", data }];
+    const events: NewEvent[] = [{ key: `${target.stepId}:delta:${batches}`, event: "text.delta", data }];
     pending = "";
     batches += 1;
     writing = writing.then(async () => {

@@ -1,21 +1,13 @@
 import type { ThreadEvent } from "../history/events.js";
+import { isInferenceDelta } from "../history/thread-log.js";
 
 /**
- * What a `text.delta` from in-process streaming inference carries: the run, the inference step,
- * the step's attempt (0 first, 1 on its first retry…) and the text. The log row's key is
- * `<stepId>:delta:<n>` (n counts the batches of that attempt) and its attempt column is `attempt`,
- * so a retried step writes its own rows next to the failed attempt's instead of colliding.
+ * The text streamed so far by one inference step: only its latest attempt counts. Its deltas
+ * (thread-log.ts: inferenceDelta) are keyed `<stepId>:delta:<n>` in the log (n counts the batches
+ * of that attempt) under the step's attempt, so a retried step writes its own rows next to the
+ * failed attempt's instead of colliding.
  */
-export type InferenceDelta = { runId: string; stepId: string; attempt: number; delta: string };
-
-/** The text streamed so far by one inference step: only its latest attempt counts. */
 export type StreamedText = { runId: string; stepId: string; attempt: number; text: string };
-
-const isInferenceDelta = (data: Record<string, unknown>): data is InferenceDelta =>
-  typeof data.runId === "string" &&
-  typeof data.stepId === "string" &&
-  typeof data.attempt === "number" &&
-  typeof data.delta === "string";
 
 /**
  * Folds a thread's events (in id order) into the text each inference step streamed, in the order
@@ -25,8 +17,9 @@ const isInferenceDelta = (data: Record<string, unknown>): data is InferenceDelta
  */
 export function streamedTexts(events: readonly ThreadEvent[], runId?: string): StreamedText[] {
   const byStep = new Map<string, StreamedText>();
-  for (const { event, data } of events) {
-    if (event !== "text.delta" || !isInferenceDelta(data)) continue;
+  for (const row of events) {
+    if (row.event !== "text.delta" || !isInferenceDelta(row.data)) continue;
+    const data = row.data;
     if (runId !== undefined && data.runId !== runId) continue;
     const key = `${data.runId}\u0000${data.stepId}`;
     const current = byStep.get(key);

@@ -3,7 +3,7 @@ import { EVENTS_CHANNEL } from "../history/events.js";
 import { logger } from "../platform/logger.js";
 
 /** Called when a thread may have new events: the subscriber re-reads the log after its last id. */
-export type Wake = () => void;
+type Wake = () => void;
 
 export type EventNotifier = {
   /**

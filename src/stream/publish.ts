@@ -1,11 +1,16 @@
-import type { AgentMessageChunk, State, StateData } from "@inngest/agent-kit";
+import type { AgentMessageChunk, State, StateData, StreamingEvent } from "@inngest/agent-kit";
 import type pg from "pg";
 import type { StepTools } from "../../inngest.config.js";
-import { appendRunEvents } from "../history/events.js";
+import { appendRunEvents, type NewEvent } from "../history/events.js";
+import { loggedEvent } from "../history/thread-log.js";
 import { turnSkippedAtStart, turnSkipReason } from "../agents/run-state.js";
 
 /** The network's own endings: Threadline writes its ending where it records the turn instead. */
-const NETWORK_ENDINGS = new Set(["run.completed", "run.failed", "stream.ended"]);
+const NETWORK_ENDINGS = new Set<string>([
+  "run.completed",
+  "run.failed",
+  "stream.ended",
+] satisfies StreamingEvent["event"][]);
 
 /**
  * AgentKit's `streaming.publish` for one turn: each chunk is appended to the thread's event log
@@ -20,6 +25,7 @@ const NETWORK_ENDINGS = new Set(["run.completed", "run.failed", "stream.ended"])
  * another run meanwhile) stores nothing: its ending is written here. A turn skipped as it began
  * logs nothing at all (docs/engine.md, the re-run rule).
  * `chunks` false (EVENT_LOG_CHUNKS unset): only that skipped ending is written, no chunk.
+ * The chunks AgentKit publishes are in the log's vocabulary (src/history/thread-log.ts).
  */
 export function turnPublisher(input: {
   db: pg.Pool;
@@ -37,12 +43,12 @@ export function turnPublisher(input: {
     const skipReason = turnSkipReason(state);
     if (network && !(skipReason && chunk.event === "stream.ended")) return;
     if (!network && !chunks) return;
-    const events = network
+    const events: NewEvent[] = network
       ? [
-          { key: "turn.skipped", event: "turn.skipped", data: { runId, reason: skipReason } },
+          { key: "turn.skipped", event: "turn.skipped", data: { runId, reason: skipReason! } },
           { key: "stream.ended", event: "stream.ended", data: { scope: "network", status: "skipped", runId } },
         ]
-      : [{ key: chunk.id, event: chunk.event, data: chunk.data }];
+      : [{ key: chunk.id, ...loggedEvent(chunk) }];
     // Once the turn was stopped, cancelled or failed, its run's later chunks are not logged: that ending stays last.
     const write = () => appendRunEvents(db, { threadId, runId, attempt: 0, events });
     if (step) await step.run(chunk.id, write);

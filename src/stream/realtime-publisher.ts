@@ -3,7 +3,7 @@ import { getSubscriptionToken, realtime } from "inngest/realtime";
 import { z } from "zod";
 
 /** The topic @inngest/use-agent subscribes to. */
-export const AGENT_STREAM_TOPIC = "agent_stream";
+const AGENT_STREAM_TOPIC = "agent_stream";
 
 /** A user's channel, as @inngest/use-agent names it: every thread of the user streams there. */
 export const userChannel = (userId: string) => `user:${userId}`;
@@ -12,7 +12,7 @@ export const userChannel = (userId: string) => `user:${userId}`;
  * One message on the topic: AgentKit's streaming chunk (AgentMessageChunk), what use-agent reads.
  * `data.threadId` says which thread it belongs to; `sequenceNumber` orders a thread's chunks.
  */
-export const agentStreamChunk = z.object({
+const agentStreamChunk = z.object({
   event: z.string(),
   data: z.record(z.string(), z.unknown()),
   timestamp: z.number(),
@@ -28,7 +28,7 @@ export const subscriptionToken = z.object({
   topics: z.array(z.literal(AGENT_STREAM_TOPIC)),
   apiBaseUrl: z.string().optional().meta({ description: "Where to connect, when not Inngest Cloud (the dev server)." }),
 });
-export type SubscriptionToken = z.infer<typeof subscriptionToken>;
+type SubscriptionToken = z.infer<typeof subscriptionToken>;
 
 /** Where the realtime relay publishes and where tokens come from: Inngest realtime, or a fake in tests. */
 export type RealtimePublisher = {

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import { databaseNow, readEventsToRelay, type RelayedEvent } from "../history/event-relay.js";
+import { THREAD_DELETED } from "../history/thread-log.js";
 import { logger } from "../platform/logger.js";
 import type { EventNotifier } from "./notifier.js";
 import type { AgentStreamChunk, RealtimePublisher } from "./realtime-publisher.js";
@@ -36,7 +37,7 @@ const toAgentStreamChunk = (threadId: string, event: RelayedEvent): AgentStreamC
 
 /** What a thread's last owner is sent when it is deleted (or its id taken by a new thread): use-agent's chunk shape. */
 const threadDeletedChunk = (threadId: string, lastId: number): AgentStreamChunk => ({
-  event: "thread.deleted",
+  event: THREAD_DELETED,
   data: { threadId },
   timestamp: Date.now(),
   sequenceNumber: lastId + 1,
@@ -57,14 +58,14 @@ type Followed = {
 };
 
 /** Threads relayed at the same time (each one in order, by one worker at a time). */
-export const RELAY_CONCURRENCY = 4;
+const RELAY_CONCURRENCY = 4;
 
 /**
  * Threads waiting to be relayed at most. A thread waits once however often it wakes; past the
  * bound a wake-up is not queued but marked on the held thread, which is queued once the queue has
  * drained, so nothing is lost and memory stays bounded (by the threads held).
  */
-export const RELAY_MAX_PENDING = 10_000;
+const RELAY_MAX_PENDING = 10_000;
 
 /**
  * Follows every thread's event log (through the shared notifier) and publishes each event written

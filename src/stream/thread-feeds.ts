@@ -3,7 +3,7 @@ import { readOwnedEventsAfter, type OwnedThread, type ThreadEvent } from "../his
 import type { EventNotifier } from "./notifier.js";
 
 /** What a follower of a thread gets next. */
-export type FeedDelivery =
+type FeedDelivery =
   /** New rows of the thread's log, in id order, each once. */
   | { events: ThreadEvent[] }
   /** The thread is gone (deleted, or deleted and created again): nothing more comes. */
@@ -33,10 +33,10 @@ export type ThreadFeeds = {
 };
 
 /** Rows one read returns at most; a longer backlog is read page by page. */
-export const FEED_PAGE_SIZE = 500;
+const FEED_PAGE_SIZE = 500;
 
 /** Rows a follower may have waiting unwritten before it is told it is behind (a stalled client). */
-export const FEED_MAX_QUEUED = 5_000;
+const FEED_MAX_QUEUED = 5_000;
 
 type Follower = {
   /** The last row id handed to this follower. */

@@ -1,5 +1,6 @@
 import type { ThreadEvent } from "../history/events.js";
 import { resultId } from "../history/ids.js";
+import { type StreamEndStatus, THREAD_DELETED } from "../history/thread-log.js";
 import { streamedTexts } from "./deltas.js";
 
 /**
@@ -46,19 +47,19 @@ export type UiMessageChunk =
   | { type: "finish"; finishReason: "stop" | "error" | "other"; messageMetadata: { status: string } };
 
 /**
- * The run a UI stream follows: the user message it answers and the variant it writes (or found,
- * skipped); `ended` when its turn had already finished when it was looked up.
- */
-/**
  * How a UI stream ends when its thread is deleted under it: a transient data-thread-deleted part
  * (what a client acts on: the chat is gone), then abort and finish (status "deleted").
  */
 export const threadDeletedChunks = (threadId: string): UiMessageChunk[] => [
   { type: "data-thread-deleted", data: { threadId }, transient: true },
-  { type: "abort", reason: "thread.deleted" },
+  { type: "abort", reason: THREAD_DELETED },
   { type: "finish", finishReason: "other", messageMetadata: { status: "deleted" } },
 ];
 
+/**
+ * The run a UI stream follows: the user message it answers and the variant it writes (or found,
+ * skipped); `ended` when its turn had already finished when it was looked up.
+ */
 export type FollowedRun = {
   threadId: string;
   runId: string;
@@ -69,6 +70,9 @@ export type FollowedRun = {
 
 /** How the run ended (its stream.ended), with the cause a failure or cancellation recorded. */
 export type RunEnding = { status: string; cause?: string };
+
+/** Endings whose answer is stored (or, skipped, was found): it is sent whole when nothing streamed. */
+const ANSWERED: readonly string[] = ["completed", "superseded", "skipped", "stopped"] satisfies StreamEndStatus[];
 
 type ShownPart = { partId: string; stepId: string; attempt: number; length: number };
 
@@ -96,14 +100,14 @@ export class UiMessageStream {
   /** The run's next events, in id order (the first batch holds everything already logged). */
   push(events: readonly ThreadEvent[]): UiMessageChunk[] {
     let streamed = false;
-    for (const { id, event, data } of events) {
-      if (event === "text.delta") {
-        this.deltas.push({ id, event, data });
+    for (const row of events) {
+      if (row.event === "text.delta") {
+        this.deltas.push(row);
         streamed = true;
-      } else if ((event === "turn.failed" || event === "turn.cancelled") && typeof data.error === "string") {
-        this.cause = data.error;
-      } else if (event === "stream.ended" && data.runId === this.run.runId && this.ending === undefined) {
-        this.ending = { status: String(data.status), ...(this.cause === undefined ? {} : { cause: this.cause }) };
+      } else if ((row.event === "turn.failed" || row.event === "turn.cancelled") && row.data.error !== null) {
+        this.cause = row.data.error;
+      } else if (row.event === "stream.ended" && row.data.runId === this.run.runId && this.ending === undefined) {
+        this.ending = { status: row.data.status, ...(this.cause === undefined ? {} : { cause: this.cause }) };
       }
     }
     // A turn that had finished before its log rows were read, and whose rows were pruned since, ends as its turn says.
@@ -113,9 +117,7 @@ export class UiMessageStream {
 
   /** Whether the answer is still to be sent whole: nothing was streamed for it. */
   get needsStoredAnswer(): boolean {
-    return (
-      this.shown.size === 0 && ["completed", "superseded", "skipped", "stopped"].includes(this.ending?.status ?? "")
-    );
+    return this.shown.size === 0 && ANSWERED.includes(this.ending?.status ?? "");
   }
 
   /** The last chunks once `ending` is set: the stored answer's text when nothing was streamed (one part per text), then the end. */
