@@ -38,7 +38,8 @@ export const TURN_RETRIES = 4 as const;
  * The turn functions' cancelOn for a stop: a stop of the turn answering the same user message
  * (both trigger events carry messageId) cancels the run, so no further model call or step runs
  * for a turn that is already recorded as stopped. A step executing when the cancellation lands
- * still runs to its end; its late answer is dropped by threadline_store_answer (migration 0012).
+ * still runs to its end; its late answer is dropped by threadline_store_answer
+ * (src/history/schema/functions).
  * The run's inngest/function.cancelled finds the turn no longer running and records nothing more.
  */
 export const cancelOnStop = [{ event: turnStopRequested, if: "async.data.messageId == event.data.messageId" }];
