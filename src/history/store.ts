@@ -246,10 +246,12 @@ export async function readHistory(
  * (threadline_store_answer in src/history/schema/functions). Result ids are derived by the caller, so
  * storing the same answer twice inserts nothing. The answer becomes the current variant of its
  * user message, unless that message left the current path while the turn ran (an earlier message
- * was regenerated): then it is stored off the path and the turn is "superseded". A turn the user
- * stopped meanwhile keeps its stopped answer: nothing is stored and the status is "stopped".
+ * was regenerated): then it is stored off the path and the turn is "superseded". A turn ended
+ * meanwhile by another hand (the user stopped it, it was cancelled, or its failure was recorded)
+ * stays so: nothing is stored and the status is the turn's.
  */
-export type StoredAnswer = { inserted: number; status: "completed" | "superseded" | "stopped" };
+export type EndedTurnStatus = "stopped" | "cancelled" | "failed";
+export type StoredAnswer = { inserted: number; status: "completed" | "superseded" | EndedTurnStatus };
 
 export async function storeAnswer(
   db: pg.Pool,

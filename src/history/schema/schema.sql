@@ -482,6 +482,7 @@ AS $function$
 DECLARE
   v_owner text;
   v_on_path boolean;
+  v_ended text;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
@@ -494,8 +495,9 @@ BEGIN
   IF v_on_path IS NULL THEN
     RETURN QUERY SELECT 'message_not_found', NULL::integer, NULL::text; RETURN;
   END IF;
-  IF EXISTS (SELECT 1 FROM turns t WHERE t.run_id = p_run_id AND t.status = 'stopped') THEN
-    RETURN QUERY SELECT NULL::text, 0, 'stopped'; RETURN;
+  SELECT t.status INTO v_ended FROM turns t WHERE t.run_id = p_run_id AND t.status IN ('stopped', 'cancelled', 'failed');
+  IF v_ended IS NOT NULL THEN
+    RETURN QUERY SELECT NULL::text, 0, v_ended; RETURN;
   END IF;
 
   inserted := threadline_insert_answer(p_thread_id, p_message_id, p_message_seq, v_on_path, p_variant, p_detach_later_turns, p_results, false);

@@ -5,9 +5,13 @@
 -- and its turn marked superseded, so the path never holds an answer without its question. The
 -- stream ends (stream.ended) in the transaction that stores the answer.
 --
--- Except for a turn the user stopped meanwhile: its run may go on until Inngest's cancellation
--- lands (a step already executing runs to its end), and its late answer must not replace the
--- stopped one nor end the stream a second time. It stores nothing and reports 'stopped'.
+-- Except for a turn ended meanwhile by another hand, which stays as recorded: stopped by the user,
+-- cancelled, or failed (presumed lost by a later turn, or its failure recorded). Its run may go on
+-- (Inngest cancels between steps: a step already executing runs to its end), and its late answer
+-- must not replace the stopped one, bring an answer to a turn whose log already ended it without
+-- one, nor turn that ending into 'completed'. It stores nothing, logs nothing, and reports the
+-- turn's status ('stopped', 'cancelled' or 'failed'), as threadline_append_run_events refuses
+-- what such a run logs.
 CREATE OR REPLACE FUNCTION threadline_store_answer(
   p_thread_id uuid, p_user_id text, p_run_id text, p_message_id uuid, p_message_seq bigint, p_variant integer,
   p_detach_later_turns boolean, p_results jsonb, p_context jsonb
@@ -16,6 +20,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
   v_owner text;
   v_on_path boolean;
+  v_ended text;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
@@ -28,8 +33,9 @@ BEGIN
   IF v_on_path IS NULL THEN
     RETURN QUERY SELECT 'message_not_found', NULL::integer, NULL::text; RETURN;
   END IF;
-  IF EXISTS (SELECT 1 FROM turns t WHERE t.run_id = p_run_id AND t.status = 'stopped') THEN
-    RETURN QUERY SELECT NULL::text, 0, 'stopped'; RETURN;
+  SELECT t.status INTO v_ended FROM turns t WHERE t.run_id = p_run_id AND t.status IN ('stopped', 'cancelled', 'failed');
+  IF v_ended IS NOT NULL THEN
+    RETURN QUERY SELECT NULL::text, 0, v_ended; RETURN;
   END IF;
 
   inserted := threadline_insert_answer(p_thread_id, p_message_id, p_message_seq, v_on_path, p_variant, p_detach_later_turns, p_results, false);
