@@ -25,6 +25,7 @@ beforeAll(() => {
     { stdio: "pipe" },
   );
   cpSync("src/history/migrations", path.join(install, "dist/src/history/migrations"), { recursive: true });
+  cpSync("src/history/schema/functions", path.join(install, "dist/src/history/schema/functions"), { recursive: true });
   cpSync("package.json", path.join(install, "package.json"));
   // The production dependency tree, each top-level package linked into the install's node_modules.
   const root = path.resolve("node_modules");

@@ -1,4 +1,5 @@
 import type { State } from "@inngest/agent-kit";
+import type { EndedTurnStatus } from "../history/store.js";
 import type { SummaryLag } from "../history/summaries.js";
 
 /**
@@ -11,7 +12,7 @@ const SKIPPED_AT_START = "threadline.turn.skipped-at-start";
 const PRIOR_RESULTS = "threadline.history.prior-results";
 const SUMMARY_LAG = "threadline.history.summary-lag";
 const USER_TEXT = "threadline.turn.user-text";
-const STOPPED = "threadline.turn.stopped";
+const ENDED = "threadline.turn.ended";
 
 type AnyState = State<Record<string, unknown>>;
 
@@ -34,9 +35,9 @@ export const turnSkippedAtStart = (state: AnyState): boolean => state.kv.get(SKI
 export const turnSkipReason = (state: AnyState): string | undefined => state.kv.get(SKIP);
 export const skippedAnswerId = (state: AnyState): string | undefined => state.kv.get(SKIPPED_ANSWER);
 
-/** The user stopped the turn while its run went on: the answer it reached was not stored. */
-export const markTurnStopped = (state: AnyState) => state.kv.set(STOPPED, true);
-export const turnStopped = (state: AnyState): boolean => state.kv.get(STOPPED) === true;
+/** The turn ended by another hand while its run went on: the answer it reached was not stored. */
+export const markTurnEnded = (state: AnyState, status: EndedTurnStatus) => state.kv.set(ENDED, status);
+export const turnEndedAs = (state: AnyState): EndedTurnStatus | undefined => state.kv.get(ENDED);
 
 /** How many of state.results came from before this turn (stored or client-sent history). */
 export const setPriorResultCount = (state: AnyState, count: number) => state.kv.set(PRIOR_RESULTS, count);

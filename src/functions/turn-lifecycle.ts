@@ -12,7 +12,7 @@ import {
   userDeleted,
 } from "../../inngest.config.js";
 import { ModelErrorMiddleware } from "../agents/model-errors.js";
-import { skippedAnswerId, turnSkipReason, turnStopped } from "../agents/run-state.js";
+import { skippedAnswerId, turnEndedAs, turnSkipReason } from "../agents/run-state.js";
 import { textOf } from "../history/messages.js";
 import { failTurn } from "../history/store.js";
 import { clearTurnRetrying, recordTurnRetrying } from "../history/turn-retrying.js";
@@ -38,7 +38,8 @@ export const TURN_RETRIES = 4 as const;
  * The turn functions' cancelOn for a stop: a stop of the turn answering the same user message
  * (both trigger events carry messageId) cancels the run, so no further model call or step runs
  * for a turn that is already recorded as stopped. A step executing when the cancellation lands
- * still runs to its end; its late answer is dropped by threadline_store_answer (migration 0012).
+ * still runs to its end; its late answer is dropped by threadline_store_answer
+ * (src/history/schema/functions).
  * The run's inngest/function.cancelled finds the turn no longer running and records nothing more.
  */
 export const cancelOnStop = [{ event: turnStopRequested, if: "async.data.messageId == event.data.messageId" }];
@@ -78,8 +79,8 @@ export const turnOptions = ({ db, inference }: { db: pg.Pool; inference?: Infere
 /**
  * What a turn function's run returns: shown in the dev server's run output. "skipped": the run
  * wrote nothing (a re-run of an answered message; `answerId` names the stored answer's first
- * result). "stopped": the user stopped the turn while the run went on; the answer it still reached
- * was not stored.
+ * result). "stopped", "cancelled", "failed": the turn ended so by another hand while the run went
+ * on (the user stopped it, …); the answer it still reached was not stored.
  */
 export function turnOutcome(state: State<StateData>, messageId: string) {
   const skipped = turnSkipReason(state);
@@ -96,7 +97,7 @@ export function turnOutcome(state: State<StateData>, messageId: string) {
   return {
     threadId: state.threadId,
     messageId,
-    status: turnStopped(state) ? ("stopped" as const) : ("completed" as const),
+    status: turnEndedAs(state) ?? ("completed" as const),
     answer: answerText(state.results.at(-1)),
   };
 }

@@ -2,7 +2,7 @@ import type { HistoryConfig, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
 import {
   markTurnSkipped,
-  markTurnStopped,
+  markTurnEnded,
   setPriorResultCount,
   setSummaryLag,
   setUserMessageText,
@@ -177,7 +177,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           context: { history: loaded },
         }),
       )) as StoredAnswer;
-      if (stored.status === "stopped") markTurnStopped(state);
+      if (stored.status !== "completed" && stored.status !== "superseded") markTurnEnded(state, stored.status);
     },
   };
 }

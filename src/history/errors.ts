@@ -26,10 +26,10 @@ export const threadNotOwned = (threadId: string) =>
     `Thread ${threadId} belongs to another user: send the message with that thread's owner as userId, or omit threadId to start a new thread.`,
   );
 
-/** The SQLSTATE migration 0016 raises when a statement would create a thread under a tombstoned id. */
+/** What threadline_thread_not_deleted raises when a statement would create a thread under a tombstoned id. */
 export const THREAD_DELETED_SQLSTATE = "TL410";
 
-/** Whether a database error is migration 0016's refusal to re-create a deleted thread. */
+/** Whether a database error is the tombstone's refusal to re-create a deleted thread. */
 export const isThreadDeletedError = (error: unknown): boolean =>
   typeof error === "object" && error !== null && (error as { code?: unknown }).code === THREAD_DELETED_SQLSTATE;
 

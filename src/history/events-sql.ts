@@ -1,6 +1,6 @@
 /**
  * The thread event log's queries (src/history/events.ts runs them). Writes go through
- * threadline_append_events (migrations/0011_thread_events.sql), which assigns per-thread ids
+ * threadline_append_events (src/history/schema/functions), which assigns per-thread ids
  * under the thread's counter lock and notifies `threadline_events` with the thread and last id.
  */
 
@@ -10,7 +10,7 @@ export const appendEvents = `
 
 /**
  * Appends what run $2 logs while it answers ($4: deltas, chunks) for attempt $3 unless its turn
- * was stopped, cancelled or failed (threadline_append_run_events, migrations/0013_ended_run_events.sql);
+ * was stopped, cancelled or failed (threadline_append_run_events in src/history/schema/functions);
  * returns the last id written and whether the turn has so ended.
  */
 export const appendRunEvents = `

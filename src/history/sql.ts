@@ -4,7 +4,7 @@
  *
  * Thread order is (turn_seq, seq): turn_seq is the seq of the user message a row belongs to.
  * Each history step of a turn is one statement (one round trip, atomic on its own); the two that
- * write call PL/pgSQL functions defined in migrations/0006_one_statement_steps.sql, which take
+ * write call PL/pgSQL functions (src/history/schema/functions, one file each), which take
  * the thread's row lock first and then read what committed before it.
  */
 
@@ -19,7 +19,7 @@ export const selectThreadOwner = `
 /**
  * history.append-user-message in one statement: the thread's owner checked (a new thread created,
  * named after its first message, only when nothing refuses), the user message stored once, the
- * run recorded as a turn. The function is defined in migrations/0006_one_statement_steps.sql.
+ * run recorded as a turn. Source: src/history/schema/functions/threadline_begin_turn.sql.
  * Returns one row: a refusal code, or the message's seq, stored text, and the turn's variant and status.
  */
 export const beginTurn = `
@@ -29,7 +29,7 @@ export const beginTurn = `
 /**
  * history.append-results in one statement: the answer stored (off the current path, the turn
  * superseded, when its user message left the path meanwhile) and the turn completed; nothing for
- * a turn the user stopped. Defined in migrations/0006_one_statement_steps.sql (0011 and 0012 replace it).
+ * a turn the user stopped. Source: src/history/schema/functions/threadline_store_answer.sql.
  * Returns one row: a refusal code, or rows inserted and the turn's status.
  */
 export const storeAnswer = `
@@ -38,7 +38,7 @@ export const storeAnswer = `
 
 /**
  * The thread event log entries that end a turn which stored no answer: `turn.<status>` with the
- * cause, then stream.ended (threadline_append_events, migrations/0011_thread_events.sql).
+ * cause, then stream.ended (threadline_append_events in src/history/schema/functions).
  * Reads the CTE `ended` (thread_id, run_id, message_id, error).
  */
 const endStream = (status: "failed" | "cancelled") => `

@@ -73,7 +73,7 @@ const messageTextDiffers = (messageId: string) =>
     `Message ${messageId} was already sent with different text: a messageId names one message, so send a new message with a new messageId.`,
   );
 
-/** What the write functions of migration 0006 return instead of writing, turned into the refusal a caller sees. */
+/** What threadline_begin_turn and threadline_store_answer return instead of writing, as a caller's refusal. */
 function refusal(code: string, { threadId, messageId }: { threadId: string; messageId: string }): HistoryRefusal {
   switch (code) {
     case "thread_not_found":
@@ -130,7 +130,7 @@ type BeginTurnRow = {
  * when the message names it (its id is the first message's id) and nothing refuses. Refused,
  * writing nothing: another user's thread, an unknown thread, a message id used by another message,
  * the same message id with different text. A run that calls this again gets the same answer back.
- * Which variant the run writes is decided in threadline_begin_turn (migration 0006).
+ * Which variant the run writes is decided in threadline_begin_turn (src/history/schema/functions).
  */
 export async function beginTurn(
   db: pg.Pool,
@@ -243,13 +243,15 @@ export async function readHistory(
 
 /**
  * Stores a turn's answer and completes the turn, in one statement under the thread's lock
- * (threadline_store_answer, migrations 0006 and 0012). Result ids are derived by the caller, so
+ * (threadline_store_answer in src/history/schema/functions). Result ids are derived by the caller, so
  * storing the same answer twice inserts nothing. The answer becomes the current variant of its
  * user message, unless that message left the current path while the turn ran (an earlier message
- * was regenerated): then it is stored off the path and the turn is "superseded". A turn the user
- * stopped meanwhile keeps its stopped answer: nothing is stored and the status is "stopped".
+ * was regenerated): then it is stored off the path and the turn is "superseded". A turn ended
+ * meanwhile by another hand (the user stopped it, it was cancelled, or its failure was recorded)
+ * stays so: nothing is stored and the status is the turn's.
  */
-export type StoredAnswer = { inserted: number; status: "completed" | "superseded" | "stopped" };
+export type EndedTurnStatus = "stopped" | "cancelled" | "failed";
+export type StoredAnswer = { inserted: number; status: "completed" | "superseded" | EndedTurnStatus };
 
 export async function storeAnswer(
   db: pg.Pool,

@@ -1,4 +1,4 @@
-/** A failed attempt of a running turn, recorded and logged (threadline_turn_retrying, migrations/0014_turn_retrying.sql). */
+/** A failed attempt of a running turn, recorded and logged (threadline_turn_retrying, in src/history/schema). */
 export const recordTurnRetrying = `SELECT threadline_turn_retrying($1, $2, $3) AS id`;
 
 /** The retried step succeeded: the turn is no longer retrying (only a turn that was written as retrying is touched). */

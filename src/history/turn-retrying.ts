@@ -4,7 +4,7 @@ import * as sql from "./turn-retrying-sql.js";
 
 /**
  * Records a failed attempt of run `runId`'s turn and logs it, once per failed attempt (`key`
- * names the step and its attempt), in one statement (migrations/0014_turn_retrying.sql). Writes
+ * names the step and its attempt), in one statement (threadline_turn_retrying). Writes
  * nothing once the turn has ended, or for a run with no turn. Returns whether it wrote.
  */
 export async function recordTurnRetrying(

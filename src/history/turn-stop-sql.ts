@@ -1,6 +1,6 @@
 /**
  * The write of stopping a turn (src/history/turn-stop.ts runs it; the turn it applies to is found
- * by runningTurn in turn-runs.ts): threadline_stop_turn (migrations/0012_stopped_turns.sql), one
+ * by runningTurn in turn-runs.ts): threadline_stop_turn (src/history/schema/functions), one
  * statement under the thread's lock.
  */
 

@@ -18,7 +18,7 @@ const nothingRunning = (threadId: string, messageId: string | undefined) =>
 /**
  * Stops the user's running turn on a thread: the one answering `messageId` when given, else the
  * one the thread is answering now. In one statement under the thread's lock
- * (threadline_stop_turn, migration 0012) the turn is recorded as stopped, the text its run
+ * (threadline_stop_turn in src/history/schema/functions) the turn is recorded as stopped, the text its run
  * streamed so far is stored as its answer variant marked stopped (under the result id the run
  * itself would have used, so nothing is ever stored twice), and the log gets turn.stopped and
  * stream.ended. The partial answer is attributed to `agentName`. Refused: an unknown or another

@@ -57,8 +57,3 @@ CREATE TABLE turns (
 );
 CREATE INDEX turns_message_idx ON turns (message_id, started_at);
 CREATE INDEX turns_event_idx ON turns (event_id) WHERE event_id IS NOT NULL;
-
--- Down Migration
-DROP TABLE turns;
-DROP TABLE messages;
-DROP TABLE threads;

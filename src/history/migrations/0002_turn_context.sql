@@ -7,7 +7,3 @@ ALTER TABLE turns ADD COLUMN context jsonb;
 -- preserveSystemMessages reads the system and summary rows older than the window without
 -- walking the thread's other rows.
 CREATE INDEX messages_path_system_idx ON messages (thread_id, turn_seq, seq) WHERE on_path AND kind IN ('system', 'summary');
-
--- Down Migration
-DROP INDEX messages_path_system_idx;
-ALTER TABLE turns DROP COLUMN context;

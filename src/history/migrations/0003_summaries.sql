@@ -10,6 +10,3 @@ CREATE TABLE thread_summaries (
   created_at              timestamptz NOT NULL DEFAULT now(),
   updated_at              timestamptz NOT NULL DEFAULT now()
 );
-
--- Down Migration
-DROP TABLE thread_summaries;

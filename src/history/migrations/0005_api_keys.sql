@@ -11,6 +11,3 @@ CREATE TABLE api_keys (
   revoked_at   timestamptz
 );
 CREATE INDEX api_keys_user_idx ON api_keys (user_id, created_at);
-
--- Down Migration
-DROP TABLE api_keys;

@@ -5,9 +5,3 @@
 ALTER TABLE turns DROP CONSTRAINT turns_status_check;
 ALTER TABLE turns ADD CONSTRAINT turns_status_check
   CHECK (status IN ('running', 'completed', 'failed', 'skipped', 'superseded', 'cancelled'));
-
--- Down Migration
-UPDATE turns SET status = 'failed', error = 'cancelled' WHERE status = 'cancelled';
-ALTER TABLE turns DROP CONSTRAINT turns_status_check;
-ALTER TABLE turns ADD CONSTRAINT turns_status_check
-  CHECK (status IN ('running', 'completed', 'failed', 'skipped', 'superseded'));

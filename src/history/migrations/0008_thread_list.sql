@@ -32,6 +32,10 @@ FROM (
 ) s
 WHERE s.thread_id = t.id;
 
+-- The triggers' functions are created here because the triggers need them; their current bodies
+-- are threadline_messages_inserted.sql and threadline_messages_path_changed.sql in
+-- src/history/schema/functions/, applied after the migrations.
+--
 -- Why triggers on messages, not code in the turn path: every writer of messages (the chat turn's
 -- begin-turn and store-answer steps, regenerate, bulk seeding, whatever rewrites them later) keeps
 -- the list current without knowing about it, in the same transaction as its write. Deriving the
@@ -83,20 +87,3 @@ CREATE INDEX threads_user_activity_idx ON threads (user_id, last_activity_at DES
 CREATE INDEX threads_activity_idx ON threads (last_activity_at, id);
 -- The list's latest turn status per thread is one backward probe per listed thread of
 -- turns_thread_idx (thread_id, started_at), created by migration 0006.
-
--- Down Migration
-DROP INDEX threads_activity_idx;
-DROP INDEX threads_user_activity_idx;
-DROP TRIGGER messages_path_changed ON messages;
-DROP FUNCTION threadline_messages_path_changed();
-DROP TRIGGER messages_inserted ON messages;
-DROP FUNCTION threadline_messages_inserted();
-ALTER TABLE threads
-  DROP CONSTRAINT threads_activity_millis_check,
-  DROP CONSTRAINT threads_title_pair_check,
-  DROP COLUMN message_count,
-  DROP COLUMN last_message_at,
-  DROP COLUMN last_activity_at,
-  DROP COLUMN metadata,
-  DROP COLUMN title_source,
-  DROP COLUMN title;

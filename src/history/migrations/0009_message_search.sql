@@ -10,6 +10,10 @@
 -- caller's matches (a trusted extension: a database owner may create it).
 CREATE EXTENSION IF NOT EXISTS btree_gin;
 
+-- The functions are created here because the generated column and the trigger below need them;
+-- their current bodies are threadline_message_text.sql and threadline_message_owner.sql in
+-- src/history/schema/functions/, applied after the migrations.
+--
 -- The searchable text of a message: a user message's text, or the text of an answer's AgentKit
 -- text messages (content a string or text parts); tool calls and results are not searched.
 -- Capped at 100,000 characters: to_tsvector refuses a vector over 1 MB, and an answer must never
@@ -47,11 +51,3 @@ ALTER TABLE messages ADD COLUMN search tsvector GENERATED ALWAYS AS (
 ) STORED;
 
 CREATE INDEX messages_search_idx ON messages USING gin (user_id, search);
-
--- Down Migration
-DROP INDEX messages_search_idx;
-ALTER TABLE messages DROP COLUMN search;
-DROP TRIGGER messages_owner ON messages;
-DROP FUNCTION threadline_message_owner();
-ALTER TABLE messages DROP COLUMN user_id;
-DROP FUNCTION threadline_message_text(jsonb);

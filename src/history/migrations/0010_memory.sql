@@ -32,7 +32,3 @@ CREATE TABLE agent_thread_state (
   updated_at  timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (thread_id, agent_name)
 );
-
--- Down Migration
-DROP TABLE agent_thread_state;
-DROP TABLE user_memories;

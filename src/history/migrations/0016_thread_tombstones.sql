@@ -14,6 +14,10 @@ CREATE TABLE thread_tombstones (
 -- Pruning reads the oldest tombstones first.
 CREATE INDEX thread_tombstones_deleted_idx ON thread_tombstones (deleted_at);
 
+-- The triggers' functions are created here because the triggers need them; their current bodies
+-- are threadline_threads_deleted.sql and threadline_thread_not_deleted.sql in
+-- src/history/schema/functions/, applied after the migrations.
+--
 -- One statement-level trigger sees every deletion path at once (the rows of the statement in
 -- `gone`): it writes the tombstones in the deleting transaction and wakes the live streams of each
 -- deleted thread (payload "<thread id> deleted": ids only, like threadline_append_events), so an
@@ -49,11 +53,3 @@ $$;
 
 CREATE TRIGGER threads_not_deleted BEFORE INSERT ON threads
   FOR EACH ROW EXECUTE FUNCTION threadline_thread_not_deleted();
-
--- Down Migration
-
-DROP TRIGGER threads_not_deleted ON threads;
-DROP FUNCTION threadline_thread_not_deleted();
-DROP TRIGGER threads_deleted ON threads;
-DROP FUNCTION threadline_threads_deleted();
-DROP TABLE thread_tombstones;

@@ -1,0 +1,40 @@
+-- Appends events ([{key, event, data}], in order) to a thread's log (thread_events, ids per thread
+-- under thread_event_counters' row lock: migration 0011), skipping keys this run and attempt
+-- already wrote. The thread's row is share-locked first (a concurrent delete waits or goes first,
+-- never deadlocks with the counter), then the counter row, before looking for the keys, so two
+-- writers of the same key cannot both miss the other. NOTIFY carries the thread and the last id
+-- only: listeners re-read the table. Returns the last id written (NULL: nothing written, or the
+-- thread is gone).
+CREATE OR REPLACE FUNCTION threadline_append_events(p_thread_id uuid, p_run_id text, p_attempt integer, p_events jsonb)
+RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_new jsonb;
+  v_count integer;
+  v_first bigint;
+BEGIN
+  PERFORM 1 FROM threads t WHERE t.id = p_thread_id FOR KEY SHARE;
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  INSERT INTO thread_event_counters (thread_id) VALUES (p_thread_id) ON CONFLICT (thread_id) DO NOTHING;
+  PERFORM 1 FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
+
+  SELECT coalesce(jsonb_agg(e.item ORDER BY e.ord), '[]'::jsonb) INTO v_new
+    FROM jsonb_array_elements(p_events) WITH ORDINALITY AS e(item, ord)
+    WHERE p_run_id IS NULL OR NOT EXISTS (
+      SELECT 1 FROM thread_events x WHERE x.run_id = p_run_id AND x.attempt = p_attempt AND x.key = e.item ->> 'key');
+  v_count := jsonb_array_length(v_new);
+  IF v_count = 0 THEN
+    RETURN NULL;
+  END IF;
+
+  UPDATE thread_event_counters c SET last_id = c.last_id + v_count WHERE c.thread_id = p_thread_id
+    RETURNING c.last_id - v_count INTO v_first;
+  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data)
+    SELECT p_thread_id, v_first + e.ord, p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event', coalesce(e.item -> 'data', '{}'::jsonb)
+    FROM jsonb_array_elements(v_new) WITH ORDINALITY AS e(item, ord);
+  PERFORM pg_notify('threadline_events', p_thread_id::text || ' ' || (v_first + v_count)::text);
+  RETURN v_first + v_count;
+END
+$$;

@@ -1,0 +1,41 @@
+-- Stores an answer variant (results [{id, agentName, content}] with ids derived by the caller, so
+-- storing twice inserts nothing): the current answer of a user message still on the path (a
+-- regenerate also takes the later turns off it), else off the path. The caller holds the thread's
+-- row lock. Shared by threadline_store_answer and threadline_stop_turn; returns the rows inserted.
+CREATE OR REPLACE FUNCTION threadline_insert_answer(
+  p_thread_id uuid, p_message_id uuid, p_message_seq bigint, p_on_path boolean, p_variant integer,
+  p_detach_later_turns boolean, p_results jsonb, p_stopped boolean
+) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_count integer := jsonb_array_length(p_results);
+  v_changed integer := 0;
+  v_rows integer;
+  v_first bigint;
+  v_inserted integer;
+BEGIN
+  IF v_count = 0 OR EXISTS (SELECT 1 FROM messages m WHERE m.answers = p_message_id AND m.variant = p_variant) THEN
+    RETURN 0;
+  END IF;
+  IF p_on_path THEN
+    UPDATE messages m SET on_path = false WHERE m.answers = p_message_id AND m.on_path;
+    GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+    IF p_detach_later_turns THEN
+      UPDATE messages m SET on_path = false WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq > p_message_seq;
+      GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+    END IF;
+    -- A new answer to a message the summary covers changes what the summary stands for.
+    DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq;
+    GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+  END IF;
+  UPDATE threads t SET last_seq = t.last_seq + v_count, path_version = t.path_version + CASE WHEN v_changed > 0 THEN 1 ELSE 0 END, updated_at = now()
+    WHERE t.id = p_thread_id RETURNING t.last_seq - v_count + 1 INTO v_first;
+  INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped)
+    SELECT (r.item ->> 'id')::uuid, p_thread_id, v_first + r.ord - 1, p_message_seq, 'agent', r.item ->> 'agentName',
+           r.item -> 'content', p_message_id, p_variant, r.ord - 1, p_on_path, p_stopped
+    FROM jsonb_array_elements(p_results) WITH ORDINALITY AS r(item, ord)
+    ON CONFLICT (id) DO NOTHING;
+  GET DIAGNOSTICS v_inserted = ROW_COUNT;
+  RETURN v_inserted;
+END
+$$;

@@ -1,0 +1,53 @@
+-- history.append-results, one statement (as threadline_begin_turn): stores a turn's answer
+-- (threadline_insert_answer) and completes the turn. Under the thread's lock, the answer of a user
+-- message still on the current path becomes its current answer (a regenerate also takes the later
+-- turns off the path); the answer of a message that left the path meanwhile is stored off the path
+-- and its turn marked superseded, so the path never holds an answer without its question. The
+-- stream ends (stream.ended) in the transaction that stores the answer.
+--
+-- Except for a turn ended meanwhile by another hand, which stays as recorded: stopped by the user,
+-- cancelled, or failed (presumed lost by a later turn, or its failure recorded). Its run may go on
+-- (Inngest cancels between steps: a step already executing runs to its end), and its late answer
+-- must not replace the stopped one, bring an answer to a turn whose log already ended it without
+-- one, nor turn that ending into 'completed'. It stores nothing, logs nothing, and reports the
+-- turn's status ('stopped', 'cancelled' or 'failed'), as threadline_append_run_events refuses
+-- what such a run logs.
+CREATE OR REPLACE FUNCTION threadline_store_answer(
+  p_thread_id uuid, p_user_id text, p_run_id text, p_message_id uuid, p_message_seq bigint, p_variant integer,
+  p_detach_later_turns boolean, p_results jsonb, p_context jsonb
+) RETURNS TABLE (refusal text, inserted integer, status text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_owner text;
+  v_on_path boolean;
+  v_ended text;
+BEGIN
+  SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
+  IF v_owner IS NULL THEN
+    RETURN QUERY SELECT 'thread_not_found', NULL::integer, NULL::text; RETURN;
+  END IF;
+  IF v_owner <> p_user_id THEN
+    RETURN QUERY SELECT 'thread_not_owned', NULL::integer, NULL::text; RETURN;
+  END IF;
+  SELECT m.on_path INTO v_on_path FROM messages m WHERE m.id = p_message_id AND m.thread_id = p_thread_id AND m.kind = 'user';
+  IF v_on_path IS NULL THEN
+    RETURN QUERY SELECT 'message_not_found', NULL::integer, NULL::text; RETURN;
+  END IF;
+  SELECT t.status INTO v_ended FROM turns t WHERE t.run_id = p_run_id AND t.status IN ('stopped', 'cancelled', 'failed');
+  IF v_ended IS NOT NULL THEN
+    RETURN QUERY SELECT NULL::text, 0, v_ended; RETURN;
+  END IF;
+
+  inserted := threadline_insert_answer(p_thread_id, p_message_id, p_message_seq, v_on_path, p_variant, p_detach_later_turns, p_results, false);
+  status := CASE WHEN v_on_path THEN 'completed' ELSE 'superseded' END;
+  UPDATE turns t SET status = threadline_store_answer.status, error = NULL, finished_at = now(),
+    context = CASE WHEN p_context IS NULL THEN t.context ELSE coalesce(t.context, '{}'::jsonb) || p_context END
+    WHERE t.run_id = p_run_id;
+  -- The stream ends in the transaction that stores the answer: a reader that sees it finds the answer.
+  PERFORM threadline_append_events(p_thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
+    'key', 'stream.ended', 'event', 'stream.ended',
+    'data', jsonb_build_object('scope', 'network', 'status', status, 'runId', p_run_id, 'messageId', p_message_id, 'variant', p_variant))));
+  refusal := NULL;
+  RETURN NEXT;
+END
+$$;
