@@ -1,5 +1,5 @@
 import { inngest } from "../../inngest.config.js";
-import { cancelTurn } from "../history/turn-waits.js";
+import { cancelTurn } from "../history/turns.js";
 import { CHAT_TURN_ID, type FunctionDeps } from "./chat-turn.js";
 import { REGENERATE_ID } from "./regenerate.js";
 import { announceTurnFinished } from "./turn-finished.js";

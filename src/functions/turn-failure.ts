@@ -1,6 +1,6 @@
 import type pg from "pg";
 import { z } from "zod";
-import { failTurn } from "../history/store.js";
+import { failTurn } from "../history/turns.js";
 import { describeFailure } from "./failure-message.js";
 import { announceTurnFinished } from "./turn-finished.js";
 

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import * as sql from "./sql.js";
+import * as sql from "./message-pages-sql.js";
 import { checkOwnedThread } from "./store.js";
 
 /**
@@ -65,23 +65,6 @@ export type PageRequest = {
   after?: Position | undefined;
 };
 
-type PageRow = {
-  id: string;
-  turn_seq: string;
-  seq: string;
-  kind: "user" | "agent" | "system" | "summary";
-  agent_name: string;
-  content: unknown;
-  answers: string | null;
-  variant: number | null;
-  stopped: boolean;
-  created_at: Date;
-  turn_status: string | null;
-  turn_run_id: string;
-  turn_error: string | null;
-  variant_count: number | null;
-};
-
 /**
  * One page of the user's thread: the `limit` messages nearest to the cursor in the direction read
  * (before it, after it, or the newest ones), or a refusal when the thread is not the user's.
@@ -94,7 +77,7 @@ export async function readMessagePage(
   const forward = after !== undefined;
   const from = after ?? before ?? END;
   // One row past the page says whether there is more in that direction.
-  const { rows } = await db.query<PageRow>(forward ? sql.selectPageAfter : sql.selectPageBefore, [
+  const { rows } = await db.query<sql.PageRow>(forward ? sql.selectPageAfter : sql.selectPageBefore, [
     threadId,
     from.turnSeq,
     from.seq,
@@ -113,7 +96,7 @@ export async function readMessagePage(
   };
 }
 
-function toMessage(row: PageRow): ThreadMessage {
+function toMessage(row: sql.PageRow): ThreadMessage {
   return {
     id: row.id,
     role: row.kind === "agent" ? "assistant" : row.kind,

@@ -1,6 +1,7 @@
 /**
  * The thread surface's queries (src/history/threads.ts runs them): list, create, read, rename,
- * delete, titles, retention and export. Kept apart from sql.ts, which holds the turn path's.
+ * delete, titles, retention and export. Each query module of src/history keeps its statements in
+ * a `<module>-sql.ts` like this one, each with the row type it returns.
  *
  * List order is (last_activity_at DESC, id DESC), served by threads_user_activity_idx
  * (user_id, last_activity_at DESC, id DESC): a page is one index range scan that stops after it.

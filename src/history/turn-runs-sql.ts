@@ -12,7 +12,7 @@ export const selectMessageTurns = `
 /**
  * The thread's ($1) owner and its running turn: the one answering message $2 when given, else the
  * one the thread is answering now, in the order later turns wait in (current path first, then
- * message order, start time, run id: see selectEarlierUnfinishedTurn). No row: the thread does
+ * message order, start time, run id: see turns-sql.ts selectEarlierUnfinishedTurn). No row: the thread does
  * not exist; null run_id: nothing runs. Reads turns_running_idx.
  */
 export const selectRunningTurn = `
