@@ -27,13 +27,9 @@ export function agentThreadState(db: pg.Pool, { userId, declared }: { userId: st
       if (agents.length === 0 || !state.threadId) return;
       const threadId = state.threadId;
       const rows = (await durably(step, "agent-state.load", async () => {
-        const { rows } = await db.query<{ agent_name: string; data: Record<string, unknown> }>(sql.selectAgentState, [
-          threadId,
-          userId,
-          agents,
-        ]);
+        const { rows } = await db.query<sql.SelectAgentStateRow>(sql.selectAgentState, [threadId, userId, agents]);
         return rows;
-      })) as { agent_name: string; data: Record<string, unknown> }[];
+      })) as sql.SelectAgentStateRow[];
       for (const row of rows) {
         for (const key of declared[row.agent_name] ?? []) {
           if (key in row.data) (state.data as Record<string, unknown>)[key] = row.data[key];

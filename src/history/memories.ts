@@ -61,7 +61,7 @@ export async function turnForExtraction(
   db: pg.Pool,
   input: { userId: string; threadId: string; messageId: string },
 ): Promise<{ question: string; answers: unknown[] } | null> {
-  const { rows } = await db.query<{ question: string; answers: unknown[] }>(sql.selectTurnForExtraction, [
+  const { rows } = await db.query<sql.SelectTurnForExtractionRow>(sql.selectTurnForExtraction, [
     input.messageId,
     input.threadId,
     input.userId,
@@ -76,10 +76,11 @@ export async function relevantMemories(
   db: pg.Pool,
   input: { userId: string; text: string; limit: number },
 ): Promise<RelevantMemory[]> {
-  const { rows } = await db.query<{ id: string; text: string; rank: number; updated_at: Date }>(
-    sql.selectRelevantMemories,
-    [input.userId, input.text, input.limit],
-  );
+  const { rows } = await db.query<sql.SelectRelevantMemoriesRow>(sql.selectRelevantMemories, [
+    input.userId,
+    input.text,
+    input.limit,
+  ]);
   return rows.map((row) => ({ id: row.id, text: row.text, rank: row.rank, updatedAt: row.updated_at.toISOString() }));
 }
 
@@ -102,15 +103,12 @@ export async function listMemories(
   db: pg.Pool,
   input: { userId: string; limit: number; after?: MemoryCursor | undefined },
 ): Promise<{ memories: Memory[]; next: MemoryCursor | null }> {
-  const { rows } = await db.query<{
-    id: string;
-    text: string;
-    source: Memory["source"];
-    thread_id: string | null;
-    created_at: Date;
-    updated_at: Date;
-    at_us: string;
-  }>(sql.selectMemoryPage, [input.userId, input.after?.atMicros ?? null, input.after?.id ?? null, input.limit + 1]);
+  const { rows } = await db.query<sql.SelectMemoryPageRow>(sql.selectMemoryPage, [
+    input.userId,
+    input.after?.atMicros ?? null,
+    input.after?.id ?? null,
+    input.limit + 1,
+  ]);
   const memories = rows.slice(0, input.limit).map((row) => ({
     id: row.id,
     text: row.text,

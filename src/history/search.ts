@@ -53,23 +53,13 @@ export type SearchRequest = {
 };
 
 /** rank is numeric, which node-postgres returns as text. */
-type HitRow = {
-  id: string;
-  thread_id: string;
-  kind: "user" | "agent";
-  on_path: boolean;
-  created_at: Date;
-  rank: string;
-  snippet: string;
-};
-
 /** One page of the user's matching messages; a query of only stop words matches nothing. */
 export async function searchMessages(
   db: pg.Pool,
   { userId, query, limit, includeOffPath, after }: SearchRequest,
 ): Promise<SearchPage> {
   // One row past the page says whether there is more.
-  const { rows } = await db.query<HitRow>(sql.searchMessages, [
+  const { rows } = await db.query<sql.SearchMessagesRow>(sql.searchMessages, [
     userId,
     query,
     includeOffPath,
@@ -86,7 +76,7 @@ export async function searchMessages(
   };
 }
 
-function toHit(row: HitRow): SearchHit {
+function toHit(row: sql.SearchMessagesRow): SearchHit {
   return {
     threadId: row.thread_id,
     messageId: row.id,

@@ -13,9 +13,7 @@ export type TitleSource =
  * title (the user's or an earlier model title) or its first question has no answer yet.
  */
 export async function readTitleSource(db: pg.Pool, threadId: string): Promise<TitleSource> {
-  const row = (
-    await db.query<{ titled: boolean; question: unknown; answer: unknown[] | null }>(sql.selectTitleSource, [threadId])
-  ).rows[0];
+  const row = (await db.query<sql.SelectTitleSourceRow>(sql.selectTitleSource, [threadId])).rows[0];
   if (!row) return { status: "not-found" };
   if (row.titled) return { status: "titled" };
   if (row.question === null) return { status: "no-answer" };

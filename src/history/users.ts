@@ -21,7 +21,9 @@ export async function eraseUser(db: pg.Pool, userId: string, hooks: readonly Use
   return transaction(db, async (client) => {
     let memories = 0;
     for (const hook of hooks) memories += await hook(client, userId);
-    const threadIds = (await client.query<{ id: string }>(sql.deleteUserThreads, [userId])).rows.map((row) => row.id);
+    const threadIds = (await client.query<sql.DeleteUserThreadsRow>(sql.deleteUserThreads, [userId])).rows.map(
+      (row) => row.id,
+    );
     const apiKeys = (await client.query(sql.deleteUserApiKeys, [userId])).rowCount ?? 0;
     return { threads: threadIds.length, apiKeys, memories, threadIds };
   });
