@@ -1,3 +1,7 @@
+/**
+ * Per-agent thread state (agent_thread_state): what each agent keeps between turns of a thread,
+ * loaded and saved as durable steps. Imports: pg, memories-sql.ts, durable.ts.
+ */
 import type { State } from "@inngest/agent-kit";
 import { NonRetriableError } from "inngest";
 import type pg from "pg";
@@ -5,7 +9,7 @@ import { durably } from "./durable.js";
 import * as sql from "./memories-sql.js";
 
 /** Largest state one agent keeps in one thread, as JSON: it travels through a step's output each turn. */
-export const MAX_AGENT_STATE_BYTES = 32_000;
+const MAX_AGENT_STATE_BYTES = 32_000;
 
 /** The state.data keys each agent declares as its own: only those are stored, and only for those agents. */
 export type DeclaredState = Readonly<Record<string, readonly string[]>>;
@@ -61,5 +65,3 @@ export function agentThreadState(db: pg.Pool, { userId, declared }: { userId: st
     },
   };
 }
-
-export type AgentThreadState = ReturnType<typeof agentThreadState>;

@@ -1,3 +1,7 @@
+/**
+ * Storage work run as an Inngest step, with refusals made non-retriable. Stores nothing.
+ * Imports: inngest and errors.ts only.
+ */
 import { NonRetriableError } from "inngest";
 import { HistoryRefusal } from "./errors.js";
 

@@ -1,3 +1,7 @@
+/**
+ * What the realtime relay reads from the thread event log: a thread's owner, incarnation and
+ * events written since the relay started. Imports: pg, events.ts, event-relay-sql.ts.
+ */
 import type pg from "pg";
 import type { ThreadEventRow } from "./events-sql.js";
 import { toThreadEvent, type ThreadEvent } from "./events.js";

@@ -1,3 +1,7 @@
+/**
+ * The thread event log (thread_events): appended by turns and titles, read by the SSE and UI
+ * streams, pruned by retention. Imports: pg and events-sql.ts.
+ */
 import type pg from "pg";
 import * as sql from "./events-sql.js";
 

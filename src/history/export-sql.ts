@@ -1,3 +1,5 @@
+import type { UserMemoryRow } from "./memories-sql.js";
+
 /**
  * Statements of the subject-access export (export.ts), each one keyset batch of one thread or user,
  * with the row type it returns; and the import's writes (import.ts).
@@ -75,15 +77,7 @@ export type SelectThreadEventsRow = {
 export const selectUserMemories = `
   SELECT id, text, source, thread_id, created_at, updated_at, updated_at::text AS cursor_at FROM user_memories
   WHERE user_id = $1 AND (updated_at, id) < ($2::timestamptz, $3::uuid) ORDER BY updated_at DESC, id DESC LIMIT $4`;
-export type SelectUserMemoriesRow = {
-  id: string;
-  text: string;
-  source: "remembered" | "extracted";
-  thread_id: string | null;
-  created_at: Date;
-  updated_at: Date;
-  cursor_at: string;
-};
+export type SelectUserMemoriesRow = UserMemoryRow & { cursor_at: string };
 
 export const selectUserApiKeys = `SELECT id, name, created_at, revoked_at FROM api_keys WHERE user_id = $1 ORDER BY created_at, id`;
 export type SelectUserApiKeysRow = { id: string; name: string; created_at: Date; revoked_at: Date | null };

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import * as sql from "./export-sql.js";
-import { EXPORT_FORMAT, EXPORT_VERSION, type ExportCounts, type ExportRecord } from "./export-format.js";
+import { EXPORT_FORMAT, EXPORT_VERSION, type ExportCounts, type ExportRecord, noCounts } from "./export-format.js";
 import { listThreads, type ThreadCursor } from "./threads.js";
 
 /**
@@ -8,9 +8,10 @@ import { listThreads, type ThreadCursor } from "./threads.js";
  * read in keyset batches inside one read-only REPEATABLE READ transaction, so the export is one
  * consistent snapshot (a thread that becomes active while the export runs is neither skipped nor
  * repeated) and memory holds one batch at a time, however much the user has.
+ * Imports: pg, export-format.ts, threads.ts and export-sql.ts.
  */
 
-export const EXPORT_THREAD_BATCH = 100;
+const EXPORT_THREAD_BATCH = 100;
 export const EXPORT_MESSAGE_BATCH = 500;
 
 /**
@@ -19,7 +20,7 @@ export const EXPORT_MESSAGE_BATCH = 500;
  * holds back vacuum) for as long as it likes; past this, PostgreSQL ends the session and the
  * export fails.
  */
-export const EXPORT_STALL_TIMEOUT = "2min";
+const EXPORT_STALL_TIMEOUT = "2min";
 
 const iso = (date: Date) => date.toISOString();
 const isoOrNull = (date: Date | null) => (date === null ? null : date.toISOString());
@@ -45,16 +46,7 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
       userId,
       exportedAt: new Date().toISOString(),
     };
-    const counts: ExportCounts = {
-      threads: 0,
-      messages: 0,
-      turns: 0,
-      summaries: 0,
-      agentStates: 0,
-      events: 0,
-      memories: 0,
-      apiKeys: 0,
-    };
+    const counts = noCounts();
     let after: ThreadCursor | undefined;
     for (;;) {
       const page = await listThreads(client, { userId, limit: EXPORT_THREAD_BATCH, after });
@@ -181,11 +173,8 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
     };
   }
   for (let from = "0"; ; ) {
-    const { rows } = await client.query<sql.SelectThreadEventsRow>(sql.selectThreadEvents, [
-      threadId,
-      from,
-      EXPORT_MESSAGE_BATCH,
-    ]);
+    const batch = [threadId, from, EXPORT_MESSAGE_BATCH];
+    const { rows } = await client.query<sql.SelectThreadEventsRow>(sql.selectThreadEvents, batch);
     for (const row of rows) {
       yield {
         type: "event",

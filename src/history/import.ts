@@ -1,3 +1,7 @@
+/**
+ * Restores a subject-access export into an empty database, in one transaction.
+ * Imports: pg, export-format.ts, export-sql.ts.
+ */
 import type pg from "pg";
 import * as sql from "./export-sql.js";
 import {
@@ -5,6 +9,7 @@ import {
   EXPORT_VERSION,
   exportHeader,
   exportRecord,
+  noCounts,
   type ExportCounts,
   type ExportRecord,
 } from "./export-format.js";
@@ -37,16 +42,7 @@ export async function importUserData(
   let lineNumber = 0;
   try {
     await client.query("BEGIN");
-    const counts: ExportCounts = {
-      threads: 0,
-      messages: 0,
-      turns: 0,
-      summaries: 0,
-      agentStates: 0,
-      events: 0,
-      memories: 0,
-      apiKeys: 0,
-    };
+    const counts = noCounts();
     let userId: string | undefined;
     let thread: ThreadRecord | undefined;
     let ended = false;

@@ -4,6 +4,7 @@ import * as sql from "./lost-turns-sql.js";
 /**
  * Turns whose run the engine may have lost: what the reconciler (src/functions/reconcile-turns.ts)
  * asks the engine about. Recording one as failed is turns.ts's failLostTurn.
+ * Imports: pg and lost-turns-sql.ts.
  */
 
 /** Default LOST_RUN_DEADLINE_MINUTES: longer than a turn that retries its model five times (~4.6 minutes). */

@@ -73,15 +73,16 @@ export const selectMemoryPage = `
     AND ($2::bigint IS NULL OR (updated_at, id) < ('epoch'::timestamptz + $2::bigint * interval '1 microsecond', $3::uuid))
   ORDER BY updated_at DESC, id DESC
   LIMIT $4`;
-export type SelectMemoryPageRow = {
+/** A user_memories row as the page and the export read it. */
+export type UserMemoryRow = {
   id: string;
   text: string;
   source: "remembered" | "extracted";
   thread_id: string | null;
   created_at: Date;
   updated_at: Date;
-  at_us: string;
 };
+export type SelectMemoryPageRow = UserMemoryRow & { at_us: string };
 
 export const deleteMemory = `
   DELETE FROM user_memories WHERE id = $1 AND user_id = $2 RETURNING id`;

@@ -1,9 +1,13 @@
+/**
+ * User memories (user_memories): remembered and extracted facts, scoped by their owner.
+ * Imports: pg, ids.ts, memories-sql.ts.
+ */
 import type pg from "pg";
 import { memoryId } from "./ids.js";
 import * as sql from "./memories-sql.js";
 
 /** Most memories one user holds: remembering more is refused until some are forgotten. */
-export const MAX_MEMORIES_PER_USER = 1_000;
+const MAX_MEMORIES_PER_USER = 1_000;
 
 /** Longest memory, in characters: a fact or a preference, not a document. */
 export const MAX_MEMORY_LENGTH = 500;
@@ -23,7 +27,7 @@ export type Memory = {
  * The form that decides whether two texts are the same memory: Unicode-compatible (NFKC),
  * case-folded, whitespace collapsed. The text stored is the first wording remembered.
  */
-export const normalizeMemoryText = (text: string) => text.normalize("NFKC").toLowerCase().replace(/\s+/g, " ").trim();
+const normalizeMemoryText = (text: string) => text.normalize("NFKC").toLowerCase().replace(/\s+/g, " ").trim();
 
 export const memoryIdFor = (userId: string, text: string) => memoryId(userId, normalizeMemoryText(text));
 

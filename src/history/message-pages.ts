@@ -6,6 +6,7 @@ import { checkOwnedThread } from "./store.js";
  * A thread's current path, read one page at a time on the thread order (turn_seq, seq). A page is
  * found from a position, never an offset: a page read later, after new messages were appended,
  * neither repeats nor skips a message, and a page costs the same however long the thread grows.
+ * Imports: pg, store.ts and message-pages-sql.ts.
  */
 
 /** Where a message stands in the thread order. */
@@ -20,8 +21,7 @@ export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 200;
 
 /** A position as an opaque cursor: clients pass it back, never build it. */
-export const encodeCursor = ({ turnSeq, seq }: Position): string =>
-  Buffer.from(`${turnSeq}.${seq}`).toString("base64url");
+const encodeCursor = ({ turnSeq, seq }: Position): string => Buffer.from(`${turnSeq}.${seq}`).toString("base64url");
 
 /** The position a cursor stands for, or undefined when it is not one this API returned. */
 export function decodeCursor(cursor: string): Position | undefined {
@@ -30,7 +30,7 @@ export function decodeCursor(cursor: string): Position | undefined {
   return match ? { turnSeq: match[1]!, seq: match[2]! } : undefined;
 }
 
-export type ThreadMessage = {
+type ThreadMessage = {
   id: string;
   role: "user" | "assistant" | "system" | "summary";
   agentName: string;

@@ -8,6 +8,7 @@ import * as sql from "./store-sql.js";
  * turn is one statement (one round trip, atomic on its own), so a step that retries after a lost
  * connection simply runs it again, and no thread lock is held across round trips. Every
  * operation is idempotent, and refuses before it writes anything.
+ * Imports: pg, errors.ts, messages.ts types and store-sql.ts.
  */
 
 export type TurnKind = "chat" | "regenerate";

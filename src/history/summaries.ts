@@ -9,6 +9,7 @@ import { readHistoryWindow } from "./store.js";
 /**
  * Progressive summaries: history reads send a thread's summary in place of the turns it covers,
  * and report how far the summary lags behind the window so the chat turn can ask for a new one.
+ * Imports: pg, storage modules of src/history and summaries-sql.ts.
  */
 
 /** Messages outside the window that may go unsummarized before a turn asks for a summary. */

@@ -6,6 +6,7 @@ import * as sql from "./threads-sql.js";
  * A user's threads as a chat app manages them: listed most recently active first, created with
  * a client id, renamed, deleted with everything keyed by them. Every operation is scoped by the
  * verified user; another user's thread is refused exactly like a missing one.
+ * Imports: pg, errors.ts and threads-sql.ts.
  */
 
 export type ThreadItem = {

@@ -1,3 +1,7 @@
+/**
+ * Thread titles written by the model: what a title is written from and its one-statement store.
+ * Imports: pg, messages.ts, safe-text.ts, threads-sql.ts.
+ */
 import type pg from "pg";
 import { assistantTexts, textContent } from "./messages.js";
 import { sanitizeText } from "./safe-text.js";

@@ -7,8 +7,9 @@ import * as sql from "./turn-retrying-sql.js";
  * event and what the messages API shows as the turn's `retrying` status.
  * `attempt`: the attempt that comes next, counted from 1 (2 after the first failure);
  * `maxAttempts`: the run's attempts in all (retries + 1); `nextAttemptAt`: when, if known (ISO).
+ * Imports: pg, zod and turn-retrying-sql.ts.
  */
-export const turnRetrying = z.object({
+const turnRetrying = z.object({
   attempt: z.int().min(2),
   maxAttempts: z.int().min(2),
   cause: z.string(),

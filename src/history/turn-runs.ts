@@ -6,6 +6,7 @@ import * as sql from "./turn-runs-sql.js";
  * The runs behind a conversation turn, for the streams that follow one run (POST /api/ui/chat and
  * its resume route): which run answers a message, which one is generating now, and that run's
  * events from the thread's log.
+ * Imports: pg, events.ts and turn-runs-sql.ts.
  */
 
 /** One run of a turn: the answer variant it writes (or, skipped, the one it found), its status and a failure's cause. */

@@ -23,10 +23,11 @@ import { findEarlierTurn, PATIENCE_MINUTES } from "./turns.js";
  * restarted with the run in memory, an onFailure that could not write). MAX_WAIT_ROUNDS bounds
  * the whole wait (about 4 hours of a thread busy ahead of this turn; two steps a round stay under
  * Inngest's 1,000 steps per run).
+ * Imports: inngest, the turn.finished event (inngest.config.ts), durable.ts, turns.ts.
  */
 export const QUICK_ROUND = "10s";
 export const QUICK_ROUNDS = 30;
-export const WAIT_ROUND = "1m";
+const WAIT_ROUND = "1m";
 export const MAX_WAIT_ROUNDS = 265;
 
 /** The timeout of round n's wait (from 1). */

@@ -1,3 +1,7 @@
+/**
+ * Erasing a user: threads (and everything keyed by them), API keys, and what memory components
+ * keep, in one transaction. Imports: pg, store.ts (transaction), users-sql.ts.
+ */
 import type pg from "pg";
 import { transaction } from "./store.js";
 import * as sql from "./users-sql.js";
