@@ -1,10 +1,11 @@
 /**
  * Per-agent thread state (agent_thread_state): what each agent keeps between turns of a thread,
- * loaded and saved as durable steps. Imports: pg, memories-sql.ts, durable.ts.
+ * loaded and saved as durable steps. Imports: pg, memories-sql.ts, durable.ts, jsonBytes.
  */
 import type { State } from "@inngest/agent-kit";
 import { NonRetriableError } from "inngest";
 import type pg from "pg";
+import { jsonBytes } from "../../inngest.config.js";
 import { durably } from "./durable.js";
 import * as sql from "./memories-sql.js";
 
@@ -52,7 +53,7 @@ export function agentThreadState(db: pg.Pool, { userId, declared }: { userId: st
         ),
       }));
       for (const slice of slices) {
-        const bytes = Buffer.byteLength(JSON.stringify(slice.data), "utf8");
+        const bytes = jsonBytes(slice.data);
         if (bytes > MAX_AGENT_STATE_BYTES) {
           throw new NonRetriableError(
             `Agent ${slice.agent} keeps ${bytes} bytes of thread state, over the ${MAX_AGENT_STATE_BYTES}-byte limit: keep less in its state.data keys.`,

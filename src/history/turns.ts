@@ -6,13 +6,12 @@ import { runningTurn } from "./turn-runs.js";
 import * as sql from "./turns-sql.js";
 
 /**
- * Every status change of a turn that TypeScript writes after the turn started: failed (by its
- * run's onFailure, as lost, or abandoned by a later turn's wait), cancelled, skipped (a duplicate
- * run whose message got its answer meanwhile) and stopped by the user. Each is one statement that
- * also ends the turn's event stream. The other statuses are set inside PL/pgSQL: running or
- * skipped by threadline_begin_turn and completed or superseded by threadline_store_answer
- * (store.ts runs both), stopped by threadline_stop_turn (stopRunningTurn below).
- * Imports only storage modules, ids and the logger.
+ * Every status change of a started turn made from TypeScript, each one statement: failed (by its
+ * run's onFailure, as lost, or abandoned by a later turn's wait), cancelled and skipped (a
+ * duplicate run whose message got its answer meanwhile) written here, and stopped by the user
+ * (threadline_stop_turn); failed, cancelled and stopped also end the turn's event stream in it.
+ * Set inside PL/pgSQL instead: running or skipped by threadline_begin_turn, completed or superseded
+ * by threadline_store_answer (store.ts runs both). Imports: pg, storage modules, ids, the logger.
  */
 
 /**
