@@ -8,7 +8,7 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
 import { AGENT_HISTORY_DEFAULTS, historyWindow } from "../src/history/policy.js";
-import * as sql from "../src/history/sql.js";
+import * as sql from "../src/history/store-sql.js";
 import { readHistory } from "../src/history/store.js";
 import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES } from "../src/history/summaries.js";
 import { openBenchDatabase } from "./bench-database.js";

@@ -17,7 +17,7 @@ import { chooseModel } from "../src/agents/model.js";
 import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import * as sql from "../src/history/sql.js";
+import * as sql from "../src/history/store-sql.js";
 import { startModelServer } from "../test/helpers/model-server.js";
 import { seedThread } from "../test/helpers/seed.js";
 import { statementsPerStep, totalStatements } from "../test/helpers/step-statements.js";

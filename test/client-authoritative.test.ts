@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import * as sql from "../src/history/sql.js";
+import * as sql from "../src/history/store-sql.js";
 import { countingPool } from "./helpers/counting-pool.js";
 import { execute } from "./helpers/engine.js";
 import { asUser, createTestApp } from "./helpers/http.js";

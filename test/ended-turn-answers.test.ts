@@ -1,8 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { failTurn } from "../src/history/store.js";
-import { cancelTurn } from "../src/history/turn-waits.js";
+import { cancelTurn, failTurn } from "../src/history/turns.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, conversation, scriptedModel, turnsOf } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANT_NAME } from "../src/agents/assistant.js";
 import { resultId } from "../src/history/ids.js";
 import { MAX_PAGE_SIZE } from "../src/history/message-pages.js";
-import * as sql from "../src/history/sql.js";
+import * as sql from "../src/history/message-pages-sql.js";
 import { beginTurn, storeAnswer } from "../src/history/store.js";
 import { seedBulkThread } from "./helpers/bulk-thread.js";
 import { createTestApp, headersFor } from "./helpers/http.js";

@@ -3,7 +3,8 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createSummarizeThread } from "../src/functions/summarize-thread.js";
 import { resultId } from "../src/history/ids.js";
-import * as sql from "../src/history/sql.js";
+import * as storeSql from "../src/history/store-sql.js";
+import * as summariesSql from "../src/history/summaries-sql.js";
 import { MAX_PAGE_SIZE, readMessagePage } from "../src/history/message-pages.js";
 import { beginTurn, storeAnswer } from "../src/history/store.js";
 import { readSummarySource, storeSummary } from "../src/history/summaries.js";
@@ -330,7 +331,7 @@ describe("a summarizer racing a regenerate", () => {
     const detaching = await bed.db.pool.connect();
     try {
       await detaching.query("BEGIN");
-      await detaching.query(sql.storeAnswer, [
+      await detaching.query(storeSql.storeAnswer, [
         threadId,
         "user-1",
         "run-lock-5",
@@ -366,7 +367,7 @@ describe("a summarizer racing a regenerate", () => {
     const summarizing = await bed.db.pool.connect();
     try {
       await summarizing.query("BEGIN");
-      await summarizing.query(sql.storeSummary, [
+      await summarizing.query(summariesSql.storeSummary, [
         threadId,
         reread.messages.at(-1)!.turnSeq,
         "summary",

@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import * as sql from "../src/history/sql.js";
+import * as sql from "../src/history/store-sql.js";
 import { countingPool } from "./helpers/counting-pool.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";

@@ -9,7 +9,7 @@ import { createChatNetwork } from "../src/agents/network.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createTurnHistory } from "../src/history/adapter.js";
 import { AGENT_HISTORY_DEFAULTS, resolveHistoryPolicy } from "../src/history/policy.js";
-import * as sql from "../src/history/sql.js";
+import * as sql from "../src/history/store-sql.js";
 import { countingPool } from "./helpers/counting-pool.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";

@@ -9,12 +9,11 @@ import type {
 } from "@inngest/agent-kit";
 import { describe, expect, expectTypeOf, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { beginTurn, failTurn } from "../src/history/store.js";
+import { beginTurn } from "../src/history/store.js";
 import { type ThreadLogData, threadLogEvent } from "../src/history/thread-log.js";
 import { updateThread } from "../src/history/threads.js";
 import { storeModelTitle } from "../src/history/titles.js";
-import { stopRunningTurn } from "../src/history/turn-stop.js";
-import { cancelTurn } from "../src/history/turn-waits.js";
+import { cancelTurn, failTurn, stopRunningTurn } from "../src/history/turns.js";
 import { deltaWriter } from "../src/stream/delta-writer.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";

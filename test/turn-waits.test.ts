@@ -4,7 +4,8 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createTurnCancellation } from "../src/functions/turn-lifecycle.js";
 import { beginTurn } from "../src/history/store.js";
-import { ABANDONED_TURN_ERROR, PATIENCE_ROUNDS, roundTimeout } from "../src/history/turn-waits.js";
+import { PATIENCE_ROUNDS, roundTimeout } from "../src/history/turn-waits.js";
+import { ABANDONED_TURN_ERROR } from "../src/history/turns.js";
 import { execute, type Execution, type SentEvent, type Wait } from "./helpers/engine.js";
 import {
   chatEvent,

@@ -9,7 +9,7 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { appendEvents } from "../src/history/events.js";
 import { clientMessageId } from "../src/history/ids.js";
 import { beginTurn } from "../src/history/store.js";
-import { cancelTurn } from "../src/history/turn-waits.js";
+import { cancelTurn } from "../src/history/turns.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute, executeFailureHandler } from "./helpers/engine.js";
 import { gate } from "./helpers/model-server.js";

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { turnFinished, turnStopRequested, type TurnFinished, type TurnStopRequested } from "../../inngest.config.js";
 import { ASSISTANT_NAME } from "../agents/assistant.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
-import { stopRunningTurn } from "../history/turn-stop.js";
+import { stopRunningTurn } from "../history/turns.js";
 import { logger } from "../platform/logger.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
@@ -40,7 +40,7 @@ const turnStoppedResponse = z.object({
 
 /**
  * POST /api/threads/:threadId/stop: the thread's running turn is recorded as stopped with what it
- * streamed so far (one statement, src/history/turn-stop.ts), then the run is cancelled
+ * streamed so far (one statement, src/history/turns.ts), then the run is cancelled
  * (chat/turn.stop.requested, the turn functions' cancelOn) and a later turn waiting for it is
  * released (threadline/turn.finished, under the id the run itself would send it with). The stop
  * stands once recorded: the events are announced after it, like a thread deletion.

@@ -1,5 +1,6 @@
 import type pg from "pg";
-import { DEFAULT_LOST_RUN_DEADLINE_MINUTES, failLostTurn, longRunningTurns } from "../history/lost-turns.js";
+import { DEFAULT_LOST_RUN_DEADLINE_MINUTES, longRunningTurns } from "../history/lost-turns.js";
+import { failLostTurn } from "../history/turns.js";
 import { askEngineAboutRun, type InngestEngine, type RunVerdict } from "../platform/inngest-engine.js";
 import { logger } from "../platform/logger.js";
 import { createCron } from "./cron.js";

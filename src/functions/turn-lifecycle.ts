@@ -14,9 +14,8 @@ import {
 import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { skippedAnswerId, turnEndedAs, turnSkipReason } from "../agents/run-state.js";
 import { textOf } from "../history/messages.js";
-import { failTurn } from "../history/store.js";
 import { clearTurnRetrying, recordTurnRetrying } from "../history/turn-retrying.js";
-import { cancelTurn } from "../history/turn-waits.js";
+import { cancelTurn, failTurn } from "../history/turns.js";
 import { describeFailure } from "./failure-message.js";
 import { type Inference, inferenceMiddleware } from "./streaming-inference.js";
 

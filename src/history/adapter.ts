@@ -1,3 +1,9 @@
+/**
+ * The AgentKit history adapter (HistoryConfig) of a turn: creates the thread, stores the user
+ * message, waits for earlier turns, reads the history window and stores the answer, each as one
+ * durable step. Stores nothing itself: store.ts, summaries.ts and turn-waits.ts do.
+ * Imports: storage modules of src/history, the run-state contract of src/agents, never routes or functions.
+ */
 import type { HistoryConfig, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
 import {
@@ -35,7 +41,7 @@ export type TurnContext = {
  * "database" (read by history.get), "client" (sent with the event), or "none" (policy none,
  * a new thread, or a re-run that answers nothing).
  */
-export type HistoryLoad = {
+type HistoryLoad = {
   from: "database" | "client" | "none";
   read: number;
   sent: number;

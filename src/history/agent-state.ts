@@ -1,12 +1,16 @@
+/**
+ * Per-agent thread state (agent_thread_state): what each agent keeps between turns of a thread,
+ * loaded and saved as durable steps. Imports: pg, memories-sql.ts, durable.ts, jsonBytes.
+ */
 import type { State } from "@inngest/agent-kit";
 import { NonRetriableError } from "inngest";
 import type pg from "pg";
-import type { StepTools } from "../../inngest.config.js";
+import { jsonBytes, type StepTools } from "../../inngest.config.js";
 import { durably } from "./durable.js";
 import * as sql from "./memories-sql.js";
 
 /** Largest state one agent keeps in one thread, as JSON: it travels through a step's output each turn. */
-export const MAX_AGENT_STATE_BYTES = 32_000;
+const MAX_AGENT_STATE_BYTES = 32_000;
 
 /** The state.data keys each agent declares as its own: only those are stored, and only for those agents. */
 export type DeclaredState = Readonly<Record<string, readonly string[]>>;
@@ -28,11 +32,7 @@ export function agentThreadState(db: pg.Pool, { userId, declared }: { userId: st
       if (agents.length === 0 || !state.threadId) return;
       const threadId = state.threadId;
       const rows = await durably(step, "agent-state.load", async () => {
-        const { rows } = await db.query<{ agent_name: string; data: Record<string, unknown> }>(sql.selectAgentState, [
-          threadId,
-          userId,
-          agents,
-        ]);
+        const { rows } = await db.query<sql.SelectAgentStateRow>(sql.selectAgentState, [threadId, userId, agents]);
         return rows;
       });
       for (const row of rows) {
@@ -53,7 +53,7 @@ export function agentThreadState(db: pg.Pool, { userId, declared }: { userId: st
         ),
       }));
       for (const slice of slices) {
-        const bytes = Buffer.byteLength(JSON.stringify(slice.data), "utf8");
+        const bytes = jsonBytes(slice.data);
         if (bytes > MAX_AGENT_STATE_BYTES) {
           throw new NonRetriableError(
             `Agent ${slice.agent} keeps ${bytes} bytes of thread state, over the ${MAX_AGENT_STATE_BYTES}-byte limit: keep less in its state.data keys.`,
@@ -66,5 +66,3 @@ export function agentThreadState(db: pg.Pool, { userId, declared }: { userId: st
     },
   };
 }
-
-export type AgentThreadState = ReturnType<typeof agentThreadState>;

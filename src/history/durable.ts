@@ -1,3 +1,7 @@
+/**
+ * Storage work run as an Inngest step, with refusals made non-retriable. Stores nothing.
+ * Imports: inngest and errors.ts only.
+ */
 import { NonRetriableError } from "inngest";
 import type { StepTools } from "../../inngest.config.js";
 import { HistoryRefusal } from "./errors.js";

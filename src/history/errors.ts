@@ -1,6 +1,7 @@
 /**
  * Refusals that no retry can fix: the caller asked for something that is not theirs or does not
  * exist. Functions turn them into NonRetriableError, the HTTP API into 4xx answers.
+ * Imports nothing.
  */
 export class HistoryRefusal extends Error {
   constructor(
@@ -27,7 +28,7 @@ export const threadNotOwned = (threadId: string) =>
   );
 
 /** What threadline_thread_not_deleted raises when a statement would create a thread under a tombstoned id. */
-export const THREAD_DELETED_SQLSTATE = "TL410";
+const THREAD_DELETED_SQLSTATE = "TL410";
 
 /** Whether a database error is the tombstone's refusal to re-create a deleted thread. */
 export const isThreadDeletedError = (error: unknown): boolean =>

@@ -2,6 +2,7 @@
 
 /** The database's clock: the relay publishes what is written from then on. */
 export const selectNow = `SELECT now() AS now`;
+export type SelectNowRow = { now: Date };
 
 /**
  * Thread $1 as the relay follows it: its owner and incarnation (creation time as text, exact to
@@ -19,3 +20,11 @@ export const selectEventsToRelay = `
     LIMIT $4
   ) e ON true
   ORDER BY e.id`;
+export type SelectEventsToRelayRow = {
+  user_id: string | null;
+  incarnation: string | null;
+  id: string | null;
+  event: string;
+  data: Record<string, unknown>;
+  created_at: Date;
+};

@@ -1,5 +1,10 @@
+/**
+ * What the realtime relay reads from the thread event log: a thread's owner, incarnation and
+ * events written since the relay started. Imports: pg, events.ts, event-relay-sql.ts.
+ */
 import type pg from "pg";
-import { toThreadEvent, type ThreadEvent, type ThreadEventRow } from "./events.js";
+import type { ThreadEventRow } from "./events-sql.js";
+import { toThreadEvent, type ThreadEvent } from "./events.js";
 import * as sql from "./event-relay-sql.js";
 
 /** An event to relay: the log row and when it was written. */
@@ -7,7 +12,7 @@ export type RelayedEvent = ThreadEvent & { createdAt: Date };
 
 /** The database's current time: where a relay that starts now begins. */
 export async function databaseNow(db: pg.Pool): Promise<Date> {
-  return (await db.query<{ now: Date }>(sql.selectNow)).rows[0]!.now;
+  return (await db.query<sql.SelectNowRow>(sql.selectNow)).rows[0]!.now;
 }
 
 /**
@@ -19,14 +24,12 @@ export async function readEventsToRelay(
   db: pg.Pool,
   input: { threadId: string; afterId: number; since: Date; limit: number },
 ): Promise<{ thread: { ownerId: string; incarnation: string } | null; events: RelayedEvent[] }> {
-  const { rows } = await db.query<{
-    user_id: string | null;
-    incarnation: string | null;
-    id: string | null;
-    event: string;
-    data: Record<string, unknown>;
-    created_at: Date;
-  }>(sql.selectEventsToRelay, [input.threadId, input.afterId, input.since, input.limit]);
+  const { rows } = await db.query<sql.SelectEventsToRelayRow>(sql.selectEventsToRelay, [
+    input.threadId,
+    input.afterId,
+    input.since,
+    input.limit,
+  ]);
   const first = rows[0]!;
   const thread = first.user_id === null ? null : { ownerId: first.user_id, incarnation: first.incarnation! };
   const events = rows.flatMap((row) =>

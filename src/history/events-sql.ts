@@ -7,6 +7,7 @@
 /** Appends events ($4: [{key, event, data}]) for thread $1, run $2, attempt $3; returns the last id written. */
 export const appendEvents = `
   SELECT threadline_append_events($1, $2, $3, $4) AS last_id`;
+export type AppendEventsRow = { last_id: string | null };
 
 /**
  * Appends what run $2 logs while it answers ($4: deltas, chunks) for attempt $3 unless its turn
@@ -15,6 +16,7 @@ export const appendEvents = `
  */
 export const appendRunEvents = `
   SELECT last_id, ended FROM threadline_append_run_events($1, $2, $3, $4)`;
+export type AppendRunEventsRow = { last_id: string | null; ended: boolean };
 
 /** The thread's ($1) events after id $2, in id order, $3 of them. */
 export const selectEventsAfter = `
@@ -22,6 +24,8 @@ export const selectEventsAfter = `
   WHERE thread_id = $1 AND id > $2
   ORDER BY id
   LIMIT $3`;
+/** A thread_events row as pg reads it (bigint ids arrive as text). */
+export type ThreadEventRow = { id: string; event: string; data: Record<string, unknown> };
 
 /**
  * The incarnation of the user's ($2) thread ($1): its creation time as text (exact to the
@@ -30,6 +34,7 @@ export const selectEventsAfter = `
  */
 export const selectThreadIncarnation = `
   SELECT created_at::text AS incarnation FROM threads WHERE id = $1 AND user_id = $2`;
+export type SelectThreadIncarnationRow = { incarnation: string };
 
 /**
  * The events after id $4 of thread $1 as long as it is still user $2's thread of incarnation $3,
@@ -47,6 +52,7 @@ export const selectOwnedEventsAfter = `
     LIMIT $5
   ) e ON true
   ORDER BY e.id`;
+export type SelectOwnedEventsAfterRow = { present: boolean } & (ThreadEventRow | { id: null });
 
 /** Deletes up to $2 events written before $1 (oldest first); returns how many. */
 export const deleteEventsBefore = `
@@ -58,3 +64,4 @@ export const deleteEventsBefore = `
 /** The pruning cutoff, $1 hours before the database's now. */
 export const selectEventCutoff = `
   SELECT now() - make_interval(hours => $1) AS cutoff`;
+export type SelectEventCutoffRow = { cutoff: Date };

@@ -1,3 +1,7 @@
+/**
+ * The thread event log (thread_events): appended by turns and titles, read by the SSE and UI
+ * streams, pruned by retention. Imports: pg and events-sql.ts.
+ */
 import type pg from "pg";
 import * as sql from "./events-sql.js";
 import { loggedEvent, type ThreadLogEvent } from "./thread-log.js";
@@ -11,11 +15,8 @@ export const DEFAULT_EVENT_RETENTION_HOURS = 24;
 /** One row of a thread's event log, as a client receives it (src/history/thread-log.ts: its kinds). */
 export type ThreadEvent = { id: number } & ThreadLogEvent;
 
-/** A thread_events row as pg reads it (bigint ids arrive as text). */
-export type ThreadEventRow = { id: string; event: string; data: Record<string, unknown> };
-
 /** A log row as readers get it: the id as a number. */
-export const toThreadEvent = (row: ThreadEventRow): ThreadEvent => ({ id: Number(row.id), ...loggedEvent(row) });
+export const toThreadEvent = (row: sql.ThreadEventRow): ThreadEvent => ({ id: Number(row.id), ...loggedEvent(row) });
 
 /** An event to append: `key` is unique per run and attempt (a second write of it inserts nothing). */
 export type NewEvent = { key: string } & ThreadLogEvent;
@@ -28,7 +29,7 @@ export async function appendEvents(
   db: pg.Pool,
   input: { threadId: string; runId: string | null; attempt: number; events: NewEvent[] },
 ): Promise<number | null> {
-  const { rows } = await db.query<{ last_id: string | null }>(sql.appendEvents, [
+  const { rows } = await db.query<sql.AppendEventsRow>(sql.appendEvents, [
     input.threadId,
     input.runId,
     input.attempt,
@@ -47,7 +48,7 @@ export async function appendRunEvents(
   db: pg.Pool,
   input: { threadId: string; runId: string; attempt: number; events: NewEvent[] },
 ): Promise<{ lastId: number | null; ended: boolean }> {
-  const { rows } = await db.query<{ last_id: string | null; ended: boolean }>(sql.appendRunEvents, [
+  const { rows } = await db.query<sql.AppendRunEventsRow>(sql.appendRunEvents, [
     input.threadId,
     input.runId,
     input.attempt,
@@ -63,7 +64,7 @@ export async function readEventsAfter(
   afterId: number,
   limit: number,
 ): Promise<ThreadEvent[]> {
-  const { rows } = await db.query<ThreadEventRow>(sql.selectEventsAfter, [threadId, afterId, limit]);
+  const { rows } = await db.query<sql.ThreadEventRow>(sql.selectEventsAfter, [threadId, afterId, limit]);
   return rows.map(toThreadEvent);
 }
 
@@ -75,7 +76,7 @@ export type OwnedThread = { threadId: string; ownerId: string; incarnation: stri
 
 /** The user's thread as a stream follows it; undefined for another user's thread and for none at all. */
 export async function ownedThread(db: pg.Pool, threadId: string, userId: string): Promise<OwnedThread | undefined> {
-  const row = (await db.query<{ incarnation: string }>(sql.selectThreadIncarnation, [threadId, userId])).rows[0];
+  const row = (await db.query<sql.SelectThreadIncarnationRow>(sql.selectThreadIncarnation, [threadId, userId])).rows[0];
   return row && { threadId, ownerId: userId, incarnation: row.incarnation };
 }
 
@@ -89,21 +90,20 @@ export async function readOwnedEventsAfter(
   afterId: number,
   limit: number,
 ): Promise<{ present: boolean; events: ThreadEvent[] }> {
-  const { rows } = await db.query<{
-    present: boolean;
-    id: string | null;
-    event: string;
-    data: Record<string, unknown>;
-  }>(sql.selectOwnedEventsAfter, [thread.threadId, thread.ownerId, thread.incarnation, afterId, limit]);
-  const events = rows.flatMap((row) =>
-    row.id === null ? [] : [toThreadEvent({ id: row.id, event: row.event, data: row.data })],
-  );
+  const { rows } = await db.query<sql.SelectOwnedEventsAfterRow>(sql.selectOwnedEventsAfter, [
+    thread.threadId,
+    thread.ownerId,
+    thread.incarnation,
+    afterId,
+    limit,
+  ]);
+  const events = rows.flatMap((row) => (row.id === null ? [] : [toThreadEvent(row)]));
   return { present: rows[0]!.present, events };
 }
 
 /** The time before which events are pruned, fixed once per pruning run. */
 export async function eventCutoff(db: pg.Pool, hours: number): Promise<string> {
-  const { rows } = await db.query<{ cutoff: Date }>(sql.selectEventCutoff, [hours]);
+  const { rows } = await db.query<sql.SelectEventCutoffRow>(sql.selectEventCutoff, [hours]);
   return rows[0]!.cutoff.toISOString();
 }
 

@@ -8,6 +8,7 @@ import { z } from "zod";
  * Order: the `export` header; then per thread its `thread` line followed by that thread's
  * `message`, `turn`, `summary`, `agent_state` and `event` lines; then the user's `memory` and
  * `api_key` lines; last the `end` line counting every kind (without it, the export was cut short).
+ * Imports: zod only.
  */
 export const EXPORT_FORMAT = "threadline.export";
 export const EXPORT_VERSION = 2;
@@ -23,7 +24,7 @@ export const exportHeader = z.object({
 });
 
 /** A thread as the thread API shows it. */
-export const exportedThread = z.object({
+const exportedThread = z.object({
   type: z.literal("thread"),
   id: z.uuid(),
   title: z.string().nullable(),
@@ -42,7 +43,7 @@ export const exportedThread = z.object({
  * replaced answer variants and messages a regenerate or an edit took off the path (`onPath:
  * false`), stopped answers (`stopped: true`).
  */
-export const exportedMessage = z.object({
+const exportedMessage = z.object({
   type: z.literal("message"),
   threadId: z.uuid(),
   id: z.uuid(),
@@ -63,7 +64,7 @@ export const exportedMessage = z.object({
 });
 
 /** A turn (one run answering a user message): its status and, when it failed, the cause. */
-export const exportedTurn = z.object({
+const exportedTurn = z.object({
   type: z.literal("turn"),
   threadId: z.uuid(),
   runId: z.string(),
@@ -78,7 +79,7 @@ export const exportedTurn = z.object({
   finishedAt: timestamp.nullable(),
 });
 
-export const exportedSummary = z.object({
+const exportedSummary = z.object({
   type: z.literal("summary"),
   threadId: z.uuid(),
   coversThroughTurnSeq: z.number().int(),
@@ -87,7 +88,7 @@ export const exportedSummary = z.object({
   updatedAt: timestamp,
 });
 
-export const exportedAgentState = z.object({
+const exportedAgentState = z.object({
   type: z.literal("agent_state"),
   threadId: z.uuid(),
   agentName: z.string(),
@@ -96,7 +97,7 @@ export const exportedAgentState = z.object({
 });
 
 /** A row of the thread's event log (what its live stream delivered), while retention keeps it. */
-export const exportedEvent = z.object({
+const exportedEvent = z.object({
   type: z.literal("event"),
   threadId: z.uuid(),
   id: z.number().int().positive(),
@@ -109,7 +110,7 @@ export const exportedEvent = z.object({
 });
 
 /** A memory of the user: remembered (by an agent's tool or the API) or extracted from a thread. */
-export const exportedMemory = z.object({
+const exportedMemory = z.object({
   type: z.literal("memory"),
   id: z.uuid(),
   text: z.string(),
@@ -120,7 +121,7 @@ export const exportedMemory = z.object({
 });
 
 /** An API key issued to the user: its id, name and dates (never its secret or hash). */
-export const exportedApiKey = z.object({
+const exportedApiKey = z.object({
   type: z.literal("api_key"),
   id: z.string(),
   name: z.string(),
@@ -128,7 +129,7 @@ export const exportedApiKey = z.object({
   revokedAt: timestamp.nullable(),
 });
 
-export const exportCounts = z.object({
+const exportCounts = z.object({
   threads: z.number().int(),
   messages: z.number().int(),
   turns: z.number().int(),
@@ -139,7 +140,7 @@ export const exportCounts = z.object({
   apiKeys: z.number().int(),
 });
 
-export const exportEnd = exportCounts.extend({ type: z.literal("end") });
+const exportEnd = exportCounts.extend({ type: z.literal("end") });
 
 export const exportRecord = z.discriminatedUnion("type", [
   exportHeader,
@@ -156,3 +157,15 @@ export const exportRecord = z.discriminatedUnion("type", [
 
 export type ExportRecord = z.infer<typeof exportRecord>;
 export type ExportCounts = z.infer<typeof exportCounts>;
+
+/** Counts before the first record: an export and an import count up from here. */
+export const noCounts = (): ExportCounts => ({
+  threads: 0,
+  messages: 0,
+  turns: 0,
+  summaries: 0,
+  agentStates: 0,
+  events: 0,
+  memories: 0,
+  apiKeys: 0,
+});

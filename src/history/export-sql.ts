@@ -1,9 +1,32 @@
-/** Statements of the subject-access export (export.ts), each one keyset batch of one thread or user. */
+import type { UserMemoryRow } from "./memories-sql.js";
+
+/**
+ * Statements of the subject-access export (export.ts), each one keyset batch of one thread or user,
+ * with the row type it returns; and the import's writes (import.ts).
+ */
+
+/** Every batch of an export reads this one snapshot. */
+export const beginSnapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
 /** Every message of thread $1 after seq $2, $3 of them (messages_thread_seq_key). */
 export const selectThreadMessages = `
   SELECT id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped, client_timestamp, created_at
   FROM messages WHERE thread_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3`;
+export type SelectThreadMessagesRow = {
+  id: string;
+  seq: string;
+  turn_seq: string;
+  kind: "user" | "agent" | "system" | "summary";
+  agent_name: string;
+  content: unknown;
+  answers: string | null;
+  variant: number | null;
+  position: number | null;
+  on_path: boolean;
+  stopped: boolean;
+  client_timestamp: Date | null;
+  created_at: Date;
+};
 
 /**
  * Turns of thread $1 after (started_at, run_id) ($2, $3), $4 of them (turns_thread_idx). The
@@ -12,21 +35,52 @@ export const selectThreadMessages = `
 export const selectThreadTurns = `
   SELECT run_id, message_id, kind, variant, status, error, event_id, context, started_at, finished_at, started_at::text AS cursor_at
   FROM turns WHERE thread_id = $1 AND (started_at, run_id) > ($2::timestamptz, $3::text) ORDER BY started_at, run_id LIMIT $4`;
+export type SelectThreadTurnsRow = {
+  run_id: string;
+  message_id: string;
+  kind: "chat" | "regenerate";
+  variant: number;
+  status: string;
+  error: string | null;
+  event_id: string | null;
+  context: unknown;
+  started_at: Date;
+  finished_at: Date | null;
+  cursor_at: string;
+};
 
 export const selectThreadSummary = `SELECT covers_through_turn_seq, text, created_at, updated_at FROM thread_summaries WHERE thread_id = $1`;
+export type SelectThreadSummaryRow = {
+  covers_through_turn_seq: string;
+  text: string;
+  created_at: Date;
+  updated_at: Date;
+};
 
 export const selectThreadAgentState = `SELECT agent_name, data, updated_at FROM agent_thread_state WHERE thread_id = $1 ORDER BY agent_name`;
+export type SelectThreadAgentStateRow = { agent_name: string; data: unknown; updated_at: Date };
 
 /** Event-log rows of thread $1 after id $2, $3 of them (thread_events_pkey). */
 export const selectThreadEvents = `
   SELECT id, run_id, attempt, key, event, data, created_at FROM thread_events WHERE thread_id = $1 AND id > $2::bigint ORDER BY id LIMIT $3`;
+export type SelectThreadEventsRow = {
+  id: string;
+  run_id: string | null;
+  attempt: number;
+  key: string;
+  event: string;
+  data: unknown;
+  created_at: Date;
+};
 
 /** Memories of user $1 after (updated_at, id) ($2, $3) newest first, $4 of them (user_memories_user_idx). */
 export const selectUserMemories = `
   SELECT id, text, source, thread_id, created_at, updated_at, updated_at::text AS cursor_at FROM user_memories
   WHERE user_id = $1 AND (updated_at, id) < ($2::timestamptz, $3::uuid) ORDER BY updated_at DESC, id DESC LIMIT $4`;
+export type SelectUserMemoriesRow = UserMemoryRow & { cursor_at: string };
 
 export const selectUserApiKeys = `SELECT id, name, created_at, revoked_at FROM api_keys WHERE user_id = $1 ORDER BY created_at, id`;
+export type SelectUserApiKeysRow = { id: string; name: string; created_at: Date; revoked_at: Date | null };
 
 // The import (import.ts) writes into an empty database what an export holds.
 

@@ -1,17 +1,17 @@
 import type pg from "pg";
-import * as exportSql from "./export-sql.js";
-import { EXPORT_FORMAT, EXPORT_VERSION, type ExportCounts, type ExportRecord } from "./export-format.js";
+import * as sql from "./export-sql.js";
+import { EXPORT_FORMAT, EXPORT_VERSION, type ExportCounts, type ExportRecord, noCounts } from "./export-format.js";
 import { listThreads, type ThreadCursor } from "./threads.js";
-import * as sql from "./threads-sql.js";
 
 /**
  * A user's subject-access export (the format: export-format.ts): everything stored about them,
  * read in keyset batches inside one read-only REPEATABLE READ transaction, so the export is one
  * consistent snapshot (a thread that becomes active while the export runs is neither skipped nor
  * repeated) and memory holds one batch at a time, however much the user has.
+ * Imports: pg, export-format.ts, threads.ts and export-sql.ts.
  */
 
-export const EXPORT_THREAD_BATCH = 100;
+const EXPORT_THREAD_BATCH = 100;
 export const EXPORT_MESSAGE_BATCH = 500;
 
 /**
@@ -20,54 +20,7 @@ export const EXPORT_MESSAGE_BATCH = 500;
  * holds back vacuum) for as long as it likes; past this, PostgreSQL ends the session and the
  * export fails.
  */
-export const EXPORT_STALL_TIMEOUT = "2min";
-
-type MessageRow = {
-  id: string;
-  seq: string;
-  turn_seq: string;
-  kind: "user" | "agent" | "system" | "summary";
-  agent_name: string;
-  content: unknown;
-  answers: string | null;
-  variant: number | null;
-  position: number | null;
-  on_path: boolean;
-  stopped: boolean;
-  client_timestamp: Date | null;
-  created_at: Date;
-};
-type TurnRow = {
-  run_id: string;
-  message_id: string;
-  kind: "chat" | "regenerate";
-  variant: number;
-  status: string;
-  error: string | null;
-  event_id: string | null;
-  context: unknown;
-  started_at: Date;
-  finished_at: Date | null;
-  cursor_at: string;
-};
-type EventRow = {
-  id: string;
-  run_id: string | null;
-  attempt: number;
-  key: string;
-  event: string;
-  data: unknown;
-  created_at: Date;
-};
-type MemoryRow = {
-  id: string;
-  text: string;
-  source: "remembered" | "extracted";
-  thread_id: string | null;
-  created_at: Date;
-  updated_at: Date;
-  cursor_at: string;
-};
+const EXPORT_STALL_TIMEOUT = "2min";
 
 const iso = (date: Date) => date.toISOString();
 const isoOrNull = (date: Date | null) => (date === null ? null : date.toISOString());
@@ -93,16 +46,7 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
       userId,
       exportedAt: new Date().toISOString(),
     };
-    const counts: ExportCounts = {
-      threads: 0,
-      messages: 0,
-      turns: 0,
-      summaries: 0,
-      agentStates: 0,
-      events: 0,
-      memories: 0,
-      apiKeys: 0,
-    };
+    const counts = noCounts();
     let after: ThreadCursor | undefined;
     for (;;) {
       const page = await listThreads(client, { userId, limit: EXPORT_THREAD_BATCH, after });
@@ -121,12 +65,7 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
       counts.memories += 1;
       yield memory;
     }
-    for (const key of (
-      await client.query<{ id: string; name: string; created_at: Date; revoked_at: Date | null }>(
-        exportSql.selectUserApiKeys,
-        [userId],
-      )
-    ).rows) {
+    for (const key of (await client.query<sql.SelectUserApiKeysRow>(sql.selectUserApiKeys, [userId])).rows) {
       counts.apiKeys += 1;
       yield {
         type: "api_key",
@@ -161,7 +100,7 @@ const countOf = {
 /** A thread's messages (all of them, in stored order), turns, summary, agent state and event log. */
 async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGenerator<ThreadRecord> {
   for (let from = "0"; ; ) {
-    const { rows } = await client.query<MessageRow>(exportSql.selectThreadMessages, [
+    const { rows } = await client.query<sql.SelectThreadMessagesRow>(sql.selectThreadMessages, [
       threadId,
       from,
       EXPORT_MESSAGE_BATCH,
@@ -188,7 +127,7 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
     from = rows.at(-1)!.seq;
   }
   for (let from = { at: "-infinity", runId: "" }; ; ) {
-    const { rows } = await client.query<TurnRow>(exportSql.selectThreadTurns, [
+    const { rows } = await client.query<sql.SelectThreadTurnsRow>(sql.selectThreadTurns, [
       threadId,
       from.at,
       from.runId,
@@ -213,12 +152,7 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
     if (rows.length < EXPORT_MESSAGE_BATCH) break;
     from = { at: rows.at(-1)!.cursor_at, runId: rows.at(-1)!.run_id };
   }
-  const summary = (
-    await client.query<{ covers_through_turn_seq: string; text: string; created_at: Date; updated_at: Date }>(
-      exportSql.selectThreadSummary,
-      [threadId],
-    )
-  ).rows[0];
+  const summary = (await client.query<sql.SelectThreadSummaryRow>(sql.selectThreadSummary, [threadId])).rows[0];
   if (summary)
     yield {
       type: "summary",
@@ -228,11 +162,8 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
       createdAt: iso(summary.created_at),
       updatedAt: iso(summary.updated_at),
     };
-  for (const state of (
-    await client.query<{ agent_name: string; data: unknown; updated_at: Date }>(exportSql.selectThreadAgentState, [
-      threadId,
-    ])
-  ).rows) {
+  for (const state of (await client.query<sql.SelectThreadAgentStateRow>(sql.selectThreadAgentState, [threadId]))
+    .rows) {
     yield {
       type: "agent_state",
       threadId,
@@ -242,7 +173,8 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
     };
   }
   for (let from = "0"; ; ) {
-    const { rows } = await client.query<EventRow>(exportSql.selectThreadEvents, [threadId, from, EXPORT_MESSAGE_BATCH]);
+    const batch = [threadId, from, EXPORT_MESSAGE_BATCH];
+    const { rows } = await client.query<sql.SelectThreadEventsRow>(sql.selectThreadEvents, batch);
     for (const row of rows) {
       yield {
         type: "event",
@@ -266,7 +198,7 @@ async function* userMemories(
   userId: string,
 ): AsyncGenerator<Extract<ExportRecord, { type: "memory" }>> {
   for (let from = { at: "infinity", id: "ffffffff-ffff-ffff-ffff-ffffffffffff" }; ; ) {
-    const { rows } = await client.query<MemoryRow>(exportSql.selectUserMemories, [
+    const { rows } = await client.query<sql.SelectUserMemoriesRow>(sql.selectUserMemories, [
       userId,
       from.at,
       from.id,

@@ -1,3 +1,7 @@
+/**
+ * Derived ids (UUIDv5): the same inputs give the same id, so a retried write stores nothing twice.
+ * Stores nothing. Imports: uuid only.
+ */
 import { v5 as uuidv5 } from "uuid";
 
 // Fixed namespace for Threadline's derived ids: the same inputs give the same id in every run.

@@ -1,10 +1,15 @@
+/**
+ * Restores a subject-access export into an empty database, in one transaction.
+ * Imports: pg, export-format.ts, export-sql.ts.
+ */
 import type pg from "pg";
-import * as exportSql from "./export-sql.js";
+import * as sql from "./export-sql.js";
 import {
   EXPORT_FORMAT,
   EXPORT_VERSION,
   exportHeader,
   exportRecord,
+  noCounts,
   type ExportCounts,
   type ExportRecord,
 } from "./export-format.js";
@@ -37,16 +42,7 @@ export async function importUserData(
   let lineNumber = 0;
   try {
     await client.query("BEGIN");
-    const counts: ExportCounts = {
-      threads: 0,
-      messages: 0,
-      turns: 0,
-      summaries: 0,
-      agentStates: 0,
-      events: 0,
-      memories: 0,
-      apiKeys: 0,
-    };
+    const counts = noCounts();
     let userId: string | undefined;
     let thread: ThreadRecord | undefined;
     let ended = false;
@@ -86,7 +82,7 @@ export async function importUserData(
           throw new ImportRefused(`line ${lineNumber}: a second header`);
         case "thread":
           thread = record;
-          await client.query(exportSql.insertThread, [
+          await client.query(sql.insertThread, [
             record.id,
             userId,
             record.title,
@@ -97,7 +93,7 @@ export async function importUserData(
           counts.threads += 1;
           break;
         case "message":
-          await client.query(exportSql.insertMessage, [
+          await client.query(sql.insertMessage, [
             record.id,
             record.threadId,
             userId,
@@ -117,7 +113,7 @@ export async function importUserData(
           counts.messages += 1;
           break;
         case "turn":
-          await client.query(exportSql.insertTurn, [
+          await client.query(sql.insertTurn, [
             record.runId,
             record.threadId,
             record.messageId,
@@ -133,7 +129,7 @@ export async function importUserData(
           counts.turns += 1;
           break;
         case "summary":
-          await client.query(exportSql.insertSummary, [
+          await client.query(sql.insertSummary, [
             record.threadId,
             record.coversThroughTurnSeq,
             record.text,
@@ -143,7 +139,7 @@ export async function importUserData(
           counts.summaries += 1;
           break;
         case "agent_state":
-          await client.query(exportSql.insertAgentState, [
+          await client.query(sql.insertAgentState, [
             record.threadId,
             record.agentName,
             JSON.stringify(record.data),
@@ -152,7 +148,7 @@ export async function importUserData(
           counts.agentStates += 1;
           break;
         case "event":
-          await client.query(exportSql.insertEvent, [
+          await client.query(sql.insertEvent, [
             record.threadId,
             record.id,
             record.runId,
@@ -165,7 +161,7 @@ export async function importUserData(
           counts.events += 1;
           break;
         case "memory":
-          await client.query(exportSql.insertMemory, [
+          await client.query(sql.insertMemory, [
             record.id,
             userId,
             record.text,
@@ -212,13 +208,8 @@ const THREAD_RECORDS = new Set<ExportRecord["type"]>(["message", "turn", "summar
 
 /** The thread's counters and times as exported (inserting its messages moved some). */
 async function finishThread(client: pg.PoolClient, thread: ThreadRecord): Promise<void> {
-  await client.query(exportSql.finishThread, [
-    thread.id,
-    thread.updatedAt,
-    thread.lastActivityAt,
-    thread.lastMessageAt,
-  ]);
-  await client.query(exportSql.setEventCounter, [thread.id]);
+  await client.query(sql.finishThread, [thread.id, thread.updatedAt, thread.lastActivityAt, thread.lastMessageAt]);
+  await client.query(sql.setEventCounter, [thread.id]);
 }
 
 function parseJson(line: string, lineNumber: number): unknown {

@@ -1,59 +1,32 @@
 import type pg from "pg";
-import * as sql from "./sql.js";
+import * as sql from "./lost-turns-sql.js";
+
+/**
+ * Turns whose run the engine may have lost: what the reconciler (src/functions/reconcile-turns.ts)
+ * asks the engine about. Recording one as failed is turns.ts's failLostTurn.
+ * Imports: pg and lost-turns-sql.ts.
+ */
 
 /** Default LOST_RUN_DEADLINE_MINUTES: longer than a turn that retries its model five times (~4.6 minutes). */
 export const DEFAULT_LOST_RUN_DEADLINE_MINUTES = 10;
 
-/**
- * Turns whose run may have been lost by the engine: running for longer than `checkAfterSeconds`,
- * oldest first. `overdue`: the turn is the one its thread is answering now (no unfinished turn
- * ahead of it, in the order later turns wait in) and has been for longer than `deadlineMinutes` —
- * counted from the later of its start and the last finish of another turn of its thread, so a
- * turn that queued behind a slow one gets the whole deadline once its own turn comes.
- */
-const selectLongRunningTurns = `
-  WITH candidates AS (
-    SELECT t.run_id, t.thread_id, t.message_id, t.started_at, m.seq
-    FROM turns t JOIN messages m ON m.id = t.message_id
-    WHERE t.status = 'running' AND t.started_at < $1::timestamptz - make_interval(secs => $2)
-    ORDER BY t.started_at, t.run_id
-    LIMIT $4
-  )
-  SELECT c.run_id, c.thread_id, c.message_id,
-    NOT EXISTS (
-      SELECT 1 FROM turns e JOIN messages em ON em.id = e.message_id AND em.on_path
-      WHERE e.thread_id = c.thread_id AND e.status = 'running' AND e.run_id <> c.run_id
-        AND (em.seq < c.seq OR (em.seq = c.seq AND (e.started_at, e.run_id) < (c.started_at, c.run_id)))
-    ) AND greatest(c.started_at, (SELECT max(f.finished_at) FROM turns f WHERE f.thread_id = c.thread_id AND f.run_id <> c.run_id))
-      < $1::timestamptz - make_interval(mins => $3) AS overdue
-  FROM candidates c
-  ORDER BY c.started_at, c.run_id`;
-
 export type LongRunningTurn = { runId: string; threadId: string; messageId: string; overdue: boolean };
 
+/** Running turns older than `checkAfterSeconds`, oldest first, and which are overdue (see sql.selectLongRunningTurns). */
 export async function longRunningTurns(
   db: pg.Pool,
   input: { now: Date; checkAfterSeconds: number; deadlineMinutes: number; limit: number },
 ): Promise<LongRunningTurn[]> {
-  const { rows } = await db.query<{ run_id: string; thread_id: string; message_id: string; overdue: boolean }>(
-    selectLongRunningTurns,
-    [input.now.toISOString(), input.checkAfterSeconds, input.deadlineMinutes, input.limit],
-  );
+  const { rows } = await db.query<sql.SelectLongRunningTurnsRow>(sql.selectLongRunningTurns, [
+    input.now.toISOString(),
+    input.checkAfterSeconds,
+    input.deadlineMinutes,
+    input.limit,
+  ]);
   return rows.map((row) => ({
     runId: row.run_id,
     threadId: row.thread_id,
     messageId: row.message_id,
     overdue: row.overdue,
   }));
-}
-
-/**
- * Records a lost run's turn as failed with `error` (only while it is still running), ending its
- * event stream in the same statement; false when it had finished meanwhile. A run that was not
- * lost after all still completes the turn if it stores an answer (storing does not depend on the
- * turn's status); a streaming one stops at its next batch of text, which finds the turn ended.
- */
-export async function failLostTurn(db: pg.Pool, runId: string, error: string): Promise<boolean> {
-  const { rowCount } = await db.query(sql.failTurn, [runId, error]);
-  return (rowCount ?? 0) > 0;
 }

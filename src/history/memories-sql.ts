@@ -40,6 +40,7 @@ export const selectTurnForExtraction = `
          coalesce((SELECT jsonb_agg(a.content ORDER BY a.position) FROM messages a WHERE a.answers = u.id AND a.on_path), '[]'::jsonb) AS answers
   FROM messages u JOIN threads t ON t.id = u.thread_id
   WHERE u.id = $1 AND u.thread_id = $2 AND t.user_id = $3 AND u.kind = 'user'`;
+export type SelectTurnForExtractionRow = { question: string; answers: unknown[] };
 
 /**
  * The user's memories most relevant to a text, best first: full-text rank against any of the
@@ -58,6 +59,7 @@ export const selectRelevantMemories = `
   WHERE m.user_id = $1
   ORDER BY rank DESC, m.updated_at DESC, m.id
   LIMIT $3`;
+export type SelectRelevantMemoriesRow = { id: string; text: string; rank: number; updated_at: Date };
 
 /**
  * The user's memories, newest first, a page after an optional cursor: (updated_at in microseconds
@@ -71,6 +73,16 @@ export const selectMemoryPage = `
     AND ($2::bigint IS NULL OR (updated_at, id) < ('epoch'::timestamptz + $2::bigint * interval '1 microsecond', $3::uuid))
   ORDER BY updated_at DESC, id DESC
   LIMIT $4`;
+/** A user_memories row as the page and the export read it. */
+export type UserMemoryRow = {
+  id: string;
+  text: string;
+  source: "remembered" | "extracted";
+  thread_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+};
+export type SelectMemoryPageRow = UserMemoryRow & { at_us: string };
 
 export const deleteMemory = `
   DELETE FROM user_memories WHERE id = $1 AND user_id = $2 RETURNING id`;
@@ -83,6 +95,7 @@ export const selectAgentState = `
   SELECT s.agent_name, s.data
   FROM agent_thread_state s JOIN threads t ON t.id = s.thread_id
   WHERE s.thread_id = $1 AND t.user_id = $2 AND s.agent_name = ANY($3::text[])`;
+export type SelectAgentStateRow = { agent_name: string; data: Record<string, unknown> };
 
 /** Saves each agent's slices ($3: [{agent, data}]) in a thread of the user's, in one statement. */
 export const upsertAgentState = `

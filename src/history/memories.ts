@@ -1,9 +1,13 @@
+/**
+ * User memories (user_memories): remembered and extracted facts, scoped by their owner.
+ * Imports: pg, ids.ts, memories-sql.ts.
+ */
 import type pg from "pg";
 import { memoryId } from "./ids.js";
 import * as sql from "./memories-sql.js";
 
 /** Most memories one user holds: remembering more is refused until some are forgotten. */
-export const MAX_MEMORIES_PER_USER = 1_000;
+const MAX_MEMORIES_PER_USER = 1_000;
 
 /** Longest memory, in characters: a fact or a preference, not a document. */
 export const MAX_MEMORY_LENGTH = 500;
@@ -23,7 +27,7 @@ export type Memory = {
  * The form that decides whether two texts are the same memory: Unicode-compatible (NFKC),
  * case-folded, whitespace collapsed. The text stored is the first wording remembered.
  */
-export const normalizeMemoryText = (text: string) => text.normalize("NFKC").toLowerCase().replace(/\s+/g, " ").trim();
+const normalizeMemoryText = (text: string) => text.normalize("NFKC").toLowerCase().replace(/\s+/g, " ").trim();
 
 export const memoryIdFor = (userId: string, text: string) => memoryId(userId, normalizeMemoryText(text));
 
@@ -61,7 +65,7 @@ export async function turnForExtraction(
   db: pg.Pool,
   input: { userId: string; threadId: string; messageId: string },
 ): Promise<{ question: string; answers: unknown[] } | null> {
-  const { rows } = await db.query<{ question: string; answers: unknown[] }>(sql.selectTurnForExtraction, [
+  const { rows } = await db.query<sql.SelectTurnForExtractionRow>(sql.selectTurnForExtraction, [
     input.messageId,
     input.threadId,
     input.userId,
@@ -76,10 +80,11 @@ export async function relevantMemories(
   db: pg.Pool,
   input: { userId: string; text: string; limit: number },
 ): Promise<RelevantMemory[]> {
-  const { rows } = await db.query<{ id: string; text: string; rank: number; updated_at: Date }>(
-    sql.selectRelevantMemories,
-    [input.userId, input.text, input.limit],
-  );
+  const { rows } = await db.query<sql.SelectRelevantMemoriesRow>(sql.selectRelevantMemories, [
+    input.userId,
+    input.text,
+    input.limit,
+  ]);
   return rows.map((row) => ({ id: row.id, text: row.text, rank: row.rank, updatedAt: row.updated_at.toISOString() }));
 }
 
@@ -102,15 +107,12 @@ export async function listMemories(
   db: pg.Pool,
   input: { userId: string; limit: number; after?: MemoryCursor | undefined },
 ): Promise<{ memories: Memory[]; next: MemoryCursor | null }> {
-  const { rows } = await db.query<{
-    id: string;
-    text: string;
-    source: Memory["source"];
-    thread_id: string | null;
-    created_at: Date;
-    updated_at: Date;
-    at_us: string;
-  }>(sql.selectMemoryPage, [input.userId, input.after?.atMicros ?? null, input.after?.id ?? null, input.limit + 1]);
+  const { rows } = await db.query<sql.SelectMemoryPageRow>(sql.selectMemoryPage, [
+    input.userId,
+    input.after?.atMicros ?? null,
+    input.after?.id ?? null,
+    input.limit + 1,
+  ]);
   const memories = rows.slice(0, input.limit).map((row) => ({
     id: row.id,
     text: row.text,

@@ -1,11 +1,12 @@
 import type pg from "pg";
-import * as sql from "./sql.js";
+import * as sql from "./message-pages-sql.js";
 import { checkOwnedThread } from "./store.js";
 
 /**
  * A thread's current path, read one page at a time on the thread order (turn_seq, seq). A page is
  * found from a position, never an offset: a page read later, after new messages were appended,
  * neither repeats nor skips a message, and a page costs the same however long the thread grows.
+ * Imports: pg, store.ts and message-pages-sql.ts.
  */
 
 /** Where a message stands in the thread order. */
@@ -20,8 +21,7 @@ export const DEFAULT_PAGE_SIZE = 50;
 export const MAX_PAGE_SIZE = 200;
 
 /** A position as an opaque cursor: clients pass it back, never build it. */
-export const encodeCursor = ({ turnSeq, seq }: Position): string =>
-  Buffer.from(`${turnSeq}.${seq}`).toString("base64url");
+const encodeCursor = ({ turnSeq, seq }: Position): string => Buffer.from(`${turnSeq}.${seq}`).toString("base64url");
 
 /** The position a cursor stands for, or undefined when it is not one this API returned. */
 export function decodeCursor(cursor: string): Position | undefined {
@@ -30,7 +30,7 @@ export function decodeCursor(cursor: string): Position | undefined {
   return match ? { turnSeq: match[1]!, seq: match[2]! } : undefined;
 }
 
-export type ThreadMessage = {
+type ThreadMessage = {
   id: string;
   role: "user" | "assistant" | "system" | "summary";
   agentName: string;
@@ -65,23 +65,6 @@ export type PageRequest = {
   after?: Position | undefined;
 };
 
-type PageRow = {
-  id: string;
-  turn_seq: string;
-  seq: string;
-  kind: "user" | "agent" | "system" | "summary";
-  agent_name: string;
-  content: unknown;
-  answers: string | null;
-  variant: number | null;
-  stopped: boolean;
-  created_at: Date;
-  turn_status: string | null;
-  turn_run_id: string;
-  turn_error: string | null;
-  variant_count: number | null;
-};
-
 /**
  * One page of the user's thread: the `limit` messages nearest to the cursor in the direction read
  * (before it, after it, or the newest ones), or a refusal when the thread is not the user's.
@@ -94,7 +77,7 @@ export async function readMessagePage(
   const forward = after !== undefined;
   const from = after ?? before ?? END;
   // One row past the page says whether there is more in that direction.
-  const { rows } = await db.query<PageRow>(forward ? sql.selectPageAfter : sql.selectPageBefore, [
+  const { rows } = await db.query<sql.PageRow>(forward ? sql.selectPageAfter : sql.selectPageBefore, [
     threadId,
     from.turnSeq,
     from.seq,
@@ -113,7 +96,7 @@ export async function readMessagePage(
   };
 }
 
-function toMessage(row: PageRow): ThreadMessage {
+function toMessage(row: sql.PageRow): ThreadMessage {
   return {
     id: row.id,
     role: row.kind === "agent" ? "assistant" : row.kind,

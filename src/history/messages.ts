@@ -7,6 +7,7 @@ import { refuseUnsafeJson, safeString, sanitizeJson } from "./safe-text.js";
  * client may send as conversation history. Parsing rebuilds values that came through JSON
  * (a step's memoized output, a request body) into the shapes AgentKit works with. Every string,
  * however nested, is one PostgreSQL can store (safe-text.ts).
+ * Imports: AgentKit, zod, safe-text.ts.
  */
 const toolMessage = z.object({
   type: z.literal("tool"),
@@ -33,7 +34,7 @@ const toolCallMessage = z.object({
   stop_reason: z.literal("tool"),
 });
 
-export const toolResultMessage = z.object({
+const toolResultMessage = z.object({
   type: z.literal("tool_result"),
   role: z.literal("tool_result"),
   tool: toolMessage,
@@ -66,7 +67,7 @@ export const assistantTexts = (content: unknown): string[] =>
     );
 
 /** A history row as the get step returns it (JSON: dates are strings). */
-export const historyRow = z.object({
+const historyRow = z.object({
   id: z.string(),
   kind: z.enum(["user", "agent", "system", "summary"]),
   agentName: z.string(),
@@ -75,7 +76,6 @@ export const historyRow = z.object({
 });
 export type HistoryRow = z.input<typeof historyRow>;
 
-export const USER_AGENT_NAME = "user";
 export const SUMMARY_AGENT_NAME = "summary";
 
 /** Rebuilds working AgentResult instances from rows that went through JSON. */

@@ -9,14 +9,15 @@ import type { HistoryWindow } from "./store.js";
  * - `none`: no history at all, nothing is read.
  * `preserveSystemMessages` also keeps system and summary messages older than the window.
  * `maxTokens` caps the earlier history's tokens (see token-budget.ts); null: no cap.
+ * Imports: zod and store.ts types.
  */
 export const historyPolicyName = z.enum(["all", "lastN", "none"]);
-export type HistoryPolicyName = z.infer<typeof historyPolicyName>;
+type HistoryPolicyName = z.infer<typeof historyPolicyName>;
 
 /** Longest history length accepted from a request or the environment, in user messages. */
-export const MAX_HISTORY_LENGTH = 1_000;
+const MAX_HISTORY_LENGTH = 1_000;
 /** Largest token budget accepted: far above any model's context window. */
-export const MAX_HISTORY_TOKENS = 2_000_000;
+const MAX_HISTORY_TOKENS = 2_000_000;
 
 export const historyLength = z.number().int().min(0).max(MAX_HISTORY_LENGTH);
 export const historyMaxTokens = z.number().int().positive().max(MAX_HISTORY_TOKENS);
@@ -51,7 +52,7 @@ export type HistoryMaximums = { length: number; maxTokens: number; maxBytes: num
 export const DEFAULT_HISTORY_MAXIMUMS: HistoryMaximums = { length: 100, maxTokens: 64_000, maxBytes: 60_000 };
 
 /** Largest byte budget accepted: well under Inngest's 4 MB step output limit. */
-export const MAX_HISTORY_BYTES = 3_000_000;
+const MAX_HISTORY_BYTES = 3_000_000;
 export const historyMaxBytes = z.number().int().min(1_000).max(MAX_HISTORY_BYTES);
 
 /** Settings the operator fixes for every request (HISTORY_* environment variables) and the maximums. */
@@ -73,7 +74,7 @@ export const AGENT_HISTORY_DEFAULTS: HistorySettings = {
 };
 
 /** Where a setting came from; "operator-maximum": what was asked for went past the operator's maximum. */
-export type SettingSource = "environment" | "request" | "default" | "operator-maximum";
+type SettingSource = "environment" | "request" | "default" | "operator-maximum";
 
 export type ResolvedHistoryPolicy = HistorySettings & {
   /** The byte budget of history.get's output (the operator's, never a request's). */

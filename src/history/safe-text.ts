@@ -5,6 +5,7 @@ import { z } from "zod";
  * surrogates (a high surrogate without its low half, or the reverse). Input carrying them is
  * refused at the edge (the zod schemas of events and HTTP bodies), naming the field; text the
  * model writes is sanitized before it is stored instead, because refusing it would lose the answer.
+ * Imports: zod only.
  */
 
 // Without the `u` flag a regular expression sees UTF-16 code units, so it can find the lone halves.
@@ -13,7 +14,7 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 const UNSAFE_GLOBAL = /\u0000|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
 
 /** Why a string cannot be stored, or undefined when it can. */
-export function unsafeTextProblem(text: string): string | undefined {
+function unsafeTextProblem(text: string): string | undefined {
   const nul = text.indexOf("\u0000");
   if (nul >= 0) return `must not contain the NUL character (U+0000, at index ${nul}): remove it`;
   const lone = LONE_SURROGATE.exec(text);

@@ -48,3 +48,12 @@ export const searchMessages = `
   ) page
   JOIN messages m ON m.id = page.id
   ORDER BY page.rank DESC, page.id DESC`;
+export type SearchMessagesRow = {
+  id: string;
+  thread_id: string;
+  kind: "user" | "agent";
+  on_path: boolean;
+  created_at: Date;
+  rank: string;
+  snippet: string;
+};

@@ -4,6 +4,7 @@ import * as sql from "./search-sql.js";
 /**
  * Full-text search over one user's messages across their threads: what they wrote and what the
  * assistant answered, best match first, a page at a time from a cursor.
+ * Imports: pg and search-sql.ts.
  */
 
 export const DEFAULT_SEARCH_PAGE_SIZE = 20;
@@ -15,8 +16,7 @@ export const MAX_SEARCH_QUERY_LENGTH = 200;
 export type SearchPosition = { rank: string; id: string };
 
 /** A position as an opaque cursor: clients pass it back, never build it. */
-export const encodeSearchCursor = ({ rank, id }: SearchPosition): string =>
-  Buffer.from(`${rank}~${id}`).toString("base64url");
+const encodeSearchCursor = ({ rank, id }: SearchPosition): string => Buffer.from(`${rank}~${id}`).toString("base64url");
 
 /** The position a cursor stands for, or undefined when it is not one this API returned. */
 export function decodeSearchCursor(cursor: string): SearchPosition | undefined {
@@ -27,7 +27,7 @@ export function decodeSearchCursor(cursor: string): SearchPosition | undefined {
   return match ? { rank: match[1]!, id: match[2]! } : undefined;
 }
 
-export type SearchHit = {
+type SearchHit = {
   threadId: string;
   messageId: string;
   role: "user" | "assistant";
@@ -53,23 +53,13 @@ export type SearchRequest = {
 };
 
 /** rank is numeric, which node-postgres returns as text. */
-type HitRow = {
-  id: string;
-  thread_id: string;
-  kind: "user" | "agent";
-  on_path: boolean;
-  created_at: Date;
-  rank: string;
-  snippet: string;
-};
-
 /** One page of the user's matching messages; a query of only stop words matches nothing. */
 export async function searchMessages(
   db: pg.Pool,
   { userId, query, limit, includeOffPath, after }: SearchRequest,
 ): Promise<SearchPage> {
   // One row past the page says whether there is more.
-  const { rows } = await db.query<HitRow>(sql.searchMessages, [
+  const { rows } = await db.query<sql.SearchMessagesRow>(sql.searchMessages, [
     userId,
     query,
     includeOffPath,
@@ -86,7 +76,7 @@ export async function searchMessages(
   };
 }
 
-function toHit(row: HitRow): SearchHit {
+function toHit(row: sql.SearchMessagesRow): SearchHit {
   return {
     threadId: row.thread_id,
     messageId: row.id,

@@ -1,13 +1,14 @@
 import type pg from "pg";
 import { HistoryRefusal, isThreadDeletedError, threadDeleted, threadNotOwned } from "./errors.js";
 import type { AgentContent, HistoryRow } from "./messages.js";
-import * as sql from "./sql.js";
+import * as sql from "./store-sql.js";
 
 /**
  * The storage operations behind the history adapter and the HTTP API. Each history step of a
  * turn is one statement (one round trip, atomic on its own), so a step that retries after a lost
  * connection simply runs it again, and no thread lock is held across round trips. Every
  * operation is idempotent, and refuses before it writes anything.
+ * Imports: pg, errors.ts, messages.ts types and store-sql.ts.
  */
 
 export type TurnKind = "chat" | "regenerate";
@@ -45,14 +46,14 @@ export async function ensureThread(db: pg.Pool, threadId: string, userId: string
     throw isThreadDeletedError(error) ? threadDeleted(threadId) : error;
   });
   if (inserted.rowCount === 1) return { created: true };
-  const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
+  const owner = await db.query<sql.SelectThreadOwnerRow>(sql.selectThreadOwner, [threadId]);
   if (owner.rows[0]?.user_id !== userId) throw threadNotOwned(threadId);
   return { created: false };
 }
 
 /** Refuses a thread that does not exist or is another user's (a read, no lock). */
 export async function checkOwnedThread(db: pg.Pool, threadId: string, userId: string): Promise<void> {
-  const owner = await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId]);
+  const owner = await db.query<sql.SelectThreadOwnerRow>(sql.selectThreadOwner, [threadId]);
   if (owner.rowCount === 0) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
   if (owner.rows[0]!.user_id !== userId) throw threadNotOwned(threadId);
 }
@@ -102,27 +103,13 @@ export async function checkSendable(
   input: { threadId?: string | undefined; messageId: string; userId: string; content: string },
 ): Promise<void> {
   const threadId = input.threadId ?? input.messageId;
-  const { rows } = await db.query<{
-    owner: string | null;
-    message_thread_id: string | null;
-    message_kind: string | null;
-    message_text: string | null;
-  }>(sql.selectSendable, [input.threadId ?? null, input.messageId]);
+  const { rows } = await db.query<sql.SelectSendableRow>(sql.selectSendable, [input.threadId ?? null, input.messageId]);
   const found = rows[0]!;
   if (found.owner !== null && found.owner !== input.userId) throw threadNotOwned(threadId);
   if (found.message_thread_id === null) return;
   if (found.message_thread_id !== threadId || found.message_kind !== "user") throw messageInUse(input.messageId);
   if (found.message_text !== input.content) throw messageTextDiffers(input.messageId);
 }
-
-type BeginTurnRow = {
-  refusal: string | null;
-  message_seq: string;
-  stored_text: string;
-  variant: number;
-  status: "running" | "skipped";
-  skip_reason: string | null;
-};
 
 /**
  * Stores the user message under the client's id (once, however often it is called) and records
@@ -145,7 +132,7 @@ export async function beginTurn(
 ): Promise<TurnStart> {
   const { threadId, userId, message, turn } = input;
   const { rows } = await db
-    .query<BeginTurnRow>(sql.beginTurn, [
+    .query<sql.BeginTurnRow>(sql.beginTurn, [
       threadId,
       userId,
       message.id,
@@ -200,15 +187,7 @@ export async function readHistoryWindow(
 ): Promise<HistoryWindowRead> {
   const { threadId, userId, beforeSeq, window } = input;
   const earlierUserMessages = window.userMessages === null ? null : Math.max(window.userMessages - 1, 0);
-  const { rows } = await db.query<{
-    user_id: string;
-    rows: HistoryRow[];
-    window_start: string;
-    covers_through_turn_seq: string | null;
-    summary_text: string | null;
-    summary_updated_at: Date | null;
-    unsummarized: number;
-  }>(sql.selectHistoryWindow, [
+  const { rows } = await db.query<sql.SelectHistoryWindowRow>(sql.selectHistoryWindow, [
     threadId,
     beforeSeq,
     earlierUserMessages,
@@ -250,8 +229,9 @@ export async function readHistory(
  * meanwhile by another hand (the user stopped it, it was cancelled, or its failure was recorded)
  * stays so: nothing is stored and the status is the turn's.
  */
+/** How a turn ended by another hand than its run: its late answer is not stored. */
 export type EndedTurnStatus = "stopped" | "cancelled" | "failed";
-export type StoredAnswer = { inserted: number; status: "completed" | "superseded" | EndedTurnStatus };
+export type StoredAnswer = { inserted: number; status: sql.StoreAnswerRow["status"] };
 
 export async function storeAnswer(
   db: pg.Pool,
@@ -270,7 +250,7 @@ export async function storeAnswer(
   },
 ): Promise<StoredAnswer> {
   const { threadId, userId, runId, messageId, messageSeq, variant, results } = input;
-  const { rows } = await db.query<{ refusal: string | null } & StoredAnswer>(sql.storeAnswer, [
+  const { rows } = await db.query<sql.StoreAnswerRow>(sql.storeAnswer, [
     threadId,
     userId,
     runId,
@@ -286,24 +266,12 @@ export async function storeAnswer(
   return { inserted: row.inserted, status: row.status };
 }
 
-export async function failTurn(db: pg.Pool, runId: string, error: string): Promise<void> {
-  await db.query(sql.failTurn, [runId, error]);
-}
-
-type ThreadMessageRow = {
-  user_id: string;
-  id: string | null;
-  kind: string | null;
-  content: { text?: string } | null;
-  on_path: boolean | null;
-};
-
 /** A user message of the user's thread, or the refusal that says which of those it is not. */
 async function findUserMessage(
   db: pg.Pool,
   { threadId, messageId, userId }: { threadId: string; messageId: string; userId: string },
 ) {
-  const row = (await db.query<ThreadMessageRow>(sql.selectThreadMessage, [threadId, messageId])).rows[0];
+  const row = (await db.query<sql.SelectThreadMessageRow>(sql.selectThreadMessage, [threadId, messageId])).rows[0];
   if (!row) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
   if (row.user_id !== userId) {
     throw new HistoryRefusal(
@@ -356,15 +324,7 @@ export async function listAnswerVariants(
   input: { threadId: string; messageId: string; userId: string },
 ): Promise<AnswerVariant[]> {
   await findUserMessage(db, input);
-  const { rows } = await db.query<{
-    id: string;
-    variant: number;
-    agent_name: string;
-    content: unknown;
-    on_path: boolean;
-    stopped: boolean;
-    created_at: Date;
-  }>(sql.selectAnswerVariants, [input.messageId]);
+  const { rows } = await db.query<sql.SelectAnswerVariantsRow>(sql.selectAnswerVariants, [input.messageId]);
   const variants: AnswerVariant[] = [];
   for (const row of rows) {
     let variant = variants.at(-1);
@@ -405,8 +365,8 @@ export type ThreadDebug = {
 export async function threadDebug(db: pg.Pool, threadId: string, userId: string): Promise<ThreadDebug> {
   await checkOwnedThread(db, threadId, userId);
   const [turn, counts] = await Promise.all([
-    db.query(sql.selectLatestTurn, [threadId]),
-    db.query<{ kind: string; on_path: number; stored: number }>(sql.countThreadMessages, [threadId]),
+    db.query<sql.SelectLatestTurnRow>(sql.selectLatestTurn, [threadId]),
+    db.query<sql.CountThreadMessagesRow>(sql.countThreadMessages, [threadId]),
   ]);
   const latest = turn.rows[0];
   return {

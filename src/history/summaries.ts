@@ -2,13 +2,14 @@ import type pg from "pg";
 import { summaryId } from "./ids.js";
 import { SUMMARY_AGENT_NAME, type HistoryRow } from "./messages.js";
 import { sanitizeText } from "./safe-text.js";
-import * as sql from "./sql.js";
+import * as sql from "./summaries-sql.js";
 import { HistoryRefusal, threadNotOwned } from "./errors.js";
 import { readHistoryWindow } from "./store.js";
 
 /**
  * Progressive summaries: history reads send a thread's summary in place of the turns it covers,
  * and report how far the summary lags behind the window so the chat turn can ask for a new one.
+ * Imports: pg, storage modules of src/history and summaries-sql.ts.
  */
 
 /** Messages outside the window that may go unsummarized before a turn asks for a summary. */
@@ -44,12 +45,10 @@ export async function readHistoryWithSummary(
   return { rows: [summaryRow, ...rows], summaryLag };
 }
 
-export type SummarySourceMessage = { turnSeq: number; kind: HistoryRow["kind"]; agentName: string; content: unknown };
-
 export type SummarySource = {
   previous: { text: string; coversThrough: number } | null;
   /** Whole turns, oldest first, after what the previous summary covers and before the window. */
-  messages: SummarySourceMessage[];
+  messages: sql.SummarySourceMessage[];
   /** The thread's path version when this was read: the summary is stored only if it is still current. */
   pathVersion: number;
 };
@@ -60,13 +59,11 @@ export async function readSummarySource(
   input: { threadId: string; userId: string; beforeSeq: number; maxMessages: number },
 ): Promise<SummarySource> {
   const { threadId, userId, beforeSeq, maxMessages } = input;
-  const { rows } = await db.query<{
-    user_id: string;
-    path_version: string;
-    covers_through_turn_seq: string | null;
-    text: string | null;
-    messages: SummarySourceMessage[];
-  }>(sql.selectSummarySource, [threadId, beforeSeq, maxMessages]);
+  const { rows } = await db.query<sql.SelectSummarySourceRow>(sql.selectSummarySource, [
+    threadId,
+    beforeSeq,
+    maxMessages,
+  ]);
   const source = rows[0];
   if (!source) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
   if (source.user_id !== userId) throw threadNotOwned(threadId);
@@ -91,7 +88,7 @@ export async function storeSummary(
   db: pg.Pool,
   input: { threadId: string; coversThrough: number; text: string; extends: number | null; pathVersion: number },
 ): Promise<{ stored: boolean }> {
-  const { rows } = await db.query<{ stored: number }>(sql.storeSummary, [
+  const { rows } = await db.query<sql.StoreSummaryRow>(sql.storeSummary, [
     input.threadId,
     input.coversThrough,
     sanitizeText(input.text),

@@ -1,6 +1,7 @@
 /**
  * The thread surface's queries (src/history/threads.ts runs them): list, create, read, rename,
- * delete, titles, retention and export. Kept apart from sql.ts, which holds the turn path's.
+ * delete, titles and retention. Each query module of src/history keeps its statements in
+ * a `<module>-sql.ts` like this one, each with the row type it returns.
  *
  * List order is (last_activity_at DESC, id DESC), served by threads_user_activity_idx
  * (user_id, last_activity_at DESC, id DESC): a page is one index range scan that stops after it.
@@ -12,6 +13,20 @@ const threadColumns = `
   t.created_at, t.updated_at,
   (SELECT status FROM turns WHERE turns.thread_id = t.id AND status <> 'skipped'
    ORDER BY started_at DESC LIMIT 1) AS latest_turn_status`;
+
+/** A thread item's row (threadColumns): what the list, read, create and update statements return. */
+export type ThreadRow = {
+  id: string;
+  title: string | null;
+  title_source: "user" | "model" | null;
+  metadata: Record<string, unknown>;
+  message_count: number;
+  last_message_at: Date | null;
+  last_activity_at: Date;
+  created_at: Date;
+  updated_at: Date;
+  latest_turn_status: string | null;
+};
 
 /** The user's ($1) most recently active threads, $2 of them. */
 export const selectFirstThreadPage = `
@@ -43,6 +58,7 @@ export const insertThreadWithDetails = `
 
 export const selectThreadOwner = `
   SELECT user_id FROM threads WHERE id = $1`;
+export type SelectThreadOwnerRow = { user_id: string };
 
 /** title.changed in the thread event log, for a CTE `changed` (id, title, title_source) of changed threads. */
 const titleChangedEvent = `
@@ -92,6 +108,7 @@ export const selectTitleSource = `
           FROM messages a WHERE a.answers = q.id AND a.on_path) AS answer
   FROM threads t LEFT JOIN first_question q ON true
   WHERE t.id = $1`;
+export type SelectTitleSourceRow = { titled: boolean; question: unknown; answer: unknown[] | null };
 
 /**
  * Stores the model's title only on an untitled thread: a user's title (or an earlier model title)
@@ -109,6 +126,7 @@ export const storeModelTitle = `
 /** The database's clock, $1 days ago: where "inactive for longer than $1 days" begins. */
 export const selectRetentionCutoff = `
   SELECT now() - make_interval(days => $1::int) AS cutoff`;
+export type SelectRetentionCutoffRow = { cutoff: Date };
 
 /**
  * Deletes up to $2 threads inactive since before $1, oldest first (threads_activity_idx). A thread
@@ -126,6 +144,7 @@ export const deleteExpiredThreads = `
   DELETE FROM threads t USING expired e
   WHERE t.id = e.id AND t.last_activity_at < $1
   RETURNING t.id, t.user_id`;
+export type DeleteExpiredThreadsRow = { id: string; user_id: string };
 
 /** Whether thread $1 was deleted: it has a tombstone (and, so, no row). */
 export const selectTombstone = `
@@ -140,14 +159,3 @@ export const deleteOldTombstones = `
     LIMIT $2
   )
   DELETE FROM thread_tombstones d USING old WHERE d.thread_id = old.thread_id`;
-
-/* ---- Export (inside one REPEATABLE READ transaction: every batch reads the same snapshot) ---- */
-
-export const beginSnapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
-
-/** Current-path messages of thread $1 after position ($2, $3), $4 of them (messages_path_idx). */
-export const selectExportMessages = `
-  SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, stopped, created_at FROM messages
-  WHERE thread_id = $1 AND on_path AND (turn_seq, seq) > ($2::bigint, $3::bigint)
-  ORDER BY turn_seq, seq
-  LIMIT $4`;

@@ -6,6 +6,7 @@ import * as sql from "./threads-sql.js";
  * A user's threads as a chat app manages them: listed most recently active first, created with
  * a client id, renamed, deleted with everything keyed by them. Every operation is scoped by the
  * verified user; another user's thread is refused exactly like a missing one.
+ * Imports: pg, errors.ts and threads-sql.ts.
  */
 
 export type ThreadItem = {
@@ -31,20 +32,7 @@ export type ThreadCursor = { lastActivityAt: string; id: string };
 
 export type ThreadPage = { threads: ThreadItem[]; hasMore: boolean; next: ThreadCursor | null };
 
-type ThreadRow = {
-  id: string;
-  title: string | null;
-  title_source: "user" | "model" | null;
-  metadata: Record<string, unknown>;
-  message_count: number;
-  last_message_at: Date | null;
-  last_activity_at: Date;
-  created_at: Date;
-  updated_at: Date;
-  latest_turn_status: string | null;
-};
-
-const toItem = (row: ThreadRow): ThreadItem => ({
+const toItem = (row: sql.ThreadRow): ThreadItem => ({
   id: row.id,
   title: row.title,
   titleSource: row.title_source,
@@ -70,8 +58,8 @@ export async function listThreads(
   const { userId, limit, after } = input;
   // One row past the page says whether there is more.
   const { rows } = after
-    ? await db.query<ThreadRow>(sql.selectThreadPageAfter, [userId, after.lastActivityAt, after.id, limit + 1])
-    : await db.query<ThreadRow>(sql.selectFirstThreadPage, [userId, limit + 1]);
+    ? await db.query<sql.ThreadRow>(sql.selectThreadPageAfter, [userId, after.lastActivityAt, after.id, limit + 1])
+    : await db.query<sql.ThreadRow>(sql.selectFirstThreadPage, [userId, limit + 1]);
   const threads = rows.slice(0, limit).map(toItem);
   const last = threads.at(-1);
   const hasMore = rows.length > limit;
@@ -79,7 +67,7 @@ export async function listThreads(
 }
 
 export async function readThread(db: pg.Pool, threadId: string, userId: string): Promise<ThreadItem> {
-  const row = (await db.query<ThreadRow>(sql.selectOwnedThread, [threadId, userId])).rows[0];
+  const row = (await db.query<sql.ThreadRow>(sql.selectOwnedThread, [threadId, userId])).rows[0];
   if (!row) throw notFound(threadId);
   return toItem(row);
 }
@@ -96,13 +84,13 @@ export async function createThread(
   const { threadId, userId } = input;
   const inserted = (
     await db
-      .query<ThreadRow>(sql.insertThreadWithDetails, [threadId, userId, input.title, input.metadata])
+      .query<sql.ThreadRow>(sql.insertThreadWithDetails, [threadId, userId, input.title, input.metadata])
       .catch((error: unknown) => {
         throw isThreadDeletedError(error) ? threadDeleted(threadId) : error;
       })
   ).rows[0];
   if (inserted) return { thread: toItem(inserted), created: true };
-  const owner = (await db.query<{ user_id: string }>(sql.selectThreadOwner, [threadId])).rows[0];
+  const owner = (await db.query<sql.SelectThreadOwnerRow>(sql.selectThreadOwner, [threadId])).rows[0];
   if (owner?.user_id !== userId) throw threadNotOwned(threadId);
   return { thread: await readThread(db, threadId, userId), created: false };
 }
@@ -119,7 +107,7 @@ export async function updateThread(
 ): Promise<ThreadItem> {
   const { threadId, userId } = input;
   const row = (
-    await db.query<ThreadRow>(sql.updateThreadDetails, [
+    await db.query<sql.ThreadRow>(sql.updateThreadDetails, [
       threadId,
       userId,
       input.title !== undefined,
@@ -141,7 +129,7 @@ export async function deleteThread(db: pg.Pool, threadId: string, userId: string
 
 /** The moment before which a thread counts as expired: `days` ago by the database's clock. */
 export async function retentionCutoff(db: pg.Pool, days: number): Promise<string> {
-  const { rows } = await db.query<{ cutoff: Date }>(sql.selectRetentionCutoff, [days]);
+  const { rows } = await db.query<sql.SelectRetentionCutoffRow>(sql.selectRetentionCutoff, [days]);
   return rows[0]!.cutoff.toISOString();
 }
 
@@ -151,7 +139,7 @@ export async function deleteExpiredThreads(
   cutoff: string,
   limit: number,
 ): Promise<{ threadId: string; userId: string }[]> {
-  const { rows } = await db.query<{ id: string; user_id: string }>(sql.deleteExpiredThreads, [cutoff, limit]);
+  const { rows } = await db.query<sql.DeleteExpiredThreadsRow>(sql.deleteExpiredThreads, [cutoff, limit]);
   return rows.map((row) => ({ threadId: row.id, userId: row.user_id }));
 }
 

@@ -1,3 +1,7 @@
+/**
+ * Thread titles written by the model: what a title is written from and its one-statement store.
+ * Imports: pg, messages.ts, safe-text.ts, threads-sql.ts.
+ */
 import type pg from "pg";
 import { assistantTexts, textContent } from "./messages.js";
 import { sanitizeText } from "./safe-text.js";
@@ -13,9 +17,7 @@ export type TitleSource =
  * title (the user's or an earlier model title) or its first question has no answer yet.
  */
 export async function readTitleSource(db: pg.Pool, threadId: string): Promise<TitleSource> {
-  const row = (
-    await db.query<{ titled: boolean; question: unknown; answer: unknown[] | null }>(sql.selectTitleSource, [threadId])
-  ).rows[0];
+  const row = (await db.query<sql.SelectTitleSourceRow>(sql.selectTitleSource, [threadId])).rows[0];
   if (!row) return { status: "not-found" };
   if (row.titled) return { status: "titled" };
   if (row.question === null) return { status: "no-answer" };

@@ -1,5 +1,6 @@
 import { Tiktoken } from "js-tiktoken/lite";
 import o200kBase from "js-tiktoken/ranks/o200k_base";
+import { jsonBytes } from "../../inngest.config.js";
 import { agentContent, textContent, textOf, type AgentContent, type HistoryRow } from "./messages.js";
 
 /**
@@ -23,6 +24,7 @@ import { agentContent, textContent, textOf, type AgentContent, type HistoryRow }
  * The byte budget works the same way on the UTF-8 bytes of each row's JSON, so the step's output
  * stays under a fixed size whatever the message sizes (see DEFAULT_HISTORY_MAXIMUMS.maxBytes); a
  * turn cut to fit carries the same marker, counting the characters cut off.
+ * Imports: js-tiktoken, messages.ts and jsonBytes (inngest.config.ts). Stores nothing.
  */
 export type BudgetReport = {
   maxTokens: number;
@@ -73,7 +75,7 @@ function encode(text: string): number[] {
 
 export const countTokens = (text: string): number => encode(text).length;
 
-export const truncationMarker = (omitted: number, unit: "tokens" | "characters" = "tokens") =>
+const truncationMarker = (omitted: number, unit: "tokens" | "characters" = "tokens") =>
   `\n[… truncated by Threadline: ${omitted} ${unit} omitted]`;
 
 /**
@@ -98,8 +100,6 @@ const tokenMeasure: Measure = {
     return { text: encoding().decode(tokens.slice(0, room)) + truncationMarker(omitted), omitted };
   },
 };
-
-const jsonBytes = (value: unknown): number => Buffer.byteLength(JSON.stringify(value), "utf8");
 
 const byteMeasure: Measure = {
   // The comma that separates rows in the step's JSON counted too.

@@ -13,7 +13,7 @@ export async function recordTurnRetrying(
   key: string,
   retry: TurnRetrying,
 ): Promise<boolean> {
-  const { rows } = await db.query<{ id: string | null }>(sql.recordTurnRetrying, [
+  const { rows } = await db.query<sql.RecordTurnRetryingRow>(sql.recordTurnRetrying, [
     runId,
     key,
     turnRetrying.parse(retry),

@@ -1,3 +1,5 @@
+import type { ThreadEventRow } from "./events-sql.js";
+
 /**
  * Which run answers a message, and one run's part of the thread's event log (src/history/turn-runs.ts
  * runs them). Every turn row is written by the run's first step, before any event of the run.
@@ -8,11 +10,12 @@ export const selectMessageTurns = `
   SELECT run_id, variant, status, error FROM turns
   WHERE message_id = $2 AND thread_id = $1
   ORDER BY started_at, run_id`;
+export type SelectMessageTurnsRow = { run_id: string; variant: number; status: string; error: string | null };
 
 /**
  * The thread's ($1) owner and its running turn: the one answering message $2 when given, else the
  * one the thread is answering now, in the order later turns wait in (current path first, then
- * message order, start time, run id: see selectEarlierUnfinishedTurn). No row: the thread does
+ * message order, start time, run id: see turns-sql.ts selectEarlierUnfinishedTurn). No row: the thread does
  * not exist; null run_id: nothing runs. Reads turns_running_idx.
  */
 export const selectRunningTurn = `
@@ -26,6 +29,12 @@ export const selectRunningTurn = `
     LIMIT 1
   ) r ON true
   WHERE t.id = $1`;
+export type SelectRunningTurnRow = {
+  user_id: string;
+  run_id: string | null;
+  message_id: string | null;
+  variant: number | null;
+};
 
 /**
  * Run $2's events in thread $1 after id $3, in id order, $4 of them, while the thread is user
@@ -43,6 +52,7 @@ export const selectRunEventsAfter = `
     LIMIT $4
   ) e ON true
   ORDER BY e.id`;
+export type SelectRunEventsAfterRow = { present: boolean } & (ThreadEventRow | { id: null });
 
 /**
  * The user message that message $2 of thread $1 stands for: itself when it is a user message, the
@@ -58,3 +68,4 @@ export const selectAnsweredMessage = `
     ORDER BY u.seq DESC
     LIMIT 1
   ) last_user`;
+export type SelectAnsweredMessageRow = { message_id: string };

@@ -1,11 +1,12 @@
 import type pg from "pg";
-import { toThreadEvent, type ThreadEvent, type ThreadEventRow } from "./events.js";
+import { toThreadEvent, type ThreadEvent } from "./events.js";
 import * as sql from "./turn-runs-sql.js";
 
 /**
  * The runs behind a conversation turn, for the streams that follow one run (POST /api/ui/chat and
  * its resume route): which run answers a message, which one is generating now, and that run's
  * events from the thread's log.
+ * Imports: pg, events.ts and turn-runs-sql.ts.
  */
 
 /** One run of a turn: the answer variant it writes (or, skipped, the one it found), its status and a failure's cause. */
@@ -13,10 +14,7 @@ export type TurnRun = { runId: string; variant: number; status: string; error: s
 
 /** The runs that answered (or are answering) a user message of the thread, oldest first. */
 export async function messageTurns(db: pg.Pool, threadId: string, messageId: string): Promise<TurnRun[]> {
-  const { rows } = await db.query<{ run_id: string; variant: number; status: string; error: string | null }>(
-    sql.selectMessageTurns,
-    [threadId, messageId],
-  );
+  const { rows } = await db.query<sql.SelectMessageTurnsRow>(sql.selectMessageTurns, [threadId, messageId]);
   return rows.map((row) => ({ runId: row.run_id, variant: row.variant, status: row.status, error: row.error }));
 }
 
@@ -33,12 +31,7 @@ export async function runningTurn(
   threadId: string,
   messageId?: string,
 ): Promise<{ ownerId: string; running: RunningTurn | null } | undefined> {
-  const row = (
-    await db.query<{ user_id: string; run_id: string | null; message_id: string | null; variant: number | null }>(
-      sql.selectRunningTurn,
-      [threadId, messageId ?? null],
-    )
-  ).rows[0];
+  const row = (await db.query<sql.SelectRunningTurnRow>(sql.selectRunningTurn, [threadId, messageId ?? null])).rows[0];
   if (!row) return undefined;
   return {
     ownerId: row.user_id,
@@ -54,10 +47,14 @@ export async function readRunEventsAfter(
   db: pg.Pool,
   input: { threadId: string; ownerId: string; runId: string; afterId: number; limit: number },
 ): Promise<{ present: boolean; events: ThreadEvent[] }> {
-  const { rows } = await db.query<
-    { present: boolean } & ({ id: string; event: string; data: Record<string, unknown> } | { id: null })
-  >(sql.selectRunEventsAfter, [input.threadId, input.runId, input.afterId, input.limit, input.ownerId]);
-  const events = rows.flatMap((row) => (row.id === null ? [] : [toThreadEvent(row as ThreadEventRow)]));
+  const { rows } = await db.query<sql.SelectRunEventsAfterRow>(sql.selectRunEventsAfter, [
+    input.threadId,
+    input.runId,
+    input.afterId,
+    input.limit,
+    input.ownerId,
+  ]);
+  const events = rows.flatMap((row) => (row.id === null ? [] : [toThreadEvent(row)]));
   return { present: rows[0]!.present, events };
 }
 
@@ -71,6 +68,9 @@ export async function answeredMessage(
   threadId: string,
   messageId: string | undefined,
 ): Promise<string | undefined> {
-  const { rows } = await db.query<{ message_id: string }>(sql.selectAnsweredMessage, [threadId, messageId ?? null]);
+  const { rows } = await db.query<sql.SelectAnsweredMessageRow>(sql.selectAnsweredMessage, [
+    threadId,
+    messageId ?? null,
+  ]);
   return rows[0]?.message_id;
 }

@@ -1,9 +1,8 @@
 import { NonRetriableError } from "inngest";
 import type pg from "pg";
 import { type StepTools, turnFinished } from "../../inngest.config.js";
-import { logger } from "../platform/logger.js";
 import { durably } from "./durable.js";
-import * as sql from "./sql.js";
+import { findEarlierTurn, PATIENCE_MINUTES } from "./turns.js";
 
 /**
  * One turn per thread at a time. The turn functions hold no concurrency key: on the real engine an
@@ -24,11 +23,11 @@ import * as sql from "./sql.js";
  * restarted with the run in memory, an onFailure that could not write). MAX_WAIT_ROUNDS bounds
  * the whole wait (about 4 hours of a thread busy ahead of this turn; two steps a round stay under
  * Inngest's 1,000 steps per run).
+ * Imports: inngest, the turn.finished event (inngest.config.ts), durable.ts, turns.ts.
  */
 export const QUICK_ROUND = "10s";
 export const QUICK_ROUNDS = 30;
-export const WAIT_ROUND = "1m";
-export const PATIENCE_MINUTES = 30;
+const WAIT_ROUND = "1m";
 export const MAX_WAIT_ROUNDS = 265;
 
 /** The timeout of round n's wait (from 1). */
@@ -37,47 +36,6 @@ const SECONDS: Record<string, number> = { [QUICK_ROUND]: 10, [WAIT_ROUND]: 60 };
 
 /** Rounds a wait from round 1 spends on one turn that never finishes before presuming it lost. */
 export const PATIENCE_ROUNDS = QUICK_ROUNDS + PATIENCE_MINUTES - (QUICK_ROUNDS * SECONDS[QUICK_ROUND]!) / 60;
-
-export const ABANDONED_TURN_ERROR = `No finish was reported for this turn within ${PATIENCE_MINUTES} minutes of a later turn waiting for it: its run is presumed lost. Regenerate the message to answer it.`;
-
-export type EarlierTurn = {
-  /** The oldest unfinished turn ahead of this one, or null when the thread is clear. */
-  earlier: { runId: string; messageId: string } | null;
-  /** This chat turn found its message answered by the run it waited for: recorded as skipped. */
-  skipped: boolean;
-};
-
-/** One round of the wait, in one statement (see sql.selectEarlierUnfinishedTurn). */
-export async function findEarlierTurn(
-  db: pg.Pool,
-  input: { runId: string; abandon?: string | null },
-): Promise<EarlierTurn> {
-  const { rows } = await db.query<{
-    earlier_run_id: string | null;
-    earlier_message_id: string | null;
-    skipped: boolean;
-    abandoned: number;
-  }>(sql.selectEarlierUnfinishedTurn, [input.runId, input.abandon ?? null, ABANDONED_TURN_ERROR]);
-  const row = rows[0]!;
-  if (row.abandoned > 0)
-    logger.warn(
-      { runId: input.abandon, waitingRunId: input.runId },
-      "turn presumed lost: recorded as failed so later turns can go on",
-    );
-  return {
-    earlier: row.earlier_run_id ? { runId: row.earlier_run_id, messageId: row.earlier_message_id! } : null,
-    skipped: row.skipped,
-  };
-}
-
-/** Records a cancelled run's turn as cancelled; null when it had no running turn (nothing to release). */
-export async function cancelTurn(db: pg.Pool, runId: string): Promise<{ threadId: string; messageId: string } | null> {
-  const { rows } = await db.query<{ thread_id: string; message_id: string }>(sql.cancelTurn, [
-    runId,
-    "The run was cancelled.",
-  ]);
-  return rows[0] ? { threadId: rows[0].thread_id, messageId: rows[0].message_id } : null;
-}
 
 /** Step ids of round n: the first round's ids carry no number. */
 const roundId = (base: string, round: number) => (round === 1 ? base : `${base}.${round}`);

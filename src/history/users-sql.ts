@@ -5,6 +5,7 @@
  */
 export const deleteUserThreads = `
   DELETE FROM threads WHERE user_id = $1 RETURNING id`;
+export type DeleteUserThreadsRow = { id: string };
 
 export const deleteUserApiKeys = `
   DELETE FROM api_keys WHERE user_id = $1`;

@@ -1,3 +1,7 @@
+/**
+ * Erasing a user: threads (and everything keyed by them), API keys, and what memory components
+ * keep, in one transaction. Imports: pg, store.ts (transaction), users-sql.ts.
+ */
 import type pg from "pg";
 import { transaction } from "./store.js";
 import * as sql from "./users-sql.js";
@@ -21,7 +25,9 @@ export async function eraseUser(db: pg.Pool, userId: string, hooks: readonly Use
   return transaction(db, async (client) => {
     let memories = 0;
     for (const hook of hooks) memories += await hook(client, userId);
-    const threadIds = (await client.query<{ id: string }>(sql.deleteUserThreads, [userId])).rows.map((row) => row.id);
+    const threadIds = (await client.query<sql.DeleteUserThreadsRow>(sql.deleteUserThreads, [userId])).rows.map(
+      (row) => row.id,
+    );
     const apiKeys = (await client.query(sql.deleteUserApiKeys, [userId])).rowCount ?? 0;
     return { threads: threadIds.length, apiKeys, memories, threadIds };
   });

@@ -1,0 +1,65 @@
+/**
+ * The statements of message-pages.ts: GET /api/threads/:threadId/messages, keyset-paged on the
+ * thread order (turn_seq, seq). Both directions return PageRow.
+ */
+
+/**
+ * The user messages' extras a client shows, for one page: each user message's latest turn and its
+ * number of answer variants. Read per row through turns_message_idx and messages_answers_idx, so a
+ * page costs the same however long the thread is.
+ */
+const pageExtras = `
+  SELECT p.id, p.turn_seq, p.seq, p.kind, p.agent_name, p.content, p.answers, p.variant, p.stopped, p.created_at,
+         -- A running turn between attempts of a failed step shows as retrying, with the cause.
+         CASE WHEN t.status = 'running' AND t.retrying IS NOT NULL THEN 'retrying' ELSE t.status END AS turn_status,
+         t.run_id AS turn_run_id,
+         CASE WHEN t.status = 'running' AND t.retrying IS NOT NULL THEN t.retrying ->> 'cause' ELSE t.error END AS turn_error,
+         CASE WHEN p.kind = 'user'
+           THEN (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = p.id) END AS variant_count
+  FROM page p
+  LEFT JOIN LATERAL (
+    SELECT status, run_id, error, retrying FROM turns
+    WHERE turns.message_id = p.id AND p.kind = 'user' AND status <> 'skipped'
+    ORDER BY started_at DESC LIMIT 1
+  ) t ON true`;
+
+/** A message of a page with its extras (pageExtras): what selectPageBefore and selectPageAfter return. */
+export type PageRow = {
+  id: string;
+  turn_seq: string;
+  seq: string;
+  kind: "user" | "agent" | "system" | "summary";
+  agent_name: string;
+  content: unknown;
+  answers: string | null;
+  variant: number | null;
+  stopped: boolean;
+  created_at: Date;
+  turn_status: string | null;
+  turn_run_id: string;
+  turn_error: string | null;
+  variant_count: number | null;
+};
+
+/**
+ * Up to $4 current-path messages before position ($2, $3) in thread order, the nearest first
+ * (a backward range scan of messages_path_idx that stops after $4 rows).
+ */
+export const selectPageBefore = `
+  WITH page AS (
+    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, stopped, created_at FROM messages
+    WHERE thread_id = $1 AND on_path AND (turn_seq, seq) < ($2::bigint, $3::bigint)
+    ORDER BY turn_seq DESC, seq DESC
+    LIMIT $4
+  )${pageExtras}
+  ORDER BY p.turn_seq DESC, p.seq DESC`;
+
+/** Up to $4 current-path messages after position ($2, $3) in thread order, the nearest first. */
+export const selectPageAfter = `
+  WITH page AS (
+    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, stopped, created_at FROM messages
+    WHERE thread_id = $1 AND on_path AND (turn_seq, seq) > ($2::bigint, $3::bigint)
+    ORDER BY turn_seq, seq
+    LIMIT $4
+  )${pageExtras}
+  ORDER BY p.turn_seq, p.seq`;

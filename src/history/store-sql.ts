@@ -1,0 +1,185 @@
+import type { HistoryRow } from "./messages.js";
+
+/**
+ * The statements of store.ts, each with the row type it returns: creating or checking a thread,
+ * a turn's two writes (history.append-user-message, history.append-results), the history read
+ * (history.get), and the reads behind regenerate, the answer variants and the debug view.
+ *
+ * Thread order is (turn_seq, seq): turn_seq is the seq of the user message a row belongs to.
+ * Each history step of a turn is one statement (one round trip, atomic on its own); the two that
+ * write call PL/pgSQL functions (src/history/schema/functions, one file each), which take
+ * the thread's row lock first and then read what committed before it.
+ */
+
+export const insertThread = `
+  INSERT INTO threads (id, user_id) VALUES ($1, $2)
+  ON CONFLICT (id) DO NOTHING
+  RETURNING id`;
+
+export const selectThreadOwner = `
+  SELECT user_id FROM threads WHERE id = $1`;
+export type SelectThreadOwnerRow = { user_id: string };
+
+/**
+ * history.append-user-message in one statement: the thread's owner checked (a new thread created,
+ * named after its first message, only when nothing refuses), the user message stored once, the
+ * run recorded as a turn. Source: src/history/schema/functions/threadline_begin_turn.sql.
+ * Returns one row: a refusal code, or the message's seq, stored text, and the turn's variant and status.
+ */
+export const beginTurn = `
+  SELECT refusal, message_seq, stored_text, variant, status, skip_reason
+  FROM threadline_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
+export type BeginTurnRow = {
+  refusal: string | null;
+  message_seq: string;
+  stored_text: string;
+  variant: number;
+  status: "running" | "skipped";
+  skip_reason: string | null;
+};
+
+/**
+ * history.append-results in one statement: the answer stored (off the current path, the turn
+ * superseded, when its user message left the path meanwhile) and the turn completed; nothing for
+ * a turn ended by another hand (stopped, cancelled, failed). Source:
+ * src/history/schema/functions/threadline_store_answer.sql.
+ * Returns one row: a refusal code, or rows inserted and the turn's status.
+ */
+export const storeAnswer = `
+  SELECT refusal, inserted, status
+  FROM threadline_store_answer($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
+export type StoreAnswerRow = {
+  refusal: string | null;
+  inserted: number;
+  status: "completed" | "superseded" | "stopped" | "cancelled" | "failed";
+};
+
+/**
+ * What POST /api/chat checks before sending the event: the owner of the thread the message goes
+ * to ($1, or the message's own id for a new thread) and what the message id already names.
+ */
+export const selectSendable = `
+  SELECT t.user_id AS owner, m.thread_id AS message_thread_id, m.kind AS message_kind, m.content ->> 'text' AS message_text
+  FROM (SELECT coalesce($1::uuid, $2::uuid) AS id) target
+  LEFT JOIN threads t ON t.id = target.id
+  LEFT JOIN messages m ON m.id = $2::uuid`;
+export type SelectSendableRow = {
+  owner: string | null;
+  message_thread_id: string | null;
+  message_kind: string | null;
+  message_text: string | null;
+};
+
+/**
+ * history.get in one statement: the thread's owner, the current path before the user message at
+ * $2 limited to the last $3 user messages (and everything after each; NULL: no limit), plus, when
+ * $4, the system and summary rows older than that window; and the thread's summary with how many
+ * current-path messages lie after what it covers and before where the window's turns begin
+ * (counting stops at $5, so the check costs the same however far behind the summary is).
+ * No row: the thread does not exist.
+ *
+ * Reads only the rows it returns, through messages_path_user_idx, messages_path_idx and
+ * messages_path_system_idx, however long the thread. The window start is used as a scalar
+ * subquery, not joined: the planner then estimates the turn_seq range as narrow and keeps the
+ * index scan; joined, it guessed a third of the thread and, on long threads, chose a sequential
+ * scan of every message (40x slower at 100,000). Rows come back as one JSON array, dates as ISO
+ * strings, in thread order.
+ */
+export const selectHistoryWindow = `
+  WITH window_start AS (
+    -- No limit: the window is the whole thread, including rows before its first user message.
+    SELECT CASE WHEN $3::bigint IS NULL THEN 0 ELSE coalesce(min(seq), $2) END AS turn_seq FROM (
+      SELECT seq FROM messages
+      WHERE thread_id = $1 AND on_path AND kind = 'user' AND seq < $2
+      ORDER BY seq DESC
+      LIMIT $3
+    ) last_users
+  ), window_rows AS (
+    SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
+    FROM messages m
+    WHERE m.thread_id = $1 AND m.on_path AND m.turn_seq < $2 AND m.turn_seq >= (SELECT turn_seq FROM window_start)
+    UNION ALL
+    SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
+    FROM messages m
+    WHERE $4 AND m.thread_id = $1 AND m.on_path AND m.kind IN ('system', 'summary') AND m.turn_seq < (SELECT turn_seq FROM window_start)
+  ), turns_start AS (
+    -- Where the window's turns begin: its oldest user message or answer, else the current message.
+    SELECT coalesce((SELECT min(turn_seq) FROM window_rows WHERE kind IN ('user', 'agent')), $2) AS turn_seq
+  )
+  SELECT t.user_id,
+    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+        'id', r.id, 'kind', r.kind, 'agentName', r.agent_name, 'content', r.content,
+        'createdAt', to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
+      ) ORDER BY r.turn_seq, r.seq), '[]'::jsonb) FROM window_rows r) AS rows,
+    w.turn_seq AS window_start, s.covers_through_turn_seq, s.text AS summary_text, s.updated_at AS summary_updated_at,
+    (SELECT count(*)::int FROM (
+       SELECT 1 FROM messages m
+       WHERE m.thread_id = $1 AND m.on_path
+         AND m.turn_seq > coalesce(s.covers_through_turn_seq, 0) AND m.turn_seq < w.turn_seq
+       LIMIT $5
+     ) unsummarized) AS unsummarized
+  FROM threads t
+  CROSS JOIN turns_start w
+  LEFT JOIN thread_summaries s ON s.thread_id = t.id
+  WHERE t.id = $1`;
+export type SelectHistoryWindowRow = {
+  user_id: string;
+  rows: HistoryRow[];
+  window_start: string;
+  covers_through_turn_seq: string | null;
+  summary_text: string | null;
+  summary_updated_at: Date | null;
+  unsummarized: number;
+};
+
+/** The thread's latest turn that ran (not a skipped re-run), for the debug view. */
+export const selectLatestTurn = `
+  SELECT run_id, message_id, kind, variant, status, error, context, started_at, finished_at
+  FROM turns WHERE thread_id = $1 AND status <> 'skipped'
+  ORDER BY started_at DESC LIMIT 1`;
+export type SelectLatestTurnRow = {
+  run_id: string;
+  message_id: string;
+  kind: string;
+  variant: number;
+  status: string;
+  error: string | null;
+  context: unknown;
+  started_at: Date;
+  finished_at: Date | null;
+};
+
+/** How many messages of each kind the thread holds, on and off its current path. */
+export const countThreadMessages = `
+  SELECT kind, count(*) FILTER (WHERE on_path)::int AS on_path, count(*)::int AS stored
+  FROM messages WHERE thread_id = $1 GROUP BY kind`;
+export type CountThreadMessagesRow = { kind: string; on_path: number; stored: number };
+
+/** A message of a thread, with the thread's owner: what a regenerate request is checked against. */
+export const selectThreadMessage = `
+  SELECT t.user_id, m.id, m.kind, m.content, m.on_path
+  FROM threads t
+  LEFT JOIN messages m ON m.id = $2 AND m.thread_id = t.id
+  WHERE t.id = $1`;
+export type SelectThreadMessageRow = {
+  user_id: string;
+  id: string | null;
+  kind: string | null;
+  content: { text?: string } | null;
+  on_path: boolean | null;
+};
+
+/** Every answer variant of a user message, oldest variant first, each in its stored order. */
+export const selectAnswerVariants = `
+  SELECT id, variant, position, agent_name, content, on_path, stopped, created_at
+  FROM messages WHERE answers = $1
+  ORDER BY variant, position`;
+export type SelectAnswerVariantsRow = {
+  id: string;
+  variant: number;
+  agent_name: string;
+  content: unknown;
+  on_path: boolean;
+  stopped: boolean;
+  created_at: Date;
+};

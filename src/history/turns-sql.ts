@@ -1,0 +1,113 @@
+/**
+ * The statements of turns.ts: every status change of a turn written in TypeScript's SQL (failed,
+ * cancelled, skipped) and the stop (threadline_stop_turn), each with the row type it returns.
+ * A turn that ends here also ends its event stream in the same statement (turn.<status>,
+ * stream.ended). The statuses written inside PL/pgSQL (running, skipped, completed, superseded,
+ * stopped) are set by the database functions that beginTurn, storeAnswer and stopTurn call.
+ */
+
+/**
+ * The thread event log entries that end a turn which stored no answer: `turn.<status>` with the
+ * cause, then stream.ended (threadline_append_events in src/history/schema/functions).
+ * Reads the CTE `ended` (thread_id, run_id, message_id, error).
+ */
+const endStream = (status: "failed" | "cancelled") => `
+  SELECT e.thread_id, e.message_id, threadline_append_events(e.thread_id, e.run_id, 0, jsonb_build_array(
+    jsonb_build_object('key', 'turn.${status}', 'event', 'turn.${status}',
+      'data', jsonb_build_object('runId', e.run_id, 'messageId', e.message_id, 'error', e.error)),
+    jsonb_build_object('key', 'stream.ended', 'event', 'stream.ended',
+      'data', jsonb_build_object('scope', 'network', 'status', '${status}', 'runId', e.run_id, 'messageId', e.message_id))))
+  FROM ended e`;
+
+/**
+ * The CTE `locked`: the thread of run `runParam`, share-locked before the statement updates that
+ * run's turn. A stop (threadline_stop_turn) and storing an answer lock the thread first and the
+ * turn row second; taking them in the other order, a failure or cancellation recorded while the
+ * user stops the turn deadlocked with the stop. Now one waits for the other.
+ */
+const lockRunThread = (runParam: string) => `
+  locked AS (
+    SELECT t.id FROM threads t WHERE t.id = (SELECT u.thread_id FROM turns u WHERE u.run_id = ${runParam}) FOR KEY SHARE
+  )`;
+
+/**
+ * A failed run only updates a turn it started: a refused event leaves no trace. The thread's
+ * event log says so in the same statement (so "stream ended" always means "recorded").
+ */
+export const failTurn = `
+  WITH ${lockRunThread("$1")}, ended AS (
+    UPDATE turns SET status = 'failed', error = $2, finished_at = now()
+    WHERE run_id = $1 AND status = 'running' AND thread_id IN (SELECT id FROM locked)
+    RETURNING thread_id, run_id, message_id, error)
+  ${endStream("failed")}`;
+
+/**
+ * One round of a turn's wait, in one statement, for the turn of run $1:
+ * - first records run $2 (when given: the turn waited for past its deadline) as failed with $3,
+ *   ending its event stream (turn.failed, stream.ended);
+ * - then finds the oldest other unfinished turn ahead of it on the thread's current path: a turn
+ *   on an earlier message, or an earlier run on the same message (a duplicate delivery). Order is
+ *   (message seq, started_at, run_id), a total order, so two runs never wait for each other;
+ * - with none left, a chat turn whose message meanwhile got its answer (from the run it waited
+ *   for) is recorded as skipped instead of answering the message twice.
+ * The statement's snapshot predates its own update, so the abandoned run is excluded by id.
+ */
+export const selectEarlierUnfinishedTurn = `
+  WITH me AS (
+    SELECT t.run_id, t.thread_id, t.kind, t.message_id, t.started_at, m.seq
+    FROM turns t JOIN messages m ON m.id = t.message_id
+    WHERE t.run_id = $1
+  ), ${lockRunThread("$2")}, abandoned AS (
+    UPDATE turns SET status = 'failed', error = $3, finished_at = now()
+    WHERE run_id = $2 AND status = 'running' AND thread_id IN (SELECT id FROM locked)
+    RETURNING thread_id, run_id, message_id, error
+  ), ended AS (
+    SELECT * FROM abandoned
+  ), earlier AS (
+    SELECT t.run_id, t.message_id FROM me
+    JOIN turns t ON t.thread_id = me.thread_id AND t.status = 'running' AND t.run_id <> me.run_id
+    JOIN messages m ON m.id = t.message_id AND m.on_path
+    WHERE t.run_id IS DISTINCT FROM $2
+      AND (m.seq < me.seq OR (m.seq = me.seq AND (t.started_at, t.run_id) < (me.started_at, me.run_id)))
+    ORDER BY m.seq, t.started_at, t.run_id
+    LIMIT 1
+  ), skipped AS (
+    UPDATE turns SET status = 'skipped', finished_at = now()
+    FROM me
+    WHERE turns.run_id = me.run_id AND turns.status = 'running' AND me.kind = 'chat'
+      AND NOT EXISTS (SELECT 1 FROM earlier)
+      AND EXISTS (SELECT 1 FROM messages a WHERE a.answers = me.message_id AND a.on_path)
+    RETURNING turns.run_id
+  )
+  SELECT (SELECT run_id FROM earlier) AS earlier_run_id,
+         (SELECT message_id FROM earlier) AS earlier_message_id,
+         EXISTS (SELECT 1 FROM skipped) AS skipped,
+         (SELECT count(*)::int FROM (${endStream("failed")}) logged) AS abandoned`;
+export type SelectEarlierUnfinishedTurnRow = {
+  earlier_run_id: string | null;
+  earlier_message_id: string | null;
+  skipped: boolean;
+  abandoned: number;
+};
+
+/**
+ * Records a cancelled run's turn (only while it is running), ending its event stream in the same
+ * statement; returns what the finished event names.
+ */
+export const cancelTurn = `
+  WITH ${lockRunThread("$1")}, ended AS (
+    UPDATE turns SET status = 'cancelled', error = $2, finished_at = now()
+    WHERE run_id = $1 AND status = 'running' AND thread_id IN (SELECT id FROM locked)
+    RETURNING thread_id, run_id, message_id, error)
+  ${endStream("cancelled")}`;
+export type CancelTurnRow = { thread_id: string; message_id: string };
+
+/**
+ * Stops run $3's turn on thread $1 of user $2 if it still runs, storing what it streamed as one
+ * result (id $4, agent $5): threadline_stop_turn (src/history/schema/functions), one statement
+ * under the thread's lock. Returns one row: a refusal code, or the message, variant and rows stored.
+ */
+export const stopTurn = `
+  SELECT refusal, message_id, variant, stored
+  FROM threadline_stop_turn($1, $2, $3, $4, $5)`;
+export type StopTurnRow = { refusal: string | null; message_id: string; variant: number; stored: number };

@@ -1,0 +1,121 @@
+import type pg from "pg";
+import { logger } from "../platform/logger.js";
+import { HistoryRefusal, threadNotOwned } from "./errors.js";
+import { resultId } from "./ids.js";
+import { runningTurn } from "./turn-runs.js";
+import * as sql from "./turns-sql.js";
+
+/**
+ * Every status change of a started turn made from TypeScript, each one statement: failed (by its
+ * run's onFailure, as lost, or abandoned by a later turn's wait), cancelled and skipped (a
+ * duplicate run whose message got its answer meanwhile) written here, and stopped by the user
+ * (threadline_stop_turn); failed, cancelled and stopped also end the turn's event stream in it.
+ * Set inside PL/pgSQL instead: running or skipped by threadline_begin_turn, completed or superseded
+ * by threadline_store_answer (store.ts runs both). Imports: pg, storage modules, ids, the logger.
+ */
+
+/**
+ * Records run `runId`'s turn as failed with `error` (only while it is still running), ending its
+ * event stream in the same statement; false when it had finished meanwhile. A run that was not
+ * lost after all still completes the turn if it stores an answer (storing does not depend on the
+ * turn's status); a streaming one stops at its next batch of text, which finds the turn ended.
+ */
+export async function failLostTurn(db: pg.Pool, runId: string, error: string): Promise<boolean> {
+  const { rowCount } = await db.query(sql.failTurn, [runId, error]);
+  return (rowCount ?? 0) > 0;
+}
+
+/** The onFailure handler's write: failLostTurn without the answer, so its step result stays empty. */
+export async function failTurn(db: pg.Pool, runId: string, error: string): Promise<void> {
+  await failLostTurn(db, runId, error);
+}
+
+/** Records a cancelled run's turn as cancelled; null when it had no running turn (nothing to release). */
+export async function cancelTurn(db: pg.Pool, runId: string): Promise<{ threadId: string; messageId: string } | null> {
+  const { rows } = await db.query<sql.CancelTurnRow>(sql.cancelTurn, [runId, "The run was cancelled."]);
+  return rows[0] ? { threadId: rows[0].thread_id, messageId: rows[0].message_id } : null;
+}
+
+/** How long a turn waited for may show no finish before the turn waiting presumes it lost (turn-waits.ts). */
+export const PATIENCE_MINUTES = 30;
+
+export const ABANDONED_TURN_ERROR = `No finish was reported for this turn within ${PATIENCE_MINUTES} minutes of a later turn waiting for it: its run is presumed lost. Regenerate the message to answer it.`;
+
+export type EarlierTurn = {
+  /** The oldest unfinished turn ahead of this one, or null when the thread is clear. */
+  earlier: { runId: string; messageId: string } | null;
+  /** This chat turn found its message answered by the run it waited for: recorded as skipped. */
+  skipped: boolean;
+};
+
+/**
+ * One round of a turn's wait (turn-waits.ts), in one statement (see sql.selectEarlierUnfinishedTurn):
+ * records `abandon` as failed when given, finds the oldest unfinished turn ahead of run `runId`'s,
+ * and records this turn as skipped when its message got its answer meanwhile.
+ */
+export async function findEarlierTurn(
+  db: pg.Pool,
+  input: { runId: string; abandon?: string | null },
+): Promise<EarlierTurn> {
+  const { rows } = await db.query<sql.SelectEarlierUnfinishedTurnRow>(sql.selectEarlierUnfinishedTurn, [
+    input.runId,
+    input.abandon ?? null,
+    ABANDONED_TURN_ERROR,
+  ]);
+  const row = rows[0]!;
+  if (row.abandoned > 0)
+    logger.warn(
+      { runId: input.abandon, waitingRunId: input.runId },
+      "turn presumed lost: recorded as failed so later turns can go on",
+    );
+  return {
+    earlier: row.earlier_run_id ? { runId: row.earlier_run_id, messageId: row.earlier_message_id! } : null,
+    skipped: row.skipped,
+  };
+}
+
+/** The turn a stop ended: its run, the user message it answered, and whether a partial answer was stored. */
+export type StoppedTurn = { runId: string; messageId: string; variant: number; answerStored: boolean };
+
+const nothingRunning = (threadId: string, messageId: string | undefined) =>
+  new HistoryRefusal(
+    "no_running_turn",
+    messageId
+      ? `No turn of thread ${threadId} is answering message ${messageId}: it has finished (read its answer from the messages) or was never sent.`
+      : `No turn of thread ${threadId} is running: its latest answer has finished (read it from the messages).`,
+  );
+
+/**
+ * Stops the user's running turn on a thread: the one answering `messageId` when given, else the
+ * one the thread is answering now. In one statement under the thread's lock
+ * (threadline_stop_turn in src/history/schema/functions) the turn is recorded as stopped, the text its run
+ * streamed so far is stored as its answer variant marked stopped (under the result id the run
+ * itself would have used, so nothing is ever stored twice), and the log gets turn.stopped and
+ * stream.ended. The partial answer is attributed to `agentName`. Refused: an unknown or another
+ * user's thread, and a thread with nothing running (also a repeated stop).
+ */
+export async function stopRunningTurn(
+  db: pg.Pool,
+  input: { threadId: string; userId: string; messageId?: string | undefined; agentName: string },
+): Promise<StoppedTurn> {
+  const { threadId, userId, messageId } = input;
+  const found = await runningTurn(db, threadId, messageId);
+  if (!found) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+  if (found.ownerId !== userId) throw threadNotOwned(threadId);
+  const { running } = found;
+  if (!running) throw nothingRunning(threadId, messageId);
+
+  const { rows } = await db.query<sql.StopTurnRow>(sql.stopTurn, [
+    threadId,
+    userId,
+    running.runId,
+    resultId(running.messageId, running.variant, 0),
+    input.agentName,
+  ]);
+  const row = rows[0]!;
+  // The turn finished (or was stopped by another request) between the two statements.
+  if (row.refusal === "not_running") throw nothingRunning(threadId, messageId);
+  // The thread was deleted between them (its owner never changes).
+  if (row.refusal) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+  return { runId: running.runId, messageId: row.message_id, variant: row.variant, answerStored: row.stored > 0 };
+}
