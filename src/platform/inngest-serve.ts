@@ -1,4 +1,5 @@
-import type { MiddlewareHandler } from "hono";
+import type { IncomingMessage } from "node:http";
+import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { Inngest, type InngestFunction } from "inngest";
 import { serve } from "inngest/hono";
@@ -15,6 +16,28 @@ export const DEFAULT_SERVE_PATH = "/api/inngest";
  * covers the request's envelope (run context, step stack). A larger body is no Inngest request.
  */
 export const INNGEST_MAX_REQUEST_BYTES = 33 * 1024 * 1024;
+
+/** How long a refused request's connection keeps discarding its body after the answer. */
+const LINGER_MS = 2_000;
+
+/**
+ * Answers a refused request and closes its connection without a TCP reset. The client may still be
+ * writing a body nobody will read; Node closes such a socket with unread input, which sends a reset,
+ * and a client busy writing then sees "connection reset" instead of the answer it was sent. So, as
+ * nginx's lingering close does, the socket half-closes after the answer and discards what still
+ * arrives for up to LINGER_MS (nothing is kept), then closes.
+ */
+function closeAfterAnswer(c: Context): void {
+  c.header("Connection", "close");
+  const socket = (c.env as { incoming?: IncomingMessage } | undefined)?.incoming?.socket;
+  if (!socket) return;
+  // Node's server calls destroySoon once a `Connection: close` answer is written.
+  socket.destroySoon = () => {
+    socket.end();
+    socket.resume();
+    setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  };
+}
 
 /** How far a signature's timestamp may be from now: the SDK's own window for expired signatures. */
 const SIGNATURE_WINDOW_SECONDS = 5 * 60;
@@ -114,7 +137,7 @@ export function inngestHandler(functions: InngestFunction.Any[], serving: Innges
       : undefined;
     if (refusal === undefined) return next();
     // Nothing more of this request is wanted: the connection closes instead of draining its body.
-    c.header("Connection", "close");
+    closeAfterAnswer(c);
     return c.json(
       {
         error: `Refused: ${refusal}. Only Inngest calls this endpoint; sync the app from Inngest (its signed in-band sync).`,
@@ -126,7 +149,7 @@ export function inngestHandler(functions: InngestFunction.Any[], serving: Innges
   const limit = bodyLimit({
     maxSize: INNGEST_MAX_REQUEST_BYTES,
     onError: (c) => {
-      c.header("Connection", "close");
+      closeAfterAnswer(c);
       return c.json(
         {
           error: `Request body too large: Inngest's requests are at most ${INNGEST_MAX_REQUEST_BYTES} bytes.`,
