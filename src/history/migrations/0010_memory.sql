@@ -1,7 +1,7 @@
 -- Up Migration
 
 -- What an agent remembers about a user, across all of the user's threads. The id is derived from
--- the user and the normalized text (src/memory/ids.ts), so remembering the same fact twice, or a
+-- the user and the normalized text (src/history/ids.ts), so remembering the same fact twice, or a
 -- retried step remembering it again, stores one row.
 -- source 'remembered': the user had the assistant remember it (a tool call); it belongs to the
 -- user, outlives the thread it was said in, and is erased by forget, DELETE /api/memories or
