@@ -1,6 +1,6 @@
 import type pg from "pg";
 import * as sql from "./export-sql.js";
-import { EXPORT_FORMAT, EXPORT_VERSION, type ExportCounts, type ExportRecord, noCounts } from "./export-format.js";
+import { countOf, EXPORT_FORMAT, EXPORT_VERSION, type ExportRecord, noCounts } from "./export-format.js";
 import { listThreads, type ThreadCursor } from "./threads.js";
 
 /**
@@ -89,13 +89,6 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
 }
 
 type ThreadRecord = Extract<ExportRecord, { type: "message" | "turn" | "summary" | "agent_state" | "event" }>;
-const countOf = {
-  message: "messages",
-  turn: "turns",
-  summary: "summaries",
-  agent_state: "agentStates",
-  event: "events",
-} as const satisfies Record<ThreadRecord["type"], keyof ExportCounts>;
 
 /**
  * The rows of a keyset-paged statement whose last parameter is the batch size, batch by batch:
