@@ -37,22 +37,34 @@ export const selectThreadIncarnation = `
 export type SelectThreadIncarnationRow = { incarnation: string };
 
 /**
- * The events after id $4 of thread $1 as long as it is still user $2's thread of incarnation $3,
- * in id order, $5 of them. Always one row at least: present is false (and no event) once that
- * thread is gone (deleted, or deleted and created again under its id).
+ * Events of thread $1 (`events`: which of its rows `x`), in id order, `limit` of them, read only
+ * while the thread `t` is its owner's (`owner`: the condition on `t`). Always one row at least:
+ * present is false (and no event) when the thread is not, or no longer, that owner's.
  */
-export const selectOwnedEventsAfter = `
+export const ownedEventsAfter = (owner: string, events: string, limit: string) => `
   SELECT t.id IS NOT NULL AS present, e.id, e.event, e.data
   FROM (SELECT 1) one
-  LEFT JOIN threads t ON t.id = $1 AND t.user_id = $2 AND t.created_at = $3::timestamptz
+  LEFT JOIN threads t ON t.id = $1 AND ${owner}
   LEFT JOIN LATERAL (
     SELECT x.id, x.event, x.data FROM thread_events x
-    WHERE x.thread_id = t.id AND x.id > $4
+    WHERE ${events}
     ORDER BY x.id
-    LIMIT $5
+    LIMIT ${limit}
   ) e ON true
   ORDER BY e.id`;
-export type SelectOwnedEventsAfterRow = { present: boolean } & (ThreadEventRow | { id: null });
+export type OwnedEventsAfterRow = { present: boolean } & (ThreadEventRow | { id: null });
+
+/**
+ * The events after id $4 of thread $1 as long as it is still user $2's thread of incarnation $3,
+ * in id order, $5 of them; none once that thread is gone (deleted, or deleted and created again
+ * under its id).
+ */
+export const selectOwnedEventsAfter = ownedEventsAfter(
+  "t.user_id = $2 AND t.created_at = $3::timestamptz",
+  "x.thread_id = t.id AND x.id > $4",
+  "$5",
+);
+export type SelectOwnedEventsAfterRow = OwnedEventsAfterRow;
 
 /** Deletes up to $2 events written before $1 (oldest first); returns how many. */
 export const deleteEventsBefore = `

@@ -169,3 +169,15 @@ export const noCounts = (): ExportCounts => ({
   memories: 0,
   apiKeys: 0,
 });
+
+/** Which count each record of a user's data adds to (the header and the end line count nothing). */
+export const countOf = {
+  thread: "threads",
+  message: "messages",
+  turn: "turns",
+  summary: "summaries",
+  agent_state: "agentStates",
+  event: "events",
+  memory: "memories",
+  api_key: "apiKeys",
+} as const satisfies Record<Exclude<ExportRecord["type"], "export" | "end">, keyof ExportCounts>;

@@ -1,6 +1,6 @@
 import type pg from "pg";
 import * as sql from "./export-sql.js";
-import { EXPORT_FORMAT, EXPORT_VERSION, type ExportCounts, type ExportRecord, noCounts } from "./export-format.js";
+import { countOf, EXPORT_FORMAT, EXPORT_VERSION, type ExportRecord, noCounts } from "./export-format.js";
 import { listThreads, type ThreadCursor } from "./threads.js";
 
 /**
@@ -89,68 +89,69 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
 }
 
 type ThreadRecord = Extract<ExportRecord, { type: "message" | "turn" | "summary" | "agent_state" | "event" }>;
-const countOf = {
-  message: "messages",
-  turn: "turns",
-  summary: "summaries",
-  agent_state: "agentStates",
-  event: "events",
-} as const satisfies Record<ThreadRecord["type"], keyof ExportCounts>;
+
+/**
+ * The rows of a keyset-paged statement whose last parameter is the batch size, batch by batch:
+ * `params` gives a batch's other parameters from the previous batch's last row (none before the
+ * first). The next batch is read once every row of this one was taken.
+ */
+async function* keysetRows<Row extends pg.QueryResultRow>(
+  client: pg.PoolClient,
+  statement: string,
+  params: (last: Row | undefined) => unknown[],
+): AsyncGenerator<Row> {
+  for (let last: Row | undefined; ; ) {
+    const { rows } = await client.query<Row>(statement, [...params(last), EXPORT_MESSAGE_BATCH]);
+    yield* rows;
+    if (rows.length < EXPORT_MESSAGE_BATCH) return;
+    last = rows.at(-1)!;
+  }
+}
 
 /** A thread's messages (all of them, in stored order), turns, summary, agent state and event log. */
 async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGenerator<ThreadRecord> {
-  for (let from = "0"; ; ) {
-    const { rows } = await client.query<sql.SelectThreadMessagesRow>(sql.selectThreadMessages, [
+  const messages = keysetRows<sql.SelectThreadMessagesRow>(client, sql.selectThreadMessages, (last) => [
+    threadId,
+    last?.seq ?? "0",
+  ]);
+  for await (const row of messages) {
+    yield {
+      type: "message",
       threadId,
-      from,
-      EXPORT_MESSAGE_BATCH,
-    ]);
-    for (const row of rows) {
-      yield {
-        type: "message",
-        threadId,
-        id: row.id,
-        seq: Number(row.seq),
-        turnSeq: Number(row.turn_seq),
-        role: row.kind === "agent" ? "assistant" : row.kind,
-        agentName: row.agent_name,
-        content: row.content,
-        onPath: row.on_path,
-        createdAt: iso(row.created_at),
-        clientTimestamp: isoOrNull(row.client_timestamp),
-        ...(row.kind === "agent"
-          ? { answers: row.answers!, variant: row.variant!, position: row.position!, stopped: row.stopped }
-          : {}),
-      };
-    }
-    if (rows.length < EXPORT_MESSAGE_BATCH) break;
-    from = rows.at(-1)!.seq;
+      id: row.id,
+      seq: Number(row.seq),
+      turnSeq: Number(row.turn_seq),
+      role: row.kind === "agent" ? "assistant" : row.kind,
+      agentName: row.agent_name,
+      content: row.content,
+      onPath: row.on_path,
+      createdAt: iso(row.created_at),
+      clientTimestamp: isoOrNull(row.client_timestamp),
+      ...(row.kind === "agent"
+        ? { answers: row.answers!, variant: row.variant!, position: row.position!, stopped: row.stopped }
+        : {}),
+    };
   }
-  for (let from = { at: "-infinity", runId: "" }; ; ) {
-    const { rows } = await client.query<sql.SelectThreadTurnsRow>(sql.selectThreadTurns, [
+  const turns = keysetRows<sql.SelectThreadTurnsRow>(client, sql.selectThreadTurns, (last) => [
+    threadId,
+    last?.cursor_at ?? "-infinity",
+    last?.run_id ?? "",
+  ]);
+  for await (const row of turns) {
+    yield {
+      type: "turn",
       threadId,
-      from.at,
-      from.runId,
-      EXPORT_MESSAGE_BATCH,
-    ]);
-    for (const row of rows) {
-      yield {
-        type: "turn",
-        threadId,
-        runId: row.run_id,
-        messageId: row.message_id,
-        kind: row.kind,
-        variant: row.variant,
-        status: row.status,
-        error: row.error,
-        eventId: row.event_id,
-        context: row.context,
-        startedAt: iso(row.started_at),
-        finishedAt: isoOrNull(row.finished_at),
-      };
-    }
-    if (rows.length < EXPORT_MESSAGE_BATCH) break;
-    from = { at: rows.at(-1)!.cursor_at, runId: rows.at(-1)!.run_id };
+      runId: row.run_id,
+      messageId: row.message_id,
+      kind: row.kind,
+      variant: row.variant,
+      status: row.status,
+      error: row.error,
+      eventId: row.event_id,
+      context: row.context,
+      startedAt: iso(row.started_at),
+      finishedAt: isoOrNull(row.finished_at),
+    };
   }
   const summary = (await client.query<sql.SelectThreadSummaryRow>(sql.selectThreadSummary, [threadId])).rows[0];
   if (summary)
@@ -172,24 +173,22 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
       updatedAt: iso(state.updated_at),
     };
   }
-  for (let from = "0"; ; ) {
-    const batch = [threadId, from, EXPORT_MESSAGE_BATCH];
-    const { rows } = await client.query<sql.SelectThreadEventsRow>(sql.selectThreadEvents, batch);
-    for (const row of rows) {
-      yield {
-        type: "event",
-        threadId,
-        id: Number(row.id),
-        runId: row.run_id,
-        attempt: row.attempt,
-        key: row.key,
-        event: row.event,
-        data: row.data,
-        createdAt: iso(row.created_at),
-      };
-    }
-    if (rows.length < EXPORT_MESSAGE_BATCH) break;
-    from = rows.at(-1)!.id;
+  const events = keysetRows<sql.SelectThreadEventsRow>(client, sql.selectThreadEvents, (last) => [
+    threadId,
+    last?.id ?? "0",
+  ]);
+  for await (const row of events) {
+    yield {
+      type: "event",
+      threadId,
+      id: Number(row.id),
+      runId: row.run_id,
+      attempt: row.attempt,
+      key: row.key,
+      event: row.event,
+      data: row.data,
+      createdAt: iso(row.created_at),
+    };
   }
 }
 
@@ -197,25 +196,20 @@ async function* userMemories(
   client: pg.PoolClient,
   userId: string,
 ): AsyncGenerator<Extract<ExportRecord, { type: "memory" }>> {
-  for (let from = { at: "infinity", id: "ffffffff-ffff-ffff-ffff-ffffffffffff" }; ; ) {
-    const { rows } = await client.query<sql.SelectUserMemoriesRow>(sql.selectUserMemories, [
-      userId,
-      from.at,
-      from.id,
-      EXPORT_MESSAGE_BATCH,
-    ]);
-    for (const row of rows) {
-      yield {
-        type: "memory",
-        id: row.id,
-        text: row.text,
-        source: row.source,
-        threadId: row.thread_id,
-        createdAt: iso(row.created_at),
-        updatedAt: iso(row.updated_at),
-      };
-    }
-    if (rows.length < EXPORT_MESSAGE_BATCH) return;
-    from = { at: rows.at(-1)!.cursor_at, id: rows.at(-1)!.id };
+  const memories = keysetRows<sql.SelectUserMemoriesRow>(client, sql.selectUserMemories, (last) => [
+    userId,
+    last?.cursor_at ?? "infinity",
+    last?.id ?? "ffffffff-ffff-ffff-ffff-ffffffffffff",
+  ]);
+  for await (const row of memories) {
+    yield {
+      type: "memory",
+      id: row.id,
+      text: row.text,
+      source: row.source,
+      threadId: row.thread_id,
+      createdAt: iso(row.created_at),
+      updatedAt: iso(row.updated_at),
+    };
   }
 }

@@ -5,6 +5,7 @@
 import type pg from "pg";
 import * as sql from "./export-sql.js";
 import {
+  countOf,
   EXPORT_FORMAT,
   EXPORT_VERSION,
   exportHeader,
@@ -77,114 +78,20 @@ export async function importUserData(
         await finishThread(client, thread);
         thread = undefined;
       }
-      switch (record.type) {
-        case "export":
-          throw new ImportRefused(`line ${lineNumber}: a second header`);
-        case "thread":
-          thread = record;
-          await client.query(sql.insertThread, [
-            record.id,
-            userId,
-            record.title,
-            record.titleSource,
-            record.metadata,
-            record.createdAt,
-          ]);
-          counts.threads += 1;
-          break;
-        case "message":
-          await client.query(sql.insertMessage, [
-            record.id,
-            record.threadId,
-            userId,
-            record.seq,
-            record.turnSeq,
-            record.role === "assistant" ? "agent" : record.role,
-            record.agentName,
-            JSON.stringify(record.content),
-            record.answers ?? null,
-            record.variant ?? null,
-            record.position ?? null,
-            record.onPath,
-            record.stopped ?? false,
-            record.clientTimestamp,
-            record.createdAt,
-          ]);
-          counts.messages += 1;
-          break;
-        case "turn":
-          await client.query(sql.insertTurn, [
-            record.runId,
-            record.threadId,
-            record.messageId,
-            record.kind,
-            record.variant,
-            record.status,
-            record.error,
-            record.eventId,
-            record.context === undefined || record.context === null ? null : JSON.stringify(record.context),
-            record.startedAt,
-            record.finishedAt,
-          ]);
-          counts.turns += 1;
-          break;
-        case "summary":
-          await client.query(sql.insertSummary, [
-            record.threadId,
-            record.coversThroughTurnSeq,
-            record.text,
-            record.createdAt,
-            record.updatedAt,
-          ]);
-          counts.summaries += 1;
-          break;
-        case "agent_state":
-          await client.query(sql.insertAgentState, [
-            record.threadId,
-            record.agentName,
-            JSON.stringify(record.data),
-            record.updatedAt,
-          ]);
-          counts.agentStates += 1;
-          break;
-        case "event":
-          await client.query(sql.insertEvent, [
-            record.threadId,
-            record.id,
-            record.runId,
-            record.attempt,
-            record.key,
-            record.event,
-            JSON.stringify(record.data),
-            record.createdAt,
-          ]);
-          counts.events += 1;
-          break;
-        case "memory":
-          await client.query(sql.insertMemory, [
-            record.id,
-            userId,
-            record.text,
-            record.source,
-            record.threadId,
-            record.createdAt,
-            record.updatedAt,
-          ]);
-          counts.memories += 1;
-          break;
-        case "api_key":
-          counts.apiKeys += 1;
-          break;
-        case "end": {
-          const { type: _end, ...expected } = record;
-          if (JSON.stringify(expected) !== JSON.stringify(counts))
-            throw new ImportRefused(
-              `line ${lineNumber}: the end line counts ${JSON.stringify(expected)}, the file holds ${JSON.stringify(counts)}`,
-            );
-          ended = true;
-          break;
-        }
+      if (record.type === "export") throw new ImportRefused(`line ${lineNumber}: a second header`);
+      if (record.type === "end") {
+        const { type: _end, ...expected } = record;
+        if (JSON.stringify(expected) !== JSON.stringify(counts))
+          throw new ImportRefused(
+            `line ${lineNumber}: the end line counts ${JSON.stringify(expected)}, the file holds ${JSON.stringify(counts)}`,
+          );
+        ended = true;
+        continue;
       }
+      if (record.type === "thread") thread = record;
+      // An API key is counted, not restored: the export never holds its secret.
+      if (record.type !== "api_key") await client.query(...insertOf(record, userId));
+      counts[countOf[record.type]] += 1;
     }
     if (userId === undefined) throw new ImportRefused("the file is empty");
     if (!ended) throw new ImportRefused("the export was cut short: its end line is missing");
@@ -205,6 +112,61 @@ export async function importUserData(
 }
 
 const THREAD_RECORDS = new Set<ExportRecord["type"]>(["message", "turn", "summary", "agent_state", "event"]);
+
+type RestoredRecord = Exclude<ExportRecord, { type: "export" | "api_key" | "end" }>;
+type Insert<T extends RestoredRecord> = (record: T, userId: string) => [statement: string, params: unknown[]];
+
+/** Each restored record's insert: its statement and the parameters in the statement's order. */
+const INSERTS: { [T in RestoredRecord["type"]]: Insert<Extract<RestoredRecord, { type: T }>> } = {
+  thread: (r, userId) => [sql.insertThread, [r.id, userId, r.title, r.titleSource, r.metadata, r.createdAt]],
+  message: (r, userId) => [
+    sql.insertMessage,
+    [
+      r.id,
+      r.threadId,
+      userId,
+      r.seq,
+      r.turnSeq,
+      r.role === "assistant" ? "agent" : r.role,
+      r.agentName,
+      JSON.stringify(r.content),
+      r.answers ?? null,
+      r.variant ?? null,
+      r.position ?? null,
+      r.onPath,
+      r.stopped ?? false,
+      r.clientTimestamp,
+      r.createdAt,
+    ],
+  ],
+  turn: (r) => [
+    sql.insertTurn,
+    [
+      r.runId,
+      r.threadId,
+      r.messageId,
+      r.kind,
+      r.variant,
+      r.status,
+      r.error,
+      r.eventId,
+      r.context === undefined || r.context === null ? null : JSON.stringify(r.context),
+      r.startedAt,
+      r.finishedAt,
+    ],
+  ],
+  summary: (r) => [sql.insertSummary, [r.threadId, r.coversThroughTurnSeq, r.text, r.createdAt, r.updatedAt]],
+  agent_state: (r) => [sql.insertAgentState, [r.threadId, r.agentName, JSON.stringify(r.data), r.updatedAt]],
+  event: (r) => [
+    sql.insertEvent,
+    [r.threadId, r.id, r.runId, r.attempt, r.key, r.event, JSON.stringify(r.data), r.createdAt],
+  ],
+  memory: (r, userId) => [sql.insertMemory, [r.id, userId, r.text, r.source, r.threadId, r.createdAt, r.updatedAt]],
+};
+
+// The table is typed per record type; TypeScript cannot tie a lookup by `record.type` to it.
+const insertOf = (record: RestoredRecord, userId: string) =>
+  (INSERTS[record.type] as Insert<RestoredRecord>)(record, userId);
 
 /** The thread's counters and times as exported (inserting its messages moved some). */
 async function finishThread(client: pg.PoolClient, thread: ThreadRecord): Promise<void> {

@@ -176,6 +176,3 @@ export const threadDeletedEvent = z
 /** The log event a stored row holds: its kind and payload as the writers wrote them (trusted, see above). */
 export const loggedEvent = (row: { event: string; data: Record<string, unknown> }) =>
   ({ event: row.event, data: row.data }) as ThreadLogEvent;
-
-/** Whether a text.delta is an inference step's (else it is AgentKit's chunk, which carries no step). */
-export const isInferenceDelta = (data: ThreadLogData<"text.delta">): data is InferenceDelta => "stepId" in data;

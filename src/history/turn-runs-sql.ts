@@ -1,4 +1,4 @@
-import type { ThreadEventRow } from "./events-sql.js";
+import { type OwnedEventsAfterRow, ownedEventsAfter } from "./events-sql.js";
 
 /**
  * Which run answers a message, and one run's part of the thread's event log (src/history/turn-runs.ts
@@ -38,21 +38,15 @@ export type SelectRunningTurnRow = {
 
 /**
  * Run $2's events in thread $1 after id $3, in id order, $4 of them, while the thread is user
- * $5's (the run's rows are found by its key index). Always one row at least: present is false
- * (and no event) when the thread is not, or no longer, that user's.
+ * $5's (the run's rows are found by its key index); none when the thread is not, or no longer,
+ * that user's.
  */
-export const selectRunEventsAfter = `
-  SELECT t.id IS NOT NULL AS present, e.id, e.event, e.data
-  FROM (SELECT 1) one
-  LEFT JOIN threads t ON t.id = $1 AND t.user_id = $5
-  LEFT JOIN LATERAL (
-    SELECT x.id, x.event, x.data FROM thread_events x
-    WHERE x.run_id = $2 AND x.thread_id = t.id AND x.id > $3
-    ORDER BY x.id
-    LIMIT $4
-  ) e ON true
-  ORDER BY e.id`;
-export type SelectRunEventsAfterRow = { present: boolean } & (ThreadEventRow | { id: null });
+export const selectRunEventsAfter = ownedEventsAfter(
+  "t.user_id = $5",
+  "x.run_id = $2 AND x.thread_id = t.id AND x.id > $3",
+  "$4",
+);
+export type SelectRunEventsAfterRow = OwnedEventsAfterRow;
 
 /**
  * The user message that message $2 of thread $1 stands for: itself when it is a user message, the

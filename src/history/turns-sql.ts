@@ -31,15 +31,18 @@ const lockRunThread = (runParam: string) => `
   )`;
 
 /**
- * A failed run only updates a turn it started: a refused event leaves no trace. The thread's
- * event log says so in the same statement (so "stream ended" always means "recorded").
+ * Records run $1's turn as `status` with cause $2, only while it is running, ending its event
+ * stream in the same statement (so "stream ended" always means "recorded").
  */
-export const failTurn = `
+const endTurn = (status: "failed" | "cancelled") => `
   WITH ${lockRunThread("$1")}, ended AS (
-    UPDATE turns SET status = 'failed', error = $2, finished_at = now()
+    UPDATE turns SET status = '${status}', error = $2, finished_at = now()
     WHERE run_id = $1 AND status = 'running' AND thread_id IN (SELECT id FROM locked)
     RETURNING thread_id, run_id, message_id, error)
-  ${endStream("failed")}`;
+  ${endStream(status)}`;
+
+/** A failed run only updates a turn it started: a refused event leaves no trace. */
+export const failTurn = endTurn("failed");
 
 /**
  * One round of a turn's wait, in one statement, for the turn of run $1:
@@ -90,16 +93,8 @@ export type SelectEarlierUnfinishedTurnRow = {
   abandoned: number;
 };
 
-/**
- * Records a cancelled run's turn (only while it is running), ending its event stream in the same
- * statement; returns what the finished event names.
- */
-export const cancelTurn = `
-  WITH ${lockRunThread("$1")}, ended AS (
-    UPDATE turns SET status = 'cancelled', error = $2, finished_at = now()
-    WHERE run_id = $1 AND status = 'running' AND thread_id IN (SELECT id FROM locked)
-    RETURNING thread_id, run_id, message_id, error)
-  ${endStream("cancelled")}`;
+/** Records a cancelled run's turn; returns what the finished event names. */
+export const cancelTurn = endTurn("cancelled");
 export type CancelTurnRow = { thread_id: string; message_id: string };
 
 /**

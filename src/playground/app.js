@@ -7,15 +7,8 @@ import * as session from "./session.js";
 
 const $ = (id) => document.getElementById(id);
 
-/** Everything the page shows comes from here; each change is followed by the matching render. */
-const state = {
-  api: null,
-  credentials: null,
-  /** GET /api/info: the model and inference mode (null from a server without it). */
-  info: null,
-  threads: [],
-  threadId: null,
-  following: null,
+/** What the page holds of the open thread, as it is before anything of the thread was read. */
+const unreadThread = () => ({
   /** The open thread's creation time: its event log's identity (see session.loadStreamPosition). */
   epoch: null,
   /** The last event id seen on the open thread, and its rows of inference deltas of turns not ended. */
@@ -34,6 +27,18 @@ const state = {
   awaiting: new Set(),
   /** The answer variants of user messages that have several: id → {list, index of the one shown}. */
   variants: new Map(),
+});
+
+/** Everything the page shows comes from here; each change is followed by the matching render. */
+const state = {
+  api: null,
+  credentials: null,
+  /** GET /api/info: the model and inference mode (null from a server without it). */
+  info: null,
+  threads: [],
+  threadId: null,
+  following: null,
+  ...unreadThread(),
 };
 
 const threadHash = (threadId) => `#/threads/${threadId}`;
@@ -159,18 +164,7 @@ async function showRoute() {
 
 function closeThread() {
   stopFollowing();
-  Object.assign(state, {
-    threadId: null,
-    epoch: null,
-    messages: [],
-    olderHidden: false,
-    pending: [],
-    retrying: new Map(),
-    endedRuns: new Set(),
-    outbox: new Map(),
-    awaiting: new Set(),
-    variants: new Map(),
-  });
+  Object.assign(state, { threadId: null, ...unreadThread() });
   closeThreadForms();
   renderThreads();
   renderMessages();
@@ -188,23 +182,9 @@ const readThreadOrNull = (threadId) =>
  */
 async function openThread(threadId, { keepSent = false } = {}) {
   stopFollowing();
-  const sent =
-    keepSent && threadId === state.threadId
-      ? { outbox: state.outbox, awaiting: state.awaiting }
-      : { outbox: new Map(), awaiting: new Set() };
+  const sent = keepSent && threadId === state.threadId ? { outbox: state.outbox, awaiting: state.awaiting } : {};
   if (threadId !== state.threadId) closeThreadForms();
-  Object.assign(state, {
-    threadId,
-    epoch: null,
-    lastId: 0,
-    pending: [],
-    retrying: new Map(),
-    endedRuns: new Set(),
-    messages: [],
-    olderHidden: false,
-    variants: new Map(),
-    ...sent,
-  });
+  Object.assign(state, { ...unreadThread(), threadId, ...sent });
   renderThreads();
   renderMessages();
   const thread = await readThreadOrNull(threadId);
