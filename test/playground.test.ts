@@ -669,7 +669,7 @@ if (!hasChromium) {
       expect(pageProblems).toEqual([expect.stringMatching(/status of 401 \(Unauthorized\)/)]);
     });
 
-    it("folds deltas exactly as src/stream/deltas.ts does (the page's copy of the rule, run in the browser)", async () => {
+    it("folds deltas exactly as src/stream/deltas.ts does (one module for both, run in the browser)", async () => {
       const row = fc.record({
         event: fc.constantFrom("text.delta", "text.delta", "text.delta", "part.created"),
         data: fc.record({
