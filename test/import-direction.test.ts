@@ -26,6 +26,10 @@ const FORBIDDEN: Record<string, { folders: string[]; packages?: string[]; pure?:
     why: "process plumbing is the bottom layer",
   },
   api: { folders: ["functions"], why: "routes send events to functions, never call them" },
+  playground: {
+    folders: ["agents", "api", "auth", "functions", "history", "memory", "platform", "stream"],
+    why: "the page runs in the browser: it has only its own modules",
+  },
 };
 
 /** Files that may break their folder's rule, each with its reason. */
