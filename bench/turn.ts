@@ -119,7 +119,7 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
     const runOnce = async (fn: string, event: { name: string; data: Record<string, unknown> }) => {
       model.script({ text: "An answer." });
       const pids = await backendPids(pool);
-      const pgBefore = await backendCpuMs(pids);
+      const pgBefore = await backendCpuNs(pids);
       const statementsBefore = statements;
       const cpuBefore = process.cpuUsage();
       const started = performance.now();
@@ -129,14 +129,14 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
       await run.ended;
       const wallMs = performance.now() - started;
       const cpu = process.cpuUsage(cpuBefore);
-      const pgAfter = await backendCpuMs(pids);
+      const pgAfter = await backendCpuNs(pids);
       if (run.status !== "completed") throw new Error(`bench: ${fn} ${run.status}: ${JSON.stringify(run.output)}`);
       return {
         run,
         sample: {
           wallMs,
           cpuMs: (cpu.user + cpu.system) / 1000,
-          pgMs: pgBefore === undefined || pgAfter === undefined ? undefined : pgAfter - pgBefore,
+          pgMs: backendCpuDelta(pgBefore, pgAfter),
           statements: statements - statementsBefore,
           requests: run.requests.length,
           checkpoints: run.checkpoints,
@@ -316,15 +316,30 @@ async function backendPids(pool: pg.Pool): Promise<number[]> {
   return rows.map((r) => r.pid as number);
 }
 
-/** Milliseconds these backends have spent on a CPU (schedstat: nanoseconds), or undefined if unreadable. */
-async function backendCpuMs(pids: number[]): Promise<number | undefined> {
-  try {
-    let ns = 0;
-    for (const pid of pids) ns += Number((await readFile(`/proc/${pid}/schedstat`, "utf8")).split(" ")[0]);
-    return pids.length > 0 ? ns / 1e6 : undefined;
-  } catch {
-    return undefined;
+/** Nanoseconds each of these backends has spent on a CPU (schedstat), for those whose /proc entry is readable. */
+async function backendCpuNs(pids: number[]): Promise<Map<number, number>> {
+  const cpu = new Map<number, number>();
+  for (const pid of pids) {
+    try {
+      cpu.set(pid, Number((await readFile(`/proc/${pid}/schedstat`, "utf8")).split(" ")[0]));
+    } catch {
+      // Not local, or the connection closed (the pool ends idle ones): it did no work for this run.
+    }
   }
+  return cpu;
+}
+
+/** Milliseconds of backend CPU between two readings, over the backends read both times; undefined if none was. */
+function backendCpuDelta(before: Map<number, number>, after: Map<number, number>): number | undefined {
+  let ns = 0;
+  let read = 0;
+  for (const [pid, end] of after) {
+    const start = before.get(pid);
+    if (start === undefined) continue;
+    ns += end - start;
+    read += 1;
+  }
+  return read > 0 ? ns / 1e6 : undefined;
 }
 
 const p = (values: number[], digits = 1) => [10, 50, 90].map((q) => percentile(values, q).toFixed(digits)).join(" / ");
