@@ -1,15 +1,30 @@
 /**
- * Turn benchmark (npm run bench:turn): what one chat turn costs in SQL statements, per history
- * step and per turn, and in time next to a bare Inngest function with the same number of no-op
- * steps under the same engine (InngestTestEngine, the scripted model answering at once). The time
- * above that floor is the turn's own work: database round trips, the model call over HTTP,
- * AgentKit. One row runs the turn with INFERENCE=stream (the model streamed in-process, its text
- * logged as text.delta batches) next to the gateway's. Also shows the plans of the history read and of the latest-turn lookup (with and
- * without its index, on 50,000 turns).
+ * Turn benchmark (npm run bench:turn [-- --rounds=N]): what one chat turn costs next to the floor
+ * it could reach, on the path production takes. The app is served over HTTP in this process and
+ * driven by the engine stand-in over the SDK's serve protocol, in both of the SDK's modes: async
+ * (a request per step) and checkpoint (the SDK runs what it can in one request and reports each
+ * step to the executor). Beside the turn (an existing 100-message thread, the scripted model
+ * answering at once) run two floors, same process, same protocol, same model server:
  *
- * Uses DATABASE_URL's server (or the embedded PostgreSQL) in a database created for the run.
+ * (a) bare: a function with the turn's Inngest ops, in its order and of its kinds (step.run,
+ *     step.ai.infer, step.sendEvent), each step.run doing nothing;
+ * (b) durable: the same, each history step sending one trivial indexed statement (an INSERT for a
+ *     step that writes, a SELECT for one that reads) on the same database.
+ *
+ * Each round runs turn, (a) and (b) in a rotating order, so all three meet the same load on a
+ * shared machine; ratios are taken within a round and reported as p10/p50/p90. CPU is this
+ * process's (app, SDK, stand-in and model server alike); PostgreSQL CPU is the on-CPU time of the
+ * database's backends (/proc/<pid>/schedstat, when the server is local). Afterwards every thread
+ * is checked: each message sent stored once, answered once, its turn completed once.
+ *
+ * Also prints the statements each step of a turn sends (InngestTestEngine, one run per kind of
+ * turn) and the plans of the history read and of the latest-turn lookup.
  */
 import { randomUUID } from "node:crypto";
+import { readFile } from "node:fs/promises";
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
 import type { InngestFunction } from "inngest";
 import type pg from "pg";
 import { inngest } from "../inngest.config.js";
@@ -17,123 +32,62 @@ import { chooseModel } from "../src/agents/model.js";
 import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { CHAT_TURN_ID } from "../src/functions/turn-lifecycle.js";
 import * as sql from "../src/history/store-sql.js";
-import { startModelServer } from "../test/helpers/model-server.js";
+import { countingPool } from "../test/helpers/counting-pool.js";
+import { type EngineStandIn, startEngineStandIn, type StandInRun } from "../test/helpers/engine-stand-in.js";
+import { createTestApp } from "../test/helpers/http.js";
+import { type ModelServer, startModelServer } from "../test/helpers/model-server.js";
 import { seedThread } from "../test/helpers/seed.js";
 import { statementsPerStep, totalStatements } from "../test/helpers/step-statements.js";
 import { openBenchDatabase } from "./bench-database.js";
-import { median, printTable } from "./report.js";
+import { percentile, printTable } from "./report.js";
 
-const TURNS = 40;
-const WARMUP = 5;
-/** Turns of the seeded thread: 100 messages, a question and an answer each. */
+const roundsFlag = process.argv.find((a) => a.startsWith("--rounds="));
+/** Measured rounds per mode (each round: a turn and both floors); --rounds=N for more. */
+const ROUNDS = roundsFlag ? Number(roundsFlag.slice("--rounds=".length)) : 150;
+const WARMUP_ROUNDS = 10;
+/** Turns of each seeded thread: 100 messages, a question and an answer each. */
 const SEEDED_TURNS = 50;
+/** Threads per mode; rounds take them in turn, so each grows by ROUNDS / THREADS turns. */
+const THREADS = 10;
 const LATEST_TURN_ROWS = 50_000;
+const MODES = ["async", "checkpoint"] as const;
+type Mode = (typeof MODES)[number];
+const KINDS = ["turn", "bare (a)", "durable (b)"] as const;
+type Kind = (typeof KINDS)[number];
 
-type Scenario = {
-  name: string;
-  run: () => Promise<{ fn: InngestFunction.Like; event: { name: string; data: Record<string, unknown> } }>;
-};
-type Measured = {
-  name: string;
-  steps: number;
-  perStep: Map<string, number>;
+type Sample = {
+  wallMs: number;
+  cpuMs: number;
+  pgMs: number | undefined;
   statements: number;
-  medianMs: number;
-  sqlMs: number;
-  bareMs: number;
+  /** Requests the executor made to the app, and checkpoint requests the SDK made to the executor. */
+  requests: number;
+  checkpoints: number;
 };
+/** The turn's ops in order, as the floors repeat them. */
+type Op = { id: string; kind: string };
 
 async function main() {
+  if (!Number.isInteger(ROUNDS) || ROUNDS < 1)
+    throw new Error(`--rounds must be a positive integer, got ${roundsFlag}`);
   const { pool, close } = await openBenchDatabase();
   const model = await startModelServer();
   try {
-    const counting = statementsPerStep(pool);
-    const deps = {
-      db: counting.pool,
-      model: chooseModel(
-        readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "bench", MODEL: "bench-model" }),
-      ),
-    };
-    const chatTurn = createChatTurn(deps);
-    const regenerate = createRegenerate(deps);
-    // The same turn with the model called in-process and its text logged as it streams (one batch here).
-    const streamingTurn = createChatTurn({ ...deps, inference: "stream" });
-
-    const scenarios: Scenario[] = [
-      { name: "chat turn, new thread", run: async () => ({ fn: chatTurn, event: chatEvent({}) }) },
-      {
-        name: `chat turn, ${SEEDED_TURNS * 2}-message thread`,
-        run: async () => ({
-          fn: chatTurn,
-          event: chatEvent({ threadId: (await seedThread(pool, { turns: SEEDED_TURNS })).threadId }),
-        }),
-      },
-      {
-        name: `chat turn, ${SEEDED_TURNS * 2}-message thread, INFERENCE=stream`,
-        run: async () => ({
-          fn: streamingTurn,
-          event: chatEvent({ threadId: (await seedThread(pool, { turns: SEEDED_TURNS })).threadId }),
-        }),
-      },
-      {
-        name: `regenerate, ${SEEDED_TURNS * 2}-message thread`,
-        run: async () => {
-          const { threadId, userId } = await seedThread(pool, { turns: SEEDED_TURNS });
-          const { rows } = await pool.query(
-            "SELECT id FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq DESC LIMIT 1",
-            [threadId],
-          );
-          return {
-            fn: regenerate,
-            event: { name: "chat/message.regenerate", data: { threadId, messageId: rows[0].id, userId } },
-          };
-        },
-      },
-    ];
-
-    const results: Measured[] = [];
-    for (const scenario of scenarios) {
-      const turn = async () => {
-        const { fn, event } = await scenario.run();
-        model.reset();
-        model.script({ text: "An answer." });
-        const started = performance.now();
-        const { steps, error } = await counting.run(fn, event);
-        if (error) throw error;
-        return {
-          steps,
-          ms: performance.now() - started,
-          sqlMs: counting.sqlTime.ms,
-          perStep: new Map(counting.perStep),
-        };
-      };
-      const first = await turn();
-      const bare = bareFunction(first.steps);
-      // Turn and bare function alternate, so both meet the same load on a shared machine.
-      const times: number[] = [];
-      const sqlTimes: number[] = [];
-      const bareTimes: number[] = [];
-      for (let i = 0; i < WARMUP + TURNS; i++) {
-        const { ms, sqlMs } = await turn();
-        const started = performance.now();
-        await counting.run(bare, { name: "bench/bare", data: {} });
-        if (i < WARMUP) continue;
-        times.push(ms);
-        sqlTimes.push(sqlMs);
-        bareTimes.push(performance.now() - started);
-      }
-      results.push({
-        name: scenario.name,
-        steps: first.steps,
-        perStep: first.perStep,
-        statements: totalStatements(first.perStep),
-        medianMs: median(times),
-        sqlMs: median(sqlTimes),
-        bareMs: median(bareTimes),
-      });
+    await printStatementsPerStep(pool, model);
+    await pool.query(
+      "CREATE TABLE bench_floor (id uuid PRIMARY KEY, run text NOT NULL, seq int NOT NULL, body text NOT NULL)",
+    );
+    await pool.query("CREATE INDEX bench_floor_run_idx ON bench_floor (run, seq)");
+    const results = new Map<Mode, Map<Kind, Sample[]>>();
+    const turnOps = new Map<Mode, Op[]>();
+    for (const mode of MODES) {
+      const measured = await measureMode(pool, model, mode);
+      results.set(mode, measured.samples);
+      turnOps.set(mode, measured.ops);
     }
-    printResults(results);
+    printResults(results, turnOps);
     await explainHistoryRead(pool);
     await explainLatestTurn(pool);
   } finally {
@@ -142,51 +96,396 @@ async function main() {
   }
 }
 
-const chatEvent = (data: { threadId?: string }) => ({
-  name: "chat/message.sent",
-  data: { messageId: randomUUID(), userId: "user-1", content: "What should I read next?", ...data },
-});
+async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
+  let statements = 0;
+  const counting = countingPool(pool, () => {
+    statements += 1;
+    return undefined;
+  });
+  const choice = chooseModel(
+    readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "bench", MODEL: "bench-model" }),
+  );
+  if (!choice.configured) throw new Error("bench: the scripted model is not configured");
+  const chatTurn = createChatTurn({ db: counting.pool, model: choice });
 
-/** A function of `steps` no-op steps: the floor a turn is compared with, under the same engine. */
-const bareFunction = (steps: number) =>
-  inngest.createFunction(
-    { id: `bare-${steps}-steps`, triggers: [{ event: "bench/bare" }], retries: 0 },
-    async ({ step }) => {
-      for (let i = 0; i < steps; i++) await step.run(`noop-${i}`, async () => null);
+  const engine = await startEngineStandIn({ checkpoint: mode === "checkpoint" });
+  // The app's Inngest client is built when the app is: it sends events and checkpoints to the stand-in.
+  process.env.INNGEST_BASE_URL = engine.url;
+  const served: InngestFunction.Any[] = [chatTurn];
+  const app = await serveApp(counting.pool, engine, served);
+  try {
+    const threads = await Promise.all(Array.from({ length: THREADS }, () => seedThread(pool, { turns: SEEDED_TURNS })));
+    const sent: { threadId: string; messageId: string }[] = [];
+    const runOnce = async (fn: string, event: { name: string; data: Record<string, unknown> }) => {
+      model.script({ text: "An answer." });
+      const pids = await backendPids(pool);
+      const pgBefore = await backendCpuNs(pids);
+      const statementsBefore = statements;
+      const cpuBefore = process.cpuUsage();
+      const started = performance.now();
+      const received = await engine.send(event);
+      const run = engine.runs.find((r) => r.event.id === received.id && r.fnId === fn);
+      if (!run) throw new Error(`bench: no run of ${fn} started`);
+      await run.ended;
+      const wallMs = performance.now() - started;
+      const cpu = process.cpuUsage(cpuBefore);
+      const pgAfter = await backendCpuNs(pids);
+      if (run.status !== "completed") throw new Error(`bench: ${fn} ${run.status}: ${JSON.stringify(run.output)}`);
+      return {
+        run,
+        sample: {
+          wallMs,
+          cpuMs: (cpu.user + cpu.system) / 1000,
+          pgMs: backendCpuDelta(pgBefore, pgAfter),
+          statements: statements - statementsBefore,
+          requests: run.requests.length,
+          checkpoints: run.checkpoints,
+        } satisfies Sample,
+      };
+    };
+    let next = 0;
+    const turn = async () => {
+      const thread = threads[next++ % THREADS]!;
+      const messageId = randomUUID();
+      sent.push({ threadId: thread.threadId, messageId });
+      return runOnce(`${inngest.id}-${CHAT_TURN_ID}`, {
+        name: "chat/message.sent",
+        data: { messageId, userId: thread.userId, content: "What should I read next?", threadId: thread.threadId },
+      });
+    };
+
+    // The floors repeat what the first turn did, op for op.
+    const ops = (await turn()).run.order.map(({ id, kind }) => ({ id, kind }));
+    const floors = {
+      bare: floorFunction("bare", ops, choice.model, counting.pool),
+      durable: floorFunction("durable", ops, choice.model, counting.pool),
+    };
+    await app.close();
+    const floorApp = await serveApp(counting.pool, engine, [chatTurn, floors.bare.fn, floors.durable.fn]);
+    const samples = new Map<Kind, Sample[]>(KINDS.map((k) => [k, []]));
+    const floorRuns: StandInRun[] = [];
+    try {
+      const runners: Record<Kind, () => Promise<{ run: StandInRun; sample: Sample }>> = {
+        turn,
+        "bare (a)": () => runOnce(floors.bare.id, { name: floors.bare.event, data: { run: randomUUID() } }),
+        "durable (b)": async () => {
+          const result = await runOnce(floors.durable.id, { name: floors.durable.event, data: { run: randomUUID() } });
+          floorRuns.push(result.run);
+          return result;
+        },
+      };
+      for (let round = 0; round < WARMUP_ROUNDS + ROUNDS; round++) {
+        // A rotating order: no kind always runs first (after the model's idle time) or last.
+        for (let i = 0; i < KINDS.length; i++) {
+          const kind = KINDS[(round + i) % KINDS.length]!;
+          const { sample } = await runners[kind]();
+          if (round >= WARMUP_ROUNDS) samples.get(kind)!.push(sample);
+        }
+      }
+    } finally {
+      await floorApp.close();
+    }
+    await checkThreads(pool, mode, threads, sent, floorRuns, floors.durable.writes);
+    return { samples, ops };
+  } finally {
+    await engine.close();
+  }
+}
+
+/** The app as deployed, serving `functions` on a loopback port, registered with the stand-in. */
+async function serveApp(db: pg.Pool, engine: EngineStandIn, functions: InngestFunction.Any[]) {
+  const { app } = createTestApp(db, {
+    functions,
+    sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
+  });
+  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
+  await engine.registerApp(`http://127.0.0.1:${(server.address() as AddressInfo).port}/api/inngest`);
+  return {
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** History steps that write (the others read); the durable floor sends an INSERT for these, a SELECT for the rest. */
+const WRITES = /^history\.(append-|rerun-begin-turn)/;
+
+/**
+ * A function with the turn's ops: step.run as no-op (bare) or, for history steps, one trivial
+ * indexed statement (durable); step.ai.infer against the same model; step.sendEvent of a small event.
+ */
+function floorFunction(name: "bare" | "durable", ops: Op[], model: unknown, db: pg.Pool) {
+  const event = `bench/floor.${name}`;
+  const writes = name === "durable" ? ops.filter((op) => WRITES.test(op.id)).length : 0;
+  const fn = inngest.createFunction(
+    { id: `bench-floor-${name}`, triggers: [{ event }], retries: 0 },
+    async ({ event: { data }, step }) => {
+      const run = String(data.run);
+      let seq = 0;
+      for (const op of ops) {
+        if (op.kind === "step.ai.infer") {
+          await step.ai.infer(op.id, {
+            model: model as Parameters<typeof step.ai.infer>[1]["model"],
+            body: { messages: [{ role: "user", content: "What should I read next?" }] },
+          });
+        } else if (op.kind === "step.sendEvent") {
+          await step.sendEvent(op.id, { name: "bench/floor.finished", data: { run } });
+        } else if (name === "durable" && WRITES.test(op.id)) {
+          seq += 1;
+          const at = seq;
+          await step.run(op.id, async () => {
+            const { rowCount } = await db.query(
+              "INSERT INTO bench_floor (id, run, seq, body) VALUES ($1, $2, $3, $4)",
+              [randomUUID(), run, at, "What should I read next?"],
+            );
+            return rowCount;
+          });
+        } else if (name === "durable" && op.id.startsWith("history.")) {
+          await step.run(op.id, async () => {
+            const { rows } = await db.query(
+              "SELECT id, seq FROM bench_floor WHERE run = $1 ORDER BY seq DESC LIMIT 1",
+              [run],
+            );
+            return rows[0] ?? null;
+          });
+        } else {
+          await step.run(op.id, async () => null);
+        }
+      }
     },
   );
+  return { fn, id: `${inngest.id}-bench-floor-${name}`, event, writes };
+}
 
-function printResults(results: Measured[]) {
-  const stepNames = [...new Set(results.flatMap((r) => [...r.perStep.keys()]))].sort();
-  const header = [
-    "turn",
-    "steps",
-    "SQL statements",
-    ...stepNames,
-    "median ms",
-    "of which SQL ms",
-    "bare fn ms",
-    "turn/bare",
-  ];
-  const lines = results.map((r) => [
-    r.name,
-    `${r.steps}`,
-    `${r.statements}`,
-    ...stepNames.map((s) => `${r.perStep.get(s) ?? 0}`),
-    r.medianMs.toFixed(1),
-    r.sqlMs.toFixed(1),
-    r.bareMs.toFixed(1),
-    `${(r.medianMs / r.bareMs).toFixed(2)}x`,
-  ]);
+/** Every thread holds its seeded turns and each message sent exactly once, answered once, its turn completed once. */
+async function checkThreads(
+  pool: pg.Pool,
+  mode: Mode,
+  threads: { threadId: string }[],
+  sent: { threadId: string; messageId: string }[],
+  floorRuns: StandInRun[],
+  floorWrites: number,
+) {
+  const problems: string[] = [];
+  for (const { threadId } of threads) {
+    const expected = SEEDED_TURNS + sent.filter((s) => s.threadId === threadId).length;
+    const { rows } = await pool.query(
+      `SELECT count(*) FILTER (WHERE kind = 'user')::int AS users, count(*) FILTER (WHERE kind = 'agent')::int AS answers,
+              (SELECT count(*)::int FROM turns WHERE thread_id = $1 AND status = 'completed') AS completed,
+              (SELECT count(*)::int FROM turns WHERE thread_id = $1) AS turns
+         FROM messages WHERE thread_id = $1`,
+      [threadId],
+    );
+    const { users, answers, completed, turns } = rows[0] as {
+      users: number;
+      answers: number;
+      completed: number;
+      turns: number;
+    };
+    if (users !== expected || answers !== expected)
+      problems.push(`thread ${threadId}: ${users} user messages and ${answers} answers, expected ${expected} each`);
+    if (turns !== completed || completed < expected - SEEDED_TURNS)
+      problems.push(`thread ${threadId}: ${completed} of ${turns} turns completed`);
+  }
+  const { rows } = await pool.query(
+    "SELECT message_id, count(*)::int AS n FROM turns WHERE message_id = ANY($1) GROUP BY message_id",
+    [sent.map((s) => s.messageId)],
+  );
+  const once = rows.filter((r) => r.n === 1).length;
+  if (once !== sent.length)
+    problems.push(`${sent.length - once} of ${sent.length} messages sent lack exactly one turn`);
+  const { rows: floorRows } = await pool.query(
+    "SELECT run, count(*)::int AS n FROM bench_floor WHERE run = ANY($1) GROUP BY run",
+    [floorRuns.map((r) => String(r.event.data.run))],
+  );
+  const written = floorRows.filter((r) => r.n === floorWrites).length;
+  if (floorWrites > 0 && written !== floorRuns.length)
+    problems.push(`${floorRuns.length - written} of ${floorRuns.length} durable floor runs lack ${floorWrites} rows`);
+  if (problems.length > 0) throw new Error(`bench: lost or doubled:\n${problems.join("\n")}`);
   console.log(
-    `\n${TURNS} turns each (after ${WARMUP} warm-up turns), medians; statements counted per step of one turn; "of which SQL" sums the time ` +
-      "spent waiting for each statement; the bare function has as many no-op steps and alternates with the turn.\n",
+    `${mode} mode: checked ${threads.length} threads: ${sent.length} messages sent, each stored, answered and its turn completed once; ${floorRuns.length} durable floor runs wrote ${floorWrites} rows each`,
   );
-  printTable(header, lines, 1);
+}
+
+/** The server processes of this database's connections (empty when PostgreSQL runs elsewhere). */
+async function backendPids(pool: pg.Pool): Promise<number[]> {
+  const { rows } = await pool.query("SELECT pid FROM pg_stat_activity WHERE datname = current_database()");
+  return rows.map((r) => r.pid as number);
+}
+
+/** Nanoseconds each of these backends has spent on a CPU (schedstat), for those whose /proc entry is readable. */
+async function backendCpuNs(pids: number[]): Promise<Map<number, number>> {
+  const cpu = new Map<number, number>();
+  for (const pid of pids) {
+    try {
+      cpu.set(pid, Number((await readFile(`/proc/${pid}/schedstat`, "utf8")).split(" ")[0]));
+    } catch {
+      // Not local, or the connection closed (the pool ends idle ones): it did no work for this run.
+    }
+  }
+  return cpu;
+}
+
+/** Milliseconds of backend CPU between two readings, over the backends read both times; undefined if none was. */
+function backendCpuDelta(before: Map<number, number>, after: Map<number, number>): number | undefined {
+  let ns = 0;
+  let read = 0;
+  for (const [pid, end] of after) {
+    const start = before.get(pid);
+    if (start === undefined) continue;
+    ns += end - start;
+    read += 1;
+  }
+  return read > 0 ? ns / 1e6 : undefined;
+}
+
+const p = (values: number[], digits = 1) => [10, 50, 90].map((q) => percentile(values, q).toFixed(digits)).join(" / ");
+
+function printResults(results: Map<Mode, Map<Kind, Sample[]>>, turnOps: Map<Mode, Op[]>) {
+  for (const mode of MODES) {
+    const ops = turnOps.get(mode)!;
+    console.log(
+      `\n${mode} mode — the turn's ops (${ops.length}): ${ops.map((o) => `${o.id} [${o.kind.replace(/^step\./, "")}]`).join(", ")}`,
+    );
+  }
+  console.log(
+    `\nPer run, p10 / p50 / p90 over ${ROUNDS} rounds (after ${WARMUP_ROUNDS} warm-up rounds); CPU = this process (app, SDK, stand-in, model server); PG CPU = the database's backends; requests: executor to app; checkpoints: SDK to executor.\n`,
+  );
+  const lines: string[][] = [];
+  for (const mode of MODES) {
+    for (const kind of KINDS) {
+      const s = results.get(mode)!.get(kind)!;
+      const pg = s.every((x) => x.pgMs !== undefined)
+        ? p(
+            s.map((x) => x.pgMs!),
+            2,
+          )
+        : "–";
+      lines.push([
+        mode,
+        kind,
+        p(s.map((x) => x.wallMs)),
+        p(s.map((x) => x.cpuMs)),
+        pg,
+        `${percentile(
+          s.map((x) => x.statements),
+          50,
+        )}`,
+        `${percentile(
+          s.map((x) => x.requests),
+          50,
+        )}`,
+        `${percentile(
+          s.map((x) => x.checkpoints),
+          50,
+        )}`,
+      ]);
+    }
+  }
+  printTable(["mode", "run", "wall ms", "CPU ms", "PG CPU ms", "statements", "requests", "checkpoints"], lines, 2);
+
+  console.log("\nRatios within each round, p10 / p50 / p90 (target: ÷ durable ≤ 1.2×, ÷ bare ≤ 1.35×):\n");
+  const ratioLines: string[][] = [];
+  for (const mode of MODES) {
+    const turn = results.get(mode)!.get("turn")!;
+    for (const floor of ["bare (a)", "durable (b)"] as const) {
+      const base = results.get(mode)!.get(floor)!;
+      const ratio = (f: (x: Sample) => number) =>
+        p(
+          turn.map((x, i) => f(x) / f(base[i]!)),
+          2,
+        );
+      const excess = (f: (x: Sample) => number) =>
+        p(
+          turn.map((x, i) => f(x) - f(base[i]!)),
+          1,
+        );
+      ratioLines.push([
+        mode,
+        `turn ÷ ${floor}`,
+        ratio((x) => x.wallMs),
+        ratio((x) => x.cpuMs),
+        turn.every((x) => x.pgMs !== undefined) && base.every((x) => x.pgMs !== undefined)
+          ? excess((x) => x.pgMs!)
+          : "–",
+        excess((x) => x.wallMs),
+        excess((x) => x.cpuMs),
+      ]);
+    }
+  }
+  printTable(["mode", "ratio", "wall ×", "CPU ×", "PG CPU +ms", "wall +ms", "CPU +ms"], ratioLines, 2);
+}
+
+/**
+ * Statements per step of each kind of turn, counted under InngestTestEngine (one run each; the
+ * scripted model answering over HTTP): where the turn's round trips to the database are.
+ */
+async function printStatementsPerStep(pool: pg.Pool, model: ModelServer) {
+  const counting = statementsPerStep(pool);
+  const deps = {
+    db: counting.pool,
+    model: chooseModel(
+      readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "bench", MODEL: "bench-model" }),
+    ),
+  };
+  const chatTurn = createChatTurn(deps);
+  const seeded = async () => seedThread(pool, { turns: SEEDED_TURNS });
+  const chat = (data: { threadId?: string }) => ({
+    name: "chat/message.sent",
+    data: { messageId: randomUUID(), userId: "user-1", content: "What should I read next?", ...data },
+  });
+  type Event = { name: string; data: Record<string, unknown> };
+  const scenarios: { name: string; run: () => Promise<{ fn: InngestFunction.Like; event: Event }> }[] = [
+    { name: "chat turn, new thread", run: async () => ({ fn: chatTurn, event: chat({}) }) },
+    {
+      name: `chat turn, ${SEEDED_TURNS * 2}-message thread`,
+      run: async () => ({ fn: chatTurn, event: chat({ threadId: (await seeded()).threadId }) }),
+    },
+    {
+      name: `chat turn, ${SEEDED_TURNS * 2}-message thread, INFERENCE=stream`,
+      run: async () => ({
+        fn: createChatTurn({ ...deps, inference: "stream" }),
+        event: chat({ threadId: (await seeded()).threadId }),
+      }),
+    },
+    {
+      name: `regenerate, ${SEEDED_TURNS * 2}-message thread`,
+      run: async () => {
+        const { threadId, userId } = await seeded();
+        const { rows } = await pool.query(
+          "SELECT id FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq DESC LIMIT 1",
+          [threadId],
+        );
+        return {
+          fn: createRegenerate(deps),
+          event: { name: "chat/message.regenerate", data: { threadId, messageId: rows[0].id, userId } },
+        };
+      },
+    },
+  ];
+  const counted: { name: string; perStep: Map<string, number> }[] = [];
+  for (const scenario of scenarios) {
+    const { fn, event } = await scenario.run();
+    model.reset();
+    model.script({ text: "An answer." });
+    const { error } = await counting.run(fn, event);
+    if (error) throw error;
+    counted.push({ name: scenario.name, perStep: new Map(counting.perStep) });
+  }
+  const stepNames = [...new Set(counted.flatMap((c) => [...c.perStep.keys()]))].sort();
+  console.log("\nSQL statements per step of one turn (InngestTestEngine):\n");
+  printTable(
+    ["turn", "statements", ...stepNames],
+    counted.map((c) => [c.name, `${totalStatements(c.perStep)}`, ...stepNames.map((s) => `${c.perStep.get(s) ?? 0}`)]),
+    1,
+  );
   const worst = Math.max(
-    ...results.map((r) => Math.max(0, ...[...r.perStep].filter(([s]) => s.startsWith("history.")).map(([, n]) => n))),
+    ...counted.map((c) => Math.max(0, ...[...c.perStep].filter(([s]) => s.startsWith("history.")).map(([, n]) => n))),
   );
-  const most = Math.max(...results.map((r) => r.statements));
+  const most = Math.max(...counted.map((c) => totalStatements(c.perStep)));
   console.log(
     `\nmost statements in one history step: ${worst} (target ≤ 1: ${worst <= 1 ? "met" : "MISSED"}); most per turn: ${most} (target ≤ 6: ${most <= 6 ? "met" : "MISSED"})`,
   );

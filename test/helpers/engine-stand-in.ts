@@ -10,8 +10,10 @@ import type { AddressInfo } from "node:net";
  *   `PUT <app>/api/inngest`, as `inngest dev -u <url>` does);
  * - `POST /e/:key`: events, deduplicated by id; each starts a run of every registered function it
  *   triggers, cancels runs whose `cancelOn` it matches and ends waits (`step.waitForEvent`) it matches;
- * - runs are executed by calling the function's step URL (async mode: `ctx.fn_id` is not sent, so
- *   the SDK does not checkpoint) with the run's event and memoized steps, looping on 206 ops:
+ * - runs are executed by calling the function's step URL with the run's event and memoized steps,
+ *   looping on 206 ops (async mode: `ctx.fn_id` is not sent, so the SDK does not checkpoint; with
+ *   `checkpoint`, `ctx.fn_id` and `ctx.qi_id` are sent, so the SDK runs the steps it can in the same
+ *   request and reports each one to `POST /v1/checkpoint/:runId/async`, memoized here like a 206's):
  *   step results are memoized, a failed step is retried up to the function's retries (then its
  *   error is memoized), `step.ai.infer` is performed here by calling the model URL, retried here
  *   without telling the SDK, its last non-2xx answer memoized as the AIGatewayError the real
@@ -29,6 +31,8 @@ export type StandInOptions = {
   functions?: (fnId: string) => boolean;
   /** Virtual time: how many real milliseconds one second of a wait's or a sleep's timeout lasts (default 1). */
   msPerSecond?: number;
+  /** Lets the SDK checkpoint (AsyncCheckpointing, its default when the executor sends a function id); default: async mode. */
+  checkpoint?: boolean;
 };
 
 type StandInEvent = { id: string; name: string; data: Record<string, unknown>; ts: number; v?: string };
@@ -43,11 +47,13 @@ export type StandInRun = {
   status: "running" | "completed" | "failed" | "cancelled";
   /** The function's return value (completed) or its error (failed). */
   output?: unknown;
-  /** Memoized steps by hashed id, and their user-facing ids in the order they completed. */
+  /** Memoized steps by hashed id, and their user-facing ids and kinds (`step.run`, `step.ai.infer`, …) in the order they completed. */
   steps: Record<string, MemoStep>;
-  order: { hashedId: string; id: string }[];
+  order: { hashedId: string; id: string; kind: string }[];
   /** Every request made to the app for this run (attempt, step asked for). */
   requests: { attempt: number; stepId: string }[];
+  /** How many checkpoint requests the SDK made for this run (checkpoint mode). */
+  checkpoints: number;
   /** Every step.ai.infer the stand-in performed: the provider's status. */
   inferences: { url: string; status: number }[];
   ended: Promise<void>;
@@ -124,6 +130,22 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
       const registration = JSON.parse(body) as { functions: FnConfig[] };
       for (const fn of registration.functions) functions.set(fn.id, fn);
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ ok: true, modified: true }));
+      return;
+    }
+    const checkpointPath = /^\/v1\/checkpoint\/([^/]+)\/async$/.exec(url.pathname);
+    if (req.method === "POST" && checkpointPath) {
+      const run = runs.find((r) => r.runId === decodeURIComponent(checkpointPath[1]!));
+      const { steps } = JSON.parse(body) as { steps: Op[] };
+      const refused = run ? steps.find((op) => op.op !== "StepRun") : undefined;
+      if (!run || refused) {
+        res
+          .writeHead(400, { "content-type": "application/json" })
+          .end(JSON.stringify({ error: `stand-in: cannot checkpoint ${refused?.op ?? "an unknown run"}` }));
+        return;
+      }
+      run.checkpoints += 1;
+      for (const op of steps) memoize(run, op, { type: "data", data: op.data ?? null });
+      res.writeHead(200, { "content-type": "application/json" }).end("{}");
       return;
     }
     const eventPath = /^\/e\/([^/]+)$/.exec(url.pathname);
@@ -206,6 +228,7 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
       steps: { ...steps },
       order: [...order],
       requests: [],
+      checkpoints: 0,
       inferences: [],
       ended: new Promise<void>((resolve) => (done = resolve)),
     };
@@ -250,42 +273,36 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
       let retry = false;
       for (const op of ops) {
         if (run.status !== "running") return;
-        const id = op.userland?.id ?? op.displayName ?? op.name ?? op.id;
         switch (op.op) {
           case "StepRun":
-            memoize(run, op.id, id, { type: "data", data: op.data ?? null });
+            memoize(run, op, { type: "data", data: op.data ?? null });
             break;
           case "RunComplete":
             finish(run, "completed", op.data);
             return;
           case "StepError":
             if (attempt + 1 < maxAttempts) retry = true;
-            else memoize(run, op.id, id, { type: "error", error: op.error });
+            else memoize(run, op, { type: "error", error: op.error });
             break;
           case "StepFailed":
-            memoize(run, op.id, id, { type: "error", error: op.error });
+            memoize(run, op, { type: "error", error: op.error });
             break;
           case "StepPlanned":
             stepId = op.id;
             break;
           case "WaitForEvent":
-            memoize(run, op.id, id, { type: "data", data: await waitFor(run, op) });
+            memoize(run, op, { type: "data", data: await waitFor(run, op) });
             break;
           case "Sleep":
             await delay(durationSeconds(String(op.name ?? op.opts?.duration ?? "0s")) * msPerSecond);
-            memoize(run, op.id, id, { type: "data", data: null });
+            memoize(run, op, { type: "data", data: null });
             break;
           case "AIGateway": {
             // The server retries a failed inference itself and tells the SDK only the last error.
             let answer = await infer(run, op);
             for (let more = attempt + 1; !answer.ok && more < maxAttempts && run.status === "running"; more += 1)
               answer = await infer(run, op);
-            memoize(
-              run,
-              op.id,
-              id,
-              answer.ok ? { type: "data", data: answer.body } : { type: "error", error: answer.error },
-            );
+            memoize(run, op, answer.ok ? { type: "data", data: answer.body } : { type: "error", error: answer.error });
             break;
           }
           default:
@@ -312,6 +329,7 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
           attempt,
           max_attempts: (fn.steps.step.retries?.attempts ?? 3) + 1,
           disable_immediate_execution: false,
+          ...(options.checkpoint && { fn_id: fn.id, qi_id: `${run.runId}-${run.requests.length}` }),
           use_api: false,
           stack: { stack, current: stack.length },
         },
@@ -325,9 +343,9 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
     };
   }
 
-  function memoize(run: StandInRun, hashedId: string, id: string, step: MemoStep) {
-    run.steps[hashedId] = step;
-    run.order.push({ hashedId, id });
+  function memoize(run: StandInRun, op: Op, step: MemoStep) {
+    run.steps[op.id] = step;
+    run.order.push({ hashedId: op.id, id: stepName(op), kind: String(op.opts?.type ?? op.op) });
   }
 
   function finish(run: StandInRun, status: "completed" | "failed", output: unknown) {
@@ -440,6 +458,9 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
     },
   };
 }
+
+/** A step's user-facing id. */
+const stepName = (op: Op) => op.userland?.id ?? op.displayName ?? op.name ?? op.id;
 
 const readBody = (req: IncomingMessage) =>
   new Promise<string>((resolve, reject) => {
