@@ -1,27 +1,45 @@
 /**
- * npm run bench:streams — does one user holding every stream they may open slow another user's
- * requests down? Another user's GET /api/threads latency is measured idle and while one user holds
- * their share of event streams (STREAM_MAX_PER_USER, default 16, each on its own thread, the worst
- * case for the shared reads), a writer appends an event to each of those threads every 20 ms, and
- * the same user asks for 400 streams in all (those beyond the cap refused, 429). Idle and loaded rounds
- * alternate in one run, on one app over real HTTP; the ratio of the medians (and of the 95th
- * percentiles) is printed. Target: loaded / idle ≤ 2.
+ * npm run bench:streams — three measurements of the event streams, on one app over real HTTP:
+ *
+ * 1. First token: how long after a (local, OpenAI-compatible) provider emits an inference's first
+ *    piece of text does it reach an SSE client of the thread, at 10 concurrent streams? The path
+ *    is the production one: streamCompletion → deltaWriter → the log (NOTIFY) → the notifier →
+ *    the thread's feed → GET /api/threads/:id/events. Target: ≤ 25 ms p50, ≤ 50 ms p95.
+ * 2. Replay: a reconnect (?after=0) of a thread holding 100 / 1,000 / 5,000 rows, from the request
+ *    to its last row at the client, ÷ a plain SELECT of the same rows through the same pool,
+ *    paired rounds. Target: ≤ 1.2× at 1,000 and 5,000 rows.
+ * 3. Shares: does one user holding every stream they may open slow another user's requests down?
+ *    Another user's GET /api/threads latency is measured idle and while one user holds their
+ *    share of event streams (STREAM_MAX_PER_USER, default 16, each on its own thread, the worst
+ *    case for the shared reads), a writer appends an event to each of those threads every 20 ms,
+ *    and the same user asks for 400 streams in all (those beyond the cap refused, 429). Idle and
+ *    loaded rounds alternate; the ratio of the medians (and of the 95th percentiles) is printed.
+ *    Target: loaded / idle ≤ 2.
+ *
+ * BENCH_STREAMS_BASELINE=<a checkout of another commit, its node_modules installed or linked>
+ * measures 1 and 2 on that checkout's app too, in the same process, rounds alternating, printed
+ * side by side ("before" / "after").
  *
  * Runs on a database created for the run (on DATABASE_URL's server, or the embedded PostgreSQL),
  * dropped at the end.
  */
-import type { Server } from "node:http";
+import { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
+import path from "node:path";
+import { pathToFileURL } from "node:url";
 import { serve } from "@hono/node-server";
+import { streamCompletion } from "../src/agents/streamed-completion.js";
 import { createPool } from "../src/platform/database.js";
 import { appendEvents } from "../src/history/events.js";
+import { selectEventsAfter } from "../src/history/events-sql.js";
 import { createThread } from "../src/history/threads.js";
 import { createApp } from "../src/server.js";
+import { deltaWriter } from "../src/stream/delta-writer.js";
 import { createEventNotifier } from "../src/stream/notifier.js";
 import { DEFAULT_STREAM_LIMITS } from "../src/stream/stream-slots.js";
 import { openBenchDatabase } from "./bench-database.js";
-import { percentile } from "./report.js";
+import { median, percentile, printTable } from "./report.js";
 
 const HEAVY = "bench-heavy";
 const OTHER = "bench-other";
@@ -33,6 +51,18 @@ const WRITE_EVERY_MS = 20;
 /** Streams the heavy user asks for in each round (as in the review): all beyond the cap are refused (429). */
 const ASKED_STREAMS = 400;
 const TARGET_RATIO = 2;
+
+/** First token: concurrent streams, rounds, and the provider's pace after its first piece. */
+const FIRST_TOKEN_STREAMS = 10;
+const FIRST_TOKEN_ROUNDS = 20;
+const PROVIDER_PIECES = 20;
+const PROVIDER_PIECE_EVERY_MS = 15;
+const FIRST_TOKEN_TARGET = { p50: 25, p95: 50 };
+/** Replay: thread sizes, paired rounds per size, and the target ratio to a plain SELECT. */
+const REPLAY_ROWS = [100, 1_000, 5_000];
+const REPLAY_ROUNDS = 30;
+const REPLAY_WARMUP = 5;
+const REPLAY_TARGET = 1.2;
 
 const database = await openBenchDatabase();
 // The writer stands for the turns writing answers (Inngest's calls, or another app instance): its
@@ -53,7 +83,265 @@ await new Promise((resolve) => server.once("listening", resolve));
 const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 const as = (userId: string) => ({ "X-Threadline-User": userId });
 
+/** One app under measure: its base URL and the delta writer its code has. */
+type Variant = { name: string; base: string; deltaWriter: typeof deltaWriter; close: () => Promise<void> };
+
+/** The app of another checkout (BENCH_STREAMS_BASELINE), on the same database and pool, its own notifier. */
+async function baselineVariant(root: string): Promise<Variant> {
+  const from = (file: string) => import(pathToFileURL(path.resolve(root, "src", file)).href);
+  const [{ createApp: createBaselineApp }, notifier, writer, slots] = await Promise.all([
+    from("server.js"),
+    from("stream/notifier.js"),
+    from("stream/delta-writer.js"),
+    from("stream/stream-slots.js"),
+  ]);
+  const baselineEvents = notifier.createEventNotifier(database.pool);
+  const baselineApp = createBaselineApp({
+    db: database.pool,
+    functions: [],
+    sendEvent: async () => ({ ids: [] }),
+    auth: { dev: true },
+    serving: { mode: "dev" },
+    events: baselineEvents,
+    streams: slots.DEFAULT_STREAM_LIMITS,
+  });
+  const baselineServer = serve({ fetch: baselineApp.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+  await new Promise((resolve) => baselineServer.once("listening", resolve));
+  return {
+    name: "before",
+    base: `http://127.0.0.1:${(baselineServer.address() as AddressInfo).port}`,
+    deltaWriter: writer.deltaWriter,
+    close: async () => {
+      await baselineEvents.close();
+      baselineServer.closeAllConnections();
+      await new Promise((resolve) => baselineServer.close(resolve));
+    },
+  };
+}
+
+const baselineRoot = process.env.BENCH_STREAMS_BASELINE?.trim();
+const variants: Variant[] = [
+  ...(baselineRoot ? [await baselineVariant(baselineRoot)] : []),
+  { name: baselineRoot ? "after" : "this checkout", base, deltaWriter, close: async () => undefined },
+];
+
+/**
+ * A local OpenAI-compatible provider streaming PROVIDER_PIECES pieces of text, one every
+ * PROVIDER_PIECE_EVERY_MS; `emitted` holds when it wrote each request's first piece (the request's
+ * `model` names it).
+ */
+const emitted = new Map<string, number>();
+const provider = createServer(async (request, response) => {
+  let body = "";
+  for await (const chunk of request) body += chunk;
+  const { model } = JSON.parse(body) as { model: string };
+  const chunk = (delta: Record<string, unknown>, finish_reason: string | null = null) =>
+    `data: ${JSON.stringify({ id: model, object: "chat.completion.chunk", created: 0, model, choices: [{ index: 0, delta, finish_reason }] })}\n\n`;
+  response.writeHead(200, { "content-type": "text/event-stream" });
+  for (let piece = 0; piece < PROVIDER_PIECES; piece += 1) {
+    if (piece > 0) await new Promise((resolve) => setTimeout(resolve, PROVIDER_PIECE_EVERY_MS));
+    if (piece === 0) emitted.set(model, performance.now());
+    response.write(chunk({ content: `word${piece} ` }));
+  }
+  response.write(chunk({}, "stop"));
+  response.end("data: [DONE]\n\n");
+});
+provider.listen(0, "127.0.0.1");
+await new Promise((resolve) => provider.once("listening", resolve));
+const providerUrl = `http://127.0.0.1:${(provider.address() as AddressInfo).port}/v1/chat/completions`;
+
+/** An SSE client of a thread: calls `onFrame` with each event's name and data as it arrives. */
+async function sseClient(url: string, userId: string, onFrame: (event: string, data: string) => void) {
+  const controller = new AbortController();
+  const response = await fetch(url, { headers: as(userId), signal: controller.signal });
+  if (response.status !== 200) throw new Error(`the stream answered ${response.status}`);
+  const reader = response.body!.getReader();
+  const reading = (async () => {
+    const decoder = new TextDecoder();
+    let buffer = "";
+    try {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return;
+        buffer += decoder.decode(value, { stream: true });
+        for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
+          const lines = buffer.slice(0, end).split("\n");
+          buffer = buffer.slice(end + 2);
+          const field = (name: string) => lines.find((line) => line.startsWith(`${name}: `))?.slice(name.length + 2);
+          onFrame(field("event") ?? "", field("data") ?? "");
+        }
+      }
+    } catch {
+      // Closed.
+    }
+  })();
+  return async () => {
+    controller.abort();
+    await reader.cancel().catch(() => undefined);
+    await reading;
+  };
+}
+
+/** First token: FIRST_TOKEN_ROUNDS rounds of FIRST_TOKEN_STREAMS concurrent inferences, variants alternating. */
+async function measureFirstToken(): Promise<Map<string, number[]>> {
+  const latencies = new Map(variants.map((variant) => [variant.name, [] as number[]]));
+  const arrived = new Map<string, number>();
+  const waiting = new Map<string, () => void>();
+  const clients: (() => Promise<void>)[] = [];
+  const threads = new Map<string, string[]>();
+  for (const variant of variants) {
+    const ids: string[] = [];
+    for (let i = 0; i < FIRST_TOKEN_STREAMS; i += 1) {
+      const threadId = randomUUID();
+      await createThread(database.pool, { threadId, userId: "bench-first", title: null, metadata: {} });
+      ids.push(threadId);
+      clients.push(
+        await sseClient(`${variant.base}/api/threads/${threadId}/events`, "bench-first", (event, data) => {
+          if (event !== "text.delta") return;
+          const { runId } = JSON.parse(data) as { runId: string };
+          if (arrived.has(runId)) return;
+          arrived.set(runId, performance.now());
+          waiting.get(runId)?.();
+        }),
+      );
+    }
+    threads.set(variant.name, ids);
+  }
+  try {
+    for (let round = 0; round < FIRST_TOKEN_ROUNDS; round += 1) {
+      for (const variant of round % 2 === 0 ? variants : [...variants].reverse()) {
+        await Promise.all(
+          threads.get(variant.name)!.map(async (threadId, i) => {
+            const runId = `${variant.name}-${round}-${i}`;
+            const seen = new Promise<void>((resolve) => waiting.set(runId, resolve));
+            const writer = variant.deltaWriter(
+              database.pool,
+              { threadId, runId, stepId: "assistant", attempt: 0 },
+              (error: unknown) => {
+                throw error;
+              },
+            );
+            await streamCompletion({
+              model: { url: providerUrl, format: "openai-chat" },
+              body: { model: runId, messages: [{ role: "user", content: "Hi" }] },
+              onText: (text) => writer.push(text),
+            });
+            await writer.finish();
+            await seen;
+            latencies.get(variant.name)!.push(arrived.get(runId)! - emitted.get(runId)!);
+          }),
+        );
+      }
+    }
+  } finally {
+    await Promise.all(clients.map((close) => close()));
+  }
+  return latencies;
+}
+
+/** Replay: per size, REPLAY_ROUNDS paired rounds of a plain SELECT and each variant's replay, order rotating. */
+async function measureReplay(): Promise<{ rows: number; select: number[]; replay: Map<string, number[]> }[]> {
+  const results = [];
+  for (const rows of REPLAY_ROWS) {
+    const threadId = randomUUID();
+    await createThread(database.pool, { threadId, userId: "bench-replay", title: null, metadata: {} });
+    // Keys are unique per run: a run per thread.
+    const runId = `bench-replay-${rows}`;
+    await appendEvents(database.pool, {
+      threadId,
+      runId,
+      attempt: 0,
+      events: Array.from({ length: rows }, (_, i) => ({
+        key: `delta-${i}`,
+        event: "text.delta" as const,
+        data: {
+          runId: "bench-replay",
+          stepId: "assistant",
+          attempt: 0,
+          delta: `a piece of streamed answer text, number ${i} `,
+        },
+      })),
+    });
+    const select = async () => {
+      const started = performance.now();
+      const { rowCount } = await database.pool.query(selectEventsAfter, [threadId, 0, rows]);
+      if (rowCount !== rows) throw new Error(`the SELECT read ${rowCount} rows, not ${rows}`);
+      return performance.now() - started;
+    };
+    const replay = async (variant: Variant) => {
+      const controller = new AbortController();
+      const started = performance.now();
+      const response = await fetch(`${variant.base}/api/threads/${threadId}/events?after=0`, {
+        headers: as("bench-replay"),
+        signal: controller.signal,
+      });
+      const reader = response.body!.getReader();
+      // Frames end with a blank line (no raw line break inside a frame's data): count "\n\n".
+      let frames = 0;
+      let previous = 0;
+      while (frames < rows) {
+        const { done, value } = await reader.read();
+        if (done) throw new Error(`the replay ended after ${frames} of ${rows} rows`);
+        if (previous === 10 && value[0] === 10) frames += 1;
+        for (let at = value.indexOf(10); at >= 0; at = value.indexOf(10, at + 1)) {
+          if (value[at + 1] === 10) {
+            frames += 1;
+            at += 1;
+          }
+        }
+        previous = value.at(-1)!;
+      }
+      const elapsed = performance.now() - started;
+      controller.abort();
+      await reader.cancel().catch(() => undefined);
+      return elapsed;
+    };
+    const measured = { rows, select: [] as number[], replay: new Map(variants.map((v) => [v.name, [] as number[]])) };
+    for (let round = 0; round < REPLAY_WARMUP + REPLAY_ROUNDS; round += 1) {
+      const order: (Variant | null)[] = [null, ...variants];
+      // Rotating who goes first, so no side always runs on a warmer cache.
+      const rotated = [...order.slice(round % order.length), ...order.slice(0, round % order.length)];
+      for (const side of rotated) {
+        const ms = side === null ? await select() : await replay(side);
+        if (round < REPLAY_WARMUP) continue;
+        if (side === null) measured.select.push(ms);
+        else measured.replay.get(side.name)!.push(ms);
+      }
+    }
+    results.push(measured);
+  }
+  return results;
+}
+
 try {
+  const firstToken = await measureFirstToken();
+  console.log(
+    `First token to an SSE client after the provider emits it, ${FIRST_TOKEN_STREAMS} concurrent streams × ${FIRST_TOKEN_ROUNDS} rounds (target ≤ ${FIRST_TOKEN_TARGET.p50} ms p50, ≤ ${FIRST_TOKEN_TARGET.p95} ms p95):`,
+  );
+  printTable(
+    ["", ...variants.map((v) => v.name)],
+    [50, 95].map((p) => [`p${p} ms`, ...variants.map((v) => percentile(firstToken.get(v.name)!, p).toFixed(1))]),
+    1,
+  );
+
+  const replays = await measureReplay();
+  console.log(
+    `\nReplay (?after=0, request to last row at the client) ÷ a plain SELECT of the same rows, medians of ${REPLAY_ROUNDS} paired rounds (target ≤ ${REPLAY_TARGET}× at 1,000 and 5,000 rows):`,
+  );
+  printTable(
+    ["rows", "SELECT ms", ...variants.flatMap((v) => [`${v.name} ms`, `${v.name} ÷ SELECT`])],
+    replays.map(({ rows, select, replay }) => [
+      rows.toLocaleString("en"),
+      median(select).toFixed(2),
+      ...variants.flatMap((v) => [
+        median(replay.get(v.name)!).toFixed(2),
+        `${(median(replay.get(v.name)!) / median(select)).toFixed(2)}×`,
+      ]),
+    ]),
+    1,
+  );
+  console.log("");
+
   for (let i = 0; i < OTHER_THREADS; i += 1)
     await createThread(database.pool, { threadId: randomUUID(), userId: OTHER, title: `Thread ${i}`, metadata: {} });
   const heavyThreads: string[] = [];
@@ -173,6 +461,9 @@ try {
     `ratio loaded / idle: p50 ${ratio50.toFixed(2)}×, p95 ${ratio95.toFixed(2)}× (target ≤ ${TARGET_RATIO}× at p50) ${ratio50 <= TARGET_RATIO ? "OK" : "OVER TARGET"}`,
   );
 } finally {
+  for (const variant of variants) await variant.close();
+  provider.closeAllConnections();
+  await new Promise((resolve) => provider.close(resolve));
   await events.close();
   await writerPool.end();
   server.closeAllConnections();

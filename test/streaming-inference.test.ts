@@ -10,7 +10,8 @@ import { describeFailure } from "../src/functions/failure-message.js";
 import { createFunctions } from "../src/functions/index.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { readEventsAfter, type ThreadEvent } from "../src/history/events.js";
-import { DELTA_FLUSH_CHARS } from "../src/stream/delta-writer.js";
+import { createThread } from "../src/history/threads.js";
+import { DELTA_FLUSH_CHARS, deltaWriter } from "../src/stream/delta-writer.js";
 import { streamedTexts } from "../src/stream/deltas.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute, executeFailureHandler, memoBefore } from "./helpers/engine.js";
@@ -288,6 +289,24 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     expect(long.error).toBeUndefined();
     expect(counting.perStep.get("assistant")).toBe(2);
     expect(totalStatements(counting.perStep)).toBe(4);
+  });
+
+  it("the first piece of an inference is written at once, the pieces after it in a batch", async () => {
+    const threadId = randomUUID();
+    await createThread(bed.db.pool, { threadId, userId: "user-1", title: null, metadata: {} });
+    const failures: unknown[] = [];
+    const writer = deltaWriter(bed.db.pool, { threadId, runId: "run-1", stepId: "assistant", attempt: 0 }, (error) =>
+      failures.push(error),
+    );
+    writer.push("Once");
+    writer.push(" upon");
+    writer.push(" a time");
+    await writer.finish();
+    expect(failures).toEqual([]);
+    expect(await deltaRows(threadId)).toEqual([
+      { key: "assistant:delta:0", attempt: 0, delta: "Once" },
+      { key: "assistant:delta:1", attempt: 0, delta: " upon a time" },
+    ]);
   });
 });
 

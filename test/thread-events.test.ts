@@ -1,11 +1,12 @@
 import { Hono } from "hono";
+import { SSEStreamingApi } from "hono/streaming";
 import { afterAll, describe, expect, it } from "vitest";
 import { eventRoutes } from "../src/api/events.js";
 import type { AuthEnv } from "../src/auth/identity.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createEventRetention } from "../src/functions/event-retention.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import { appendEvents, type NewEvent } from "../src/history/events.js";
+import { appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
 import { storeModelTitle } from "../src/history/titles.js";
 import { cancelTurn, failTurn, findEarlierTurn } from "../src/history/turns.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
@@ -88,6 +89,38 @@ describe("GET /api/threads/:threadId/events", () => {
     await Promise.all([again.close(), byQuery.close()]);
     expect(again.received).toHaveLength(5);
     // Each disconnected client's stream ended on the server: nothing is left subscribed.
+    await until(() => events.subscriptions === 0);
+  });
+
+  it("a replay longer than a page arrives whole, in order, byte for byte what writeSSE writes row by row", async () => {
+    const { app, events } = appInstance();
+    const threadId = await newThread();
+    const awkward = ['quote " and backslash \\', "line\nbreak\r\n", "\u2028 ünïcödé 🙂", "\u0001 control"];
+    const keys = Array.from({ length: 1_203 }, (_, i) => `${awkward[i % awkward.length]} ${i}`);
+    await write(threadId, ...keys);
+
+    // What hono's writeSSE writes for each row, as the route wrote them before replaying a page in one write.
+    const rows = await readEventsAfter(bed.db.pool, threadId, 0, 2_000);
+    const { readable, writable } = new TransformStream();
+    const reference = new SSEStreamingApi(writable, readable);
+    const expected = new Response(reference.responseReadable).text();
+    for (const row of rows)
+      await reference.writeSSE({ id: String(row.id), event: row.event, data: JSON.stringify(row.data) });
+    await reference.close();
+
+    const controller = new AbortController();
+    const response = await app.request(`/api/threads/${threadId}/events`, {
+      headers: await headersFor("user-1"),
+      signal: controller.signal,
+    });
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    while (text.split("\n\n").length <= rows.length)
+      text += decoder.decode((await reader.read()).value, { stream: true });
+    controller.abort();
+    await reader.cancel().catch(() => undefined);
+    expect(text).toBe(await expected);
     await until(() => events.subscriptions === 0);
   });
 

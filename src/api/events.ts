@@ -4,7 +4,7 @@ import { streamSSE } from "hono/streaming";
 import { z } from "zod";
 import { callerId, type AuthEnv } from "../auth/identity.js";
 import { HistoryRefusal } from "../history/errors.js";
-import { ownedThread } from "../history/events.js";
+import type { ThreadEvent } from "../history/events.js";
 import {
   CLIENT_KINDS,
   THREAD_DELETED,
@@ -53,6 +53,13 @@ const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UU
 const eventsQuery = z.object({ after: eventId("after").optional() });
 const eventsHeaders = z.object({ "last-event-id": eventId("Last-Event-ID").optional() });
 
+/**
+ * Rows as Server-Sent Events, byte for byte what hono's writeSSE writes for each (`event`, `data`,
+ * `id` lines; JSON holds no line break), in one string: a page is one write to the response.
+ */
+const sseFrames = (rows: readonly ThreadEvent[]): string =>
+  rows.map((row) => `event: ${row.event}\ndata: ${JSON.stringify(row.data)}\nid: ${row.id}\n\n`).join("");
+
 /** A slot for the caller's new stream (release it when the stream ends, or when the request is refused after all), or the 429 that refuses it. */
 export function takeStreamSlot(slots: StreamSlots, userId: string): { release: () => void } {
   const slot = slots.acquire(userId);
@@ -68,7 +75,7 @@ export function takeStreamSlot(slots: StreamSlots, userId: string): { release: (
  * incarnation. When the thread is deleted the stream ends with a `thread.deleted` event; a stream
  * beyond the caller's or the process's share of streams is refused (429).
  */
-export function eventRoutes({ db, feeds, slots }: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT_MS) {
+export function eventRoutes({ feeds, slots }: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT_MS) {
   return new Hono<AuthEnv>().get(
     "/:threadId/events",
     describeRoute({
@@ -102,10 +109,10 @@ export function eventRoutes({ db, feeds, slots }: ApiDeps & StreamDeps, heartbea
       const slot = takeStreamSlot(slots, userId);
       let follower: FeedFollower;
       try {
-        const thread = await ownedThread(db, threadId, userId);
-        if (!thread) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
-        // Listening before the first read: whatever commits after it reaches this stream.
-        follower = await feeds.follow(thread, after);
+        // One read checks the thread is the caller's and brings the first page to replay.
+        const followed = await feeds.follow({ threadId, userId, afterId: after });
+        if (!followed) throw new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
+        follower = followed;
       } catch (error) {
         slot.release();
         throw error;
@@ -121,10 +128,7 @@ export function eventRoutes({ db, feeds, slots }: ApiDeps & StreamDeps, heartbea
               if (delivery === null) {
                 await stream.write(": heartbeat\n\n");
               } else if ("events" in delivery) {
-                for (const row of delivery.events) {
-                  if (stream.aborted) return;
-                  await stream.writeSSE({ id: String(row.id), event: row.event, data: JSON.stringify(row.data) });
-                }
+                await stream.write(sseFrames(delivery.events));
               } else if ("deleted" in delivery) {
                 await stream.writeSSE({ event: THREAD_DELETED, data: JSON.stringify({ threadId }) });
                 return;

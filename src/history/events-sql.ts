@@ -28,13 +28,23 @@ export const selectEventsAfter = `
 export type ThreadEventRow = { id: string; event: string; data: Record<string, unknown> };
 
 /**
- * The incarnation of the user's ($2) thread ($1): its creation time as text (exact to the
- * microsecond, unlike a JavaScript date), which tells it apart from a thread created later under
- * the same id. No row: not the user's thread, or none at all.
+ * The user's ($2) thread ($1) with its events after id $3, in id order, $4 of them, in one read:
+ * each row carries the thread's incarnation (its creation time as text, exact to the microsecond,
+ * unlike a JavaScript date), which tells it apart from a thread created later under the same id.
+ * No row: not the user's thread, or none at all; one row without an event: nothing after $3.
  */
-export const selectThreadIncarnation = `
-  SELECT created_at::text AS incarnation FROM threads WHERE id = $1 AND user_id = $2`;
-export type SelectThreadIncarnationRow = { incarnation: string };
+export const selectThreadEventsAfter = `
+  SELECT t.created_at::text AS incarnation, e.id, e.event, e.data
+  FROM threads t
+  LEFT JOIN LATERAL (
+    SELECT x.id, x.event, x.data FROM thread_events x
+    WHERE x.thread_id = t.id AND x.id > $3
+    ORDER BY x.id
+    LIMIT $4
+  ) e ON true
+  WHERE t.id = $1 AND t.user_id = $2
+  ORDER BY e.id`;
+export type SelectThreadEventsAfterRow = { incarnation: string } & (ThreadEventRow | { id: null });
 
 /**
  * Events of thread $1 (`events`: which of its rows `x`), in id order, `limit` of them, read only

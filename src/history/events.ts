@@ -74,10 +74,23 @@ export async function readEventsAfter(
  */
 export type OwnedThread = { threadId: string; ownerId: string; incarnation: string };
 
-/** The user's thread as a stream follows it; undefined for another user's thread and for none at all. */
-export async function ownedThread(db: pg.Pool, threadId: string, userId: string): Promise<OwnedThread | undefined> {
-  const row = (await db.query<sql.SelectThreadIncarnationRow>(sql.selectThreadIncarnation, [threadId, userId])).rows[0];
-  return row && { threadId, ownerId: userId, incarnation: row.incarnation };
+/**
+ * The user's thread as a stream follows it, with its events after `afterId` (in id order, at most
+ * `limit`), in one read; undefined for another user's thread and for none at all.
+ */
+export async function readThreadEventsAfter(
+  db: pg.Pool,
+  input: { threadId: string; userId: string; afterId: number; limit: number },
+): Promise<{ thread: OwnedThread; events: ThreadEvent[] } | undefined> {
+  const { rows } = await db.query<sql.SelectThreadEventsAfterRow>(sql.selectThreadEventsAfter, [
+    input.threadId,
+    input.userId,
+    input.afterId,
+    input.limit,
+  ]);
+  if (rows.length === 0) return undefined;
+  const thread = { threadId: input.threadId, ownerId: input.userId, incarnation: rows[0]!.incarnation };
+  return { thread, events: rows.flatMap((row) => (row.id === null ? [] : [toThreadEvent(row)])) };
 }
 
 /**

@@ -10,8 +10,10 @@ export const DELTA_FLUSH_CHARS = 1_000;
 
 /**
  * Writes one inference attempt's streamed text to the thread's event log as `text.delta` rows,
- * in batches: a batch is written DELTA_FLUSH_MS after its first piece arrived, or as soon as it
- * holds DELTA_FLUSH_CHARS, so a long answer costs a statement per batch, not per token. Batches
+ * in batches: the attempt's first piece is written at once (a reader sees the answer start as soon
+ * as the provider sends it), then a batch is written DELTA_FLUSH_MS after its first piece arrived,
+ * or as soon as it holds DELTA_FLUSH_CHARS, so a long answer costs a statement per batch, not per
+ * token. Batches
  * are written one after the other (their ids follow the text's order), each keyed
  * `<stepId>:delta:<n>` under the step's attempt: the same attempt run again writes nothing twice.
  *
@@ -68,7 +70,7 @@ export function deltaWriter(
     ended: stop.signal,
     push: (text: string) => {
       pending += text;
-      if (pending.length >= DELTA_FLUSH_CHARS) flush();
+      if (batches === 0 || pending.length >= DELTA_FLUSH_CHARS) flush();
       else timer ??= setTimeout(flush, DELTA_FLUSH_MS);
     },
     finish: async () => {

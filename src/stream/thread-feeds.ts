@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { readOwnedEventsAfter, type OwnedThread, type ThreadEvent } from "../history/events.js";
+import { readOwnedEventsAfter, readThreadEventsAfter, type OwnedThread, type ThreadEvent } from "../history/events.js";
 import type { EventNotifier } from "./notifier.js";
 
 /** What a follower of a thread gets next. */
@@ -24,10 +24,12 @@ export type FeedFollower = {
 
 export type ThreadFeeds = {
   /**
-   * Follows the owner's thread from after `afterId`. Resolves once the feed listens, so whatever
-   * commits afterwards reaches the follower; the rows after `afterId` already in the log come first.
+   * Follows the user's thread from after `afterId`; undefined when it is not the user's thread (or
+   * none at all). Listens first, then reads whether the thread is the user's and the first page of
+   * the rows after `afterId` in one statement: the follower's first delivery, so a reconnect's
+   * replay costs no read of its own. Whatever commits after that read reaches the follower too.
    */
-  follow: (thread: OwnedThread, afterId: number) => Promise<FeedFollower>;
+  follow: (input: { threadId: string; userId: string; afterId: number }) => Promise<FeedFollower | undefined>;
   /** Threads followed now (each one database read per wake-up, however many followers). */
   readonly feeds: number;
 };
@@ -151,7 +153,24 @@ export function createThreadFeeds({
     get feeds() {
       return feeds.size;
     },
-    async follow(thread, afterId) {
+    async follow({ threadId, userId, afterId }) {
+      // Listening before the first read: a commit it misses wakes this subscription.
+      let missed = false;
+      const stopListening = await events.subscribe(threadId, () => {
+        missed = true;
+      });
+      let first: Awaited<ReturnType<typeof readThreadEventsAfter>>;
+      try {
+        first = await readThreadEventsAfter(db, { threadId, userId, afterId, limit: pageSize });
+      } catch (error) {
+        stopListening();
+        throw error;
+      }
+      if (!first) {
+        stopListening();
+        return undefined;
+      }
+      const { thread } = first;
       const key = JSON.stringify([thread.threadId, thread.ownerId, thread.incarnation]);
       let feed = feeds.get(key);
       if (!feed || feed.gone) {
@@ -173,15 +192,19 @@ export function createThreadFeeds({
       }
       const joined = feed;
       const follower: Follower = { last: afterId, queue: [], queued: 0, wake: () => undefined, done: false };
+      // Queued before joining: a read of the feed meanwhile hands this follower only what comes after.
+      if (first.events.length > 0) deliver(follower, { events: first.events });
       joined.followers.add(follower);
       try {
         await joined.listening;
       } catch (error) {
         leave(key, joined, follower);
         throw error;
+      } finally {
+        stopListening();
       }
-      // The first read brings the rows already in the log; later ones come with each wake-up.
-      void read(joined);
+      // The feed reads on only when the backlog is longer than a page or something committed since the first read.
+      if (missed || first.events.length === pageSize) void read(joined);
       return {
         next: async (timeoutMs) => {
           for (;;) {
