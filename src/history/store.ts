@@ -132,17 +132,21 @@ export async function beginTurn(
 ): Promise<TurnStart> {
   const { threadId, userId, message, turn } = input;
   const { rows } = await db
-    .query<sql.BeginTurnRow>(sql.beginTurn, [
-      threadId,
-      userId,
-      message.id,
-      message.text,
-      message.clientTimestamp ?? null,
-      turn.runId,
-      turn.kind,
-      turn.eventId ?? null,
-      input.context ?? null,
-    ])
+    .query<sql.BeginTurnRow>({
+      name: sql.beginTurnName,
+      text: sql.beginTurn,
+      values: [
+        threadId,
+        userId,
+        message.id,
+        message.text,
+        message.clientTimestamp ?? null,
+        turn.runId,
+        turn.kind,
+        turn.eventId ?? null,
+        input.context ?? null,
+      ],
+    })
     // The thread was deleted (migration 0016's tombstone): its events never bring it back.
     .catch((error: unknown) => {
       throw isThreadDeletedError(error) ? threadDeleted(threadId) : error;
@@ -187,13 +191,11 @@ export async function readHistoryWindow(
 ): Promise<HistoryWindowRead> {
   const { threadId, userId, beforeSeq, window } = input;
   const earlierUserMessages = window.userMessages === null ? null : Math.max(window.userMessages - 1, 0);
-  const { rows } = await db.query<sql.SelectHistoryWindowRow>(sql.selectHistoryWindow, [
-    threadId,
-    beforeSeq,
-    earlierUserMessages,
-    window.preserveSystemMessages,
-    input.countUnsummarizedUpTo,
-  ]);
+  const { rows } = await db.query<sql.SelectHistoryWindowRow>({
+    name: sql.selectHistoryWindowName,
+    text: sql.selectHistoryWindow,
+    values: [threadId, beforeSeq, earlierUserMessages, window.preserveSystemMessages, input.countUnsummarizedUpTo],
+  });
   const read = rows[0];
   if (!read) return { rows: [], summary: null, windowStart: beforeSeq, unsummarized: 0 };
   if (read.user_id !== userId) throw threadNotOwned(threadId);
@@ -250,17 +252,21 @@ export async function storeAnswer(
   },
 ): Promise<StoredAnswer> {
   const { threadId, userId, runId, messageId, messageSeq, variant, results } = input;
-  const { rows } = await db.query<sql.StoreAnswerRow>(sql.storeAnswer, [
-    threadId,
-    userId,
-    runId,
-    messageId,
-    messageSeq,
-    variant,
-    input.detachLaterTurns,
-    JSON.stringify(results),
-    input.context ?? null,
-  ]);
+  const { rows } = await db.query<sql.StoreAnswerRow>({
+    name: sql.storeAnswerName,
+    text: sql.storeAnswer,
+    values: [
+      threadId,
+      userId,
+      runId,
+      messageId,
+      messageSeq,
+      variant,
+      input.detachLaterTurns,
+      JSON.stringify(results),
+      input.context ?? null,
+    ],
+  });
   const row = rows[0]!;
   if (row.refusal) throw refusal(row.refusal, { threadId, messageId });
   return { inserted: row.inserted, status: row.status };

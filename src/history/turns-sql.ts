@@ -86,6 +86,8 @@ export const selectEarlierUnfinishedTurn = `
          (SELECT message_id FROM earlier) AS earlier_message_id,
          EXISTS (SELECT 1 FROM skipped) AS skipped,
          (SELECT count(*)::int FROM (${endStream("failed")}) logged) AS abandoned`;
+/** The prepared name of selectEarlierUnfinishedTurn (history.find-earlier-turn), as in store-sql.ts. */
+export const selectEarlierUnfinishedTurnName = "history.find-earlier-turn";
 export type SelectEarlierUnfinishedTurnRow = {
   earlier_run_id: string | null;
   earlier_message_id: string | null;

@@ -57,11 +57,11 @@ export async function findEarlierTurn(
   db: pg.Pool,
   input: { runId: string; abandon?: string | null },
 ): Promise<EarlierTurn> {
-  const { rows } = await db.query<sql.SelectEarlierUnfinishedTurnRow>(sql.selectEarlierUnfinishedTurn, [
-    input.runId,
-    input.abandon ?? null,
-    ABANDONED_TURN_ERROR,
-  ]);
+  const { rows } = await db.query<sql.SelectEarlierUnfinishedTurnRow>({
+    name: sql.selectEarlierUnfinishedTurnName,
+    text: sql.selectEarlierUnfinishedTurn,
+    values: [input.runId, input.abandon ?? null, ABANDONED_TURN_ERROR],
+  });
   const row = rows[0]!;
   if (row.abandoned > 0)
     logger.warn(
