@@ -6,12 +6,12 @@ import { createChatTurn, type FunctionDeps } from "../src/functions/chat-turn.js
 import { createFunctions } from "../src/functions/index.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createSummarizeThread } from "../src/functions/summarize-thread.js";
-import { resultId } from "../src/history/ids.js";
-import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
+import { ensureThread } from "../src/history/store.js";
 import { NO_MEMORY } from "../src/memory/components.js";
 import { memoryIdFor } from "../src/history/memories.js";
 import { execute, type Execution, type ExecuteOptions, type WaitResolver } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadWithRunningTurn } from "./helpers/fixtures.js";
+import { storeAnsweredTurn } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 /**
@@ -309,30 +309,7 @@ describe("golden step ids of each turn kind", () => {
 async function seedTurns(threadId: string, userId: string, count: number) {
   await ensureThread(bed.db.pool, threadId, userId);
   for (let i = 1; i <= count; i++) {
-    const messageId = randomUUID();
-    const runId = `seed-${messageId}`;
-    const start = await beginTurn(bed.db.pool, {
-      threadId,
-      userId,
-      message: { id: messageId, text: `message ${i}` },
-      turn: { runId, kind: "chat" },
-    });
-    await storeAnswer(bed.db.pool, {
-      threadId,
-      userId,
-      runId,
-      messageId,
-      messageSeq: start.messageSeq,
-      variant: start.variant,
-      detachLaterTurns: false,
-      results: [
-        {
-          id: resultId(messageId, start.variant, 0),
-          agentName: "assistant",
-          content: { output: [{ type: "text", role: "assistant", content: `answer ${i}` }], toolCalls: [] },
-        },
-      ],
-    });
+    await storeAnsweredTurn(bed.db.pool, { threadId, userId, question: `message ${i}`, answer: `answer ${i}` });
   }
 }
 

@@ -1,12 +1,9 @@
-import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
-import { ASSISTANT_NAME } from "../src/agents/assistant.js";
-import { resultId } from "../src/history/ids.js";
 import { MAX_PAGE_SIZE } from "../src/history/message-pages.js";
 import * as sql from "../src/history/message-pages-sql.js";
-import { beginTurn, storeAnswer } from "../src/history/store.js";
 import { seedBulkThread } from "./helpers/bulk-thread.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
+import { storeAnsweredTurn } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -29,30 +26,11 @@ async function readPage(threadId: string, query: Record<string, string>, userId 
 
 /** A turn appended through the real storage code, as a chat turn would: the question, then its answer. */
 async function appendTurn(threadId: string, userId: string, text: string): Promise<string[]> {
-  const messageId = randomUUID();
-  const runId = `append-${messageId}`;
-  const start = await beginTurn(bed.db.pool, {
+  const { messageId, answerId } = await storeAnsweredTurn(bed.db.pool, {
     threadId,
     userId,
-    message: { id: messageId, text },
-    turn: { runId, kind: "chat" },
-  });
-  const answerId = resultId(messageId, start.variant, 0);
-  await storeAnswer(bed.db.pool, {
-    threadId,
-    userId,
-    runId,
-    messageId,
-    messageSeq: start.messageSeq,
-    variant: start.variant,
-    detachLaterTurns: false,
-    results: [
-      {
-        id: answerId,
-        agentName: ASSISTANT_NAME,
-        content: { output: [{ type: "text", role: "assistant", content: `answer to ${text}` }], toolCalls: [] },
-      },
-    ],
+    question: text,
+    answer: `answer to ${text}`,
   });
   return [messageId, answerId];
 }

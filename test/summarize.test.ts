@@ -5,11 +5,11 @@ import { SUMMARIZER_SYSTEM_PROMPT } from "../src/agents/summarizer.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createSummarizeThread } from "../src/functions/summarize-thread.js";
-import { resultId } from "../src/history/ids.js";
 import { summaryContext } from "../src/history/messages.js";
-import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
+import { ensureThread } from "../src/history/store.js";
 import { execute, type Execution } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
+import { storeAnsweredTurn } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -32,30 +32,7 @@ const summaryRequests = (run: Execution) => run.sentEvents.filter((e) => e.name 
 async function seedTurns(threadId: string, from: number, to: number) {
   await ensureThread(bed.db.pool, threadId, USER);
   for (let i = from; i <= to; i++) {
-    const messageId = randomUUID();
-    const runId = `seed-${messageId}`;
-    const start = await beginTurn(bed.db.pool, {
-      threadId,
-      userId: USER,
-      message: { id: messageId, text: `message ${i}` },
-      turn: { runId, kind: "chat" },
-    });
-    await storeAnswer(bed.db.pool, {
-      threadId,
-      userId: USER,
-      runId,
-      messageId,
-      messageSeq: start.messageSeq,
-      variant: start.variant,
-      detachLaterTurns: false,
-      results: [
-        {
-          id: resultId(messageId, start.variant, 0),
-          agentName: "assistant",
-          content: { output: [{ type: "text", role: "assistant", content: `answer ${i}` }], toolCalls: [] },
-        },
-      ],
-    });
+    await storeAnsweredTurn(bed.db.pool, { threadId, userId: USER, question: `message ${i}`, answer: `answer ${i}` });
   }
 }
 

@@ -10,7 +10,7 @@ import {
 import { resultId } from "../src/history/ids.js";
 import { beginTurn, ensureThread, storeAnswer } from "../src/history/store.js";
 import { createTestApp, headersFor, type SentEvent } from "./helpers/http.js";
-import { seedThread } from "./helpers/seed.js";
+import { seedThread, storeAnsweredTurn } from "./helpers/seed.js";
 import { tableRowCounts } from "./helpers/table-rows.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -50,30 +50,7 @@ async function createThread(userId: string, body: Record<string, unknown> = {}):
 
 /** A turn stored through the real storage code, as a chat turn stores it: the question, then its answer. */
 async function appendTurn(threadId: string, userId: string, text: string) {
-  const messageId = randomUUID();
-  const runId = `run-${messageId}`;
-  const start = await beginTurn(bed.db.pool, {
-    threadId,
-    userId,
-    message: { id: messageId, text },
-    turn: { runId, kind: "chat" },
-  });
-  await storeAnswer(bed.db.pool, {
-    threadId,
-    userId,
-    runId,
-    messageId,
-    messageSeq: start.messageSeq,
-    variant: start.variant,
-    detachLaterTurns: false,
-    results: [
-      {
-        id: resultId(messageId, start.variant, 0),
-        agentName: ASSISTANT_NAME,
-        content: { output: [{ type: "text", role: "assistant", content: `answer to ${text}` }], toolCalls: [] },
-      },
-    ],
-  });
+  await storeAnsweredTurn(bed.db.pool, { threadId, userId, question: text, answer: `answer to ${text}` });
 }
 
 /** Sets a thread's activity time directly (threads otherwise created in one millisecond would tie). */

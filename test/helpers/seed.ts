@@ -5,6 +5,42 @@ import { resultId } from "../../src/history/ids.js";
 import type { AgentContent } from "../../src/history/messages.js";
 import { beginTurn, ensureThread, storeAnswer, transaction } from "../../src/history/store.js";
 
+/**
+ * One answered turn stored through the real storage code, as a chat turn stores it: the question,
+ * then its answer under the id the turn would derive. The thread must exist or be the caller's to create.
+ */
+export async function storeAnsweredTurn(
+  db: pg.Pool,
+  { threadId, userId, question, answer }: { threadId: string; userId: string; question: string; answer: string },
+): Promise<{ messageId: string; answerId: string }> {
+  const messageId = randomUUID();
+  const runId = `run-${messageId}`;
+  const start = await beginTurn(db, {
+    threadId,
+    userId,
+    message: { id: messageId, text: question },
+    turn: { runId, kind: "chat" },
+  });
+  const answerId = resultId(messageId, start.variant, 0);
+  await storeAnswer(db, {
+    threadId,
+    userId,
+    runId,
+    messageId,
+    messageSeq: start.messageSeq,
+    variant: start.variant,
+    detachLaterTurns: false,
+    results: [
+      {
+        id: answerId,
+        agentName: ASSISTANT_NAME,
+        content: { output: [{ type: "text", role: "assistant", content: answer }], toolCalls: [] },
+      },
+    ],
+  });
+  return { messageId, answerId };
+}
+
 /** One stored entry of a seeded thread, and the messages the model receives for it. */
 export type SeededEntry =
   | { kind: "system"; text: string }
