@@ -94,6 +94,8 @@ const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
   message_conflict: 409,
   message_not_on_path: 409,
   no_running_turn: 409,
+  thread_busy: 409,
+  branch_on_path: 409,
   not_a_user_message: 422,
 };
 

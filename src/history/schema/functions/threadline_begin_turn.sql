@@ -3,6 +3,12 @@
 -- the client's id, and records the run as a turn on it. Returns the stored text: the words the
 -- model answers.
 --
+-- A new user message follows the last user message on the path (parent_id, with the variant of
+-- its answer then current: parent_variant). An edit (a chat turn whose context names the message
+-- it edits, p_context.edits) stores the new message as that message's sibling instead: the edited
+-- message and everything after it leave the current path (kept whole, a branch to switch back
+-- to), so the new message is answered with the history before the edited one.
+--
 -- The history steps that write (this one, threadline_store_answer, threadline_stop_turn) are one
 -- statement each: a PL/pgSQL function is one round trip and one atomic statement, and, unlike a
 -- data-modifying CTE, each of its queries sees what committed before the thread's row lock was
@@ -21,6 +27,11 @@ DECLARE
   v_max integer;
   v_max_turn integer;
   v_earlier integer;
+  v_edits uuid := (p_context ->> 'edits')::uuid;
+  v_edited messages%ROWTYPE;
+  v_parent_id uuid;
+  v_parent_variant integer;
+  v_detached integer;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -29,7 +40,7 @@ BEGIN
     -- A chat message creates an unknown thread (AgentKit's createThread upserts: clients such as
     -- useAgent make thread ids themselves); a new thread without a given id is named after its
     -- first message, so a re-run of the event finds the same thread. A regenerate needs a thread.
-    IF p_kind <> 'chat' THEN
+    IF p_kind <> 'chat' OR v_edits IS NOT NULL THEN
       RETURN QUERY SELECT 'thread_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
     END IF;
     IF v_message.id IS NOT NULL THEN
@@ -55,10 +66,33 @@ BEGIN
     IF p_kind = 'regenerate' THEN
       RETURN QUERY SELECT 'message_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
     END IF;
-    UPDATE threads t SET last_seq = t.last_seq + 1, updated_at = now() WHERE t.id = p_thread_id
+    IF v_edits IS NOT NULL THEN
+      SELECT * INTO v_edited FROM messages m WHERE m.id = v_edits AND m.thread_id = p_thread_id AND m.kind = 'user';
+      IF v_edited.id IS NULL THEN
+        RETURN QUERY SELECT 'edited_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+      END IF;
+      IF NOT v_edited.on_path THEN
+        RETURN QUERY SELECT 'edited_not_on_path', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+      END IF;
+      v_parent_id := v_edited.parent_id;
+      v_parent_variant := v_edited.parent_variant;
+      UPDATE messages m SET on_path = false WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq >= v_edited.seq;
+      GET DIAGNOSTICS v_detached = ROW_COUNT;
+      -- No summary covers a detached turn: one that reaches the edited message goes.
+      DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= v_edited.seq;
+    ELSE
+      SELECT m.id INTO v_parent_id FROM messages m
+        WHERE m.thread_id = p_thread_id AND m.on_path AND m.kind = 'user' ORDER BY m.seq DESC LIMIT 1;
+      SELECT max(a.variant) INTO v_parent_variant FROM messages a WHERE a.answers = v_parent_id AND a.on_path;
+      v_detached := 0;
+    END IF;
+    UPDATE threads t SET last_seq = t.last_seq + 1, path_version = t.path_version + CASE WHEN v_detached > 0 THEN 1 ELSE 0 END,
+        updated_at = now()
+      WHERE t.id = p_thread_id
       RETURNING t.last_seq INTO v_message.seq;
-    INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp)
-      VALUES (p_message_id, p_thread_id, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp)
+    INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp, parent_id, parent_variant)
+      VALUES (p_message_id, p_thread_id, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp,
+              v_parent_id, v_parent_variant)
       RETURNING * INTO v_message;
   END IF;
 
