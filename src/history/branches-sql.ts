@@ -68,3 +68,14 @@ export const deleteBranch = `
 export const selectMessagePlace = `
   SELECT on_path FROM messages WHERE id = $2 AND thread_id = $1 AND kind IN ('user', 'agent')`;
 export type SelectMessagePlaceRow = { on_path: boolean };
+
+/**
+ * The user message of thread $1 in the place of message $2 on the current path: $2 itself when it
+ * is on the path, else its sibling there (the edit that replaced it); no row: none.
+ */
+export const selectCurrentSibling = `
+  SELECT s.id FROM messages e
+  JOIN messages s ON s.thread_id = e.thread_id AND s.kind = 'user' AND s.on_path
+    AND s.parent_id IS NOT DISTINCT FROM e.parent_id AND s.parent_variant IS NOT DISTINCT FROM e.parent_variant
+  WHERE e.id = $2 AND e.thread_id = $1 AND e.kind = 'user'`;
+export type SelectCurrentSiblingRow = { id: string };

@@ -119,3 +119,12 @@ export async function deleteBranch(
     return { deleted: deleted.rowCount ?? 0 };
   });
 }
+
+/**
+ * The message on the current path in the place of a user message: itself, or the edit that
+ * replaced it (useChat keeps the edited message's id for its edit); the message itself when none.
+ */
+export async function currentSibling(db: pg.Pool, threadId: string, messageId: string): Promise<string> {
+  const { rows } = await db.query<sql.SelectCurrentSiblingRow>(sql.selectCurrentSibling, [threadId, messageId]);
+  return rows[0]?.id ?? messageId;
+}
