@@ -227,3 +227,41 @@ describe("deleting a branch", () => {
     expect((await shown(threadId))[2]!.siblings).toMatchObject({ count: 1 });
   });
 });
+
+describe("every branch is searchable and exported", () => {
+  it("search include=all finds the old branch's words, include=current only the shown branch's; the export holds both with their parents", async () => {
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [
+      ["Tell me about lighthouses", "They guide ships"],
+      ["And about windmills", "They grind grain"],
+    ]);
+    const { messageId: edited } = await editAndAnswer(
+      threadId,
+      messageIds[1]!,
+      "And about watermills",
+      "They use rivers",
+    );
+    const hits = async (q: string, include: string) =>
+      (
+        (await (await asUser(app, "user-1").get(`/api/search?q=${q}&include=${include}`)).json()) as {
+          results: { messageId: string; onPath: boolean }[];
+        }
+      ).results.map((hit) => [hit.messageId, hit.onPath]);
+    expect(await hits("windmills", "current")).toEqual([]);
+    expect(await hits("windmills", "all")).toEqual([[messageIds[1], false]]);
+    expect(await hits("watermills", "current")).toEqual([[edited, true]]);
+
+    const response = await asUser(app, "user-1").get("/api/export");
+    const lines = (await response.text())
+      .trim()
+      .split("\n")
+      .map(
+        (line) =>
+          JSON.parse(line) as { type: string; threadId?: string; id?: string; parentId?: string; onPath?: boolean },
+      );
+    const users = lines.filter((line) => line.type === "message" && line.threadId === threadId && "parentId" in line);
+    expect(users.map((line) => [line.id, line.parentId, line.onPath])).toEqual([
+      [messageIds[1], messageIds[0], false],
+      [edited, messageIds[0], true],
+    ]);
+  });
+});
