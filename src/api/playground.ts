@@ -32,6 +32,7 @@ export const PLAYGROUND_FILES = [
   { path: "/playground/event-stream.js", file: "event-stream.js", operationId: "getPlaygroundEventStream", type: JS },
   { path: "/playground/deltas.js", file: "deltas.js", operationId: "getPlaygroundDeltas", type: JS },
   { path: "/playground/render.js", file: "render.js", operationId: "getPlaygroundRender", type: JS },
+  { path: "/playground/branches.js", file: "branches.js", operationId: "getPlaygroundBranches", type: JS },
   { path: "/playground/markdown.js", file: "markdown.js", operationId: "getPlaygroundMarkdown", type: JS },
   // marked's ES module build (its package's main entry) and DOMPurify's (beside its CommonJS entry).
   {
