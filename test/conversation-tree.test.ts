@@ -265,3 +265,37 @@ describe("every branch is searchable and exported", () => {
     ]);
   });
 });
+
+describe("summaries follow the current path", () => {
+  it("an edit drops a summary that covers the edited turn, a switch one that covers a changed turn; a summary before them stays", async () => {
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, fourTurns);
+    const seqOf = async (id: string) =>
+      Number((await bed.db.pool.query("SELECT seq FROM messages WHERE id = $1", [id])).rows[0].seq);
+    const summarize = (coversThrough: number) =>
+      bed.db.pool.query(
+        "INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text) VALUES ($1, $2, 'so far') ON CONFLICT (thread_id) DO UPDATE SET covers_through_turn_seq = $2",
+        [threadId, coversThrough],
+      );
+    const state = async () =>
+      (
+        await bed.db.pool.query(
+          "SELECT t.path_version::int, s.covers_through_turn_seq::int AS covers FROM threads t LEFT JOIN thread_summaries s ON s.thread_id = t.id WHERE t.id = $1",
+          [threadId],
+        )
+      ).rows[0] as { path_version: number; covers: number | null };
+
+    await summarize(await seqOf(messageIds[2]!));
+    const before = await state();
+    const { messageId: edited } = await editAndAnswer(threadId, messageIds[1]!, "Two, edited?", "2'");
+    expect(await state()).toEqual({ path_version: before.path_version + 1, covers: null });
+
+    // A summary of the first turn only: the switch changes nothing it covers.
+    await summarize(await seqOf(messageIds[0]!));
+    expect((await makeCurrent(threadId, messageIds[1]!)).status).toBe(200);
+    expect(await state()).toEqual({ path_version: before.path_version + 2, covers: await seqOf(messageIds[0]!) });
+    // A summary reaching the old branch goes when the path leaves it.
+    await summarize(await seqOf(messageIds[3]!));
+    expect((await makeCurrent(threadId, edited)).status).toBe(200);
+    expect(await state()).toEqual({ path_version: before.path_version + 3, covers: null });
+  });
+});
