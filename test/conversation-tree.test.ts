@@ -101,6 +101,12 @@ describe("editing the 2nd of 4 messages", () => {
     expect(await back.json()).toMatchObject({ threadId, messageId: second, changed: 8 });
     expect(await shownTexts(threadId)).toEqual(wholeOldBranch);
     expect((await shown(threadId))[2]!.siblings).toEqual({ count: 2, position: 1, ids: [second, edited] });
+    // The log tells live clients, after the edit and after the switch.
+    const logged = await bed.db.pool.query(
+      "SELECT data FROM thread_events WHERE thread_id = $1 AND event = 'thread.path.changed' ORDER BY id",
+      [threadId],
+    );
+    expect(logged.rows.map((row) => row.data.messageId)).toEqual([edited, second]);
 
     // Switching again is a no-op; switching to the edit brings it back.
     expect(await (await makeCurrent(threadId, second)).json()).toMatchObject({ changed: 0 });

@@ -79,6 +79,7 @@ describe("the SQL that writes the thread log and its vocabulary", () => {
         "turn.stopped",
         "stream.ended",
         "title.changed",
+        "thread.path.changed",
       ]),
     );
   });

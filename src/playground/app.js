@@ -327,6 +327,8 @@ function receive(threadId, batch) {
       forgetTurn(row.data);
     }
     if (row.event === "title.changed") renamed = true;
+    // Another branch is the thread's path now (switched or edited, here or elsewhere).
+    if (row.event === "thread.path.changed") ended = true;
     state.lastId = row.id;
   }
   savePosition();

@@ -252,6 +252,7 @@ DECLARE
   v_parent_id uuid;
   v_parent_variant integer;
   v_detached integer;
+  v_version bigint;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -309,7 +310,12 @@ BEGIN
     UPDATE threads t SET last_seq = t.last_seq + 1, path_version = t.path_version + CASE WHEN v_detached > 0 THEN 1 ELSE 0 END,
         updated_at = now()
       WHERE t.id = p_thread_id
-      RETURNING t.last_seq INTO v_message.seq;
+      RETURNING t.last_seq, t.path_version INTO v_message.seq, v_version;
+    IF v_detached > 0 THEN
+      PERFORM threadline_append_events(p_thread_id, NULL, 0, jsonb_build_array(jsonb_build_object(
+        'key', 'thread.path.changed', 'event', 'thread.path.changed',
+        'data', jsonb_build_object('messageId', p_message_id, 'pathVersion', v_version))));
+    END IF;
     INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp, parent_id, parent_variant)
       VALUES (p_message_id, p_thread_id, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp,
               v_parent_id, v_parent_variant)
@@ -589,6 +595,7 @@ DECLARE
   v_on integer;
   v_off_seq bigint;
   v_on_seq bigint;
+  v_version bigint;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
@@ -656,7 +663,11 @@ BEGIN
   IF v_off + v_on > 0 THEN
     DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id
       AND s.covers_through_turn_seq >= least(coalesce(v_off_seq, v_on_seq), coalesce(v_on_seq, v_off_seq));
-    UPDATE threads t SET path_version = t.path_version + 1, updated_at = now() WHERE t.id = p_thread_id;
+    UPDATE threads t SET path_version = t.path_version + 1, updated_at = now() WHERE t.id = p_thread_id
+      RETURNING t.path_version INTO v_version;
+    PERFORM threadline_append_events(p_thread_id, NULL, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'thread.path.changed', 'event', 'thread.path.changed',
+      'data', jsonb_build_object('messageId', p_message_id, 'pathVersion', v_version))));
   END IF;
   refusal := NULL;
   running_run_id := NULL;

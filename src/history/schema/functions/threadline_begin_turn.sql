@@ -7,7 +7,8 @@
 -- its answer then current: parent_variant). An edit (a chat turn whose context names the message
 -- it edits, p_context.edits) stores the new message as that message's sibling instead: the edited
 -- message and everything after it leave the current path (kept whole, a branch to switch back
--- to), so the new message is answered with the history before the edited one.
+-- to), so the new message is answered with the history before the edited one; the log says
+-- thread.path.changed in the same transaction.
 --
 -- The history steps that write (this one, threadline_store_answer, threadline_stop_turn) are one
 -- statement each: a PL/pgSQL function is one round trip and one atomic statement, and, unlike a
@@ -32,6 +33,7 @@ DECLARE
   v_parent_id uuid;
   v_parent_variant integer;
   v_detached integer;
+  v_version bigint;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -89,7 +91,12 @@ BEGIN
     UPDATE threads t SET last_seq = t.last_seq + 1, path_version = t.path_version + CASE WHEN v_detached > 0 THEN 1 ELSE 0 END,
         updated_at = now()
       WHERE t.id = p_thread_id
-      RETURNING t.last_seq INTO v_message.seq;
+      RETURNING t.last_seq, t.path_version INTO v_message.seq, v_version;
+    IF v_detached > 0 THEN
+      PERFORM threadline_append_events(p_thread_id, NULL, 0, jsonb_build_array(jsonb_build_object(
+        'key', 'thread.path.changed', 'event', 'thread.path.changed',
+        'data', jsonb_build_object('messageId', p_message_id, 'pathVersion', v_version))));
+    END IF;
     INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp, parent_id, parent_variant)
       VALUES (p_message_id, p_thread_id, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp,
               v_parent_id, v_parent_variant)

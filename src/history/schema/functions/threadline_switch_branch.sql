@@ -4,8 +4,9 @@
 -- message (each ancestor with the answer variant its child followed), then on below it: at each
 -- user message its answer variant on the path, else its latest; then the child that follows that
 -- variant on the path, else the latest one. Rows leave and join the path in two updates (the
--- one-current-answer index is checked row by row); the path version is bumped and a summary that
--- reaches a changed turn is dropped, so no summary covers a turn off the path.
+-- one-current-answer index is checked row by row); the path version is bumped, a summary that
+-- reaches a changed turn is dropped (no summary covers a turn off the path), and the log says
+-- thread.path.changed, in the same transaction.
 -- Refused, changing nothing: an unknown or another user's thread, a message not of the thread,
 -- a turn still running on the thread ('thread_busy', naming its run).
 CREATE OR REPLACE FUNCTION threadline_switch_branch(p_thread_id uuid, p_user_id text, p_message_id uuid)
@@ -23,6 +24,7 @@ DECLARE
   v_on integer;
   v_off_seq bigint;
   v_on_seq bigint;
+  v_version bigint;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
@@ -90,7 +92,11 @@ BEGIN
   IF v_off + v_on > 0 THEN
     DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id
       AND s.covers_through_turn_seq >= least(coalesce(v_off_seq, v_on_seq), coalesce(v_on_seq, v_off_seq));
-    UPDATE threads t SET path_version = t.path_version + 1, updated_at = now() WHERE t.id = p_thread_id;
+    UPDATE threads t SET path_version = t.path_version + 1, updated_at = now() WHERE t.id = p_thread_id
+      RETURNING t.path_version INTO v_version;
+    PERFORM threadline_append_events(p_thread_id, NULL, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'thread.path.changed', 'event', 'thread.path.changed',
+      'data', jsonb_build_object('messageId', p_message_id, 'pathVersion', v_version))));
   END IF;
   refusal := NULL;
   running_run_id := NULL;
