@@ -175,6 +175,24 @@ describe("editing the 2nd of 4 messages", () => {
   });
 });
 
+describe("an edit event whose edited message left the path before its run began", () => {
+  it("fails without retries, storing nothing", async () => {
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, fourTurns.slice(0, 2));
+    await editAndAnswer(threadId, messageIds[1]!, "Two, edited?", "2'");
+    const stored = await countRows(bed.db.pool);
+    const late = {
+      name: "chat/message.sent",
+      data: { userId: "user-1", threadId, messageId: randomUUID(), content: "Two, again?", edits: messageIds[1]! },
+    };
+    const run = await execute(chatTurn, late);
+    expect(run.error).toMatchObject({
+      name: "NonRetriableError",
+      message: expect.stringContaining("no longer on the thread's current path"),
+    });
+    expect(await countRows(bed.db.pool)).toEqual(stored);
+  });
+});
+
 describe("answer variants are branches too", () => {
   it("switching back to an earlier answer variant brings back the turns that followed it", async () => {
     const { threadId, messageIds } = await conversation(chatTurn, bed.model, fourTurns.slice(0, 3));
