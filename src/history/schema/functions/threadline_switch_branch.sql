@@ -74,18 +74,19 @@ BEGIN
     v_var := NULL;
   END LOOP;
 
+  -- Membership by hashed subplans (a thread's whole path is compared, not row by row against the arrays).
   WITH off AS (
     UPDATE messages m SET on_path = false
     WHERE m.thread_id = p_thread_id AND m.on_path AND m.kind IN ('user', 'agent')
-      AND NOT EXISTS (SELECT 1 FROM unnest(v_users, v_variants) AS p(u, v)
-                      WHERE (m.kind = 'user' AND m.id = p.u) OR (m.kind = 'agent' AND m.answers = p.u AND m.variant = p.v))
+      AND NOT CASE WHEN m.kind = 'user' THEN m.id IN (SELECT p.u FROM unnest(v_users) AS p(u))
+                   ELSE (m.answers, m.variant) IN (SELECT p.u, p.v FROM unnest(v_users, v_variants) AS p(u, v) WHERE p.v IS NOT NULL) END
     RETURNING m.turn_seq
   ) SELECT count(*), min(off.turn_seq) INTO v_off, v_off_seq FROM off;
   WITH joined AS (
     UPDATE messages m SET on_path = true
     WHERE m.thread_id = p_thread_id AND NOT m.on_path AND m.kind IN ('user', 'agent')
-      AND EXISTS (SELECT 1 FROM unnest(v_users, v_variants) AS p(u, v)
-                  WHERE (m.kind = 'user' AND m.id = p.u) OR (m.kind = 'agent' AND m.answers = p.u AND m.variant = p.v))
+      AND CASE WHEN m.kind = 'user' THEN m.id IN (SELECT p.u FROM unnest(v_users) AS p(u))
+               ELSE (m.answers, m.variant) IN (SELECT p.u, p.v FROM unnest(v_users, v_variants) AS p(u, v) WHERE p.v IS NOT NULL) END
     RETURNING m.turn_seq
   ) SELECT count(*), min(joined.turn_seq) INTO v_on, v_on_seq FROM joined;
 
