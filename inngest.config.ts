@@ -263,3 +263,30 @@ export const userDeletedData = z.object({ userId });
 export type UserDeleted = z.infer<typeof userDeletedData>;
 
 export const userDeleted = eventType("user/deleted", { schema: userDeletedData });
+
+/**
+ * A user rated an answer (PUT /api/threads/:threadId/messages/:answerId/feedback), for scoring and
+ * analysis downstream: sent after the rating is stored, under the id
+ * `feedback-<answerId>-<version>` (feedbackEventId), so a retried request with the same rating
+ * announces once and every changed rating once more. Removing a rating is not announced.
+ */
+export const messageFeedbackGivenData = z.object({
+  threadId: z.uuid(),
+  /** The rated answer (an assistant message). */
+  answerId: z.uuid(),
+  userId,
+  rating: z.enum(["up", "down"]),
+  comment: z.string().nullable(),
+  /** The Inngest run that wrote the answer; null for an answer no stored turn wrote (an imported one). */
+  runId: z.string().min(1).nullable(),
+  /** The model that run called, as the turn recorded it; null when it recorded none. */
+  model: z.object({ provider: z.string(), name: z.string() }).nullable(),
+  /** The stored rating's version (the event id's last part). */
+  version: z.string(),
+});
+export type MessageFeedbackGiven = z.infer<typeof messageFeedbackGivenData>;
+
+export const messageFeedbackGiven = eventType("message/feedback.given", { schema: messageFeedbackGivenData });
+
+/** message/feedback.given's id: one per stored state of an answer's rating. */
+export const feedbackEventId = (answerId: string, version: string) => `feedback-${answerId}-${version}`;

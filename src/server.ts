@@ -14,6 +14,7 @@ import { apiReferenceRoutes } from "./api/openapi.js";
 import type { ApiDeps } from "./api/deps.js";
 import { eventRoutes } from "./api/events.js";
 import { exportRoutes } from "./api/export.js";
+import { feedbackRoutes } from "./api/feedback.js";
 import { memoryRoutes } from "./api/memories.js";
 import { playgroundRoutes, serviceInfoRoutes, type ServiceInfo } from "./api/playground.js";
 import { realtimeTokenRoutes } from "./api/realtime-token.js";
@@ -117,6 +118,7 @@ export function createApp({
     .route("/threads", regenerateRoutes(deps))
     .route("/threads", eventRoutes(deps))
     .route("/threads", stopRoutes(deps))
+    .route("/threads", feedbackRoutes(deps))
     .route("/ui/chat", uiChatRoutes(deps))
     .route("/realtime", realtimeTokenRoutes(deps))
     .route("/export", exportRoutes(deps))

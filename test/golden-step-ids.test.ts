@@ -377,6 +377,7 @@ describe("golden function ids and event names", () => {
       "chat/message.sent",
       "chat/turn.stop.requested",
       "memory/extract.requested",
+      "message/feedback.given",
       "thread/deleted",
       "thread/summarize.requested",
       "threadline/turn.finished",

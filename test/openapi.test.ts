@@ -367,6 +367,14 @@ const cases: {
       ),
   },
   {
+    // Before the page of messages, so the page shows an answer's feedback.
+    name: "feedback on an answer",
+    method: "PUT",
+    path: () => `${messagesOf(thread.threadId)}/${thread.answer}/feedback`,
+    status: 200,
+    send: (p, m) => authenticated(m, p, json({ rating: "up", comment: "clear" })),
+  },
+  {
     name: "a page of messages",
     method: "GET",
     path: () => messagesOf(thread.threadId),
@@ -413,6 +421,35 @@ const cases: {
     method: "GET",
     path: () => `${messagesOf(thread.threadId)}/${thread.answer}/variants`,
     status: 422,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "feedback with a bad rating",
+    method: "PUT",
+    path: () => `${messagesOf(thread.threadId)}/${thread.answer}/feedback`,
+    status: 400,
+    send: (p, m) => authenticated(m, p, json({ rating: "sideways" })),
+  },
+  {
+    name: "feedback on a user message",
+    method: "PUT",
+    path: () => `${messagesOf(thread.threadId)}/${thread.first}/feedback`,
+    status: 422,
+    send: (p, m) => authenticated(m, p, json({ rating: "down" })),
+  },
+  {
+    name: "feedback on another user's answer",
+    method: "PUT",
+    path: () => `${messagesOf(thread.threadId)}/${thread.answer}/feedback`,
+    status: 404,
+    send: async (p) =>
+      app.request(p, { method: "PUT", headers: await headersFor("user-2"), body: json({ rating: "down" }) }),
+  },
+  {
+    name: "an answer's feedback removed",
+    method: "DELETE",
+    path: () => `${messagesOf(thread.threadId)}/${thread.answer}/feedback`,
+    status: 200,
     send: (p, m) => authenticated(m, p),
   },
   {

@@ -313,6 +313,48 @@ if (!hasChromium) {
       expect(pageProblems).toEqual([]);
     });
 
+    it("rates an answer thumbs up or down under it: the choice shows pressed, another replaces it, pressing it again takes it back; a reload shows what is stored", async () => {
+      bed.model.script({ text: "Paris." });
+      await openPlayground();
+      await page.getByRole("button", { name: "New thread" }).click();
+      await sendMessage("What is the capital of France?");
+      const answer = page.locator("#messages li.assistant");
+      await eventually(() => answer.textContent()).toContain("Paris.");
+      const threadId = app.runs.at(-1)!.event.data.threadId as string;
+      const stored = async () =>
+        (
+          await bed.db.pool.query<{ rating: string }>("SELECT rating FROM message_feedback WHERE thread_id = $1", [
+            threadId,
+          ])
+        ).rows.map((row) => row.rating);
+      const up = answer.getByRole("button", { name: "Good answer" });
+      const down = answer.getByRole("button", { name: "Bad answer" });
+      expect([await up.getAttribute("aria-pressed"), await down.getAttribute("aria-pressed")]).toEqual([
+        "false",
+        "false",
+      ]);
+
+      await up.click();
+      await eventually(() => up.getAttribute("aria-pressed")).toBe("true");
+      expect(await stored()).toEqual(["up"]);
+      await screenshot("playground-feedback");
+      await down.click();
+      await eventually(() => down.getAttribute("aria-pressed")).toBe("true");
+      expect(await up.getAttribute("aria-pressed")).toBe("false");
+      expect(await stored()).toEqual(["down"]);
+
+      await page.reload();
+      await eventually(() => answer.getByRole("button", { name: "Bad answer" }).getAttribute("aria-pressed")).toBe(
+        "true",
+      );
+      await answer.getByRole("button", { name: "Bad answer" }).click();
+      await eventually(() => answer.getByRole("button", { name: "Bad answer" }).getAttribute("aria-pressed")).toBe(
+        "false",
+      );
+      expect(await stored()).toEqual([]);
+      expect(pageProblems).toEqual([]);
+    });
+
     it("shows the model and inference mode; each turn's state: sending…, answering… while the answer streams, retrying 2/5 from turn.retrying, answering again once the retry streams; message counts in words", async () => {
       const held = holdReply();
       bed.model.script({

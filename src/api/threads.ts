@@ -17,6 +17,7 @@ import {
 } from "../history/threads.js";
 import { logger } from "../platform/logger.js";
 import type { ApiDeps } from "./deps.js";
+import { answerFeedback } from "./feedback.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 import { cursorParameter, pageLimit, validate } from "./validate.js";
 
@@ -188,6 +189,10 @@ const threadMessage = z.object({
     .literal(true)
     .optional()
     .meta({ description: "An answer the user stopped: what the model had streamed by then." }),
+  feedback: answerFeedback
+    .nullable()
+    .optional()
+    .meta({ description: "An answer's rating by the thread's owner (PUT …/messages/:answerId/feedback); null: none." }),
   variantCount: z.int().optional().meta({ description: "A user message's number of answer variants." }),
   turn: z
     .object({ status: messageTurnStatus, runId: z.string(), error: z.string().nullable() })
@@ -238,7 +243,7 @@ const threadDebugResponse = z.object({
       error: z.string().nullable(),
       context: z.record(z.string(), z.unknown()).nullable().meta({
         description:
-          "What the turn's history was made of: `policy` (each setting and where it came from) and, once answered, `history` (where it was read from, messages read and sent, budgets).",
+          "What the turn's history was made of: `policy` (each setting and where it came from), `model` (the provider and model its agents call) and, once answered, `history` (where it was read from, messages read and sent, budgets).",
       }),
       startedAt: timestamp,
       finishedAt: timestamp.nullable(),

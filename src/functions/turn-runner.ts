@@ -70,6 +70,7 @@ export async function runTurn(
     clientTimestamp: request.kind === "chat" ? request.data.clientTimestamp : undefined,
     policy,
     clientMessages: conversation?.length,
+    model: deps.model.configured ? { provider: deps.model.provider, name: deps.model.name } : undefined,
   });
   const memory = turnMemory({ db, userId, step, components: memoryComponents(agents.memory) });
   const agentState = agentThreadState(db, { userId, declared: NETWORK_AGENTS[agents.network] });

@@ -34,6 +34,8 @@ export type TurnContext = {
   policy: ResolvedHistoryPolicy;
   /** How many prior messages the client sent with the event (client-authoritative): none are read. */
   clientMessages?: number | undefined;
+  /** The model the turn's agents call, recorded with the turn (feedback on its answer names it); absent when none is configured. */
+  model?: { provider: string; name: string } | undefined;
 };
 
 /**
@@ -96,7 +98,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           message: { id: userMessage.id, text: userMessage.content, clientTimestamp: turn.clientTimestamp },
           turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId },
           // The load is known once history.get has run: appendResults records it.
-          context: { policy: turn.policy },
+          context: { policy: turn.policy, ...(turn.model ? { model: turn.model } : {}) },
         })),
         // Which run began the turn: a rerun from a later step finds another run's start memoized.
         runId: turn.runId,

@@ -6,7 +6,7 @@ import { z } from "zod";
  * version, and an importer refuses a version it does not know. docs/security.md describes it.
  *
  * Order: the `export` header; then per thread its `thread` line followed by that thread's
- * `message`, `turn`, `summary`, `agent_state` and `event` lines; then the user's `memory` and
+ * `message`, `turn`, `summary`, `agent_state`, `event` and `feedback` lines; then the user's `memory` and
  * `api_key` lines; last the `end` line counting every kind (without it, the export was cut short).
  * Imports: zod only.
  */
@@ -109,6 +109,17 @@ const exportedEvent = z.object({
   createdAt: timestamp,
 });
 
+/** The user's rating of an answer of the thread (one per answer). */
+const exportedFeedback = z.object({
+  type: z.literal("feedback"),
+  threadId: z.uuid(),
+  answerId: z.uuid(),
+  rating: z.enum(["up", "down"]),
+  comment: z.string().nullable(),
+  createdAt: timestamp,
+  updatedAt: timestamp,
+});
+
 /** A memory of the user: remembered (by an agent's tool or the API) or extracted from a thread. */
 const exportedMemory = z.object({
   type: z.literal("memory"),
@@ -138,6 +149,8 @@ const exportCounts = z.object({
   events: z.number().int(),
   memories: z.number().int(),
   apiKeys: z.number().int(),
+  // Absent from files written before feedback was exported: those hold none.
+  feedback: z.number().int().default(0),
 });
 
 const exportEnd = exportCounts.extend({ type: z.literal("end") });
@@ -150,6 +163,7 @@ export const exportRecord = z.discriminatedUnion("type", [
   exportedSummary,
   exportedAgentState,
   exportedEvent,
+  exportedFeedback,
   exportedMemory,
   exportedApiKey,
   exportEnd,
@@ -168,6 +182,7 @@ export const noCounts = (): ExportCounts => ({
   events: 0,
   memories: 0,
   apiKeys: 0,
+  feedback: 0,
 });
 
 /** Which count each record of a user's data adds to (the header and the end line count nothing). */
@@ -180,4 +195,5 @@ export const countOf = {
   event: "events",
   memory: "memories",
   api_key: "apiKeys",
+  feedback: "feedback",
 } as const satisfies Record<Exclude<ExportRecord["type"], "export" | "end">, keyof ExportCounts>;

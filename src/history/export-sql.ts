@@ -73,6 +73,18 @@ export type SelectThreadEventsRow = {
   created_at: Date;
 };
 
+/** Ratings of thread $1's answers after answer id $2, $3 of them (message_feedback_thread_idx). */
+export const selectThreadFeedback = `
+  SELECT message_id, rating, comment, created_at, updated_at FROM message_feedback
+  WHERE thread_id = $1 AND message_id > $2::uuid ORDER BY message_id LIMIT $3`;
+export type SelectThreadFeedbackRow = {
+  message_id: string;
+  rating: "up" | "down";
+  comment: string | null;
+  created_at: Date;
+  updated_at: Date;
+};
+
 /** Memories of user $1 after (updated_at, id) ($2, $3) newest first, $4 of them (user_memories_user_idx). */
 export const selectUserMemories = `
   SELECT id, text, source, thread_id, created_at, updated_at, updated_at::text AS cursor_at FROM user_memories
@@ -101,6 +113,10 @@ export const insertSummary = `INSERT INTO thread_summaries (thread_id, covers_th
 export const insertAgentState = `INSERT INTO agent_thread_state (thread_id, agent_name, data, updated_at) VALUES ($1, $2, $3, $4)`;
 
 export const insertEvent = `INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`;
+
+export const insertFeedback = `
+  INSERT INTO message_feedback (message_id, thread_id, user_id, rating, comment, created_at, updated_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7)`;
 
 export const insertMemory = `INSERT INTO user_memories (id, user_id, text, source, thread_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`;
 

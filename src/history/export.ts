@@ -88,7 +88,10 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
   }
 }
 
-type ThreadRecord = Extract<ExportRecord, { type: "message" | "turn" | "summary" | "agent_state" | "event" }>;
+type ThreadRecord = Extract<
+  ExportRecord,
+  { type: "message" | "turn" | "summary" | "agent_state" | "event" | "feedback" }
+>;
 
 /**
  * The rows of a keyset-paged statement whose last parameter is the batch size, batch by batch:
@@ -108,7 +111,7 @@ async function* keysetRows<Row extends pg.QueryResultRow>(
   }
 }
 
-/** A thread's messages (all of them, in stored order), turns, summary, agent state and event log. */
+/** A thread's messages (all of them, in stored order), turns, summary, agent state, event log and feedback. */
 async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGenerator<ThreadRecord> {
   const messages = keysetRows<sql.SelectThreadMessagesRow>(client, sql.selectThreadMessages, (last) => [
     threadId,
@@ -188,6 +191,21 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
       event: row.event,
       data: row.data,
       createdAt: iso(row.created_at),
+    };
+  }
+  const feedback = keysetRows<sql.SelectThreadFeedbackRow>(client, sql.selectThreadFeedback, (last) => [
+    threadId,
+    last?.message_id ?? "00000000-0000-0000-0000-000000000000",
+  ]);
+  for await (const row of feedback) {
+    yield {
+      type: "feedback",
+      threadId,
+      answerId: row.message_id,
+      rating: row.rating,
+      comment: row.comment,
+      createdAt: iso(row.created_at),
+      updatedAt: iso(row.updated_at),
     };
   }
 }

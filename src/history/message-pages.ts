@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { type AnswerFeedback, feedbackOf } from "./feedback.js";
 import * as sql from "./message-pages-sql.js";
 import { checkOwnedThread } from "./store.js";
 
@@ -6,7 +7,7 @@ import { checkOwnedThread } from "./store.js";
  * A thread's current path, read one page at a time on the thread order (turn_seq, seq). A page is
  * found from a position, never an offset: a page read later, after new messages were appended,
  * neither repeats nor skips a message, and a page costs the same however long the thread grows.
- * Imports: pg, store.ts and message-pages-sql.ts.
+ * Imports: pg, feedback.ts, store.ts and message-pages-sql.ts.
  */
 
 /** Where a message stands in the thread order. */
@@ -40,6 +41,8 @@ type ThreadMessage = {
   answers?: string;
   variant?: number;
   stopped?: true;
+  /** For an agent result: the owner's rating of it, null while there is none. */
+  feedback?: AnswerFeedback | null;
   /** For a user message: how many answer variants exist, and its latest turn. */
   variantCount?: number;
   turn?: { status: string; runId: string; error: string | null } | null;
@@ -88,8 +91,16 @@ export async function readMessagePage(
   const first = inOrder[0];
   const last = inOrder.at(-1);
   const edge = from === END ? START : from;
+  const feedback = await feedbackOf(
+    db,
+    threadId,
+    inOrder.flatMap((row) => (row.kind === "agent" ? [row.id] : [])),
+  );
   return {
-    messages: inOrder.map(toMessage),
+    messages: inOrder.map((row) => ({
+      ...toMessage(row),
+      ...(row.kind === "agent" ? { feedback: feedback.get(row.id) ?? null } : {}),
+    })),
     hasMore: rows.length > limit,
     previous: encodeCursor(first ? { turnSeq: first.turn_seq, seq: first.seq } : edge),
     next: encodeCursor(last ? { turnSeq: last.turn_seq, seq: last.seq } : edge),

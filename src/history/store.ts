@@ -94,7 +94,7 @@ function refusal(code: string, { threadId, messageId }: { threadId: string; mess
 
 /**
  * Before POST /api/chat sends its event (one read): the thread must be the user's or not exist yet
- * (the turn creates it), and a message id already used
+ * (the turn creates it; not a deleted thread's id, which its tombstone refuses), and a message id already used
  * must name this very message (same thread, same text) — then the event is simply sent again and
  * the run stores nothing new. Anything else is the refusal the run itself would end with.
  */
@@ -105,6 +105,7 @@ export async function checkSendable(
   const threadId = input.threadId ?? input.messageId;
   const { rows } = await db.query<sql.SelectSendableRow>(sql.selectSendable, [input.threadId ?? null, input.messageId]);
   const found = rows[0]!;
+  if (found.owner === null && found.deleted) throw threadDeleted(threadId);
   if (found.owner !== null && found.owner !== input.userId) throw threadNotOwned(threadId);
   if (found.message_thread_id === null) return;
   if (found.message_thread_id !== threadId || found.message_kind !== "user") throw messageInUse(input.messageId);

@@ -58,6 +58,8 @@ export function apiFor(credentials) {
     regenerate: (threadId, messageId) =>
       call("POST", `${message(threadId, messageId)}/regenerate`, { requestId: crypto.randomUUID() }),
     variants: (threadId, messageId) => call("GET", `${message(threadId, messageId)}/variants`),
+    rateAnswer: (threadId, answerId, rating) => call("PUT", `${message(threadId, answerId)}/feedback`, { rating }),
+    unrateAnswer: (threadId, answerId) => call("DELETE", `${message(threadId, answerId)}/feedback`, {}),
     search: (q) => call("GET", `/api/search?q=${encodeURIComponent(q)}`),
   };
 }

@@ -1,6 +1,7 @@
 import { apiFor, authHeaders } from "./api.js";
 import { isInferenceDelta, streamedTexts } from "./deltas.js";
 import { followEvents } from "./event-stream.js";
+import { feedbackControls, rateAnswer } from "./feedback.js";
 import { markdownNodes } from "./markdown.js";
 import { answerText, h, messageText, plural, snippetNodes, turnLabel, when } from "./render.js";
 import * as session from "./session.js";
@@ -498,16 +499,25 @@ function turnItems({ user, answers }) {
         },
       ]
     : answers.map((answer) => ({
+        id: answer.id,
         agentName: answer.agentName,
         text: messageText(answer),
         stopped: answer.stopped === true,
+        feedback: answer.feedback,
       }));
-  const answerItems = shown.map(({ agentName, text, stopped }) =>
+  const answerItems = shown.map(({ id, agentName, text, stopped, feedback }) =>
     h(
       "li",
       { class: "message assistant" },
       h("div", { class: "meta" }, agentName, stopped ? [" · ", stoppedLabel()] : null),
       h("div", { class: "markdown" }, markdownNodes(text)),
+      // Thumbs on the answers the thread shows (a variant flipped to is read-only).
+      id
+        ? feedbackControls(
+            feedback,
+            guarded((rating) => rate(id, rating)),
+          )
+        : null,
     ),
   );
   answerItems[answerItems.length - 1].append(answerTools(user.id, choice));
@@ -549,6 +559,15 @@ function button(label, onClick, attributes = {}) {
 function flip(messageId, step) {
   const choice = state.variants.get(messageId);
   choice.index = Math.min(Math.max(choice.index + step, 0), choice.list.length - 1);
+  renderMessages();
+}
+
+async function rate(answerId, rating) {
+  const threadId = state.threadId;
+  const feedback = await rateAnswer(state.api, threadId, answerId, rating);
+  const answer = state.messages.find((m) => m.id === answerId);
+  if (threadId !== state.threadId || !answer) return;
+  answer.feedback = feedback;
   renderMessages();
 }
 

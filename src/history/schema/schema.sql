@@ -3,6 +3,8 @@
 
 CREATE EXTENSION btree_gin;
 
+CREATE SEQUENCE message_feedback_version_seq AS bigint START 1 INCREMENT 1;
+
 CREATE TABLE agent_thread_state (
   thread_id uuid NOT NULL,
   agent_name text NOT NULL,
@@ -20,6 +22,21 @@ CREATE TABLE api_keys (
   created_at timestamp with time zone DEFAULT now() NOT NULL,
   revoked_at timestamp with time zone,
   CONSTRAINT api_keys_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE message_feedback (
+  message_id uuid NOT NULL,
+  thread_id uuid NOT NULL,
+  user_id text NOT NULL,
+  rating text NOT NULL,
+  comment text,
+  version bigint DEFAULT nextval('message_feedback_version_seq'::regclass) NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT message_feedback_message_id_fkey FOREIGN KEY (message_id) REFERENCES messages(id) ON DELETE CASCADE,
+  CONSTRAINT message_feedback_pkey PRIMARY KEY (message_id),
+  CONSTRAINT message_feedback_rating_check CHECK ((rating = ANY (ARRAY['up'::text, 'down'::text]))),
+  CONSTRAINT message_feedback_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE
 );
 
 CREATE TABLE messages (
@@ -143,6 +160,8 @@ CREATE TABLE user_memories (
 );
 
 CREATE INDEX api_keys_user_idx ON public.api_keys USING btree (user_id, created_at);
+
+CREATE INDEX message_feedback_thread_idx ON public.message_feedback USING btree (thread_id, message_id);
 
 CREATE INDEX messages_answers_idx ON public.messages USING btree (answers, variant, "position");
 
