@@ -249,6 +249,16 @@ describe("a turn waits for the earlier turn of its thread", () => {
       "skipped",
     ]);
     expect(finishedEvent(duplicate)?.data).toMatchObject({ status: "skipped" });
+    // A client that followed the duplicate's stream sees why it ended (without chunk logging, in turn.log-skipped).
+    expect(duplicate.stepIds).toContain("turn.log-skipped");
+    const { rows } = await bed.db.pool.query<{ event: string; data: { status?: string } }>(
+      "SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id",
+      [duplicate.runId],
+    );
+    expect(rows.map((r) => [r.event, r.data.status])).toEqual([
+      ["turn.skipped", undefined],
+      ["stream.ended", "skipped"],
+    ]);
   });
 });
 
