@@ -1,8 +1,11 @@
 import { Middleware, NonRetriableError } from "inngest";
 import type pg from "pg";
+import { isRetriableModelFailure } from "../agents/model-errors.js";
 import { streamCompletion, type ModelCall } from "../agents/streamed-completion.js";
+import { clearTurnRetrying, recordTurnRetrying } from "../history/turn-retrying.js";
 import { logger } from "../platform/logger.js";
 import { deltaWriter } from "../stream/delta-writer.js";
+import { describeFailure } from "./failure-message.js";
 
 /** INFERENCE: who calls the model — the Inngest server (gateway) or this process, streaming (stream). */
 export type Inference = "gateway" | "stream";
@@ -23,10 +26,15 @@ type InferInput = { model: ModelCall; body: Record<string, unknown> };
  * k-th inference with the same id gets `<id>:<k>`, as Inngest numbers repeated ids) that calls the
  * provider with streaming on, writes the text to the thread's event log as it arrives, tagged with
  * the step's attempt (deltaWriter), and returns the provider's answer as the non-streaming call
- * would have: AgentKit, the memo, retries and history see no difference. Under `gateway` nothing
- * changes: the Inngest server calls the model.
+ * would have: AgentKit, the memo, retries and history see no difference.
+ *
+ * Under `gateway` the Inngest server calls the model, retries a failed call itself and hands the
+ * function only the last attempt's AIGatewayError, thrown where step.ai.infer is awaited
+ * (docs/engine.md). So a turn (which passes its `turnAttempts`) retries such an inference here,
+ * showing each failed attempt as turn.retrying (gatewayRetries); other functions' inferences fail
+ * with the server's last error, as before.
  */
-export function inferenceMiddleware(db: pg.Pool, inference: Inference) {
+export function inferenceMiddleware(db: pg.Pool, inference: Inference, turnAttempts?: number) {
   return class InferenceMiddleware extends Middleware.BaseMiddleware {
     readonly id = "threadline/inference";
 
@@ -37,9 +45,14 @@ export function inferenceMiddleware(db: pg.Pool, inference: Inference) {
           thread = state;
         },
       };
-      if (inference === "gateway") return { ...arg, ctx: { ...arg.ctx, inferenceStream } };
-
       const { step, runId, attempt } = arg.ctx;
+      if (inference === "gateway") {
+        if (turnAttempts === undefined) return { ...arg, ctx: { ...arg.ctx, inferenceStream } };
+        const infer = gatewayRetries({ db, step, runId, maxAttempts: turnAttempts });
+        const retryingStep = { ...step, ai: { ...step.ai, infer } } as unknown as StepTools;
+        return { ...arg, ctx: { ...arg.ctx, inferenceStream, step: retryingStep } };
+      }
+
       const calls = new Map<string, number>();
       const infer = (id: string, { model, body }: InferInput) => {
         // The function replays from the top on every request, so the k-th call of an id is always the same inference.
@@ -55,6 +68,56 @@ export function inferenceMiddleware(db: pg.Pool, inference: Inference) {
     }
   };
 }
+
+/** The pause before each further attempt of a gateway inference (the server already backed off between its own). */
+const GATEWAY_RETRY_BACKOFF_SECONDS = [10, 30, 60, 120] as const;
+
+/**
+ * step.ai.infer with the turn's retries around it. Attempt 1 is the inference as it always was
+ * (same step id: runs in flight resolve); when it throws an AIGatewayError the provider may get
+ * over (not a 4xx other than 408/429), the failure is recorded as turn.retrying with when the
+ * next attempt starts (`<id>:retrying-<n>`), the run sleeps that long (`<id>:backoff-<n>`) and
+ * attempt n is a step.ai.infer of its own (`<id>:retry-<n>`); after a retried attempt succeeds
+ * the turn is running again (`<id>:retried`). `<id>` is the inference's memo id: its step id, or
+ * `<step id>:<k>` for the k-th repeat, as the SDK numbers it. The last failure is thrown as it
+ * came, so the run fails with its cause.
+ */
+function gatewayRetries(input: { db: pg.Pool; step: StepTools; runId: string; maxAttempts: number }) {
+  const { db, step, runId, maxAttempts } = input;
+  const aiInfer = step.ai.infer as unknown as (id: string, input: InferInput) => Promise<unknown>;
+  const calls = new Map<string, number>();
+  return async (id: string, call: InferInput) => {
+    // The function replays from the top on every request, so the k-th call of an id is always the same inference.
+    const k = calls.get(id) ?? 0;
+    calls.set(id, k + 1);
+    const memoId = k === 0 ? id : `${id}:${k}`;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        const answer = await aiInfer(attempt === 1 ? id : `${memoId}:retry-${attempt}`, call);
+        if (attempt > 1) await step.run(`${memoId}:retried`, () => clearTurnRetrying(db, runId));
+        return answer;
+      } catch (error) {
+        if (!isGatewayFailure(error) || attempt >= maxAttempts || !isRetriableModelFailure(error.message)) throw error;
+        const next = attempt + 1;
+        const seconds = GATEWAY_RETRY_BACKOFF_SECONDS[Math.min(attempt, GATEWAY_RETRY_BACKOFF_SECONDS.length) - 1]!;
+        const recorded = await step.run(`${memoId}:retrying-${next}`, () =>
+          recordTurnRetrying(db, runId, `turn.retrying:${memoId}:${next}`, {
+            attempt: next,
+            maxAttempts,
+            cause: describeFailure(error),
+            nextAttemptAt: new Date(Date.now() + seconds * 1_000).toISOString(),
+          }),
+        );
+        // A turn that ended meanwhile (stopped, failed, cancelled) gets no further model call.
+        if (!recorded) throw new NonRetriableError(TURN_ENDED_ERROR, { cause: error });
+        await step.sleep(`${memoId}:backoff-${next}`, `${seconds}s`);
+      }
+    }
+  };
+}
+
+/** The error a failed step.ai.infer throws: the SDK's StepError named after the server's AIGatewayError. */
+const isGatewayFailure = (error: unknown): error is Error => error instanceof Error && error.name === "AIGatewayError";
 
 /**
  * The run ends here once its turn has ended without it — the user stopped it (the stop stored what

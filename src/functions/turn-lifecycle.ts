@@ -72,7 +72,11 @@ export const turnOptions = ({ db, inference }: { db: pg.Pool; inference?: Infere
   // and the user's erasure.
   cancelOn: [...cancelOnStop, ...cancelOnDeletion],
   onFailure: recordTurnFailure(db),
-  middleware: inOrder(ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway"), turnRetryMiddleware(db)),
+  middleware: inOrder(
+    ModelErrorMiddleware,
+    inferenceMiddleware(db, inference ?? "gateway", TURN_RETRIES + 1),
+    turnRetryMiddleware(db),
+  ),
 });
 
 /**
@@ -187,8 +191,8 @@ export function createTurnCancellation({ db }: { db: pg.Pool }) {
  *
  * The SDK reports every attempt of a step it executes (step.run: the history steps, and each
  * inference under INFERENCE=stream). Under INFERENCE=gateway the Inngest server retries a failed
- * step.ai.infer itself and hands the SDK only the last attempt's error, so those attempts are not
- * seen here (docs/engine.md).
+ * step.ai.infer itself and hands the SDK only the last attempt's error: the inference middleware
+ * retries those and writes their turn.retrying (streaming-inference.ts, docs/engine.md).
  */
 function turnRetryMiddleware(db: pg.Pool) {
   return class TurnRetryMiddleware extends Middleware.BaseMiddleware {

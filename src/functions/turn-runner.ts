@@ -18,7 +18,7 @@ import { loadUserMessage } from "../history/store.js";
 import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
 import type { MemoryContext, ThreadMessage } from "../memory/component.js";
 import { type AgentComponents, memoryComponents, NO_MEMORY } from "../memory/components.js";
-import { turnPublisher } from "../stream/publish.js";
+import { turnLog } from "../stream/publish.js";
 import type { AgentsConfig, FunctionDeps } from "./chat-turn.js";
 import type { InferenceStream } from "./streaming-inference.js";
 import { announceTurnFinished, turnOutcome } from "./turn-lifecycle.js";
@@ -136,8 +136,10 @@ export async function runTurn(
     },
   );
   inferenceStream.writeTo(state);
-  const publish = turnPublisher({ db, step, runId, state, chunks: deps.eventLog === true });
-  const run = await network.run({ id: messageId, content, role: "user" }, { state, streaming: { publish } });
+  const log = turnLog({ db, step, runId, state, chunks: deps.eventLog === true });
+  const run = await network.run({ id: messageId, content, role: "user" }, { state, ...log.streaming });
+  // turn.log-skipped: a turn skipped while it waited, without chunk logging (with it, publish-<n>:stream.ended).
+  await log.afterRun();
   const threadId = run.state.threadId!;
   const outcome = turnOutcome(run.state, messageId);
 
