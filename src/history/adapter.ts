@@ -13,6 +13,7 @@ import {
   setSummaryLag,
   setUserMessageText,
 } from "../agents/run-state.js";
+import type { BusyPolicy } from "./busy-policy.js";
 import { durably } from "./durable.js";
 import { resultId } from "./ids.js";
 import { toAgentContent, toAgentResults } from "./messages.js";
@@ -34,6 +35,8 @@ export type TurnContext = {
   policy: ResolvedHistoryPolicy;
   /** How many prior messages the client sent with the event (client-authoritative): none are read. */
   clientMessages?: number | undefined;
+  /** A chat message's busy policy: reject is refused by the first statement while another turn runs (busy.ts). */
+  busy?: BusyPolicy | undefined;
 };
 
 /**
@@ -94,7 +97,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           threadId: threadId!,
           userId: turn.userId,
           message: { id: userMessage.id, text: userMessage.content, clientTimestamp: turn.clientTimestamp },
-          turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId },
+          turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId, busy: turn.busy },
           // The load is known once history.get has run: appendResults records it.
           context: { policy: turn.policy },
         })),

@@ -13,7 +13,8 @@ export class HistoryRefusal extends Error {
       | "message_conflict"
       | "not_a_user_message"
       | "message_not_on_path"
-      | "no_running_turn",
+      | "no_running_turn"
+      | "thread_busy",
     message: string,
   ) {
     super(message);

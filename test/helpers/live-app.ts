@@ -6,6 +6,7 @@ import type { InngestFunction } from "inngest";
 import type pg from "pg";
 import { chatMessageRegenerate, chatMessageSent, inngest } from "../../inngest.config.js";
 import type { ModelChoice } from "../../src/agents/model.js";
+import type { BusyPolicy } from "../../src/history/busy-policy.js";
 import { createChatTurn } from "../../src/functions/chat-turn.js";
 import { createRegenerate } from "../../src/functions/regenerate.js";
 import { CHAT_TURN_ID, createTurnCancellation, REGENERATE_ID } from "../../src/functions/turn-lifecycle.js";
@@ -35,7 +36,7 @@ export type LiveApp = {
 /**
  * The app as `npm run dev` serves it, over real HTTP on a free port of 127.0.0.1, with AUTH=dev
  * (the X-Threadline-User header names the user) and INFERENCE=stream; its model is the scripted
- * one unless `options.model` says otherwise (an unconfigured one, say). A chat message or
+ * one unless `options.model` says otherwise (an unconfigured one, say); `options.busyPolicy` is its BUSY_POLICY. A chat message or
  * regenerate it accepts runs at once, in the background, in this process: the real turn function
  * under the test engine, streaming the scripted model's answer into the event log. Each run gets
  * one attempt: one that fails has failed for good, and its onFailure handler runs as Inngest
@@ -47,9 +48,14 @@ export type LiveApp = {
 export async function startLiveApp(
   db: pg.Pool,
   model: ModelServer,
-  options: { model?: ModelChoice } = {},
+  options: { model?: ModelChoice; busyPolicy?: BusyPolicy } = {},
 ): Promise<LiveApp> {
-  const deps = { db, model: options.model ?? scriptedModel(model), inference: "stream" as const };
+  const deps = {
+    db,
+    model: options.model ?? scriptedModel(model),
+    inference: "stream" as const,
+    ...(options.busyPolicy ? { busyPolicy: options.busyPolicy } : {}),
+  };
   const functions: Record<string, { fn: InngestFunction.Like; id: string }> = {
     [chatMessageSent.name]: { fn: createChatTurn(deps), id: CHAT_TURN_ID },
     [chatMessageRegenerate.name]: { fn: createRegenerate(deps), id: REGENERATE_ID },
@@ -65,6 +71,7 @@ export async function startLiveApp(
     auth: { dev: true },
     events,
     service: { model: deps.model, inference: deps.inference },
+    busyPolicy: options.busyPolicy,
     sendEvent: async (event) => {
       // Each unfinished run whose function's cancelOn matches the event is cancelled.
       for (const run of runs)
