@@ -348,6 +348,44 @@ describe("a message sent while a turn streams its answer", () => {
     expect((await currentPath(threadId, userId)).length).toBe(4);
   });
 
+  it("interrupt of a regenerate: its partial answer becomes the current variant, and the interrupting message stays on the path", async () => {
+    const userId = `user-${randomUUID()}`;
+    const threadId = randomUUID();
+    bed.model.script({ text: "Hello, Ada." });
+    expect((await call(app, userId, "/api/chat", { messageId: threadId, content: "My name is Ada." })).status).toBe(
+      202,
+    );
+    await runOf(threadId)!.execution;
+    const held = gate();
+    bed.model.script({
+      text: "Hi there, Ada, how are you?",
+      stream: { chunks: ["Hi there,", " Ada,", " how are you?"], holdAfter: { chunks: 2, gate: held } },
+    });
+    const regenerated = await call(app, userId, `/api/threads/${threadId}/messages/${threadId}/regenerate`, {});
+    expect(regenerated.status).toBe(202);
+    await held.reached;
+    const regenerateRun = app.runs.at(-1)!;
+    await until(
+      async () =>
+        streamedTexts(await readEventsAfter(bed.db.pool, threadId, 0, 1_000), regenerateRun.runId)[0]?.text ===
+        "Hi there, Ada,",
+      "the regenerated answer's first words are logged",
+    );
+    bed.model.script({ text: "Your name is Ada." });
+    const next = await send(userId, threadId, "What is my name?", "interrupt");
+    expect(next.status).toBe(202);
+    const run = await runOf(next.messageId)!.execution.finally(held.release);
+    expect(run.result).toMatchObject({ status: "completed", answer: "Your name is Ada." });
+    expect(lastModelCall()).toEqual(["user: My name is Ada.", "assistant: Hi there, Ada,", "user: What is my name?"]);
+    await regenerateRun.execution;
+    expect(await currentPath(threadId, userId)).toEqual([
+      "user: My name is Ada.",
+      "assistant (stopped): Hi there, Ada,",
+      "user: What is my name?",
+      "assistant: Your name is Ada.",
+    ]);
+  });
+
   it("interrupt or rollback with nothing running: answered as enqueue would, one lookup more", async () => {
     const userId = `user-${randomUUID()}`;
     const threadId = randomUUID();

@@ -8,6 +8,7 @@
 -- (threadline_insert_answer): the thread's path_version moves on and a summary covering them is
 -- dropped, so no later read (nor the new turn's history.get) sees them. A turn that finished
 -- meanwhile is not stopped, but is still rolled back: the sender asked for the thread without it.
+-- (A stopped regenerate is the one exception to "as the stop does": see below.)
 -- Each turn gets turn.interrupted in the log, under the interrupting run (keyed per turn, so a
 -- retried step writes it once). Returns one row per turn given.
 CREATE OR REPLACE FUNCTION threadline_interrupt_turns(
@@ -29,6 +30,15 @@ BEGIN
     SELECT * INTO v_turn FROM turns t WHERE t.run_id = v_item ->> 'runId' AND t.thread_id = p_thread_id;
     CONTINUE WHEN NOT FOUND;
     SELECT * INTO v_stop FROM threadline_stop_turn(p_thread_id, p_user_id, v_turn.run_id, (v_item ->> 'resultId')::uuid, p_agent_name);
+    -- A stopped regenerate's partial answer takes the turns after its message off the path, as its
+    -- answer would: those it was to replace, and also this message, sent after it began and asking
+    -- to be answered next. This message is put back.
+    IF v_turn.kind = 'regenerate' AND v_stop.refusal IS NULL THEN
+      UPDATE messages m SET on_path = true WHERE m.id = p_message_id AND NOT m.on_path;
+      IF FOUND THEN
+        UPDATE threads t SET path_version = t.path_version + 1 WHERE t.id = p_thread_id;
+      END IF;
+    END IF;
     v_detached := 0;
     IF p_rollback THEN
       SELECT m.seq INTO v_seq FROM messages m WHERE m.id = v_turn.message_id;
