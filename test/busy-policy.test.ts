@@ -348,6 +348,42 @@ describe("a message sent while a turn streams its answer", () => {
     expect((await currentPath(threadId, userId)).length).toBe(4);
   });
 
+  it("rollback with another message queued behind the running turn: both turns are stopped and leave the path; their runs are cancelled; the model is called for the new message alone", async () => {
+    const { userId, threadId, story, storyRunId, release } = await busyThread();
+    const queued = await send(userId, threadId, "And a poem.", "enqueue");
+    await until(async () => (await turnOf(queued.messageId))[0]?.status === "running", "the queued turn waits");
+    bed.model.script({ text: "Your name is Ada." });
+    const next = await send(userId, threadId, "Forget those: what is my name?", "rollback");
+    const run = await runOf(next.messageId)!.execution.finally(release);
+    expect(run.result).toMatchObject({ status: "completed", answer: "Your name is Ada." });
+
+    expect(lastModelCall()).toEqual([
+      "user: My name is Ada.",
+      "assistant: Hello, Ada.",
+      "user: Forget those: what is my name?",
+    ]);
+    expect(await currentPath(threadId, userId)).toEqual([
+      "user: My name is Ada.",
+      "assistant: Hello, Ada.",
+      "user: Forget those: what is my name?",
+      "assistant: Your name is Ada.",
+    ]);
+    expect((await turnOf(story))[0]!.status).toBe("stopped");
+    expect((await turnOf(queued.messageId))[0]!.status).toBe("stopped");
+    const interrupted = (await log(threadId, runOf(next.messageId)!.runId)).filter(
+      (row) => row.event === "turn.interrupted",
+    );
+    expect(interrupted.map((row) => [row.data.messageId, row.data.rolledBack])).toEqual([
+      [story, true],
+      [queued.messageId, true],
+    ]);
+    // Both runs were cancelled by the stop events the new turn sent; neither called the model again.
+    const queuedRun = runOf(queued.messageId)!;
+    await Promise.all([runOf(story)!.execution, queuedRun.execution]);
+    expect([app.runs.find((r) => r.runId === storyRunId)!.cancelled, queuedRun.cancelled]).toEqual([true, true]);
+    expect(bed.model.requests).toHaveLength(3);
+  });
+
   it("interrupt of a regenerate: its partial answer becomes the current variant, and the interrupting message stays on the path", async () => {
     const userId = `user-${randomUUID()}`;
     const threadId = randomUUID();
