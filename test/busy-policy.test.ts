@@ -6,8 +6,8 @@ import type { BusyPolicy } from "../src/history/busy-policy.js";
 import { streamedTexts } from "../src/stream/deltas.js";
 import { readEventsAfter } from "../src/history/events.js";
 import { cancels } from "./helpers/cancel-on.js";
-import { execute } from "./helpers/engine.js";
-import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
+import { execute, memoBefore } from "./helpers/engine.js";
+import { chatEvent, scriptedModel, threadRows, threadWithRunningTurn } from "./helpers/fixtures.js";
 import { startLiveApp, type LiveApp } from "./helpers/live-app.js";
 import { gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -420,6 +420,33 @@ describe("a message sent while a turn streams its answer", () => {
       "user: What is my name?",
       "assistant: Your name is Ada.",
     ]);
+  });
+
+  it("a retried interrupt step whose statement had committed answers the same, so the stop is still announced", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    const { threadId, event: earlier } = await threadWithRunningTurn(bed.db.pool, chatTurn, bed.model, "A story?");
+    const event = chatEvent({ threadId, content: "Never mind." });
+    const next = { ...event, data: { ...event.data, busy: "rollback" } };
+    // The run is cut off after its interrupt: as if the step's result was lost after its statement committed.
+    const cutOff = async (id: string) => {
+      if (id === "history.find-earlier-turn") throw new Error("cut off");
+    };
+    const first = await execute(chatTurn, next, { beforeStep: cutOff });
+    const retried = await execute(chatTurn, next, {
+      memo: memoBefore(first, "history.interrupt-turns"),
+      runId: first.runId,
+      beforeStep: cutOff,
+    });
+    for (const run of [first, retried])
+      expect(run.sentEvents.map((e) => [e.name, e.data.messageId])).toEqual([
+        [turnStopRequested.name, earlier.data.messageId],
+        ["threadline/turn.finished", earlier.data.messageId],
+      ]);
+    const logged = await bed.db.pool.query(
+      "SELECT count(*)::int AS n FROM thread_events WHERE run_id = $1 AND event = 'turn.interrupted'",
+      [first.runId],
+    );
+    expect(logged.rows[0]).toEqual({ n: 1 });
   });
 
   it("interrupt or rollback with nothing running: answered as enqueue would, one lookup more", async () => {

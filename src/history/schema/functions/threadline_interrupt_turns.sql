@@ -9,8 +9,8 @@
 -- dropped, so no later read (nor the new turn's history.get) sees them. A turn that finished
 -- meanwhile is not stopped, but is still rolled back: the sender asked for the thread without it.
 -- (A stopped regenerate is the one exception to "as the stop does": see below.)
--- Each turn gets turn.interrupted in the log, under the interrupting run (keyed per turn, so a
--- retried step writes it once). Returns one row per turn given.
+-- Each turn gets turn.interrupted in the log, under the interrupting run (keyed per turn): a
+-- retried step finds it and returns what it recorded, changing nothing. Returns one row per turn given.
 CREATE OR REPLACE FUNCTION threadline_interrupt_turns(
   p_thread_id uuid, p_user_id text, p_run_id text, p_message_id uuid, p_turns jsonb, p_agent_name text, p_rollback boolean
 ) RETURNS TABLE (run_id text, message_id uuid, variant integer, stopped boolean, answer_stored boolean, rolled_back boolean)
@@ -21,6 +21,7 @@ DECLARE
   v_turn turns%ROWTYPE;
   v_seq bigint;
   v_detached integer;
+  v_logged jsonb;
 BEGIN
   PERFORM 1 FROM threads t WHERE t.id = p_thread_id AND t.user_id = p_user_id FOR UPDATE;
   IF NOT FOUND THEN
@@ -29,6 +30,21 @@ BEGIN
   FOR v_item IN SELECT x.item FROM jsonb_array_elements(p_turns) AS x(item) LOOP
     SELECT * INTO v_turn FROM turns t WHERE t.run_id = v_item ->> 'runId' AND t.thread_id = p_thread_id;
     CONTINUE WHEN NOT FOUND;
+    run_id := v_turn.run_id;
+    message_id := v_turn.message_id;
+    variant := v_turn.variant;
+    -- A retried step whose earlier attempt committed: the same answer again, from its log entry
+    -- (else a turn it stopped would now read as finished, and its stop never be announced).
+    SELECT x.data INTO v_logged FROM thread_events x
+      WHERE x.run_id = p_run_id AND x.attempt = 0 AND x.key = 'turn.interrupted:' || v_turn.run_id;
+    IF FOUND THEN
+      stopped := (v_logged ->> 'stopped')::boolean;
+      rolled_back := (v_logged ->> 'rolledBack')::boolean;
+      answer_stored := EXISTS (SELECT 1 FROM messages m
+        WHERE m.answers = v_turn.message_id AND m.variant = v_turn.variant AND m.stopped);
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
     SELECT * INTO v_stop FROM threadline_stop_turn(p_thread_id, p_user_id, v_turn.run_id, (v_item ->> 'resultId')::uuid, p_agent_name);
     -- A stopped regenerate's partial answer takes the turns after its message off the path, as its
     -- answer would: those it was to replace, and also this message, sent after it began and asking
@@ -49,9 +65,6 @@ BEGIN
         DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= v_seq;
       END IF;
     END IF;
-    run_id := v_turn.run_id;
-    message_id := v_turn.message_id;
-    variant := v_turn.variant;
     stopped := v_stop.refusal IS NULL;
     answer_stored := coalesce(v_stop.stored, 0) > 0;
     rolled_back := p_rollback AND NOT EXISTS (
