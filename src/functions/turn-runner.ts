@@ -7,11 +7,11 @@ import {
   type StepTools,
   threadSummarizeRequested,
 } from "../../inngest.config.js";
+import { ASSISTANT_NAME } from "../agents/assistant.js";
 import { createChatNetwork, NETWORK_AGENTS } from "../agents/network.js";
 import { summaryLag, turnSkipReason, userMessageText } from "../agents/run-state.js";
 import type { AgentMemory } from "../agents/thread-view.js";
 import { createTurnHistory } from "../history/adapter.js";
-import { ASSISTANT_NAME } from "../agents/assistant.js";
 import { agentThreadState } from "../history/agent-state.js";
 import { DEFAULT_BUSY_POLICY } from "../history/busy-policy.js";
 import { interruptEarlierTurns } from "../history/busy.js";
