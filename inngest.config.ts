@@ -1,5 +1,6 @@
 import { eventType, type GetStepTools, Inngest } from "inngest";
 import { z } from "zod";
+import { busyPolicy } from "./src/history/busy-policy.js";
 import { message } from "./src/history/messages.js";
 import { historyRequest } from "./src/history/policy.js";
 import { safeString } from "./src/history/safe-text.js";
@@ -149,6 +150,12 @@ export const chatMessageSentData = z.object({
     .meta({
       description:
         "Present: the client sends the conversation so far (AgentKit messages, without the new one) and the database is not read for it.",
+    })
+    .optional(),
+  busy: busyPolicy
+    .meta({
+      description:
+        'What happens when a turn of the thread is still running: "enqueue" (this message is answered after it), "reject" (409 naming that turn, nothing stored), "interrupt" (that turn is stopped, keeping its partial answer, then this message is answered), "rollback" (as interrupt, and that turn\'s message and partial answer leave the current path). Absent: the operator\'s BUSY_POLICY (default "enqueue").',
     })
     .optional(),
 });

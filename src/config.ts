@@ -4,6 +4,7 @@ import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
 import type { AgentsConfig } from "./functions/chat-turn.js";
 import { DEFAULT_SESSION_TIMEOUTS } from "./platform/database.js";
+import { busyPolicy, DEFAULT_BUSY_POLICY } from "./history/busy-policy.js";
 import { DEFAULT_EVENT_RETENTION_HOURS } from "./history/events.js";
 import { DEFAULT_LOST_RUN_DEADLINE_MINUTES } from "./history/lost-turns.js";
 import { DEFAULT_TOMBSTONE_DAYS } from "./history/threads.js";
@@ -180,6 +181,12 @@ export const environment = z
           'INFERENCE must be "gateway" (the Inngest server calls the model) or "stream" (this process calls it, streaming)',
       }),
     ).transform((value) => value ?? "gateway"),
+    /** What a message sent while a turn of its thread runs does, unless its request says (src/history/busy-policy.ts). */
+    BUSY_POLICY: optionalSetting(
+      z.enum(busyPolicy.options, {
+        error: 'BUSY_POLICY must be "enqueue", "reject", "interrupt" or "rollback"',
+      }),
+    ).transform((value) => value ?? DEFAULT_BUSY_POLICY),
     /** Operator overrides of the history policy: they beat what a request asks for. */
     HISTORY_POLICY: optionalSetting(historyPolicyName),
     HISTORY_LENGTH: optionalSetting(z.coerce.number().pipe(historyLength)),

@@ -185,6 +185,7 @@ export async function startServer() {
     tombstoneDays: env.THREAD_TOMBSTONE_DAYS,
     eventLog: env.EVENT_LOG_CHUNKS === true,
     inference: env.INFERENCE,
+    busyPolicy: env.BUSY_POLICY,
     engine,
     lostRunDeadlineMinutes: env.LOST_RUN_DEADLINE_MINUTES,
   });
@@ -207,6 +208,7 @@ export async function startServer() {
     engineProbe: engineProbe(engine, { intervalMs: env.READINESS_ENGINE_INTERVAL_SECONDS * 1_000 }),
     service: { model, inference: env.INFERENCE },
     streams: { perUser: env.STREAM_MAX_PER_USER, perProcess: env.STREAM_MAX_PER_PROCESS },
+    busyPolicy: env.BUSY_POLICY,
   });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT, hostname: env.HOST });
   logger.info(

@@ -148,6 +148,29 @@ describe("golden step ids of each turn kind", () => {
     ]);
   });
 
+  it("an existing thread whose earlier turn is still running, sent with busy interrupt or rollback (it stops that turn, then goes on without waiting)", async () => {
+    for (const busy of ["interrupt", "rollback"]) {
+      const { threadId } = await threadWithRunningTurn(bed.db.pool, chatTurn, bed.model, "I like compilers.");
+      bed.model.script({ text: "Noted." });
+      const next = chatEvent({ threadId, content: "Never mind." });
+      const { steps } = await stepsOf(chatTurn, { ...next, data: { ...next.data, busy } });
+      expect(steps).toEqual([
+        "generate-network-id",
+        "history.append-user-message",
+        "history.find-turns-to-interrupt",
+        "history.interrupt-turns",
+        "history.announce-interrupted",
+        "history.find-earlier-turn",
+        "history.get",
+        "generate-agent-ids-0",
+        "assistant",
+        "generate-text-part-id-<agentMessage.0>",
+        "history.append-results",
+        "turn.finished",
+      ]);
+    }
+  });
+
   it("a regenerate", async () => {
     const userId = `user-${randomUUID()}`;
     bed.model.script({ text: "First answer." }, { text: "Second answer." });

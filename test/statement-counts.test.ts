@@ -4,7 +4,7 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import * as sql from "../src/history/store-sql.js";
 import { countingPool } from "./helpers/counting-pool.js";
 import { execute } from "./helpers/engine.js";
-import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
+import { chatEvent, scriptedModel, threadRows, threadWithRunningTurn } from "./helpers/fixtures.js";
 import { seedThread } from "./helpers/seed.js";
 import { statementsPerStep, totalStatements } from "./helpers/step-statements.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -84,6 +84,29 @@ describe("SQL statements per history step and per turn", () => {
       "history.append-results",
     ]);
     expect(totalStatements(counting.perStep)).toBe(5);
+  });
+
+  it("a message sent with busy rollback while a turn runs: 6 statements, its stop of that turn one of them", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    const { threadId } = await threadWithRunningTurn(bed.db.pool, chatTurn, bed.model, "I like compilers.");
+    const counting = statementsPerStep(bed.db.pool);
+    bed.model.script({ text: "Noted." });
+    const event = chatEvent({ content: "Never mind.", threadId });
+    const run = await counting.run(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), {
+      ...event,
+      data: { ...event.data, busy: "rollback" },
+    });
+
+    expect(run.error).toBeUndefined();
+    expectOneStatementPerHistoryStep(counting.perStep, [
+      "history.append-user-message",
+      "history.find-turns-to-interrupt",
+      "history.interrupt-turns",
+      "history.find-earlier-turn",
+      "history.get",
+      "history.append-results",
+    ]);
+    expect(totalStatements(counting.perStep)).toBe(6);
   });
 
   it("a retried run sends no statement for the steps that already succeeded", async () => {

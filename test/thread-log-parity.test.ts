@@ -77,6 +77,7 @@ describe("the SQL that writes the thread log and its vocabulary", () => {
         "turn.failed",
         "turn.cancelled",
         "turn.stopped",
+        "turn.interrupted",
         "stream.ended",
         "title.changed",
       ]),

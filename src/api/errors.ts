@@ -3,6 +3,7 @@ import { HTTPException } from "hono/http-exception";
 import type { RequestIdVariables } from "hono/request-id";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
+import { ThreadBusy } from "../history/busy.js";
 import { HistoryRefusal } from "../history/errors.js";
 import { logger } from "../platform/logger.js";
 
@@ -94,6 +95,7 @@ const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
   message_conflict: 409,
   message_not_on_path: 409,
   no_running_turn: 409,
+  thread_busy: 409,
   not_a_user_message: 422,
   not_an_answer: 422,
 };
@@ -138,7 +140,16 @@ export const notFoundBody = z
     code: z.enum(["thread_not_found", "memory_not_found", "realtime_off", ...refusalCodes(404)]),
   })
   .meta({ id: "NotFound" });
-export const conflictBody = z.object({ error: errorText, code: z.enum(refusalCodes(409)) }).meta({ id: "Conflict" });
+export const conflictBody = z
+  .object({
+    error: errorText,
+    code: z.enum(refusalCodes(409)),
+    runningTurn: z
+      .object({ runId: z.string(), messageId: z.uuid() })
+      .optional()
+      .meta({ description: "thread_busy: the turn the thread is answering (its run and user message)." }),
+  })
+  .meta({ id: "Conflict" });
 export const tooLargeBody = z.object({ error: errorText, issues: fieldIssues.optional() }).meta({ id: "TooLarge" });
 export const unsupportedMediaTypeBody = z.object({ error: errorText }).meta({ id: "UnsupportedMediaType" });
 export const unprocessableBody = z
@@ -165,6 +176,8 @@ export const unavailableBody = z
 export function answerError(error: Error, c: Context<AppEnv>) {
   const requestId = c.get("requestId");
   if (error instanceof HistoryRefusal && hidesOwnership(error.code)) return c.json(threadNotFound, 404);
+  if (error instanceof ThreadBusy)
+    return c.json({ error: error.message, code: error.code, runningTurn: error.runningTurn }, 409);
   if (error instanceof HistoryRefusal)
     return c.json({ error: error.message, code: error.code }, refusalStatus[error.code]);
   if (error instanceof EventTooLarge) return c.json({ error: error.message }, 413);

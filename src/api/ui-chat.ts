@@ -5,6 +5,7 @@ import { streamSSE, type SSEStreamingApi } from "hono/streaming";
 import { z } from "zod";
 import { chatMessageSentData } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
+import { busyPolicy } from "../history/busy-policy.js";
 import { HistoryRefusal } from "../history/errors.js";
 import { clientMessageId } from "../history/ids.js";
 import { assistantTexts } from "../history/messages.js";
@@ -60,6 +61,10 @@ const uiChatBody = z.looseObject({
   messageId: clientId.optional().meta({
     description:
       "regenerate-message: the answer (or user message) to answer again; absent: the thread's last user message.",
+  }),
+  busy: busyPolicy.optional().meta({
+    description:
+      "submit-message: what happens when a turn of the thread is still running, as POST /api/chat's `busy` (useChat: the transport's `body`).",
   }),
   userId: userIdNotAccepted,
 });
@@ -129,6 +134,7 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
             content,
             threadId,
             userId,
+            ...(body.busy === undefined ? {} : { busy: body.busy }),
           });
           if (!parsed.success)
             return badRequest(c, {

@@ -2,6 +2,7 @@ import type pg from "pg";
 import { chatMessageSent, inngest } from "../../inngest.config.js";
 import type { ModelChoice } from "../agents/model.js";
 import type { NetworkName } from "../agents/network.js";
+import type { BusyPolicy } from "../history/busy-policy.js";
 import type { HistoryEnvironment } from "../history/policy.js";
 import type { MemoryConfig } from "../memory/components.js";
 import type { Inference } from "./streaming-inference.js";
@@ -29,6 +30,8 @@ export type FunctionDeps = {
    * the default) or this process, streaming the answer into the event log (stream).
    */
   inference?: Inference;
+  /** BUSY_POLICY: for a chat event whose data names no busy policy (default enqueue: src/history/busy-policy.ts). */
+  busyPolicy?: BusyPolicy;
 };
 
 /** One chat turn: the user's message is answered by the turn runner (turn-runner.ts). */

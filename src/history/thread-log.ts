@@ -79,6 +79,18 @@ export const threadLogEvent = z.discriminatedUnion("event", [
     "The user stopped the turn; what it streamed was stored as the answer when answerStored (stream.ended follows).",
   ),
   kind(
+    "turn.interrupted",
+    z.object({
+      runId: z.string(),
+      messageId: z.string(),
+      byMessageId: z.string(),
+      stopped: z.boolean(),
+      rolledBack: z.boolean(),
+    }),
+    "A message sent with busy interrupt or rollback (byMessageId) ended turn runId, logged under the interrupting run: " +
+      "stopped (its turn.stopped and stream.ended came first; false: it had finished), rolledBack (its message and answers left the current path).",
+  ),
+  kind(
     "turn.skipped",
     z.object({ runId: z.string(), reason: z.string() }),
     "The turn's message was answered meanwhile by another run: nothing stored (stream.ended follows).",

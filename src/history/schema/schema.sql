@@ -246,7 +246,7 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION public.threadline_begin_turn(p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamp with time zone, p_run_id text, p_kind text, p_event_id text, p_context jsonb)
+CREATE OR REPLACE FUNCTION public.threadline_begin_turn(p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamp with time zone, p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue'::text)
  RETURNS TABLE(refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text)
  LANGUAGE plpgsql
 AS $function$
@@ -258,6 +258,7 @@ DECLARE
   v_max integer;
   v_max_turn integer;
   v_earlier integer;
+  v_busy record;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -291,6 +292,15 @@ BEGIN
   IF v_message.id IS NULL THEN
     IF p_kind = 'regenerate' THEN
       RETURN QUERY SELECT 'message_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+    END IF;
+    IF p_busy = 'reject' THEN
+      SELECT t.run_id, t.message_id INTO v_busy FROM turns t JOIN messages m ON m.id = t.message_id
+        WHERE t.thread_id = p_thread_id AND threadline_turn_unfinished(t.status)
+        ORDER BY m.on_path DESC, m.seq, t.started_at, t.run_id LIMIT 1;
+      IF FOUND THEN
+        RAISE EXCEPTION 'thread % is answering message %', p_thread_id, v_busy.message_id USING ERRCODE = 'TL409',
+          DETAIL = jsonb_build_object('runId', v_busy.run_id, 'messageId', v_busy.message_id)::text;
+      END IF;
     END IF;
     UPDATE threads t SET last_seq = t.last_seq + 1, updated_at = now() WHERE t.id = p_thread_id
       RETURNING t.last_seq INTO v_message.seq;
@@ -385,6 +395,73 @@ BEGIN
     ON CONFLICT (id) DO NOTHING;
   GET DIAGNOSTICS v_inserted = ROW_COUNT;
   RETURN v_inserted;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_interrupt_turns(p_thread_id uuid, p_user_id text, p_run_id text, p_message_id uuid, p_turns jsonb, p_agent_name text, p_rollback boolean)
+ RETURNS TABLE(run_id text, message_id uuid, variant integer, stopped boolean, answer_stored boolean, rolled_back boolean)
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_item jsonb;
+  v_stop record;
+  v_turn turns%ROWTYPE;
+  v_seq bigint;
+  v_detached integer;
+  v_logged jsonb;
+BEGIN
+  PERFORM 1 FROM threads t WHERE t.id = p_thread_id AND t.user_id = p_user_id FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  FOR v_item IN SELECT x.item FROM jsonb_array_elements(p_turns) AS x(item) LOOP
+    SELECT * INTO v_turn FROM turns t WHERE t.run_id = v_item ->> 'runId' AND t.thread_id = p_thread_id;
+    CONTINUE WHEN NOT FOUND;
+    run_id := v_turn.run_id;
+    message_id := v_turn.message_id;
+    variant := v_turn.variant;
+    -- A retried step whose earlier attempt committed: the same answer again, from its log entry
+    -- (else a turn it stopped would now read as finished, and its stop never be announced).
+    SELECT x.data INTO v_logged FROM thread_events x
+      WHERE x.run_id = p_run_id AND x.attempt = 0 AND x.key = 'turn.interrupted:' || v_turn.run_id;
+    IF FOUND THEN
+      stopped := (v_logged ->> 'stopped')::boolean;
+      rolled_back := (v_logged ->> 'rolledBack')::boolean;
+      answer_stored := EXISTS (SELECT 1 FROM messages m
+        WHERE m.answers = v_turn.message_id AND m.variant = v_turn.variant AND m.stopped);
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+    SELECT * INTO v_stop FROM threadline_stop_turn(p_thread_id, p_user_id, v_turn.run_id, (v_item ->> 'resultId')::uuid, p_agent_name);
+    -- A stopped regenerate's partial answer takes the turns after its message off the path, as its
+    -- answer would: those it was to replace, and also this message, sent after it began and asking
+    -- to be answered next. This message is put back.
+    IF v_turn.kind = 'regenerate' AND v_stop.refusal IS NULL THEN
+      UPDATE messages m SET on_path = true WHERE m.id = p_message_id AND NOT m.on_path;
+      IF FOUND THEN
+        UPDATE threads t SET path_version = t.path_version + 1 WHERE t.id = p_thread_id;
+      END IF;
+    END IF;
+    v_detached := 0;
+    IF p_rollback THEN
+      SELECT m.seq INTO v_seq FROM messages m WHERE m.id = v_turn.message_id;
+      UPDATE messages m SET on_path = false WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq = v_seq;
+      GET DIAGNOSTICS v_detached = ROW_COUNT;
+      IF v_detached > 0 THEN
+        UPDATE threads t SET path_version = t.path_version + 1, updated_at = now() WHERE t.id = p_thread_id;
+        DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= v_seq;
+      END IF;
+    END IF;
+    stopped := v_stop.refusal IS NULL;
+    answer_stored := coalesce(v_stop.stored, 0) > 0;
+    rolled_back := p_rollback AND NOT EXISTS (
+      SELECT 1 FROM messages m WHERE m.id = v_turn.message_id AND m.on_path);
+    PERFORM threadline_append_events(p_thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'turn.interrupted:' || v_turn.run_id, 'event', 'turn.interrupted',
+      'data', jsonb_build_object('runId', v_turn.run_id, 'messageId', v_turn.message_id, 'byMessageId', p_message_id,
+        'stopped', stopped, 'rolledBack', rolled_back))));
+    RETURN NEXT;
+  END LOOP;
 END
 $function$;
 
@@ -597,6 +674,14 @@ BEGIN
   RETURN threadline_append_events(v_thread, p_run_id, 0,
     jsonb_build_array(jsonb_build_object('key', p_key, 'event', 'turn.retrying', 'data', p_retry)));
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_turn_unfinished(p_status text)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT p_status IN ('running')
 $function$;
 
 CREATE TRIGGER messages_inserted AFTER INSERT ON public.messages REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION threadline_messages_inserted();
