@@ -164,7 +164,6 @@ describe("golden step ids of each turn kind", () => {
         "history.get",
         "generate-agent-ids-0",
         "assistant",
-        "generate-text-part-id-<agentMessage.0>",
         "history.append-results",
         "turn.finished",
       ]);
