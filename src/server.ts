@@ -21,11 +21,12 @@ import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
 import { stopRoutes } from "./api/stop.js";
 import { threadRoutes } from "./api/threads.js";
+import { usageRoutes } from "./api/usage.js";
 import { uiChatRoutes } from "./api/ui-chat.js";
 import type { AuthEnv } from "./auth/identity.js";
 import { authenticate } from "./auth/middleware.js";
 import type { AuthSettings } from "./auth/settings.js";
-import { agentsConfig, authSettings, historyEnvironment, readEnvironment } from "./config.js";
+import { agentsConfig, authSettings, budgetDefaults, historyEnvironment, readEnvironment } from "./config.js";
 import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./platform/database.js";
 import { migrate } from "./history/migrate.js";
@@ -121,6 +122,7 @@ export function createApp({
     .route("/realtime", realtimeTokenRoutes(deps))
     .route("/export", exportRoutes(deps))
     .route("/memories", memoryRoutes(deps))
+    .route("/usage", usageRoutes(deps))
     .route("/info", serviceInfoRoutes(service));
   app.route("/api", routes);
   app.route("/", healthRoutes({ db: deps.db, engine: probe ?? engineProbe(engine, { intervalMs: 10_000 }) }));
@@ -183,6 +185,7 @@ export async function startServer() {
     tombstoneDays: env.THREAD_TOMBSTONE_DAYS,
     eventLog: env.EVENT_LOG_CHUNKS === true,
     inference: env.INFERENCE,
+    prices: env.MODEL_PRICES,
     engine,
     lostRunDeadlineMinutes: env.LOST_RUN_DEADLINE_MINUTES,
   });
@@ -205,6 +208,7 @@ export async function startServer() {
     engineProbe: engineProbe(engine, { intervalMs: env.READINESS_ENGINE_INTERVAL_SECONDS * 1_000 }),
     service: { model, inference: env.INFERENCE },
     streams: { perUser: env.STREAM_MAX_PER_USER, perProcess: env.STREAM_MAX_PER_PROCESS },
+    budgets: budgetDefaults(env),
   });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT, hostname: env.HOST });
   logger.info(

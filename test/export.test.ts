@@ -153,6 +153,7 @@ describe("GET /api/export", () => {
         events: 0,
         memories: 0,
         apiKeys: 0,
+        usageRecords: 0,
       },
     ]);
   });

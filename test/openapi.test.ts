@@ -681,6 +681,20 @@ const cases: {
     send: (p, m) => authenticated(m, p),
   },
   {
+    name: "the caller's usage per model",
+    method: "GET",
+    path: () => "/api/usage?groupBy=model",
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "the caller's usage grouped by an unknown key",
+    method: "GET",
+    path: () => "/api/usage?groupBy=week",
+    status: 400,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
     name: "the model and inference mode",
     method: "GET",
     path: () => "/api/info",

@@ -1,7 +1,9 @@
 import { createHash } from "node:crypto";
 import type { ChatMessageRegenerate, ChatMessageSent } from "../../inngest.config.js";
 import { checkSendable, loadUserMessage } from "../history/store.js";
+import { budgetRefusal } from "../history/usage.js";
 import type { ApiDeps } from "./deps.js";
+import { BudgetExceeded } from "./errors.js";
 
 /** What a sending route answers: the ids the client follows the turn with. */
 export type Sent = { threadId: string; messageId: string; eventId: string };
@@ -21,9 +23,10 @@ export const chatMessageEventId = (userId: string, messageId: string) =>
  * user's scope), so a re-sent message starts no second run.
  */
 export async function sendChatMessage(
-  { db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">,
+  { db, sendEvent, budgets }: Pick<ApiDeps, "db" | "sendEvent" | "budgets">,
   data: ChatMessageSent,
 ): Promise<Sent> {
+  await checkBudget(db, data.userId, budgets);
   await checkSendable(db, data);
   const { ids } = await sendEvent({
     id: chatMessageEventId(data.userId, data.messageId),
@@ -39,10 +42,20 @@ export async function sendChatMessage(
  * sent otherwise).
  */
 export async function sendRegenerate(
-  { db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">,
+  { db, sendEvent, budgets }: Pick<ApiDeps, "db" | "sendEvent" | "budgets">,
   data: ChatMessageRegenerate,
 ): Promise<Sent> {
+  await checkBudget(db, data.userId, budgets);
   await loadUserMessage(db, data);
   const { ids } = await sendEvent({ name: "chat/message.regenerate", data });
   return { threadId: data.threadId, messageId: data.messageId, eventId: ids[0]! };
+}
+
+/**
+ * A send over the user's usage budget is refused (429) before anything is sent; a turn already
+ * running finishes, whatever it spends.
+ */
+async function checkBudget(db: ApiDeps["db"], userId: string, budgets: ApiDeps["budgets"]) {
+  const refusal = await budgetRefusal(db, userId, budgets ?? {}, new Date());
+  if (refusal) throw new BudgetExceeded(refusal);
 }

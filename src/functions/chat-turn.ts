@@ -2,6 +2,7 @@ import type pg from "pg";
 import { chatMessageSent, inngest } from "../../inngest.config.js";
 import type { ModelChoice } from "../agents/model.js";
 import type { NetworkName } from "../agents/network.js";
+import type { PriceTable } from "../agents/usage.js";
 import type { HistoryEnvironment } from "../history/policy.js";
 import type { MemoryConfig } from "../memory/components.js";
 import type { Inference } from "./streaming-inference.js";
@@ -29,6 +30,8 @@ export type FunctionDeps = {
    * the default) or this process, streaming the answer into the event log (stream).
    */
   inference?: Inference;
+  /** Model prices for the usage ledger's costs (MODEL_PRICES over DEFAULT_PRICES; default: DEFAULT_PRICES). */
+  prices?: PriceTable;
 };
 
 /** One chat turn: the user's message is answered by the turn runner (turn-runner.ts). */

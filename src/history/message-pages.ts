@@ -40,6 +40,11 @@ type ThreadMessage = {
   answers?: string;
   variant?: number;
   stopped?: true;
+  /**
+   * For an agent result: what its turn used and cost, summed over the turn's model calls (every
+   * result of one turn shows the same); null when the provider reported no usage.
+   */
+  turnUsage?: sql.TurnUsageJson | null;
   /** For a user message: how many answer variants exist, and its latest turn. */
   variantCount?: number;
   turn?: { status: string; runId: string; error: string | null } | null;
@@ -104,7 +109,12 @@ function toMessage(row: sql.PageRow): ThreadMessage {
     content: row.content,
     createdAt: row.created_at.toISOString(),
     ...(row.kind === "agent"
-      ? { answers: row.answers!, variant: row.variant!, ...(row.stopped ? { stopped: true as const } : {}) }
+      ? {
+          answers: row.answers!,
+          variant: row.variant!,
+          ...(row.stopped ? { stopped: true as const } : {}),
+          turnUsage: row.turn_usage,
+        }
       : {}),
     ...(row.kind === "user"
       ? {
