@@ -1,5 +1,11 @@
 import { randomUUID } from "node:crypto";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { budgetCommand } from "../scripts/budget.js";
+import { costOf, DEFAULT_PRICES, reportedUsage } from "../src/agents/usage.js";
+import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { budgetRefusal, setUserBudget, turnUsage } from "../src/history/usage.js";
@@ -297,5 +303,80 @@ describe("budgets", () => {
     expect(await budgetRefusal(db, userId, { monthlyCostUsd: reportedCost }, new Date())).toBeUndefined();
     await setUserBudget(bed.db.pool, userId, undefined);
     expect(await budgetRefusal(db, userId, { monthlyCostUsd: reportedCost }, new Date())).toBeDefined();
+  });
+
+  it("npm run budget sets, shows and clears a user's own budget; a mistaken command line is refused with what to fix", async () => {
+    const userId = `u-${randomUUID()}`;
+    bed.model.script({ text: "Spent.", usage: reported });
+    expect((await execute(createChatTurn(gateway()), chatEvent({ content: "Spend.", userId }))).error).toBeUndefined();
+    const defaults = { monthlyTokens: 1_000_000 };
+
+    expect(await budgetCommand(["show", "--user", userId], bed.db.pool, defaults)).toMatch(
+      /the configured defaults \(BUDGET_\*\)\n {2}this month: used 1500 tokens, \$0\.0023; limit 1000000 tokens; resets \S+\n {2}this day: used 1500 tokens, \$0\.0023; limit no limit;/,
+    );
+    const set = await budgetCommand(
+      ["set", "--user", userId, "--daily-tokens", "1500", "--monthly-cost", "2.5"],
+      bed.db.pool,
+      defaults,
+    );
+    expect(set).toMatch(/their own budget\n {2}this month: .*limit \$2\.5;.*\n {2}this day: .*limit 1500 tokens;/);
+    const api = asUser(createTestApp(bed.db.pool).app, userId);
+    expect((await api.post("/api/chat", { messageId: randomUUID(), content: "More." })).status).toBe(429);
+
+    expect(await budgetCommand(["clear", "--user", userId], bed.db.pool, defaults)).toMatch(/the configured defaults/);
+    expect((await api.post("/api/chat", { messageId: randomUUID(), content: "More." })).status).toBe(202);
+
+    await expect(budgetCommand(["set", "--user", userId], bed.db.pool, defaults)).rejects.toThrow(/at least one of/);
+    await expect(
+      budgetCommand(["set", "--user", userId, "--daily-tokens", "lots"], bed.db.pool, defaults),
+    ).rejects.toThrow(/--daily-tokens must be a whole number/);
+    await expect(budgetCommand(["show"], bed.db.pool, defaults)).rejects.toThrow(/needs --user/);
+    await expect(budgetCommand(["raise", "--user", userId], bed.db.pool, defaults)).rejects.toThrow(/unknown command/);
+  });
+});
+
+describe("reported usage and prices", () => {
+  it("reads each provider's usage: OpenAI's details, Anthropic's cache fields (input includes them), Gemini's thoughts", () => {
+    expect(reportedUsage("openai-chat", { usage: reported })).toEqual({
+      inputTokens: 1_200,
+      outputTokens: 300,
+      cachedTokens: 200,
+      reasoningTokens: 50,
+    });
+    expect(
+      reportedUsage("anthropic", {
+        usage: { input_tokens: 10, output_tokens: 40, cache_creation_input_tokens: 5, cache_read_input_tokens: 100 },
+      }),
+    ).toEqual({ inputTokens: 115, outputTokens: 40, cachedTokens: 100, reasoningTokens: null });
+    expect(
+      reportedUsage("gemini", {
+        usageMetadata: { promptTokenCount: 70, candidatesTokenCount: 30, thoughtsTokenCount: 12 },
+      }),
+    ).toEqual({ inputTokens: 70, outputTokens: 42, cachedTokens: null, reasoningTokens: 12 });
+    expect(reportedUsage("openai-chat", { choices: [] })).toBeUndefined();
+    expect(reportedUsage("gemini", {})).toBeUndefined();
+  });
+
+  it("prices a dated model name by its family's entry, and none without one; MODEL_PRICES adds to the defaults", async () => {
+    const usage = { inputTokens: 1_000_000, outputTokens: 1_000_000, cachedTokens: 0, reasoningTokens: null };
+    expect(costOf(DEFAULT_PRICES, "gpt-4o-mini-2024-07-18", usage)).toBeCloseTo(0.75, 9);
+    expect(costOf(DEFAULT_PRICES, "gpt-4o-2024-08-06", usage)).toBeCloseTo(12.5, 9);
+    expect(costOf(DEFAULT_PRICES, "llama3.2", usage)).toBeNull();
+
+    const inline = readEnvironment({ MODEL_PRICES: '{"llama3.2": {"input": 0, "output": 0.1}}' }).MODEL_PRICES;
+    expect(inline).toMatchObject({
+      "llama3.2": { input: 0, output: 0.1 },
+      "gpt-4o-mini": DEFAULT_PRICES["gpt-4o-mini"],
+    });
+    const file = path.join(await mkdtemp(path.join(tmpdir(), "threadline-prices-")), "prices.json");
+    await writeFile(file, '{"gpt-4o-mini": {"input": 1, "output": 2}}');
+    expect(readEnvironment({ MODEL_PRICES: file }).MODEL_PRICES["gpt-4o-mini"]).toEqual({ input: 1, output: 2 });
+    expect(() => readEnvironment({ MODEL_PRICES: '{"m": {"input": -1, "output": 1}}' })).toThrow(
+      /MODEL_PRICES must map/,
+    );
+    expect(() => readEnvironment({ MODEL_PRICES: "/nowhere/prices.json" })).toThrow(
+      /MODEL_PRICES must be a JSON object/,
+    );
+    expect(() => readEnvironment({ BUDGET_DAILY_TOKENS: "lots" })).toThrow(/BUDGET_DAILY_TOKENS/);
   });
 });

@@ -127,24 +127,54 @@ export type BudgetLimits = {
   monthlyCostUsd?: number | undefined;
 };
 
-/** Why a send is refused: the period whose limit is reached, when it resets, what was used and the limit. */
-export type BudgetRefusal = {
-  period: "day" | "month";
-  resetAt: Date;
-  usage: { tokens: number; costUsd: number };
-  limit: { tokens?: number; costUsd?: number };
-};
-
 /** The limits that are set (NULL or undefined: none of that kind). */
 const defined = <T extends Record<string, number | null | undefined>>(limits: T) =>
   Object.fromEntries(Object.entries(limits).filter(([, value]) => value !== null && value !== undefined)) as {
     [K in keyof T]?: number;
   };
 
+/** One period's standing: its usage so far, its limits (those set), and when it resets. */
+type PeriodStanding = {
+  period: "day" | "month";
+  resetAt: Date;
+  usage: { tokens: number; costUsd: number };
+  limit: { tokens?: number; costUsd?: number };
+};
+
 /**
- * Whether the user may send now: their own budget (npm run budget) or else the configured
- * defaults, against their usage of the current UTC day and month. One statement. A turn already
- * running is never stopped by this: only new sends are refused, until the period resets.
+ * A user's budget and usage now: whether the limits are their own (npm run budget) or the
+ * configured defaults, and for the current UTC month and day what was used and what is allowed.
+ * One statement.
+ */
+export async function budgetStanding(db: pg.Pool, userId: string, defaults: BudgetLimits, now: Date) {
+  const day = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
+  const month = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+  const row = (await db.query<sql.BudgetStandingRow>(sql.budgetStanding, [userId, day, month])).rows[0]!;
+  const limits: BudgetLimits = row.budget ? defined(row.budget) : defaults;
+  const periods: PeriodStanding[] = [
+    {
+      period: "month",
+      resetAt: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)),
+      usage: { tokens: Number(row.month_tokens), costUsd: Number(row.month_cost_usd) },
+      limit: defined({ tokens: limits.monthlyTokens, costUsd: limits.monthlyCostUsd }),
+    },
+    {
+      period: "day",
+      resetAt: new Date(day.getTime() + 86_400_000),
+      usage: { tokens: Number(row.day_tokens), costUsd: Number(row.day_cost_usd) },
+      limit: defined({ tokens: limits.dailyTokens, costUsd: limits.dailyCostUsd }),
+    },
+  ];
+  return { own: row.budget !== null, periods };
+}
+
+/** Why a send is refused: the period whose limit is reached, when it resets, what was used and the limit. */
+export type BudgetRefusal = PeriodStanding;
+
+/**
+ * Whether the user may send now: their own budget or else the configured defaults, against their
+ * usage of the current UTC day and month. A turn already running is never stopped by this: only
+ * new sends are refused, until the period resets.
  */
 export async function budgetRefusal(
   db: pg.Pool,
@@ -152,32 +182,13 @@ export async function budgetRefusal(
   defaults: BudgetLimits,
   now: Date,
 ): Promise<BudgetRefusal | undefined> {
-  const day = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()));
-  const month = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
-  const row = (await db.query<sql.BudgetStandingRow>(sql.budgetStanding, [userId, day, month])).rows[0]!;
-  const limits = row.budget ? defined(row.budget) : defaults;
-  const periods = [
-    {
-      period: "month" as const,
-      resetAt: new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)),
-      usage: { tokens: Number(row.month_tokens), costUsd: Number(row.month_cost_usd) },
-      limit: { tokens: limits.monthlyTokens, costUsd: limits.monthlyCostUsd },
-    },
-    {
-      period: "day" as const,
-      resetAt: new Date(day.getTime() + 86_400_000),
-      usage: { tokens: Number(row.day_tokens), costUsd: Number(row.day_cost_usd) },
-      limit: { tokens: limits.dailyTokens, costUsd: limits.dailyCostUsd },
-    },
-  ];
+  const { periods } = await budgetStanding(db, userId, defaults, now);
   // The month first: when both are reached, sending is possible again only when the month resets.
-  const reached = periods.find(
+  return periods.find(
     ({ usage, limit }) =>
       (limit.tokens !== undefined && usage.tokens >= limit.tokens) ||
       (limit.costUsd !== undefined && usage.costUsd >= limit.costUsd),
   );
-  if (!reached) return undefined;
-  return { ...reached, limit: defined(reached.limit) };
 }
 
 /** Sets a user's own budget (replacing the defaults for them), or with `undefined` puts them back on the defaults. */
