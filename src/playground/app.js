@@ -4,6 +4,7 @@ import { followEvents } from "./event-stream.js";
 import { markdownNodes } from "./markdown.js";
 import { answerText, h, messageText, plural, snippetNodes, turnLabel, when } from "./render.js";
 import * as session from "./session.js";
+import { turnUsageLine } from "./usage.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -510,6 +511,9 @@ function turnItems({ user, answers }) {
       h("div", { class: "markdown" }, markdownNodes(text)),
     ),
   );
+  // The turn's tokens and cost, when the current answer is shown (a flipped variant's are not read).
+  const usage = flipped ? null : turnUsageLine(answers.at(-1).turnUsage);
+  if (usage) answerItems.at(-1).append(usage);
   answerItems[answerItems.length - 1].append(answerTools(user.id, choice));
   return [item, ...answerItems];
 }
