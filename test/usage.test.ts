@@ -8,6 +8,7 @@ import { costOf, DEFAULT_PRICES, reportedUsage } from "../src/agents/usage.js";
 import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { NO_MEMORY } from "../src/memory/components.js";
 import { budgetRefusal, setUserBudget, turnUsage } from "../src/history/usage.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel } from "./helpers/fixtures.js";
@@ -107,6 +108,41 @@ describe("the usage ledger", () => {
       model: "scripted-model",
     });
     expect(await turnUsage(bed.db.pool, `run-${randomUUID()}`)).toBeUndefined();
+  });
+
+  it("INFERENCE=gateway: an answer AgentKit rejects after it arrived was billed: counted once, however often the run is retried", async () => {
+    // A tool call whose arguments are no JSON: AgentKit's parser throws after the inference step succeeded.
+    const rejected = {
+      id: "chatcmpl-rejected",
+      object: "chat.completion",
+      model: "scripted-model",
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: "assistant",
+            content: null,
+            tool_calls: [
+              { id: "call_1", type: "function", function: { name: "current_time", arguments: "{not json" } },
+            ],
+          },
+          finish_reason: "tool_calls",
+        },
+      ],
+      usage: reported,
+    };
+    bed.model.script({ status: 200, body: rejected });
+    const event = chatEvent({ content: "Break the parser.", userId: `u-${randomUUID()}` });
+    const chatTurn = createChatTurn(gateway());
+    const failed = await execute(chatTurn, event);
+    expect(JSON.stringify(failed.error)).toMatch(/Failed to parse JSON/);
+    const retried = await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId, attempt: 1 });
+    expect(retried.error).toBeDefined();
+    // The model was called once (the inference is memoized) and its usage is one row.
+    expect(bed.model.requests.filter((r) => r.messages.at(-1)?.content === "Break the parser.")).toHaveLength(1);
+    expect(await ledger({ runId: failed.runId })).toEqual([
+      expect.objectContaining({ key: `${failed.runId}:assistant`, input_tokens: "1200", output_tokens: "300" }),
+    ]);
   });
 
   it("INFERENCE=stream: the stream's final usage is stored with the attempt, and the model was asked for it", async () => {
@@ -287,6 +323,28 @@ describe("budgets", () => {
     // Raised by the operator: the same send goes through.
     await setUserBudget(bed.db.pool, userId, { dailyTokens: 10_000, monthlyCostUsd: 1 });
     expect((await api.post("/api/chat", { messageId: randomUUID(), threadId, content: "More." })).status).toBe(202);
+    expect(sent).toHaveLength(1);
+  });
+
+  it("a turn that crosses the limit mid-way finishes (both agents of the pair network answer); the next send is refused", async () => {
+    const userId = `u-${randomUUID()}`;
+    await setUserBudget(bed.db.pool, userId, { dailyTokens: 100 });
+    const { app, sent } = createTestApp(bed.db.pool);
+    const api = asUser(app, userId);
+    expect((await api.post("/api/chat", { messageId: randomUUID(), content: "Two answers, please." })).status).toBe(
+      202,
+    );
+    // The assistant's call alone (120 tokens) crosses the limit; the reviewer still answers.
+    bed.model.script({ text: "The answer." }, { text: "Reviewed." });
+    const pair = createChatTurn({ ...gateway(), agents: { network: "pair", memory: NO_MEMORY } });
+    const run = await execute(pair, sent[0]!);
+    expect(run.error).toBeUndefined();
+    expect(run.result).toMatchObject({ status: "completed" });
+    expect((await ledger({ runId: run.runId })).map((r) => r.step_id)).toEqual(["assistant", "reviewer"]);
+
+    const refused = await api.post("/api/chat", { messageId: randomUUID(), content: "More." });
+    expect(refused.status).toBe(429);
+    expect(await refused.json()).toMatchObject({ usage: { tokens: 240 }, limit: { tokens: 100 } });
     expect(sent).toHaveLength(1);
   });
 

@@ -60,7 +60,8 @@ export function inferenceMiddleware(db: pg.Pool, inference: Inference, prices?: 
         },
       };
       const { step, runId, attempt } = arg.ctx;
-      const event = prices ? turnEvent.parse(arg.ctx.event.data) : undefined;
+      // An event its trigger's schema refuses is refused by the SDK after this, before any inference.
+      const event = prices ? turnEvent.safeParse(arg.ctx.event.data).data : undefined;
       const usage = (): UsageContext | undefined =>
         event &&
         prices && {
