@@ -42,11 +42,12 @@ type UsageContext = {
  * would have: AgentKit, the memo, retries and history see no difference. Under `gateway` nothing
  * changes: the Inngest server calls the model.
  *
- * With a price table (the turn functions), every inference's usage goes to the ledger (src/history/usage.ts) with its turn, once per
- * attempt. Under `stream` the inference step records it itself, also for an attempt that failed
- * after the provider reported it (billed all the same). Under `gateway` the step `usage.<step id>`
- * records it right after the inference returned, before AgentKit reads the answer, so an answer
- * AgentKit then rejects is counted too; the server's failed attempts report no usage to the SDK.
+ * With a price table (the turn functions), every inference's usage goes to the ledger
+ * (src/history/usage.ts) with its turn, once per attempt. Under `stream` the inference step records
+ * it itself, also for an attempt that failed after the provider reported it (billed all the same).
+ * Under `gateway` the step `usage.<step id>` records it right after the inference returned, before
+ * AgentKit reads the answer, so an answer AgentKit then rejects is counted too; the server's failed
+ * attempts report no usage to the SDK.
  */
 export function inferenceMiddleware(db: pg.Pool, inference: Inference, prices?: PriceTable) {
   return class InferenceMiddleware extends Middleware.BaseMiddleware {
@@ -63,15 +64,16 @@ export function inferenceMiddleware(db: pg.Pool, inference: Inference, prices?: 
       // An event its trigger's schema refuses is refused by the SDK after this, before any inference.
       const event = prices ? turnEvent.safeParse(arg.ctx.event.data).data : undefined;
       const usage = (): UsageContext | undefined =>
-        event &&
-        prices && {
-          db,
-          prices,
-          userId: event.userId,
-          messageId: event.messageId,
-          threadId: thread.threadId ?? event.threadId ?? event.messageId,
-          runId,
-        };
+        prices && event
+          ? {
+              db,
+              prices,
+              userId: event.userId,
+              messageId: event.messageId,
+              threadId: thread.threadId ?? event.threadId ?? event.messageId,
+              runId,
+            }
+          : undefined;
       const calls = new Map<string, number>();
       // The function replays from the top on every request, so the k-th call of an id is always the same inference.
       const stepIdOf = (id: string) => {
@@ -80,6 +82,8 @@ export function inferenceMiddleware(db: pg.Pool, inference: Inference, prices?: 
         return k === 0 ? id : `${id}:${k}`;
       };
 
+      // Nothing to record (not a turn): the Inngest server's step.ai.infer as it is.
+      if (inference === "gateway" && !event) return { ...arg, ctx: { ...arg.ctx, inferenceStream } };
       if (inference === "gateway") {
         const gatewayInfer = async (id: string, input: InferInput) => {
           const stepId = stepIdOf(id);
