@@ -1,4 +1,7 @@
+import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { DEFAULT_PRICES, priceTable, type PriceTable } from "./agents/usage.js";
+import type { BudgetLimits } from "./history/usage.js";
 import { NETWORK_AGENTS, networkName } from "./agents/network.js";
 import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
@@ -187,6 +190,39 @@ export const environment = z
         error: 'BUSY_POLICY must be "enqueue", "reject", "interrupt" or "rollback"',
       }),
     ).transform((value) => value ?? DEFAULT_BUSY_POLICY),
+    /**
+     * Model prices for the usage ledger, USD per million tokens: a JSON object, or the path of a JSON
+     * file holding one, `{"<model>": {"input": 0.15, "output": 0.6, "cachedInput": 0.075}}`. Its
+     * models are added to DEFAULT_PRICES (replacing an entry of the same name).
+     */
+    MODEL_PRICES: optionalSetting(z.string().trim()).transform((value, ctx): PriceTable => {
+      if (value === undefined) return DEFAULT_PRICES;
+      let text = value;
+      try {
+        if (!value.startsWith("{")) text = readFileSync(value, "utf8");
+        const parsed = priceTable.safeParse(JSON.parse(text));
+        if (parsed.success) return { ...DEFAULT_PRICES, ...parsed.data };
+        ctx.addIssue({
+          code: "custom",
+          message: `MODEL_PRICES must map model names to {input, output, cachedInput?} in USD per million tokens: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+        });
+      } catch (error) {
+        ctx.addIssue({
+          code: "custom",
+          message: `MODEL_PRICES must be a JSON object or the path of a JSON file: ${(error as Error).message}`,
+        });
+      }
+      return z.NEVER;
+    }),
+    /** Every user's default usage limits per UTC day and month (a user's own budget, npm run budget, replaces them). */
+    BUDGET_DAILY_TOKENS: optionalSetting(wholeNumber("BUDGET_DAILY_TOKENS", { unit: "tokens", min: 0, max: 1e15 })),
+    BUDGET_MONTHLY_TOKENS: optionalSetting(wholeNumber("BUDGET_MONTHLY_TOKENS", { unit: "tokens", min: 0, max: 1e15 })),
+    BUDGET_DAILY_COST_USD: optionalSetting(
+      z.coerce.number({ error: "BUDGET_DAILY_COST_USD must be a number of US dollars" }).nonnegative(),
+    ),
+    BUDGET_MONTHLY_COST_USD: optionalSetting(
+      z.coerce.number({ error: "BUDGET_MONTHLY_COST_USD must be a number of US dollars" }).nonnegative(),
+    ),
     /** Operator overrides of the history policy: they beat what a request asks for. */
     HISTORY_POLICY: optionalSetting(historyPolicyName),
     HISTORY_LENGTH: optionalSetting(z.coerce.number().pipe(historyLength)),
@@ -320,6 +356,16 @@ export function historyEnvironment(env: Environment): HistoryEnvironment {
     ...(env.HISTORY_LENGTH !== undefined ? { length: env.HISTORY_LENGTH } : {}),
     ...(env.HISTORY_MAX_TOKENS !== undefined ? { maxTokens: env.HISTORY_MAX_TOKENS } : {}),
     ...(Object.keys(maximums).length > 0 ? { maximums } : {}),
+  };
+}
+
+/** Every user's default usage limits, as the environment configures them (none: unlimited). */
+export function budgetDefaults(env: Environment): BudgetLimits {
+  return {
+    dailyTokens: env.BUDGET_DAILY_TOKENS,
+    monthlyTokens: env.BUDGET_MONTHLY_TOKENS,
+    dailyCostUsd: env.BUDGET_DAILY_COST_USD,
+    monthlyCostUsd: env.BUDGET_MONTHLY_COST_USD,
   };
 }
 

@@ -22,11 +22,12 @@ import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
 import { stopRoutes } from "./api/stop.js";
 import { threadRoutes } from "./api/threads.js";
+import { usageRoutes } from "./api/usage.js";
 import { uiChatRoutes } from "./api/ui-chat.js";
 import type { AuthEnv } from "./auth/identity.js";
 import { authenticate } from "./auth/middleware.js";
 import type { AuthSettings } from "./auth/settings.js";
-import { agentsConfig, authSettings, historyEnvironment, readEnvironment } from "./config.js";
+import { agentsConfig, authSettings, budgetDefaults, historyEnvironment, readEnvironment } from "./config.js";
 import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./platform/database.js";
 import { migrate } from "./history/migrate.js";
@@ -123,6 +124,7 @@ export function createApp({
     .route("/realtime", realtimeTokenRoutes(deps))
     .route("/export", exportRoutes(deps))
     .route("/memories", memoryRoutes(deps))
+    .route("/usage", usageRoutes(deps))
     .route("/info", serviceInfoRoutes(service));
   app.route("/api", routes);
   app.route("/", healthRoutes({ db: deps.db, engine: probe ?? engineProbe(engine, { intervalMs: 10_000 }) }));
@@ -186,6 +188,7 @@ export async function startServer() {
     eventLog: env.EVENT_LOG_CHUNKS === true,
     inference: env.INFERENCE,
     busyPolicy: env.BUSY_POLICY,
+    prices: env.MODEL_PRICES,
     engine,
     lostRunDeadlineMinutes: env.LOST_RUN_DEADLINE_MINUTES,
   });
@@ -209,6 +212,7 @@ export async function startServer() {
     service: { model, inference: env.INFERENCE },
     streams: { perUser: env.STREAM_MAX_PER_USER, perProcess: env.STREAM_MAX_PER_PROCESS },
     busyPolicy: env.BUSY_POLICY,
+    budgets: budgetDefaults(env),
   });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT, hostname: env.HOST });
   logger.info(

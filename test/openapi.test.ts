@@ -8,6 +8,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { beginTurn } from "../src/history/store.js";
 import { remember } from "../src/history/memories.js";
+import { setUserBudget } from "../src/history/usage.js";
 import type { RealtimePublisher } from "../src/stream/realtime-publisher.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
@@ -297,6 +298,17 @@ const cases: {
     path: () => "/api/chat",
     status: 202,
     send: (p, m) => authenticated(m, p, json({ messageId: randomUUID(), content: "Hello" })),
+  },
+  {
+    name: "a chat message over the caller's usage budget",
+    method: "POST",
+    path: () => "/api/chat",
+    status: 429,
+    send: async (p) => {
+      // A limit of 0 tokens a day: nothing more may be sent today.
+      await setUserBudget(bed.db.pool, "over-budget", { dailyTokens: 0 });
+      return asUser(app, "over-budget").post(p, { messageId: randomUUID(), content: "Hello" });
+    },
   },
   {
     name: "a chat message without content",
@@ -715,6 +727,20 @@ const cases: {
     method: "DELETE",
     path: () => "/api/memories",
     status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "the caller's usage per model",
+    method: "GET",
+    path: () => "/api/usage?groupBy=model",
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "the caller's usage grouped by an unknown key",
+    method: "GET",
+    path: () => "/api/usage?groupBy=week",
+    status: 400,
     send: (p, m) => authenticated(m, p),
   },
   {

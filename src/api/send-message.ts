@@ -3,7 +3,9 @@ import type { ChatMessageRegenerate, ChatMessageSent } from "../../inngest.confi
 import { DEFAULT_BUSY_POLICY } from "../history/busy-policy.js";
 import { checkNotBusy } from "../history/busy.js";
 import { checkSendable, loadUserMessage } from "../history/store.js";
+import { budgetRefusal } from "../history/usage.js";
 import type { ApiDeps } from "./deps.js";
+import { BudgetExceeded } from "./errors.js";
 
 /** What a sending route answers: the ids the client follows the turn with. */
 export type Sent = { threadId: string; messageId: string; eventId: string };
@@ -26,9 +28,10 @@ export const chatMessageEventId = (userId: string, messageId: string) =>
  * first statement refuses it again should a turn have started in between (src/history/busy.ts).
  */
 export async function sendChatMessage(
-  { db, sendEvent, busyPolicy }: Pick<ApiDeps, "db" | "sendEvent" | "busyPolicy">,
+  { db, sendEvent, busyPolicy, budgets }: Pick<ApiDeps, "db" | "sendEvent" | "busyPolicy" | "budgets">,
   message: ChatMessageSent,
 ): Promise<Sent> {
+  await checkBudget(db, message.userId, budgets);
   const data = { ...message, busy: message.busy ?? busyPolicy ?? DEFAULT_BUSY_POLICY };
   await checkSendable(db, data);
   if (data.threadId) await checkNotBusy(db, { threadId: data.threadId, messageId: data.messageId, busy: data.busy });
@@ -46,10 +49,20 @@ export async function sendChatMessage(
  * sent otherwise).
  */
 export async function sendRegenerate(
-  { db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">,
+  { db, sendEvent, budgets }: Pick<ApiDeps, "db" | "sendEvent" | "budgets">,
   data: ChatMessageRegenerate,
 ): Promise<Sent> {
+  await checkBudget(db, data.userId, budgets);
   await loadUserMessage(db, data);
   const { ids } = await sendEvent({ name: "chat/message.regenerate", data });
   return { threadId: data.threadId, messageId: data.messageId, eventId: ids[0]! };
+}
+
+/**
+ * A send over the user's usage budget is refused (429) before anything is sent; a turn already
+ * running finishes, whatever it spends.
+ */
+async function checkBudget(db: ApiDeps["db"], userId: string, budgets: ApiDeps["budgets"]) {
+  const refusal = await budgetRefusal(db, userId, budgets ?? {}, new Date());
+  if (refusal) throw new BudgetExceeded(refusal);
 }

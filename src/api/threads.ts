@@ -193,6 +193,23 @@ const threadMessage = z.object({
     .nullable()
     .optional()
     .meta({ description: "An answer's rating by the thread's owner (PUT …/messages/:answerId/feedback); null: none." }),
+  turnUsage: z
+    .object({
+      calls: z.int(),
+      inputTokens: z.int(),
+      outputTokens: z.int(),
+      cachedTokens: z.int(),
+      reasoningTokens: z.int(),
+      totalTokens: z.int(),
+      costUsd: z.number().nullable().meta({ description: "US dollars; null when the model has no price." }),
+      model: z.string(),
+    })
+    .nullable()
+    .optional()
+    .meta({
+      description:
+        "An answer's turn usage: tokens and cost summed over the model calls of the turn that wrote this variant (billed failed attempts included; every result of one turn shows the same); null when none was reported.",
+    }),
   variantCount: z.int().optional().meta({ description: "A user message's number of answer variants." }),
   turn: z
     .object({ status: messageTurnStatus, runId: z.string(), error: z.string().nullable() })

@@ -3,6 +3,7 @@ import { chatMessageSent, inngest } from "../../inngest.config.js";
 import type { ModelChoice } from "../agents/model.js";
 import type { NetworkName } from "../agents/network.js";
 import type { BusyPolicy } from "../history/busy-policy.js";
+import type { PriceTable } from "../agents/usage.js";
 import type { HistoryEnvironment } from "../history/policy.js";
 import type { MemoryConfig } from "../memory/components.js";
 import type { Inference } from "./streaming-inference.js";
@@ -32,6 +33,8 @@ export type FunctionDeps = {
   inference?: Inference;
   /** BUSY_POLICY: for a chat event whose data names no busy policy (default enqueue: src/history/busy-policy.ts). */
   busyPolicy?: BusyPolicy;
+  /** Model prices for the usage ledger's costs (MODEL_PRICES over DEFAULT_PRICES; default: DEFAULT_PRICES). */
+  prices?: PriceTable;
 };
 
 /** One chat turn: the user's message is answered by the turn runner (turn-runner.ts). */

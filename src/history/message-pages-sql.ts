@@ -15,13 +15,24 @@ const pageExtras = `
          t.run_id AS turn_run_id,
          CASE WHEN t.status = 'running' AND t.retrying IS NOT NULL THEN t.retrying ->> 'cause' ELSE t.error END AS turn_error,
          CASE WHEN p.kind = 'user'
-           THEN (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = p.id) END AS variant_count
+           THEN (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = p.id) END AS variant_count,
+         usage.turn_usage
   FROM page p
   LEFT JOIN LATERAL (
     SELECT status, run_id, error, retrying FROM turns
     WHERE turns.message_id = p.id AND p.kind = 'user' AND status <> 'skipped'
     ORDER BY started_at DESC LIMIT 1
-  ) t ON true`;
+  ) t ON true
+  -- An answer's turn usage: the ledger rows of its variant's turn (usage_records_message_idx).
+  LEFT JOIN LATERAL (
+    SELECT json_build_object(
+      'calls', count(*), 'inputTokens', sum(u.input_tokens), 'outputTokens', sum(u.output_tokens),
+      'cachedTokens', coalesce(sum(u.cached_tokens), 0), 'reasoningTokens', coalesce(sum(u.reasoning_tokens), 0),
+      'totalTokens', sum(u.input_tokens + u.output_tokens), 'costUsd', sum(u.cost_usd)::float8,
+      'model', max(u.model)) AS turn_usage
+    FROM usage_records u WHERE p.kind = 'agent' AND u.message_id = p.answers AND u.variant = p.variant
+    HAVING count(*) > 0
+  ) usage ON true`;
 
 /** A message of a page with its extras (pageExtras): what selectPageBefore and selectPageAfter return. */
 export type PageRow = {
@@ -39,6 +50,19 @@ export type PageRow = {
   turn_run_id: string;
   turn_error: string | null;
   variant_count: number | null;
+  /** An answer's turn usage (json_build_object above), null without ledger rows. */
+  turn_usage: TurnUsageJson | null;
+};
+
+export type TurnUsageJson = {
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens: number;
+  reasoningTokens: number;
+  totalTokens: number;
+  costUsd: number | null;
+  model: string;
 };
 
 /**

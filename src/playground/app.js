@@ -5,6 +5,7 @@ import { feedbackControls, rateAnswer } from "./feedback.js";
 import { markdownNodes } from "./markdown.js";
 import { answerText, h, messageText, plural, snippetNodes, turnLabel, when } from "./render.js";
 import * as session from "./session.js";
+import { turnUsageLine } from "./usage.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -520,6 +521,9 @@ function turnItems({ user, answers }) {
         : null,
     ),
   );
+  // The turn's tokens and cost, when the current answer is shown (a flipped variant's are not read).
+  const usage = flipped ? null : turnUsageLine(answers.at(-1).turnUsage);
+  if (usage) answerItems.at(-1).append(usage);
   answerItems[answerItems.length - 1].append(answerTools(user.id, choice));
   return [item, ...answerItems];
 }

@@ -144,6 +144,46 @@ CREATE TABLE turns (
   CONSTRAINT turns_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE
 );
 
+CREATE TABLE usage_records (
+  key text NOT NULL,
+  user_id text NOT NULL,
+  thread_id uuid NOT NULL,
+  message_id uuid NOT NULL,
+  variant integer,
+  run_id text NOT NULL,
+  step_id text NOT NULL,
+  attempt integer NOT NULL,
+  provider text NOT NULL,
+  model text NOT NULL,
+  input_tokens bigint NOT NULL,
+  output_tokens bigint NOT NULL,
+  cached_tokens bigint,
+  reasoning_tokens bigint,
+  latency_ms integer,
+  cost_usd numeric(18,9),
+  failed boolean DEFAULT false NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT usage_records_cached_tokens_check CHECK ((cached_tokens >= 0)),
+  CONSTRAINT usage_records_input_tokens_check CHECK ((input_tokens >= 0)),
+  CONSTRAINT usage_records_output_tokens_check CHECK ((output_tokens >= 0)),
+  CONSTRAINT usage_records_pkey PRIMARY KEY (key),
+  CONSTRAINT usage_records_reasoning_tokens_check CHECK ((reasoning_tokens >= 0))
+);
+
+CREATE TABLE user_budgets (
+  user_id text NOT NULL,
+  daily_tokens bigint,
+  monthly_tokens bigint,
+  daily_cost_usd numeric(18,9),
+  monthly_cost_usd numeric(18,9),
+  updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT user_budgets_daily_cost_usd_check CHECK ((daily_cost_usd >= (0)::numeric)),
+  CONSTRAINT user_budgets_daily_tokens_check CHECK ((daily_tokens >= 0)),
+  CONSTRAINT user_budgets_monthly_cost_usd_check CHECK ((monthly_cost_usd >= (0)::numeric)),
+  CONSTRAINT user_budgets_monthly_tokens_check CHECK ((monthly_tokens >= 0)),
+  CONSTRAINT user_budgets_pkey PRIMARY KEY (user_id)
+);
+
 CREATE TABLE user_memories (
   id uuid NOT NULL,
   user_id text NOT NULL,
@@ -192,6 +232,12 @@ CREATE INDEX turns_message_idx ON public.turns USING btree (message_id, started_
 CREATE INDEX turns_running_idx ON public.turns USING btree (thread_id, started_at) WHERE (status = 'running'::text);
 
 CREATE INDEX turns_thread_idx ON public.turns USING btree (thread_id, started_at);
+
+CREATE INDEX usage_records_message_idx ON public.usage_records USING btree (message_id, variant);
+
+CREATE INDEX usage_records_run_idx ON public.usage_records USING btree (run_id);
+
+CREATE INDEX usage_records_user_idx ON public.usage_records USING btree (user_id, created_at);
 
 CREATE INDEX user_memories_search_idx ON public.user_memories USING gin (search);
 
