@@ -167,6 +167,7 @@ describe("golden step ids of each turn kind", () => {
         "history.get",
         "generate-agent-ids-0",
         "assistant",
+        "usage.assistant",
         "history.append-results",
         "turn.finished",
       ]);

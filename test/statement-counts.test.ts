@@ -13,7 +13,7 @@ import { useTestBed } from "./helpers/test-bed.js";
 const bed = useTestBed();
 
 /** Most SQL statements one turn may send (issue 8: 25 on a 100-message thread before). */
-const MAX_STATEMENTS_PER_TURN = 6;
+const MAX_STATEMENTS_PER_TURN = 7;
 
 /**
  * Each history step sends exactly one statement (one round trip, no BEGIN/COMMIT), every other
@@ -91,7 +91,7 @@ describe("SQL statements per history step and per turn", () => {
     expect(totalStatements(counting.perStep)).toBe(6);
   });
 
-  it("a message sent with busy rollback while a turn runs: 6 statements, its stop of that turn one of them", async () => {
+  it("a message sent with busy rollback while a turn runs: 7 statements, its stop of that turn one of them, the usage another", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     const { threadId } = await threadWithRunningTurn(bed.db.pool, chatTurn, bed.model, "I like compilers.");
     const counting = statementsPerStep(bed.db.pool);
@@ -111,7 +111,8 @@ describe("SQL statements per history step and per turn", () => {
       "history.get",
       "history.append-results",
     ]);
-    expect(totalStatements(counting.perStep)).toBe(6);
+    expect(counting.perStep.get("usage.assistant")).toBe(1);
+    expect(totalStatements(counting.perStep)).toBe(7);
   });
 
   it("a retried run sends no statement for the steps that already succeeded", async () => {
