@@ -263,3 +263,18 @@ export const userDeletedData = z.object({ userId });
 export type UserDeleted = z.infer<typeof userDeletedData>;
 
 export const userDeleted = eventType("user/deleted", { schema: userDeletedData });
+
+/**
+ * A tool call's approval was decided (POST /api/threads/:threadId/approvals/:approvalId, or the UI
+ * chat's approval response), already recorded: it wakes the turn waiting for it (step.waitForEvent
+ * matched on approvalId), which then reads the recorded decision. The event decides nothing: sent
+ * again by hand, it only makes the turn read the same record again.
+ */
+export const toolApprovalDecidedData = z.object({
+  threadId: z.uuid(),
+  approvalId: z.uuid(),
+  status: z.enum(["approved", "denied", "expired"]),
+});
+export type ToolApprovalDecided = z.infer<typeof toolApprovalDecidedData>;
+
+export const toolApprovalDecided = eventType("threadline/tool.approval.decided", { schema: toolApprovalDecidedData });

@@ -379,6 +379,7 @@ describe("golden function ids and event names", () => {
       "memory/extract.requested",
       "thread/deleted",
       "thread/summarize.requested",
+      "threadline/tool.approval.decided",
       "threadline/turn.finished",
       "user/deleted",
     ]);

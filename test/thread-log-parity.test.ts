@@ -79,6 +79,9 @@ describe("the SQL that writes the thread log and its vocabulary", () => {
         "turn.stopped",
         "stream.ended",
         "title.changed",
+        "tool.approval.requested",
+        "tool.approval.decided",
+        "tool.approval.expired",
       ]),
     );
   });

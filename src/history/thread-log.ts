@@ -59,6 +59,20 @@ const agentKitPartMetadata = z.object({
 });
 const agentKitDelta = z.looseObject({ partId: z.string(), messageId: z.string(), delta: z.string() });
 
+/** A tool call awaiting a human decision, as its tool.approval.* events carry it (docs/approvals.md). */
+const toolApproval = z.object({
+  approvalId: z.string(),
+  runId: z.string(),
+  messageId: z.string(),
+  toolCallId: z.string(),
+  toolName: z.string(),
+  arguments: z.unknown(),
+  status: z.enum(["pending", "approved", "denied", "expired"]),
+  decidedBy: z.enum(["user", "stop", "expiry"]).nullable(),
+  reason: z.string().nullable(),
+  expiresAt: z.string(),
+});
+
 const kind = <K extends string, D extends z.ZodType>(event: K, data: D, description: string) =>
   z.object({ event: z.literal(event), data }).meta({ description });
 
@@ -145,6 +159,17 @@ export const threadLogEvent = z.discriminatedUnion("event", [
     "AgentKit: a tool call's arguments (JSON text).",
   ),
   kind("tool_call.output.delta", agentKitDelta, "AgentKit: a tool's output (JSON text)."),
+  kind(
+    "tool.approval.requested",
+    toolApproval,
+    "A tool call awaits the owner's decision (POST /api/threads/{threadId}/approvals/{approvalId}); the turn waits.",
+  ),
+  kind(
+    "tool.approval.decided",
+    toolApproval,
+    "The tool call was approved or denied (decidedBy user; or denied by a stop of the turn).",
+  ),
+  kind("tool.approval.expired", toolApproval, "Nobody decided before expiresAt: the tool did not run."),
 ]);
 export type ThreadLogEvent = z.infer<typeof threadLogEvent>;
 export type ThreadLogKind = ThreadLogEvent["event"];
