@@ -6,6 +6,7 @@ import { REFERENCE_ASSETS } from "../src/api/openapi.js";
 import { PLAYGROUND_FILES } from "../src/api/playground.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { requestApproval } from "../src/history/approvals.js";
 import { beginTurn } from "../src/history/store.js";
 import { remember } from "../src/history/memories.js";
 import type { RealtimePublisher } from "../src/stream/realtime-publisher.js";
@@ -49,6 +50,7 @@ const thread = {
   memory: "",
   running: "",
   stoppable: "",
+  approval: "",
 };
 
 /** Inngest realtime stand-in: tokens for whoever asks. */
@@ -98,7 +100,17 @@ beforeAll(async () => {
     message: { id: running, text: "Still thinking?" },
     turn: { runId: `run-${running}`, kind: "chat" },
   });
+  // A tool call of that turn awaiting approval.
+  const approval = await requestApproval(bed.db.pool, {
+    approvalId: randomUUID(),
+    runId: `run-${running}`,
+    toolCallId: "call_dice",
+    toolName: "roll_dice",
+    arguments: { count: 1, sides: 6 },
+    expiresInSeconds: 3600,
+  });
   Object.assign(thread, {
+    approval: approval!.approvalId,
     threadId,
     first: messageIds[0]!,
     offPath: messageIds[1]!,
@@ -470,6 +482,41 @@ const cases: {
     path: () => `/api/threads/${thread.stoppable}/stop`,
     status: 400,
     send: (p, m) => authenticated(m, p, json({ messageId: "m-1" })),
+  },
+  {
+    name: "the thread's pending approvals",
+    method: "GET",
+    path: () => `/api/threads/${thread.running}/approvals?status=pending`,
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "another user's approval",
+    method: "POST",
+    path: () => `/api/threads/${thread.running}/approvals/${thread.approval}`,
+    status: 404,
+    send: (p) => asUser(app, "user-2").post(p, { decision: "approve" }),
+  },
+  {
+    name: "an approval decided neither way",
+    method: "POST",
+    path: () => `/api/threads/${thread.running}/approvals/${thread.approval}`,
+    status: 400,
+    send: (p, m) => authenticated(m, p, json({ decision: "maybe" })),
+  },
+  {
+    name: "an approval",
+    method: "POST",
+    path: () => `/api/threads/${thread.running}/approvals/${thread.approval}`,
+    status: 200,
+    send: (p, m) => authenticated(m, p, json({ decision: "approve" })),
+  },
+  {
+    name: "an approval decided before",
+    method: "POST",
+    path: () => `/api/threads/${thread.running}/approvals/${thread.approval}`,
+    status: 409,
+    send: (p, m) => authenticated(m, p, json({ decision: "deny" })),
   },
   {
     name: "the caller's threads",
