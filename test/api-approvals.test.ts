@@ -60,6 +60,28 @@ const rollsRun = (run: { stepIds: string[] }) => run.stepIds.includes("tool.roll
 describe("deciding a tool call's approval over HTTP", () => {
   it("the owner approves once: the decision is recorded, then the decided event wakes the turn; the tool runs", async () => {
     const { run, threadId } = await turnAwaitingApproval(async (threadId, approvalId) => {
+      // While waiting, the thread and the message's turn say so, with the call and its arguments.
+      const messages = await asUser(app, "user-1").get(`/api/threads/${threadId}/messages`);
+      expect(((await messages.json()) as { messages: unknown[] }).messages).toMatchObject([
+        {
+          role: "user",
+          turn: {
+            status: "awaiting_approval",
+            approvals: [
+              {
+                approvalId,
+                toolCallId: DICE_CALL.id,
+                toolName: "roll_dice",
+                arguments: DICE_CALL.arguments,
+                status: "pending",
+              },
+            ],
+          },
+        },
+      ]);
+      const thread = await asUser(app, "user-1").get(`/api/threads/${threadId}`);
+      expect(await thread.json()).toMatchObject({ latestTurnStatus: "awaiting_approval" });
+
       const response = await decide(threadId, approvalId, { decision: "approve" });
       expect(response.status).toBe(200);
       expect(await response.json()).toMatchObject({
@@ -84,6 +106,8 @@ describe("deciding a tool call's approval over HTTP", () => {
     expect(run.error).toBeUndefined();
     expect(rollsRun(run)).toBe(true);
     expect((await pending(threadId)).body.approvals).toEqual([]);
+    const thread = await asUser(app, "user-1").get(`/api/threads/${threadId}`);
+    expect(await thread.json()).toMatchObject({ latestTurnStatus: "completed" });
   });
 
   it("two decisions at once: one wins, the other is 409 with the recorded one; the same request id again answers the same", async () => {

@@ -238,7 +238,7 @@ describe("the OpenAPI document", () => {
     }
   });
 
-  it("documents every turn status the database can hold, but skipped (never shown), and the messages page's retrying", async () => {
+  it("documents every turn status the database can hold, but skipped (never shown), and the messages page's retrying and awaiting_approval", async () => {
     const { rows } = await bed.db.pool.query<{ def: string }>(
       "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = 'turns_status_check'",
     );
@@ -248,7 +248,10 @@ describe("the OpenAPI document", () => {
     const documented = [...JSON.stringify(spec).matchAll(/"enum":(\[[^\]]*"running"[^\]]*\])/g)].map((match) =>
       (JSON.parse(match[1]!) as string[]).sort(),
     );
-    expect(documented.sort((a, b) => a.length - b.length)).toEqual([[...shown].sort(), [...shown, "retrying"].sort()]);
+    expect(documented.sort((a, b) => a.length - b.length)).toEqual([
+      [...shown].sort(),
+      [...shown, "retrying", "awaiting_approval"].sort(),
+    ]);
   });
 
   it("renders the document on /docs from this origin only: no CDN, no inline script, a CSP that says so", async () => {
