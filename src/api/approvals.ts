@@ -147,21 +147,46 @@ export function approvalRoutes({ db, sendEvent }: ApiDeps) {
       validate("json", decisionBody),
       async (c) => {
         const { threadId, approvalId } = c.req.valid("param");
-        const { decision, reason, requestId } = c.req.valid("json");
-        const { refusal, approval } = await decideApproval(db, {
-          threadId,
-          userId: callerId(c),
-          approvalId,
-          decision,
-          reason,
-          requestId,
-        });
-        if (refusal === "thread_not_found" || refusal === "approval_not_found" || !approval)
-          return c.json(notFound(refusal === "approval_not_found" ? refusal : "thread_not_found"), 404);
-        if (refusal) return c.json({ error: conflictText[refusal], code: refusal, approval }, 409);
-        return c.json({ approval, announced: await announceDecision(sendEvent, approval) }, 200);
+        const answer = await recordDecision(
+          { db, sendEvent },
+          { ...c.req.valid("json"), threadId, approvalId, userId: callerId(c) },
+        );
+        return answer.status === 200
+          ? c.json(answer.body, 200)
+          : answer.status === 404
+            ? c.json(answer.body, 404)
+            : c.json(answer.body, 409);
       },
     );
+}
+
+/**
+ * The owner's decision recorded (one statement), then announced to the waiting turn. A decision
+ * sent again that matches the record (a client re-sending it) answers 200 like the first.
+ */
+export async function recordDecision(
+  { db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">,
+  input: {
+    threadId: string;
+    userId: string;
+    approvalId: string;
+    decision: "approve" | "deny";
+    reason?: string | undefined;
+    requestId?: string | undefined;
+    sameDecisionIsRetry?: boolean;
+  },
+) {
+  const { refusal, approval } = await decideApproval(db, input);
+  if (refusal === "thread_not_found" || refusal === "approval_not_found" || !approval)
+    return { status: 404 as const, body: notFound(refusal === "approval_not_found" ? refusal : "thread_not_found") };
+  const repeated =
+    refusal === "decided" &&
+    input.sameDecisionIsRetry === true &&
+    approval.decidedBy === "user" &&
+    approval.status === (input.decision === "approve" ? "approved" : "denied");
+  if (refusal && !repeated)
+    return { status: 409 as const, body: { error: conflictText[refusal], code: refusal, approval } };
+  return { status: 200 as const, body: { approval, announced: await announceDecision(sendEvent, approval) } };
 }
 
 const notFound = (code: "thread_not_found" | "approval_not_found") => ({

@@ -32,6 +32,13 @@ export const listApprovals = `
   WHERE t.id = $1 AND t.user_id = $2
   ORDER BY a.requested_at, a.id`;
 
+/** The id of the last log event of thread $1 that decided (or expired) one of the approvals $2 (uuid[]); 0: none. */
+export const selectDecisionEventId = `
+  SELECT coalesce(max(id), 0)::text AS id FROM thread_events
+  WHERE thread_id = $1 AND event IN ('tool.approval.decided', 'tool.approval.expired')
+    AND (data ->> 'approvalId')::uuid = ANY($2::uuid[])`;
+export type SelectDecisionEventIdRow = { id: string };
+
 /** A tool_approvals row as pg reads it. */
 export type ApprovalRow = {
   id: string;

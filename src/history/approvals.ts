@@ -137,3 +137,9 @@ export async function listApprovals(
   if (rows.length === 0) return undefined;
   return rows.filter((row) => row.id !== null).map(approval);
 }
+
+/** Where a stream of the turn goes on after these approvals were decided: the id of the log event that decided the last of them. */
+export async function decisionEventId(db: pg.Pool, threadId: string, approvalIds: string[]): Promise<number> {
+  const { rows } = await db.query<sql.SelectDecisionEventIdRow>(sql.selectDecisionEventId, [threadId, approvalIds]);
+  return Number(rows[0]!.id);
+}
