@@ -183,13 +183,17 @@ export const THREAD_LOG_KINDS: readonly ThreadLogKind[] = threadLogEvent.options
 
 /**
  * The kinds a client that shows a thread live must act on: streamed text, a retry under way, a
- * turn's end (every ending is followed by stream.ended), a new title. The rest is detail.
+ * turn's end (every ending is followed by stream.ended), a new title, a tool call awaiting the
+ * user's approval and its decision. The rest is detail.
  */
 export const CLIENT_KINDS = [
   "text.delta",
   "turn.retrying",
   "stream.ended",
   "title.changed",
+  "tool.approval.requested",
+  "tool.approval.decided",
+  "tool.approval.expired",
 ] as const satisfies readonly ThreadLogKind[];
 
 /** Not a row of the log: how a live stream of a thread (SSE, realtime) ends when the thread is deleted. */

@@ -86,6 +86,9 @@ export type WaitResolver = (wait: Wait) => Promise<SentEvent | null>;
 /** Every event the test file's runs sent, in order, with the listeners of waiting runs. */
 const bus = { events: [] as SentEvent[], listeners: new Set<() => void>() };
 
+/** An event sent from outside the runs (an API route's sendEvent), delivered to the runs waiting for it. */
+export const deliverToWaits = (event: SentEvent) => publish([JSON.parse(JSON.stringify(event)) as SentEvent]);
+
 function publish(events: SentEvent[]) {
   bus.events.push(...events);
   for (const listener of bus.listeners) listener();

@@ -4,14 +4,16 @@ import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import type { InngestFunction } from "inngest";
 import type pg from "pg";
-import { chatMessageRegenerate, chatMessageSent, inngest } from "../../inngest.config.js";
+import { chatMessageRegenerate, chatMessageSent, inngest, toolApprovalDecided } from "../../inngest.config.js";
 import type { ModelChoice } from "../../src/agents/model.js";
 import { createChatTurn } from "../../src/functions/chat-turn.js";
 import { createRegenerate } from "../../src/functions/regenerate.js";
+import type { ApprovalSettings } from "../../src/functions/tool-approvals.js";
 import { CHAT_TURN_ID, createTurnCancellation, REGENERATE_ID } from "../../src/functions/turn-lifecycle.js";
+import { NO_MEMORY } from "../../src/memory/components.js";
 import { createEventNotifier } from "../../src/stream/notifier.js";
 import { cancels } from "./cancel-on.js";
-import { execute, executeFailureHandler, type Execution, type SentEvent } from "./engine.js";
+import { deliverToWaits, execute, executeFailureHandler, type Execution, type SentEvent } from "./engine.js";
 import { scriptedModel } from "./fixtures.js";
 import { createApp } from "../../src/server.js";
 import type { ModelServer } from "./model-server.js";
@@ -47,9 +49,16 @@ export type LiveApp = {
 export async function startLiveApp(
   db: pg.Pool,
   model: ModelServer,
-  options: { model?: ModelChoice } = {},
+  options: { model?: ModelChoice; approvals?: ApprovalSettings } = {},
 ): Promise<LiveApp> {
-  const deps = { db, model: options.model ?? scriptedModel(model), inference: "stream" as const };
+  const deps = {
+    db,
+    model: options.model ?? scriptedModel(model),
+    inference: "stream" as const,
+    ...(options.approvals
+      ? { agents: { network: "assistant" as const, memory: NO_MEMORY, approvals: options.approvals } }
+      : {}),
+  };
   const functions: Record<string, { fn: InngestFunction.Like; id: string }> = {
     [chatMessageSent.name]: { fn: createChatTurn(deps), id: CHAT_TURN_ID },
     [chatMessageRegenerate.name]: { fn: createRegenerate(deps), id: REGENERATE_ID },
@@ -66,6 +75,8 @@ export async function startLiveApp(
     events,
     service: { model: deps.model, inference: deps.inference },
     sendEvent: async (event) => {
+      // An approval's decision wakes the run waiting for it, as Inngest delivers it.
+      if (event.name === toolApprovalDecided.name) deliverToWaits(event);
       // Each unfinished run whose function's cancelOn matches the event is cancelled.
       for (const run of runs)
         if (!ended.has(run) && cancels(functions[run.event.name]!.fn, run.event, event)) run.cancelled = true;
