@@ -1,4 +1,7 @@
+import { type AgentResult, createTool } from "@inngest/agent-kit";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { gateTools, type ToolCallRequest } from "../src/agents/approvals.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { approvalRounds } from "../src/functions/tool-approvals.js";
 import { decideApproval, listApprovals } from "../src/history/approvals.js";
@@ -19,6 +22,12 @@ const chatTurn = (expiryMinutes = EXPIRY_MINUTES) =>
       approvals: { tools: [], expiryMinutes, demoTool: true },
     },
   });
+
+/** A chat message event as POST /api/chat sends it: its id, derived from the message, is the same on every delivery. */
+const sentMessage = (content: string) => {
+  const event = chatEvent({ content });
+  return { ...event, id: `chat-message-${event.data.messageId}` };
+};
 
 const DICE_CALL = { name: "roll_dice", id: "call_dice_1", arguments: { count: 2, sides: 6 } };
 
@@ -53,7 +62,7 @@ const toolResultSent = () => {
 describe("a tool call that needs approval", () => {
   it("approved after 2 virtual hours runs exactly once, across a retry of the step after it and a re-run of the event", async () => {
     const fn = chatTurn();
-    const event = chatEvent({ content: "Roll two dice for me." });
+    const event = sentMessage("Roll two dice for me.");
     const threadId = event.data.messageId;
     bed.model.script({ toolCalls: [DICE_CALL] }, { text: "You rolled them." });
     const { counter, beforeStep } = sideEffects();
@@ -112,7 +121,7 @@ describe("a tool call that needs approval", () => {
 
   it("denied: the model is told it did not run; a replay, a re-delivery and a hand-sent approve event never run it", async () => {
     const fn = chatTurn();
-    const event = chatEvent({ content: "Roll a die." });
+    const event = sentMessage("Roll a die.");
     const threadId = event.data.messageId;
     bed.model.script({ toolCalls: [DICE_CALL] }, { text: "You said no." });
     const { counter, beforeStep } = sideEffects();
@@ -162,7 +171,7 @@ describe("a tool call that needs approval", () => {
 
   it("decided before its wait started (the event wakes nobody): the check after the round finds it; the other call runs unasked", async () => {
     const fn = chatTurn();
-    const event = chatEvent({ content: "What time is it, and roll a die." });
+    const event = sentMessage("What time is it, and roll a die.");
     const threadId = event.data.messageId;
     bed.model.script({ toolCalls: [{ name: "current_time", id: "call_time_1" }, DICE_CALL] }, { text: "Done." });
     const { counter, beforeStep } = sideEffects();
@@ -190,7 +199,7 @@ describe("a tool call that needs approval", () => {
 
   it("expires when nobody decides: recorded expired, the model told so, a late approve refused", async () => {
     const fn = chatTurn(60);
-    const event = chatEvent({ content: "Roll a die." });
+    const event = sentMessage("Roll a die.");
     const threadId = event.data.messageId;
     bed.model.script({ toolCalls: [DICE_CALL] }, { text: "Nobody approved." });
     const { counter, beforeStep } = sideEffects();
@@ -212,5 +221,42 @@ describe("a tool call that needs approval", () => {
     });
     expect(late.refusal).toBe("expired");
     expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "completed" }]);
+  });
+});
+
+describe("declaring which calls need approval", () => {
+  it("a predicate on the arguments decides per call; the call asked about is named by its id", async () => {
+    const ran: unknown[] = [];
+    const asked: ToolCallRequest[] = [];
+    const tool = createTool({
+      name: "transfer",
+      parameters: z.object({ amount: z.number() }),
+      handler: async (input) => (ran.push(input), "transferred"),
+    });
+    const { tools, onResponse } = gateTools([tool], {
+      rules: { transfer: (args) => (args as { amount: number }).amount > 100 },
+      demoTool: false,
+      ask: async (call) => (asked.push(call), { status: "denied", decidedBy: "user", reason: "too much" }),
+    });
+    const calls = [
+      { type: "tool" as const, id: "call_small", name: "transfer", input: { amount: 5 } },
+      { type: "tool" as const, id: "call_large", name: "transfer", input: { amount: 500 } },
+    ];
+    onResponse({
+      result: {
+        output: [{ type: "tool_call", role: "assistant", stop_reason: "tool", tools: calls }],
+      } as unknown as AgentResult,
+    });
+    const options = { network: { state: { results: [] } } } as unknown as Parameters<typeof tool.handler>[1];
+    expect(await tools[0]!.handler({ amount: 5 }, options)).toBe("transferred");
+    expect(await tools[0]!.handler({ amount: 500 }, options)).toMatchObject({
+      ran: false,
+      approval: "denied",
+      reason: "too much",
+    });
+    expect(ran).toEqual([{ amount: 5 }]);
+    expect(asked).toEqual([
+      { toolName: "transfer", toolCallId: "call_large", arguments: { amount: 500 }, inference: 0 },
+    ]);
   });
 });

@@ -20,8 +20,12 @@ export type ApprovalDecision = {
   reason: string | null;
 };
 
-/** One tool call the model made, as the approval names it. */
-export type ToolCallRequest = { toolName: string; toolCallId: string; arguments: unknown };
+/**
+ * One tool call the model made, as the approval names it. `inference`: how many results the run's
+ * state held when it was made (deterministic on replay): providers that number their tool call ids
+ * give two inferences of one turn the same ids.
+ */
+export type ToolCallRequest = { toolName: string; toolCallId: string; arguments: unknown; inference: number };
 
 export type ToolApprovals = {
   /** The tools whose calls may need approval, by name. */
@@ -90,7 +94,12 @@ export function gateTools(tools: Tool.Any[], approvals: ToolApprovals | undefine
         const call = queued.get(tool.name)?.shift();
         if (!needsApproval(rule, input)) return tool.handler(input, options);
         if (!call) throw new Error(`AgentKit invoked ${tool.name} with no tool call of that name in the inference`);
-        const decision = await approvals.ask({ toolName: tool.name, toolCallId: call.id, arguments: input });
+        const decision = await approvals.ask({
+          toolName: tool.name,
+          toolCallId: call.id,
+          arguments: input,
+          inference: options.network?.state.results.length ?? 0,
+        });
         return decision.status === "approved" ? tool.handler(input, options) : notRun(tool.name, decision);
       },
     };

@@ -52,14 +52,21 @@ const decision = (approval: Approval): ApprovalDecision => ({
 /** The approvals of one turn (run `runId` answering message `messageId`). */
 export function turnApprovals(
   settings: ApprovalSettings,
-  { db, step, runId, messageId }: { db: pg.Pool; step: StepTools; runId: string; messageId: string },
+  {
+    db,
+    step,
+    runId,
+    eventId,
+    messageId,
+  }: { db: pg.Pool; step: StepTools; runId: string; eventId: string | undefined; messageId: string },
 ): ToolApprovals {
   const expiresInSeconds = settings.expiryMinutes * 60;
   return {
     rules: approvalRules(settings.tools),
     demoTool: settings.demoTool,
-    ask: async (call: ToolCallRequest) => {
-      const id = approvalId(messageId, call.toolCallId);
+    ask: async ({ inference, ...call }: ToolCallRequest) => {
+      // Without an event id (AgentKit run directly), the run is the request.
+      const id = approvalId({ messageId, eventId: eventId ?? runId, inference, toolCallId: call.toolCallId });
       const base = `tool.approval.${call.toolCallId}`;
       let approval = await durably(step, `${base}.request`, () =>
         requestApproval(db, { approvalId: id, runId, ...call, expiresInSeconds }),

@@ -124,7 +124,9 @@ export async function runTurn(
     network: agents.network,
     memory: memory.forAgent,
     // tool.approval.<call>.request, .wait, .check: in a tool's handler, for a call that needs approval.
-    ...(agents.approvals ? { approvals: turnApprovals(agents.approvals, { db, step, runId, messageId }) } : {}),
+    ...(agents.approvals
+      ? { approvals: turnApprovals(agents.approvals, { db, step, runId, eventId: event.id, messageId }) }
+      : {}),
     // agent-state.load: once, before the first agent (after get: earlier turns have saved theirs).
     beforeFirstAgent: (state) => agentState.load(step, state),
   });

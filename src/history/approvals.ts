@@ -14,11 +14,13 @@ import * as sql from "./approvals-sql.js";
 const NAMESPACE = "0c6f3f55-2a7e-4d8b-8f0e-4b1a77c3d217";
 
 /**
- * The approval of one tool call: the user message the turn answers and the tool call's id (from
- * the model's memoized inference), so every replay, retry and rerun of that call finds it again.
+ * The approval of one tool call: the user message the turn answers, the event that started the
+ * turn (a regenerate is a new event: it asks anew), the inference within the turn and the tool
+ * call's id (from the model's memoized inference), so every replay, retry and rerun of that call
+ * finds it again.
  */
-export const approvalId = (messageId: string, toolCallId: string) =>
-  uuidv5(`tool-approval:${messageId}:${toolCallId}`, NAMESPACE);
+export const approvalId = (call: { messageId: string; eventId: string; inference: number; toolCallId: string }) =>
+  uuidv5(`tool-approval:${JSON.stringify([call.messageId, call.eventId, call.inference, call.toolCallId])}`, NAMESPACE);
 
 export type ApprovalStatus = sql.ApprovalRow["status"];
 
