@@ -1,10 +1,15 @@
+import { randomUUID } from "node:crypto";
 import { type AgentResult, createTool } from "@inngest/agent-kit";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { gateTools, type ToolCallRequest } from "../src/agents/approvals.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { approvalRounds } from "../src/functions/tool-approvals.js";
-import { decideApproval, listApprovals } from "../src/history/approvals.js";
+import { decideApproval, listApprovals, requestApproval } from "../src/history/approvals.js";
+import { longRunningTurns } from "../src/history/lost-turns.js";
+import { beginTurn } from "../src/history/store.js";
+import { PATIENCE_ROUNDS } from "../src/history/turn-waits.js";
+import { stopRunningTurn } from "../src/history/turns.js";
 import { NO_MEMORY } from "../src/memory/components.js";
 import { execute, memoBefore, type SentEvent, type Wait } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, turnsOf } from "./helpers/fixtures.js";
@@ -258,5 +263,67 @@ describe("declaring which calls need approval", () => {
     expect(asked).toEqual([
       { toolName: "transfer", toolCallId: "call_large", arguments: { amount: 500 }, inference: 0 },
     ]);
+  });
+});
+
+describe("a turn awaiting approval is alive", () => {
+  /** A thread whose turn awaits approval of a tool call (expiring in a day). */
+  async function awaitingTurn() {
+    const threadId = randomUUID();
+    const runId = `run-${threadId}`;
+    await beginTurn(bed.db.pool, {
+      threadId,
+      userId: "user-1",
+      message: { id: threadId, text: "Roll a die." },
+      turn: { runId, kind: "chat" },
+    });
+    const approval = await requestApproval(bed.db.pool, {
+      approvalId: randomUUID(),
+      runId,
+      toolCallId: "call_alive",
+      toolName: "roll_dice",
+      arguments: { count: 1, sides: 6 },
+      expiresInSeconds: 24 * 3600,
+    });
+    return { threadId, runId, approvalId: approval!.approvalId };
+  }
+
+  it("a later message waits behind it past the patience for lost turns, without presuming it lost", async () => {
+    const { threadId, runId } = await awaitingTurn();
+    const waits: Wait[] = [];
+    bed.model.script({ text: "Next." });
+    const later = await execute(chatTurn(), chatEvent({ threadId, content: "And then?" }), {
+      waits: async (wait) => {
+        waits.push(wait);
+        if (waits.length < PATIENCE_ROUNDS + 3) return null;
+        // Still running, never abandoned; the user stops it at last, which frees the thread.
+        expect(await turnsOf(bed.db.pool, threadId)).toMatchObject([{ run_id: runId, status: "running" }]);
+        await stopRunningTurn(bed.db.pool, { threadId, userId: "user-1", agentName: "assistant" });
+        return null;
+      },
+    });
+    expect(later.error).toBeUndefined();
+    expect(waits.every((w) => w.match?.value === runId)).toBe(true);
+    expect(await turnsOf(bed.db.pool, threadId)).toMatchObject([{ run_id: runId, status: "stopped" }]);
+    expect(await listApprovals(bed.db.pool, { threadId, userId: "user-1" })).toMatchObject([
+      { status: "denied", decidedBy: "stop" },
+    ]);
+  });
+
+  it("the lost-run reconciler does not find it overdue before its expiry, and gives it the whole deadline after the decision", async () => {
+    const { threadId, runId, approvalId } = await awaitingTurn();
+    const overdue = async (minutesFromNow: number) =>
+      (
+        await longRunningTurns(bed.db.pool, {
+          now: new Date(Date.now() + minutesFromNow * 60_000),
+          checkAfterSeconds: 60,
+          deadlineMinutes: 10,
+          limit: 1000,
+        })
+      ).find((turn) => turn.runId === runId)?.overdue;
+    expect(await overdue(120)).toBe(false);
+    await decideApproval(bed.db.pool, { threadId, userId: "user-1", approvalId, decision: "approve" });
+    expect(await overdue(5)).toBe(false);
+    expect(await overdue(11)).toBe(true);
   });
 });
