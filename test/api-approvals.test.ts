@@ -6,6 +6,7 @@ import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, turnsOf } from "./helpers/fixtures.js";
 import { asUser, createTestApp, type SentEvent } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
+import { cancelTurn } from "../src/history/turns.js";
 
 const bed = useTestBed();
 
@@ -43,7 +44,10 @@ async function turnAwaitingApproval(whileWaiting: (threadId: string, approvalId:
   const threadId = event.data.messageId;
   bed.model.script({ toolCalls: [DICE_CALL] }, { text: "Rolled." });
   let first = true;
+  const runId = `run-${randomUUID()}`;
+  runs.set(threadId, runId);
   const run = await execute(chatTurn, event, {
+    runId,
     waits: async () => {
       if (!first) return null;
       first = false;
@@ -54,6 +58,10 @@ async function turnAwaitingApproval(whileWaiting: (threadId: string, approvalId:
   });
   return { run, threadId, event };
 }
+
+/** The run answering the thread's first message (its id is the thread's). */
+const runOf = (threadId: string) => runs.get(threadId)!;
+const runs = new Map<string, string>();
 
 const rollsRun = (run: { stepIds: string[] }) => run.stepIds.includes("tool.roll-dice");
 
@@ -174,5 +182,18 @@ describe("deciding a tool call's approval over HTTP", () => {
     expect(rollsRun(run)).toBe(false);
     expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "stopped" }]);
     expect((await pending(threadId)).body.approvals).toEqual([]);
+  });
+
+  it("after the turn was cancelled: nothing pending is listed, and a decision is 409 turn_ended", async () => {
+    const { run, threadId } = await turnAwaitingApproval(async (threadId, approvalId) => {
+      await cancelTurn(bed.db.pool, runOf(threadId));
+      expect((await pending(threadId)).body.approvals).toEqual([]);
+      const response = await decide(threadId, approvalId, { decision: "approve" });
+      expect(response.status).toBe(409);
+      expect(await response.json()).toMatchObject({ code: "turn_ended", approval: { status: "pending" } });
+      return null;
+    });
+    expect(rollsRun(run)).toBe(false);
+    expect(await turnsOf(bed.db.pool, threadId)).toMatchObject([{ status: "cancelled" }]);
   });
 });

@@ -24,11 +24,16 @@ export const decideApproval = `
   FROM threadline_decide_approval($1, $2, $3, $4, $5, $6) d`;
 export type DecideApprovalRow = { refusal: string | null } & ApprovalRow;
 
-/** The approvals of the owner's ($2) thread $1, oldest first; $3: only this status (NULL: all). */
+/**
+ * The approvals of the owner's ($2) thread $1, oldest first; $3: only this status (NULL: all). A
+ * pending one whose turn ended otherwise (cancelled, failed) awaits nothing: not listed as pending.
+ */
 export const listApprovals = `
   SELECT ${columns.replace(/(\w+)/g, "a.$1")}
   FROM threads t
   LEFT JOIN tool_approvals a ON a.thread_id = t.id AND ($3::text IS NULL OR a.status = $3)
+    AND ($3::text IS DISTINCT FROM 'pending'
+         OR EXISTS (SELECT 1 FROM turns u WHERE u.message_id = a.message_id AND u.status = 'running'))
   WHERE t.id = $1 AND t.user_id = $2
   ORDER BY a.requested_at, a.id`;
 
