@@ -297,3 +297,18 @@ export const messageFeedbackGiven = eventType("message/feedback.given", { schema
 
 /** message/feedback.given's id: one per stored state of an answer's rating. */
 export const feedbackEventId = (answerId: string, version: string) => `feedback-${answerId}-${version}`;
+
+/**
+ * A tool call's approval was decided (POST /api/threads/:threadId/approvals/:approvalId, or the UI
+ * chat's approval response), already recorded: it wakes the turn waiting for it (step.waitForEvent
+ * matched on approvalId), which then reads the recorded decision. The event decides nothing: sent
+ * again by hand, it only makes the turn read the same record again.
+ */
+export const toolApprovalDecidedData = z.object({
+  threadId: z.uuid(),
+  approvalId: z.uuid(),
+  status: z.enum(["approved", "denied", "expired"]),
+});
+export type ToolApprovalDecided = z.infer<typeof toolApprovalDecidedData>;
+
+export const toolApprovalDecided = eventType("threadline/tool.approval.decided", { schema: toolApprovalDecidedData });

@@ -3,6 +3,7 @@ import { z } from "zod";
 import { DEFAULT_PRICES, priceTable, type PriceTable } from "./agents/usage.js";
 import type { BudgetLimits } from "./history/usage.js";
 import { NETWORK_AGENTS, networkName } from "./agents/network.js";
+import { DEFAULT_APPROVAL_EXPIRY_MINUTES } from "./functions/tool-approvals.js";
 import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
 import type { AgentsConfig } from "./functions/chat-turn.js";
@@ -286,6 +287,31 @@ export const environment = z
             .filter((name) => name.length > 0),
         ),
       ]),
+    /**
+     * Tools whose every call needs the user's approval (comma-separated tool names), beside those
+     * declared so in code (docs/approvals.md).
+     */
+    APPROVAL_TOOLS: z
+      .string()
+      .default("")
+      .transform((list) => [
+        ...new Set(
+          list
+            .split(",")
+            .map((name) => name.trim())
+            .filter((name) => name.length > 0),
+        ),
+      ]),
+    /** Minutes a tool call waits for its approval before it expires (the tool does not run). */
+    APPROVAL_EXPIRY_MINUTES: optionalSetting(
+      z.coerce
+        .number()
+        .int()
+        .min(1, "APPROVAL_EXPIRY_MINUTES must be at least 1")
+        .max(7 * 24 * 60, "APPROVAL_EXPIRY_MINUTES must be at most 10080 (7 days)"),
+    ),
+    /** 0: the assistant has no demo tool (roll_dice, which needs approval); default 1. */
+    DEMO_TOOL: optionalSetting(flag),
     /** 1: propose memories from each completed chat turn (its own function, after the turn). */
     MEMORY_EXTRACTION: optionalSetting(flag),
     /** Tokens the user's memories may add to one model request. */
@@ -377,6 +403,11 @@ export function agentsConfig(env: Environment): AgentsConfig {
       agents: Object.fromEntries(env.MEMORY_AGENTS.map((agent) => [agent, ["user-memory" as const]])),
       contextTokens: env.MEMORY_CONTEXT_TOKENS ?? DEFAULT_MEMORY_CONTEXT_TOKENS,
       extract: env.MEMORY_EXTRACTION ?? false,
+    },
+    approvals: {
+      tools: env.APPROVAL_TOOLS,
+      expiryMinutes: env.APPROVAL_EXPIRY_MINUTES ?? DEFAULT_APPROVAL_EXPIRY_MINUTES,
+      demoTool: env.DEMO_TOOL ?? true,
     },
   };
 }

@@ -20,6 +20,7 @@ import { playgroundRoutes, serviceInfoRoutes, type ServiceInfo } from "./api/pla
 import { realtimeTokenRoutes } from "./api/realtime-token.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
+import { approvalRoutes } from "./api/approvals.js";
 import { stopRoutes } from "./api/stop.js";
 import { threadRoutes } from "./api/threads.js";
 import { usageRoutes } from "./api/usage.js";
@@ -120,6 +121,7 @@ export function createApp({
     .route("/threads", eventRoutes(deps))
     .route("/threads", stopRoutes(deps))
     .route("/threads", feedbackRoutes(deps))
+    .route("/threads", approvalRoutes(deps))
     .route("/ui/chat", uiChatRoutes(deps))
     .route("/realtime", realtimeTokenRoutes(deps))
     .route("/export", exportRoutes(deps))

@@ -401,6 +401,7 @@ describe("golden function ids and event names", () => {
       "message/feedback.given",
       "thread/deleted",
       "thread/summarize.requested",
+      "threadline/tool.approval.decided",
       "threadline/turn.finished",
       "user/deleted",
     ]);

@@ -80,6 +80,9 @@ describe("the SQL that writes the thread log and its vocabulary", () => {
         "turn.interrupted",
         "stream.ended",
         "title.changed",
+        "tool.approval.requested",
+        "tool.approval.decided",
+        "tool.approval.expired",
       ]),
     );
   });

@@ -168,8 +168,19 @@ const pageQuery = z
 const timestamp = z.iso.datetime();
 /** A turn's state; `skipped` turns (a duplicate delivery that did nothing) are never shown. */
 const turnStatus = z.enum(["running", "completed", "failed", "cancelled", "superseded", "stopped"]);
-/** A message's turn as the messages page shows it: a running turn between attempts is `retrying`. */
-const messageTurnStatus = z.enum([...turnStatus.options, "retrying"]);
+/**
+ * A message's turn as the messages page shows it: a running turn between attempts is `retrying`;
+ * one whose tool call awaits the owner's approval is `awaiting_approval`.
+ */
+const messageTurnStatus = z.enum([...turnStatus.options, "retrying", "awaiting_approval"]);
+const pendingToolCall = z.object({
+  approvalId: z.uuid().meta({ description: "Decide it with POST /api/threads/{threadId}/approvals/{approvalId}." }),
+  toolCallId: z.string(),
+  toolName: z.string(),
+  arguments: z.unknown(),
+  status: z.literal("pending"),
+  expiresAt: z.string(),
+});
 const messageContent = z.union([textContent, agentContent]).meta({
   description: "`{text}` for user, system and summary messages; an assistant answer's AgentKit output and tool calls.",
 });
@@ -212,12 +223,20 @@ const threadMessage = z.object({
     }),
   variantCount: z.int().optional().meta({ description: "A user message's number of answer variants." }),
   turn: z
-    .object({ status: messageTurnStatus, runId: z.string(), error: z.string().nullable() })
+    .object({
+      status: messageTurnStatus,
+      runId: z.string(),
+      error: z.string().nullable(),
+      approvals: z
+        .array(pendingToolCall)
+        .optional()
+        .meta({ description: "`awaiting_approval`: the tool calls that await the owner's decision." }),
+    })
     .nullable()
     .optional()
     .meta({
       description:
-        "A user message's latest turn (null before one started), with the failure's cause; `retrying`: running, a failed attempt is being retried (`error`: its cause).",
+        "A user message's latest turn (null before one started), with the failure's cause; `retrying`: running, a failed attempt is being retried (`error`: its cause); `awaiting_approval`: running, waiting for the owner's decision on `approvals`.",
     }),
 });
 

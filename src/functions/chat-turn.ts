@@ -8,10 +8,14 @@ import type { HistoryEnvironment } from "../history/policy.js";
 import type { MemoryConfig } from "../memory/components.js";
 import type { Inference } from "./streaming-inference.js";
 import { CHAT_TURN_ID, turnOptions } from "./turn-lifecycle.js";
+import type { ApprovalSettings } from "./tool-approvals.js";
 import { runTurn } from "./turn-runner.js";
 
-/** How a deployment's agents are set up: which network answers, and each agent's memory components. */
-export type AgentsConfig = { network: NetworkName; memory: MemoryConfig };
+/**
+ * How a deployment's agents are set up: which network answers, each agent's memory components,
+ * and which tool calls need a human's approval (absent: none, and no demo tool).
+ */
+export type AgentsConfig = { network: NetworkName; memory: MemoryConfig; approvals?: ApprovalSettings };
 
 export type FunctionDeps = {
   db: pg.Pool;

@@ -24,6 +24,7 @@ import { type AgentComponents, memoryComponents, NO_MEMORY } from "../memory/com
 import { turnLog } from "../stream/publish.js";
 import type { AgentsConfig, FunctionDeps } from "./chat-turn.js";
 import type { InferenceStream } from "./streaming-inference.js";
+import { turnApprovals } from "./tool-approvals.js";
 import { announceTurnFinished, turnOutcome } from "./turn-lifecycle.js";
 
 /*
@@ -141,6 +142,10 @@ export async function runTurn(
     history: hooks,
     network: agents.network,
     memory: memory.forAgent,
+    // tool.approval.<call>.request, .wait, .check: in a tool's handler, for a call that needs approval.
+    ...(agents.approvals
+      ? { approvals: turnApprovals(agents.approvals, { db, step, runId, eventId: event.id, messageId }) }
+      : {}),
     // agent-state.load: once, before the first agent (after get: earlier turns have saved theirs).
     beforeFirstAgent: (state) => agentState.load(step, state),
   });

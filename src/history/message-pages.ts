@@ -50,7 +50,7 @@ type ThreadMessage = {
   turnUsage?: sql.TurnUsageJson | null;
   /** For a user message: how many answer variants exist, and its latest turn. */
   variantCount?: number;
-  turn?: { status: string; runId: string; error: string | null } | null;
+  turn?: { status: string; runId: string; error: string | null; approvals?: sql.PendingToolCall[] } | null;
 };
 
 export type MessagePage = {
@@ -130,7 +130,14 @@ function toMessage(row: sql.PageRow): ThreadMessage {
     ...(row.kind === "user"
       ? {
           variantCount: row.variant_count!,
-          turn: row.turn_status ? { status: row.turn_status, runId: row.turn_run_id, error: row.turn_error } : null,
+          turn: row.turn_status
+            ? {
+                status: row.turn_status,
+                runId: row.turn_run_id,
+                error: row.turn_error,
+                ...(row.turn_approvals ? { approvals: row.turn_approvals } : {}),
+              }
+            : null,
         }
       : {}),
   };

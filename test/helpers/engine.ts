@@ -90,6 +90,9 @@ const bus = {
   observers: new Set<(events: SentEvent[]) => void>(),
 };
 
+/** An event sent from outside the runs (an API route's sendEvent), delivered to the runs waiting for it. */
+export const deliverToWaits = (event: SentEvent) => publish([JSON.parse(JSON.stringify(event)) as SentEvent]);
+
 function publish(events: SentEvent[]) {
   bus.events.push(...events);
   // Observers first (a live app cancels the runs an event cancels), then the waits the events end.

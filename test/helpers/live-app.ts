@@ -4,15 +4,24 @@ import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
 import type { InngestFunction } from "inngest";
 import type pg from "pg";
-import { chatMessageRegenerate, chatMessageSent, inngest } from "../../inngest.config.js";
+import { chatMessageRegenerate, chatMessageSent, inngest, toolApprovalDecided } from "../../inngest.config.js";
 import type { ModelChoice } from "../../src/agents/model.js";
 import type { BusyPolicy } from "../../src/history/busy-policy.js";
 import { createChatTurn } from "../../src/functions/chat-turn.js";
 import { createRegenerate } from "../../src/functions/regenerate.js";
+import type { ApprovalSettings } from "../../src/functions/tool-approvals.js";
 import { CHAT_TURN_ID, createTurnCancellation, REGENERATE_ID } from "../../src/functions/turn-lifecycle.js";
+import { NO_MEMORY } from "../../src/memory/components.js";
 import { createEventNotifier } from "../../src/stream/notifier.js";
 import { cancels } from "./cancel-on.js";
-import { execute, executeFailureHandler, onSentEvents, type Execution, type SentEvent } from "./engine.js";
+import {
+  deliverToWaits,
+  execute,
+  executeFailureHandler,
+  onSentEvents,
+  type Execution,
+  type SentEvent,
+} from "./engine.js";
 import { scriptedModel } from "./fixtures.js";
 import { createApp } from "../../src/server.js";
 import type { ModelServer } from "./model-server.js";
@@ -48,13 +57,16 @@ export type LiveApp = {
 export async function startLiveApp(
   db: pg.Pool,
   model: ModelServer,
-  options: { model?: ModelChoice; busyPolicy?: BusyPolicy } = {},
+  options: { model?: ModelChoice; busyPolicy?: BusyPolicy; approvals?: ApprovalSettings } = {},
 ): Promise<LiveApp> {
   const deps = {
     db,
     model: options.model ?? scriptedModel(model),
     inference: "stream" as const,
     ...(options.busyPolicy ? { busyPolicy: options.busyPolicy } : {}),
+    ...(options.approvals
+      ? { agents: { network: "assistant" as const, memory: NO_MEMORY, approvals: options.approvals } }
+      : {}),
   };
   const functions: Record<string, { fn: InngestFunction.Like; id: string }> = {
     [chatMessageSent.name]: { fn: createChatTurn(deps), id: CHAT_TURN_ID },
@@ -80,6 +92,8 @@ export async function startLiveApp(
     service: { model: deps.model, inference: deps.inference },
     busyPolicy: options.busyPolicy,
     sendEvent: async (event) => {
+      // An approval's decision wakes the run waiting for it, as Inngest delivers it.
+      if (event.name === toolApprovalDecided.name) deliverToWaits(event);
       cancelMatching(event);
       const started = functions[event.name];
       if (started) {

@@ -124,6 +124,28 @@ CREATE TABLE threads (
   CONSTRAINT threads_title_source_check CHECK ((title_source = ANY (ARRAY['user'::text, 'model'::text])))
 );
 
+CREATE TABLE tool_approvals (
+  id uuid NOT NULL,
+  thread_id uuid NOT NULL,
+  run_id text NOT NULL,
+  message_id uuid NOT NULL,
+  tool_call_id text NOT NULL,
+  tool_name text NOT NULL,
+  arguments jsonb NOT NULL,
+  status text DEFAULT 'pending'::text NOT NULL,
+  decided_by text,
+  reason text,
+  request_id text,
+  requested_at timestamp with time zone DEFAULT now() NOT NULL,
+  expires_at timestamp with time zone NOT NULL,
+  decided_at timestamp with time zone,
+  CONSTRAINT tool_approvals_decided CHECK (((status = 'pending'::text) = (decided_at IS NULL))),
+  CONSTRAINT tool_approvals_decided_by_check CHECK ((decided_by = ANY (ARRAY['user'::text, 'stop'::text, 'expiry'::text]))),
+  CONSTRAINT tool_approvals_pkey PRIMARY KEY (id),
+  CONSTRAINT tool_approvals_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'denied'::text, 'expired'::text]))),
+  CONSTRAINT tool_approvals_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE
+);
+
 CREATE TABLE turns (
   run_id text NOT NULL,
   thread_id uuid NOT NULL,
@@ -225,6 +247,8 @@ CREATE INDEX threads_user_activity_idx ON public.threads USING btree (user_id, l
 
 CREATE INDEX threads_user_idx ON public.threads USING btree (user_id, updated_at DESC);
 
+CREATE INDEX tool_approvals_thread_idx ON public.tool_approvals USING btree (thread_id, status, requested_at);
+
 CREATE INDEX turns_event_idx ON public.turns USING btree (event_id) WHERE (event_id IS NOT NULL);
 
 CREATE INDEX turns_message_idx ON public.turns USING btree (message_id, started_at);
@@ -290,6 +314,17 @@ BEGIN
   last_id := CASE WHEN NOT ended THEN threadline_append_events(p_thread_id, p_run_id, p_attempt, p_events) END;
   RETURN NEXT;
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_approval_event(p_row tool_approvals)
+ RETURNS jsonb
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT jsonb_build_object('approvalId', p_row.id, 'runId', p_row.run_id, 'messageId', p_row.message_id,
+    'toolCallId', p_row.tool_call_id, 'toolName', p_row.tool_name, 'arguments', p_row.arguments,
+    'status', p_row.status, 'decidedBy', p_row.decided_by, 'reason', p_row.reason,
+    'expiresAt', to_char(p_row.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
 $function$;
 
 CREATE OR REPLACE FUNCTION public.threadline_begin_turn(p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamp with time zone, p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue'::text)
@@ -404,6 +439,49 @@ BEGIN
   message_seq := v_message.seq;
   stored_text := v_message.content ->> 'text';
   RETURN NEXT;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_decide_approval(p_thread_id uuid, p_user_id text, p_id uuid, p_status text, p_reason text, p_request_id text)
+ RETURNS TABLE(refusal text, approval tool_approvals)
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_owner text;
+  v_row tool_approvals%ROWTYPE;
+BEGIN
+  SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR KEY SHARE;
+  IF v_owner IS NULL OR v_owner <> p_user_id THEN
+    RETURN QUERY SELECT 'thread_not_found', NULL::tool_approvals; RETURN;
+  END IF;
+  SELECT * INTO v_row FROM tool_approvals a WHERE a.id = p_id AND a.thread_id = p_thread_id FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT 'approval_not_found', NULL::tool_approvals; RETURN;
+  END IF;
+  IF v_row.status <> 'pending' THEN
+    IF p_request_id IS NOT NULL AND v_row.request_id = p_request_id THEN
+      RETURN QUERY SELECT NULL::text, v_row; RETURN;
+    END IF;
+    RETURN QUERY SELECT CASE WHEN v_row.status = 'expired' THEN 'expired' ELSE 'decided' END, v_row; RETURN;
+  END IF;
+  IF v_row.expires_at <= now() THEN
+    UPDATE tool_approvals a SET status = 'expired', decided_by = 'expiry', decided_at = now()
+      WHERE a.id = p_id RETURNING * INTO v_row;
+    PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'tool.approval.expired.' || p_id, 'event', 'tool.approval.expired',
+      'data', threadline_approval_event(v_row))));
+    RETURN QUERY SELECT 'expired', v_row; RETURN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM turns u WHERE u.message_id = v_row.message_id AND u.status = 'running') THEN
+    RETURN QUERY SELECT 'turn_ended', v_row; RETURN;
+  END IF;
+  UPDATE tool_approvals a SET status = p_status, decided_by = 'user', reason = p_reason, request_id = p_request_id,
+    decided_at = now()
+    WHERE a.id = p_id RETURNING * INTO v_row;
+  PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
+    'key', 'tool.approval.decided.' || p_id, 'event', 'tool.approval.decided',
+    'data', threadline_approval_event(v_row))));
+  RETURN QUERY SELECT NULL::text, v_row;
 END
 $function$;
 
@@ -569,6 +647,58 @@ BEGIN
   RETURN NULL;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.threadline_request_approval(p_id uuid, p_run_id text, p_tool_call_id text, p_tool_name text, p_arguments jsonb, p_expires_seconds integer)
+ RETURNS SETOF tool_approvals
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_turn turns%ROWTYPE;
+  v_row tool_approvals%ROWTYPE;
+BEGIN
+  SELECT * INTO v_turn FROM turns t WHERE t.run_id = p_run_id;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  PERFORM 1 FROM threads t WHERE t.id = v_turn.thread_id FOR KEY SHARE;
+  INSERT INTO tool_approvals (id, thread_id, run_id, message_id, tool_call_id, tool_name, arguments, expires_at)
+    VALUES (p_id, v_turn.thread_id, p_run_id, v_turn.message_id, p_tool_call_id, p_tool_name, p_arguments,
+      now() + make_interval(secs => p_expires_seconds))
+    ON CONFLICT (id) DO NOTHING
+    RETURNING * INTO v_row;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT * FROM tool_approvals a WHERE a.id = p_id;
+    RETURN;
+  END IF;
+  PERFORM threadline_append_events(v_row.thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
+    'key', 'tool.approval.requested.' || p_id, 'event', 'tool.approval.requested',
+    'data', threadline_approval_event(v_row))));
+  RETURN NEXT v_row;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_settle_approval(p_id uuid, p_expire boolean)
+ RETURNS SETOF tool_approvals
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_row tool_approvals%ROWTYPE;
+BEGIN
+  PERFORM 1 FROM threads t WHERE t.id = (SELECT a.thread_id FROM tool_approvals a WHERE a.id = p_id) FOR KEY SHARE;
+  SELECT * INTO v_row FROM tool_approvals a WHERE a.id = p_id FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  IF v_row.status = 'pending' AND (p_expire OR v_row.expires_at <= now()) THEN
+    UPDATE tool_approvals a SET status = 'expired', decided_by = 'expiry', decided_at = now()
+      WHERE a.id = p_id RETURNING * INTO v_row;
+    PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'tool.approval.expired.' || p_id, 'event', 'tool.approval.expired',
+      'data', threadline_approval_event(v_row))));
+  END IF;
+  RETURN NEXT v_row;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.threadline_stop_turn(p_thread_id uuid, p_user_id text, p_run_id text, p_result_id uuid, p_agent_name text)
  RETURNS TABLE(refusal text, message_id uuid, variant integer, stored integer)
  LANGUAGE plpgsql
@@ -578,6 +708,7 @@ DECLARE
   v_turn turns%ROWTYPE;
   v_message messages%ROWTYPE;
   v_texts jsonb;
+  v_approval tool_approvals%ROWTYPE;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
@@ -592,6 +723,16 @@ BEGIN
   IF NOT FOUND THEN
     RETURN QUERY SELECT 'not_running', NULL::uuid, NULL::integer, NULL::integer; RETURN;
   END IF;
+
+  FOR v_approval IN
+    UPDATE tool_approvals a SET status = 'denied', decided_by = 'stop', reason = 'the turn was stopped', decided_at = now()
+      WHERE a.thread_id = p_thread_id AND a.message_id = v_turn.message_id AND a.status = 'pending'
+      RETURNING a.*
+  LOOP
+    PERFORM threadline_append_events(p_thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'tool.approval.decided.' || v_approval.id, 'event', 'tool.approval.decided',
+      'data', threadline_approval_event(v_approval))));
+  END LOOP;
 
   SELECT * INTO v_message FROM messages m WHERE m.id = v_turn.message_id;
   v_texts := threadline_streamed_texts(p_thread_id, p_run_id);
