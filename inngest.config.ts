@@ -1,5 +1,6 @@
 import { eventType, type GetStepTools, Inngest } from "inngest";
 import { z } from "zod";
+import { busyPolicy } from "./src/history/busy-policy.js";
 import { message } from "./src/history/messages.js";
 import { historyRequest } from "./src/history/policy.js";
 import { safeString } from "./src/history/safe-text.js";
@@ -158,6 +159,12 @@ export const chatMessageSentData = z.object({
         "Present: the client sends the conversation so far (AgentKit messages, without the new one) and the database is not read for it.",
     })
     .optional(),
+  busy: busyPolicy
+    .meta({
+      description:
+        'What happens when a turn of the thread is still running: "enqueue" (this message is answered after it), "reject" (409 naming that turn, nothing stored), "interrupt" (that turn is stopped, keeping its partial answer, then this message is answered), "rollback" (as interrupt, and that turn\'s message and partial answer leave the current path). Absent: the operator\'s BUSY_POLICY (default "enqueue").',
+    })
+    .optional(),
 });
 export type ChatMessageSent = z.infer<typeof chatMessageSentData>;
 
@@ -270,3 +277,45 @@ export const userDeletedData = z.object({ userId });
 export type UserDeleted = z.infer<typeof userDeletedData>;
 
 export const userDeleted = eventType("user/deleted", { schema: userDeletedData });
+
+/**
+ * A user rated an answer (PUT /api/threads/:threadId/messages/:answerId/feedback), for scoring and
+ * analysis downstream: sent after the rating is stored, under the id
+ * `feedback-<answerId>-<version>` (feedbackEventId), so a retried request with the same rating
+ * announces once and every changed rating once more. Removing a rating is not announced.
+ */
+export const messageFeedbackGivenData = z.object({
+  threadId: z.uuid(),
+  /** The rated answer (an assistant message). */
+  answerId: z.uuid(),
+  userId,
+  rating: z.enum(["up", "down"]),
+  comment: z.string().nullable(),
+  /** The Inngest run that wrote the answer; null for an answer no stored turn wrote (an imported one). */
+  runId: z.string().min(1).nullable(),
+  /** The model that run called, as the turn recorded it; null when it recorded none. */
+  model: z.object({ provider: z.string(), name: z.string() }).nullable(),
+  /** The stored rating's version (the event id's last part). */
+  version: z.string(),
+});
+export type MessageFeedbackGiven = z.infer<typeof messageFeedbackGivenData>;
+
+export const messageFeedbackGiven = eventType("message/feedback.given", { schema: messageFeedbackGivenData });
+
+/** message/feedback.given's id: one per stored state of an answer's rating. */
+export const feedbackEventId = (answerId: string, version: string) => `feedback-${answerId}-${version}`;
+
+/**
+ * A tool call's approval was decided (POST /api/threads/:threadId/approvals/:approvalId, or the UI
+ * chat's approval response), already recorded: it wakes the turn waiting for it (step.waitForEvent
+ * matched on approvalId), which then reads the recorded decision. The event decides nothing: sent
+ * again by hand, it only makes the turn read the same record again.
+ */
+export const toolApprovalDecidedData = z.object({
+  threadId: z.uuid(),
+  approvalId: z.uuid(),
+  status: z.enum(["approved", "denied", "expired"]),
+});
+export type ToolApprovalDecided = z.infer<typeof toolApprovalDecidedData>;
+
+export const toolApprovalDecided = eventType("threadline/tool.approval.decided", { schema: toolApprovalDecidedData });

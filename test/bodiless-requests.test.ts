@@ -8,6 +8,7 @@ import { ensureThread } from "../src/history/store.js";
 import { remember } from "../src/history/memories.js";
 import { scriptedModel, threadWithRunningTurn, turnsOf } from "./helpers/fixtures.js";
 import { createTestApp, tokenFor } from "./helpers/http.js";
+import { storeAnsweredTurn } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 /**
@@ -121,6 +122,27 @@ describe("requests without a body, over real HTTP", () => {
     expect(await memories.json()).toEqual({ deleted: 1 });
     const thread = await fetch(url(`/api/threads/${threadId}`), { method: "DELETE", headers: auth });
     expect(thread.status).toBe(200);
+  });
+
+  it("curl -X DELETE …/messages/:answerId/feedback removes the rating (200), never 415", async () => {
+    const { userId, threadId } = await userWithThreadAndMemory();
+    const { answerId } = await storeAnsweredTurn(bed.db.pool, { threadId, userId, question: "Hi?", answer: "Hello." });
+    const auth = await bearer(userId);
+    const path = `/api/threads/${threadId}/messages/${answerId}/feedback`;
+    const given = await fetch(url(path), {
+      method: "PUT",
+      headers: { ...auth, "content-type": "application/json" },
+      body: JSON.stringify({ rating: "up" }),
+    });
+    expect(given.status).toBe(200);
+    const removed = await rawRequest("DELETE", path, auth);
+    expect(removed.status, removed.body).toBe(200);
+    expect(JSON.parse(removed.body)).toEqual({ threadId, answerId, deleted: true });
+    const again = await fetch(url(path), {
+      method: "DELETE",
+      headers: { ...auth, "content-type": "application/json" },
+    });
+    expect(await again.json()).toEqual({ threadId, answerId, deleted: false });
   });
 
   it("curl -X POST …/stop on a running turn stops it (202)", async () => {

@@ -103,8 +103,15 @@ describe("deletion is final", () => {
 
     // Only the first turn's request, made before the deletion, ever reached the model.
     expect(bed.model.requests).toHaveLength(1);
-    // Every table is as before the thread existed, but for the tombstone (an id and a time, no owner).
-    expect(await tableRowCounts(bed.db.pool)).toEqual({ ...before, thread_tombstones: before.thread_tombstones! + 1 });
+    // Every table is as before the thread existed, but for the tombstone (an id and a time, no owner) and
+    // the usage ledger, which keeps what the first turn's model call was billed if its usage arrived
+    // before the deletion ended the stream (what was spent stays spent: docs/usage.md).
+    const { usage_records: _spent, ...after } = await tableRowCounts(bed.db.pool);
+    const { usage_records: _spentBefore, ...counted } = before;
+    expect(after).toEqual({ ...counted, thread_tombstones: before.thread_tombstones! + 1 });
+    const usage = await bed.db.pool.query("SELECT message_id FROM usage_records WHERE thread_id = $1", [threadId]);
+    expect(usage.rows.length).toBeLessThanOrEqual(1);
+    for (const row of usage.rows) expect(row).toEqual({ message_id: threadId });
     const { rows } = await bed.db.pool.query("SELECT * FROM thread_tombstones WHERE thread_id = $1", [threadId]);
     expect(Object.keys(rows[0]!).sort()).toEqual(["deleted_at", "thread_id"]);
 
@@ -176,6 +183,37 @@ describe("deletion is final", () => {
       }),
     ).rejects.toThrow(/Erased user .* 1 threads.*announcement to Inngest failed \(connect ECONNREFUSED\)/);
     expect((await bed.db.pool.query("SELECT 1 FROM threads WHERE user_id = $1", [userId])).rowCount).toBe(0);
+  });
+
+  it("a message to a deleted thread, over HTTP (POST /api/chat, /api/ui/chat; its id as a new thread's too), is refused 409 thread_deleted before any event is sent", async () => {
+    const userId = `user-${randomUUID()}`;
+    const threadId = randomUUID();
+    expect((await call(userId, "POST", "/api/threads", { id: threadId })).status).toBe(201);
+    expect((await call(userId, "DELETE", `/api/threads/${threadId}`)).status).toBe(200);
+    const before = await tableRowCounts(bed.db.pool);
+    const runs = app.runs.length;
+
+    const answers = [
+      await call(userId, "POST", "/api/chat", { threadId, messageId: randomUUID(), content: "Still there?" }),
+      // A new thread is named after its first message: a deleted thread's id cannot be one.
+      await call(userId, "POST", "/api/chat", { messageId: threadId, content: "Start again" }),
+      await call(userId, "POST", "/api/ui/chat", {
+        id: threadId,
+        trigger: "submit-message",
+        messages: [{ id: randomUUID(), role: "user", parts: [{ type: "text", text: "Still there?" }] }],
+      }),
+    ];
+
+    for (const answer of answers) {
+      expect(answer.status).toBe(409);
+      expect(await answer.json()).toEqual({
+        code: "thread_deleted",
+        error: expect.stringContaining(`Thread ${threadId} was deleted`),
+      });
+    }
+    // No run was started (no event reached the engine), nothing was written.
+    expect(app.runs.length).toBe(runs);
+    expect(await tableRowCounts(bed.db.pool)).toEqual(before);
   });
 
   it("a tombstone is pruned after THREAD_TOMBSTONE_DAYS by the retention function, and the id may then be used again", async () => {

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { InngestTestEngine } from "@inngest/test";
-import { describe, expect, it } from "vitest";
+import { openai, StepError } from "inngest";
+import { afterEach, describe, expect, it } from "vitest";
 import { inngest, type StepTools } from "../inngest.config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { describeFailure } from "../src/functions/failure-message.js";
@@ -22,6 +23,7 @@ import {
 import { aiGatewayError } from "./helpers/engine-stand-in.js";
 import { execute, waitForEventOnBus } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
+import { startLiveEngine, type LiveEngine } from "./helpers/live-engine.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 /**
@@ -40,9 +42,11 @@ export const ENGINE_CONTRACT = [
     pinnedBy: "the AI gateway's error shape",
   },
   {
-    fact: "The server retries a failed step.ai.infer itself and hands the SDK only the last attempt's error (five attempts at the default retries).",
-    source: "BRIEF (five attempts, ~4.6 minutes, before the turn was recorded failed)",
-    reliedOnBy: "src/functions/turn-lifecycle.ts (turn.retrying is written for the attempts the SDK sees)",
+    fact: "The server retries a failed step.ai.infer itself (the function's retries apply to it as to any step) and hands the SDK only the last attempt's error, which the SDK throws where step.ai.infer is awaited: a StepError named AIGatewayError with the server's message and the provider body as its stack. The run goes on if the function catches it.",
+    source:
+      "BRIEF (five attempts, ~4.6 minutes, before the turn was recorded failed); inngest/agent-kit PR #75 (an Inngest maintainer: step.ai.infer retries errors, and when retries are exhausted turns them into an AIGatewayError and the call throws); SDK 4.24 source: node_modules/inngest/components/execution/engine.js (a memoized step with an error and no data rejects the step's promise with `new StepError(opId.id, result.error)`, reached at the await) and components/StepError.js (name, message and stack from the serialized error)",
+    reliedOnBy:
+      "src/functions/streaming-inference.ts (gatewayRetries: a turn retries a failed gateway inference as further step.ai.infer steps, writing turn.retrying for each failed attempt)",
     pinnedBy: "the AI gateway's error shape",
   },
   {
@@ -127,6 +131,47 @@ describe("the AI gateway's error shape (BRIEF)", () => {
     expect(modelFailureMessage(aiGatewayError(undefined, ""))).toMatch(
       /^The model request got no answer from the provider/,
     );
+  });
+});
+
+describe("a failed step.ai.infer, as the SDK hands it to the function (agent-kit PR #75, SDK 4.24 source)", () => {
+  let live: LiveEngine | undefined;
+  afterEach(async () => {
+    await live?.close();
+    live = undefined;
+  });
+
+  it("is thrown where step.ai.infer is awaited, after the server's own retries, as a StepError named AIGatewayError; the function may catch it and go on", async () => {
+    const probe = inngest.createFunction(
+      { id: "contract-gateway-error", triggers: [{ event: "contract/gateway-error" }], retries: 2 },
+      async ({ step }) => {
+        const model = openai({ model: "scripted-model", baseUrl: `${bed.model.baseUrl}/`, apiKey: "test-key" });
+        try {
+          await step.ai.infer("infer", { model, body: { messages: [{ role: "user", content: "Hi" }] } });
+          return { thrown: false };
+        } catch (error) {
+          const { name, message, stack } = error as Error;
+          return { thrown: true, isStepError: error instanceof StepError, name, message, stack };
+        }
+      },
+    );
+    live = await startLiveEngine(bed.db.pool, [probe]);
+    const body = { error: { message: "The server had an error", type: "server_error" } };
+    // retries: 2 — the server makes three attempts of the inference before it hands over the error.
+    bed.model.script(...Array.from({ length: 3 }, () => ({ status: 500, body })));
+    await live.engine.send({ name: "contract/gateway-error", data: {} });
+    const run = await live.engine.runFor((r) => r.fnId === "threadline-contract-gateway-error");
+    await run.ended;
+
+    expect(run.inferences.map((i) => i.status)).toEqual([500, 500, 500]);
+    expect(run.status).toBe("completed");
+    expect(run.output).toEqual({
+      thrown: true,
+      isStepError: true,
+      name: "AIGatewayError",
+      message: "Error making AI request: unsuccessful status code: 500",
+      stack: JSON.stringify(body),
+    });
   });
 });
 

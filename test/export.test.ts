@@ -153,6 +153,8 @@ describe("GET /api/export", () => {
         events: 0,
         memories: 0,
         apiKeys: 0,
+        feedback: 0,
+        usageRecords: 0,
       },
     ]);
   });

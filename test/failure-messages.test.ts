@@ -176,10 +176,9 @@ describe("under Inngest's server, a failed inference", () => {
     const live = await startLiveEngine(bed.db.pool, [chatTurn]);
     try {
       const { status, body, cause } = providers[0]!;
-      // Every attempt fails the same way (retries: TURN_RETRIES).
-      bed.model.script(
-        ...Array.from({ length: TURN_RETRIES + 1 }, () => ({ status, body: JSON.parse(body) as unknown })),
-      );
+      // Every attempt fails the same way: the turn's attempts, each one retried by the server (docs/engine.md).
+      const calls = (TURN_RETRIES + 1) ** 2;
+      bed.model.script(...Array.from({ length: calls }, () => ({ status, body: JSON.parse(body) as unknown })));
       const event = chatEvent({ content: "Are you there?" });
       await live.engine.send(event);
       const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");
@@ -187,7 +186,7 @@ describe("under Inngest's server, a failed inference", () => {
       const failure = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn-failure");
       await failure.ended;
       expect(run.status).toBe("failed");
-      expect(run.inferences.map((i) => i.status)).toEqual(Array(TURN_RETRIES + 1).fill(status));
+      expect(run.inferences.map((i) => i.status)).toEqual(Array(calls).fill(status));
       expect(await turnsOf(bed.db.pool, event.data.messageId)).toMatchObject([{ status: "failed", error: cause }]);
     } finally {
       await live.close();

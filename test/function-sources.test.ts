@@ -16,9 +16,9 @@ import { withDatabase } from "./helpers/database.js";
  */
 const OLD_MIGRATIONS = "test/fixtures/migrations-before-function-sources";
 const SNAPSHOT = readFileSync("src/history/schema/schema.sql", "utf8");
-/** The migrations that came after the old ones: the migrator applies them first. */
+/** Migrations added after the switch: the old way never ran them, so the migrator applies them. */
 const LATER_MIGRATIONS = readdirSync("src/history/migrations")
-  .filter((file) => !readdirSync(OLD_MIGRATIONS).includes(file))
+  .filter((file) => file.endsWith(".sql") && !readdirSync(OLD_MIGRATIONS).includes(file))
   .map((file) => file.slice(0, -".sql".length))
   .sort();
 const FUNCTIONS = readdirSync("src/history/schema/functions")
@@ -101,8 +101,9 @@ describe("function sources", () => {
   it("a database migrated the old way all along ends identical to one migrated from scratch, every file applied once", async () => {
     const url = await emptyDatabase();
     await migrateTheOldWay(url, readdirSync(OLD_MIGRATIONS).length);
-    // Nothing was recorded as applied yet. (Until a file changed after the switch, the old way
-    // alone already gave the snapshot's schema: the switch's commit left schema.sql as it was.)
+    // No function was recorded as applied yet, nor any later migration. (Until a file changed after
+    // the switch, the old way alone already gave the snapshot's schema: the switch's commit left
+    // schema.sql as it was.)
     expect(await migrate(url)).toEqual([...LATER_MIGRATIONS, ...FUNCTIONS.map((name) => `functions/${name}.sql`)]);
     expect(await schemaOf(url)).toBe(SNAPSHOT);
     expect(await migrate(url)).toEqual([]);

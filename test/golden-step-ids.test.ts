@@ -96,7 +96,7 @@ describe("golden step ids of each turn kind", () => {
       "history.append-user-message",
       "generate-agent-ids-0",
       "assistant",
-      "generate-text-part-id-<agentMessage.0>",
+      "usage.assistant",
       "history.append-results",
       "turn.finished",
     ]);
@@ -116,7 +116,7 @@ describe("golden step ids of each turn kind", () => {
       "history.get",
       "generate-agent-ids-0",
       "assistant",
-      "generate-text-part-id-<agentMessage.0>",
+      "usage.assistant",
       "history.append-results",
       "turn.finished",
     ]);
@@ -145,10 +145,33 @@ describe("golden step ids of each turn kind", () => {
       "history.get",
       "generate-agent-ids-0",
       "assistant",
-      "generate-text-part-id-<agentMessage.0>",
+      "usage.assistant",
       "history.append-results",
       "turn.finished",
     ]);
+  });
+
+  it("an existing thread whose earlier turn is still running, sent with busy interrupt or rollback (it stops that turn, then goes on without waiting)", async () => {
+    for (const busy of ["interrupt", "rollback"]) {
+      const { threadId } = await threadWithRunningTurn(bed.db.pool, chatTurn, bed.model, "I like compilers.");
+      bed.model.script({ text: "Noted." });
+      const next = chatEvent({ threadId, content: "Never mind." });
+      const { steps } = await stepsOf(chatTurn, { ...next, data: { ...next.data, busy } });
+      expect(steps).toEqual([
+        "generate-network-id",
+        "history.append-user-message",
+        "history.find-turns-to-interrupt",
+        "history.interrupt-turns",
+        "history.announce-interrupted",
+        "history.find-earlier-turn",
+        "history.get",
+        "generate-agent-ids-0",
+        "assistant",
+        "usage.assistant",
+        "history.append-results",
+        "turn.finished",
+      ]);
+    }
   });
 
   it("a regenerate", async () => {
@@ -169,7 +192,7 @@ describe("golden step ids of each turn kind", () => {
       "history.get",
       "generate-agent-ids-0",
       "assistant",
-      "generate-text-part-id-<agentMessage.0>",
+      "usage.assistant",
       "history.append-results",
       "turn.finished",
     ]);
@@ -190,7 +213,7 @@ describe("golden step ids of each turn kind", () => {
       "history.get",
       "generate-agent-ids-0",
       "assistant",
-      "generate-text-part-id-<agentMessage.0>",
+      "usage.assistant",
       "history.append-results",
       "turn.finished",
     ]);
@@ -208,7 +231,6 @@ describe("golden step ids of each turn kind", () => {
       "history.append-user-message",
       "generate-agent-ids-0",
       "assistant",
-      "generate-text-part-id-<agentMessage.0>",
       "history.append-results",
       "turn.finished",
     ]);
@@ -225,6 +247,7 @@ describe("golden step ids of each turn kind", () => {
       "generate-agent-ids-0",
       "publish-1:run.started",
       "assistant",
+      "usage.assistant",
       "generate-text-part-id-<agentMessage.0>",
       "publish-2:part.created",
       "publish-3:text.delta",
@@ -254,13 +277,12 @@ describe("golden step ids of each turn kind", () => {
       "generate-agent-ids-0",
       "memory.user-memory.context.assistant.0",
       "assistant",
-      "generate-tool-part-id-<agentMessage.0>-remember",
+      "usage.assistant",
       "memory.remember.<memoryId>",
-      "generate-output-part-id-<agentMessage.0>-remember",
       "generate-agent-ids-1",
       "memory.user-memory.context.assistant.1",
       "assistant:1",
-      "generate-text-part-id-<agentMessage.1>",
+      "usage.assistant:1",
       "history.append-results",
       "turn.finished",
       "memory.request-extraction",
@@ -282,15 +304,14 @@ describe("golden step ids of each turn kind", () => {
       "agent-state.load",
       "generate-agent-ids-0",
       "assistant",
-      "generate-tool-part-id-<agentMessage.0>-current_time",
+      "usage.assistant",
       "tool.current-time",
-      "generate-output-part-id-<agentMessage.0>-current_time",
       "generate-agent-ids-1",
       "assistant:1",
-      "generate-text-part-id-<agentMessage.1>",
+      "usage.assistant:1",
       "generate-agent-ids-2",
       "reviewer",
-      "generate-text-part-id-<agentMessage.2>",
+      "usage.reviewer",
       "agent-state.save",
       "history.append-results",
       "turn.finished",
@@ -312,7 +333,7 @@ describe("golden step ids of each turn kind", () => {
       "history.get",
       "generate-agent-ids-0",
       "assistant",
-      "generate-text-part-id-<agentMessage.0>",
+      "usage.assistant",
       "history.append-results",
       "turn.finished",
       "history.request-summary",
@@ -398,8 +419,10 @@ describe("golden function ids and event names", () => {
       "chat/message.sent",
       "chat/turn.stop.requested",
       "memory/extract.requested",
+      "message/feedback.given",
       "thread/deleted",
       "thread/summarize.requested",
+      "threadline/tool.approval.decided",
       "threadline/turn.finished",
       "user/deleted",
     ]);

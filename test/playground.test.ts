@@ -127,6 +127,10 @@ if (!hasChromium) {
       const answerItem = page.locator("#messages li.assistant");
       await eventually(() => answerItem.count()).toBe(1);
       expect(await answerItem.innerText()).toContain(full);
+      // The turn's tokens and cost, as the model reported them (the scripted model has no price).
+      await eventually(() => answerItem.locator(".usage").textContent()).toBe(
+        "120 tokens (100 in, 20 out) · no price · scripted-model",
+      );
       await eventually(() => page.locator("#live-answer").isHidden()).toBe(true);
       await eventually(() => page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
       expect(await page.locator("#messages li.user").innerText()).toContain("Tell me about the fox");
@@ -310,6 +314,48 @@ if (!hasChromium) {
       await hit.click();
       await eventually(() => page.url()).toBe(threadUrl);
       await eventually(() => page.locator("#messages li.user").textContent()).toContain("What is a pangolin?");
+      expect(pageProblems).toEqual([]);
+    });
+
+    it("rates an answer thumbs up or down under it: the choice shows pressed, another replaces it, pressing it again takes it back; a reload shows what is stored", async () => {
+      bed.model.script({ text: "Paris." });
+      await openPlayground();
+      await page.getByRole("button", { name: "New thread" }).click();
+      await sendMessage("What is the capital of France?");
+      const answer = page.locator("#messages li.assistant");
+      await eventually(() => answer.textContent()).toContain("Paris.");
+      const threadId = app.runs.at(-1)!.event.data.threadId as string;
+      const stored = async () =>
+        (
+          await bed.db.pool.query<{ rating: string }>("SELECT rating FROM message_feedback WHERE thread_id = $1", [
+            threadId,
+          ])
+        ).rows.map((row) => row.rating);
+      const up = answer.getByRole("button", { name: "Good answer" });
+      const down = answer.getByRole("button", { name: "Bad answer" });
+      expect([await up.getAttribute("aria-pressed"), await down.getAttribute("aria-pressed")]).toEqual([
+        "false",
+        "false",
+      ]);
+
+      await up.click();
+      await eventually(() => up.getAttribute("aria-pressed")).toBe("true");
+      expect(await stored()).toEqual(["up"]);
+      await screenshot("playground-feedback");
+      await down.click();
+      await eventually(() => down.getAttribute("aria-pressed")).toBe("true");
+      expect(await up.getAttribute("aria-pressed")).toBe("false");
+      expect(await stored()).toEqual(["down"]);
+
+      await page.reload();
+      await eventually(() => answer.getByRole("button", { name: "Bad answer" }).getAttribute("aria-pressed")).toBe(
+        "true",
+      );
+      await answer.getByRole("button", { name: "Bad answer" }).click();
+      await eventually(() => answer.getByRole("button", { name: "Bad answer" }).getAttribute("aria-pressed")).toBe(
+        "false",
+      );
+      expect(await stored()).toEqual([]);
       expect(pageProblems).toEqual([]);
     });
 

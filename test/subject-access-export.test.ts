@@ -3,12 +3,14 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { recordUsage } from "../src/history/usage.js";
 import type pg from "pg";
 import { importCommand } from "../scripts/import.js";
 import { ASSISTANT_NAME } from "../src/agents/assistant.js";
 import { exportLine } from "../src/api/export.js";
 import { insertApiKey } from "../src/auth/api-key-store.js";
 import { appendEvents } from "../src/history/events.js";
+import { putFeedback } from "../src/history/feedback.js";
 import { EXPORT_FORMAT, EXPORT_VERSION } from "../src/history/export-format.js";
 import { resultId } from "../src/history/ids.js";
 import { importUserData, ImportRefused } from "../src/history/import.js";
@@ -81,6 +83,22 @@ async function seedSubject(db: pg.Pool) {
     ],
   });
 
+  // The replaced answer keeps the user's rating; the current one is rated too.
+  await putFeedback(db, {
+    threadId,
+    answerId: resultId(first, start.variant, 0),
+    userId: USER,
+    rating: "down",
+    comment: "too vague",
+  });
+  await putFeedback(db, {
+    threadId,
+    answerId: resultId(first, regen.variant, 0),
+    userId: USER,
+    rating: "up",
+    comment: null,
+  });
+
   const failing = randomUUID();
   await beginTurn(db, {
     threadId,
@@ -136,7 +154,30 @@ async function seedSubject(db: pg.Pool) {
     turn: { runId: `run-${other}`, kind: "chat" },
   });
   await remember(db, { userId: "someone-else", text: "someone else's memory" });
-  return { threadId, first, failing, stopped };
+  // The first turn's model call, as its inference step records it (a billed failed attempt beside it).
+  for (const [attempt, failed] of [
+    [0, true],
+    [1, false],
+  ] as const)
+    await recordUsage(db, {
+      key: `run-${first}:assistant:${attempt}`,
+      userId: USER,
+      threadId,
+      messageId: first,
+      runId: `run-${first}`,
+      stepId: "assistant",
+      attempt,
+      provider: "openai",
+      model: "gpt-4o-mini",
+      inputTokens: 1_000,
+      outputTokens: 200,
+      cachedTokens: 100,
+      reasoningTokens: null,
+      latencyMs: 850,
+      costUsd: 0.00027,
+      failed,
+    });
+  return { threadId, first, failing, stopped, variants: [start.variant, regen.variant] };
 }
 
 async function exportOf(db: pg.Pool, userId: string): Promise<string> {
@@ -186,12 +227,18 @@ async function storedAbout(db: pg.Pool, userId: string) {
     memories: await rows(
       `SELECT id, text, source, thread_id, ${ms("created_at")}, ${ms("updated_at")} FROM user_memories WHERE user_id = $1 ORDER BY id`,
     ),
+    feedback: await rows(
+      `SELECT message_id, thread_id, rating, comment, ${ms("created_at")}, ${ms("updated_at")} FROM message_feedback WHERE user_id = $1 ORDER BY message_id`,
+    ),
+    usage: await rows(
+      `SELECT key, thread_id, message_id, variant, run_id, step_id, attempt, provider, model, input_tokens, output_tokens, cached_tokens, reasoning_tokens, latency_ms, cost_usd, failed, ${ms("created_at")} FROM usage_records WHERE user_id = $1 ORDER BY key`,
+    ),
   };
 }
 
 describe("the subject-access export", () => {
   it("holds everything stored about the caller: all variants, stopped and failed turns with causes, summary, agent state, memories, event log, API keys", async () => {
-    const { threadId, first, failing, stopped } = await seedSubject(bed.db.pool);
+    const { threadId, first, failing, stopped, variants } = await seedSubject(bed.db.pool);
     const lines = linesOf(await exportOf(bed.db.pool, USER));
 
     expect(lines[0]).toMatchObject({ type: "export", format: EXPORT_FORMAT, version: EXPORT_VERSION, userId: USER });
@@ -246,6 +293,17 @@ describe("the subject-access export", () => {
       ["extracted", "Is learning Inngest"],
       ["remembered", "Prefers short answers"],
     ]);
+    expect(
+      lines
+        .filter((line) => line.type === "feedback")
+        .map((line) => [line.threadId, line.answerId, line.rating, line.comment])
+        .sort(),
+    ).toEqual(
+      [
+        [threadId, resultId(first, variants[0]!, 0), "down", "too vague"],
+        [threadId, resultId(first, variants[1]!, 0), "up", null],
+      ].sort(),
+    );
     const keys = lines.filter((line) => line.type === "api_key");
     expect(keys).toEqual([expect.objectContaining({ name: "laptop", revokedAt: null })]);
     expect(JSON.stringify(keys)).not.toMatch(/hash|secret|not-exported/i);
@@ -262,13 +320,20 @@ describe("the subject-access export", () => {
       events: stored.events.length,
       memories: 2,
       apiKeys: 1,
+      feedback: 2,
+      usageRecords: stored.usage.length,
     });
+    // The usage ledger: every model call of the subject's turns.
+    expect(lines.filter((line) => line.type === "usage")).toEqual([
+      expect.objectContaining({ key: `run-${first}:assistant:0`, failed: true, inputTokens: 1_000, costUsd: 0.00027 }),
+      expect.objectContaining({ key: `run-${first}:assistant:1`, failed: false, variant: 1, latencyMs: 850 }),
+    ]);
   });
 
-  it("imports into an empty database: threads, messages, turns, summary, agent state, event log and memories come back as they were", async () => {
+  it("imports into an empty database: threads, messages, turns, summary, agent state, event log, feedback and memories come back as they were", async () => {
     const text = await exportOf(bed.db.pool, USER);
     const restored = await importUserData(target.pool, each(text));
-    expect(restored).toMatchObject({ userId: USER, threads: 1, turns: 4, memories: 2 });
+    expect(restored).toMatchObject({ userId: USER, threads: 1, turns: 4, memories: 2, feedback: 2 });
 
     expect(await storedAbout(target.pool, USER)).toEqual(await storedAbout(bed.db.pool, USER));
     // What the API shows of the thread is the same on both databases; a second export is the same file.

@@ -105,6 +105,121 @@ describe("a turn failing three times then succeeding", () => {
   });
 });
 
+describe("under INFERENCE=gateway (the Inngest server retries a failed inference itself and throws only its last AIGatewayError)", () => {
+  /** The stand-in, as the real server, calls the model this often for one step.ai.infer that keeps failing. */
+  const SERVER_ATTEMPTS = TURN_RETRIES + 1;
+
+  it("a turn whose inference fails three times then succeeds logs three turn.retrying events, then its answer", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    live = await startLiveEngine(bed.db.pool, [chatTurn]);
+    bed.model.script(...Array.from({ length: 3 * SERVER_ATTEMPTS }, () => OVERLOADED), { text: "Here now." });
+    const event = chatEvent({ content: "Are you there?" });
+    await live.engine.send(event);
+    const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");
+    await run.ended;
+
+    expect(run.status).toBe("completed");
+    // Each attempt is a step.ai.infer of its own, which the server retries: three failed attempts, then the answer.
+    expect(run.inferences.map((i) => i.status)).toEqual([...Array(3 * SERVER_ATTEMPTS).fill(503), 200]);
+    const log = await logOf(event.data.messageId);
+    expect(
+      log.map(({ event: name, data }) => (name === "turn.retrying" ? [name, data.attempt] : [name, data.status])),
+    ).toEqual([
+      ["turn.retrying", 2],
+      ["turn.retrying", 3],
+      ["turn.retrying", 4],
+      ["stream.ended", "completed"],
+    ]);
+    for (const { data } of log.slice(0, 3)) {
+      expect(data).toEqual({
+        attempt: expect.any(Number),
+        maxAttempts: TURN_RETRIES + 1,
+        cause: CAUSE,
+        nextAttemptAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/),
+      });
+    }
+    // The pause before each attempt is the one announced (10 s, then 30 s: src/functions/streaming-inference.ts).
+    const announced = log.slice(0, 3).map(({ data }) => Date.parse(String(data.nextAttemptAt)));
+    expect(announced[1]! - announced[0]!).toBeGreaterThan(0);
+    expect(await shownTurn(event.data.messageId)).toEqual({ status: "completed", runId: run.runId, error: null });
+    // The failure path's steps (docs: the engine note), around the inference's unchanged first step.
+    const inference = run.order.find((s) => s.kind === "step.ai.infer")!.id;
+    expect(
+      run.order.filter((s) => s.id.startsWith(`${inference}:`) || s.id === inference).map((s) => [s.id, s.kind]),
+    ).toEqual([
+      [inference, "step.ai.infer"],
+      [`${inference}:retrying-2`, "StepRun"],
+      [`${inference}:backoff-2`, "Sleep"],
+      [`${inference}:retry-2`, "step.ai.infer"],
+      [`${inference}:retrying-3`, "StepRun"],
+      [`${inference}:backoff-3`, "Sleep"],
+      [`${inference}:retry-3`, "step.ai.infer"],
+      [`${inference}:retrying-4`, "StepRun"],
+      [`${inference}:backoff-4`, "Sleep"],
+      [`${inference}:retry-4`, "step.ai.infer"],
+      [`${inference}:retried`, "StepRun"],
+    ]);
+  });
+
+  it("while it waits for the next attempt, the messages API says retrying with the cause; completed once it answered", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    // The first pause (10 s) lasts 1 s of real time: long enough to look at the turn meanwhile.
+    live = await startLiveEngine(bed.db.pool, [chatTurn], { msPerSecond: 100 });
+    bed.model.script(...Array.from({ length: SERVER_ATTEMPTS }, () => OVERLOADED), { text: "Here now." });
+    const event = chatEvent({ content: "Are you there?" });
+    await live.engine.send(event);
+    const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");
+    await expect
+      .poll(async () => (await logOf(event.data.messageId)).map((e) => e.event), { timeout: 10_000 })
+      .toContain("turn.retrying");
+    expect(await shownTurn(event.data.messageId)).toEqual({ status: "retrying", runId: run.runId, error: CAUSE });
+    await run.ended;
+    expect(run.status).toBe("completed");
+    expect(await shownTurn(event.data.messageId)).toEqual({ status: "completed", runId: run.runId, error: null });
+  });
+
+  it("a provider's refusal (4xx other than 408/429) fails the turn at once, with no turn.retrying", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    live = await startLiveEngine(bed.db.pool, [chatTurn]);
+    const refused = {
+      status: 401,
+      body: { error: { message: "Incorrect API key provided", type: "invalid_request_error" } },
+    };
+    bed.model.script(...Array.from({ length: SERVER_ATTEMPTS }, () => refused));
+    const event = chatEvent({ content: "Are you there?" });
+    await live.engine.send(event);
+    const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");
+    await run.ended;
+
+    expect(run.status).toBe("failed");
+    expect(run.inferences).toHaveLength(SERVER_ATTEMPTS);
+    await expect.poll(async () => (await turnsOf(bed.db.pool, event.data.messageId))[0]?.status).toBe("failed");
+    expect((await turnsOf(bed.db.pool, event.data.messageId))[0]!.error).toBe(
+      "The model provider answered HTTP 401: Incorrect API key provided (invalid_request_error)",
+    );
+    expect((await logOf(event.data.messageId)).map((e) => e.event)).not.toContain("turn.retrying");
+  });
+
+  it("a model that keeps failing fails the turn after its attempts, with the cause", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    live = await startLiveEngine(bed.db.pool, [chatTurn]);
+    const maxAttempts = TURN_RETRIES + 1;
+    bed.model.script(...Array.from({ length: maxAttempts * SERVER_ATTEMPTS }, () => OVERLOADED));
+    const event = chatEvent({ content: "Are you there?" });
+    await live.engine.send(event);
+    const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");
+    await run.ended;
+
+    expect(run.status).toBe("failed");
+    expect(run.inferences).toHaveLength(maxAttempts * SERVER_ATTEMPTS);
+    await expect.poll(async () => (await turnsOf(bed.db.pool, event.data.messageId))[0]?.status).toBe("failed");
+    expect((await turnsOf(bed.db.pool, event.data.messageId))[0]!.error).toBe(CAUSE);
+    expect(
+      (await logOf(event.data.messageId)).filter((e) => e.event === "turn.retrying").map((e) => e.data.attempt),
+    ).toEqual([2, 3, 4, 5]);
+  });
+});
+
 describe("turn.retrying", () => {
   it("is written once per failed attempt, and never after the turn ended", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });

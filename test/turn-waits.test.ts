@@ -249,6 +249,110 @@ describe("a turn waits for the earlier turn of its thread", () => {
       "skipped",
     ]);
     expect(finishedEvent(duplicate)?.data).toMatchObject({ status: "skipped" });
+    // A client that followed the duplicate's stream sees why it ended (without chunk logging, in turn.log-skipped).
+    expect(duplicate.stepIds).toContain("turn.log-skipped");
+    const { rows } = await bed.db.pool.query<{ event: string; data: { status?: string } }>(
+      "SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id",
+      [duplicate.runId],
+    );
+    expect(rows.map((r) => [r.event, r.data.status])).toEqual([
+      ["turn.skipped", undefined],
+      ["stream.ended", "skipped"],
+    ]);
+  });
+});
+
+describe("a follow-up stored before its thread's first message (the follow-up names the thread by the first message's id)", () => {
+  const pair = () => {
+    const first = chatEvent({ content: "My name is Ada." });
+    const followUp = chatEvent({ threadId: first.data.messageId, content: "What is my name?" });
+    return { first, followUp, threadId: first.data.messageId };
+  };
+
+  it("while the follow-up's turn runs, the first message's turn waits for it, then reads its answer", async () => {
+    const chatTurn = createChatTurn(deps());
+    const { first, followUp, threadId } = pair();
+    // The follow-up is stored first (its thread is created with it) and its turn is running: its inference failed once.
+    bed.model.script({ status: 503, body: { error: { message: "The engine is currently overloaded" } } });
+    const followUpAttempt = await execute(chatTurn, followUp);
+    expect(followUpAttempt.error).toBeDefined();
+    bed.model.reset();
+
+    const waits: Wait[] = [];
+    let followUpRetry: Execution | undefined;
+    const run = await execute(chatTurn, first, {
+      waits: async (wait) => {
+        waits.push(wait);
+        bed.model.script({ text: "I do not know yet." }, { text: "Hello, Ada." });
+        followUpRetry = await execute(chatTurn, followUp, {
+          memo: followUpAttempt.memo,
+          runId: followUpAttempt.runId,
+          attempt: 1,
+          waits: neverWaits,
+        });
+        return finishedEvent(followUpRetry) ?? null;
+      },
+    });
+
+    expect(run.error).toBeUndefined();
+    expect(followUpRetry?.error).toBeUndefined();
+    expect(waits.map((w) => w.match?.value)).toEqual([followUpAttempt.runId]);
+    expect(run.stepIds).toEqual(expect.arrayContaining(["history.find-earlier-turn", "history.get"]));
+    // The first message is the thread's second: the model saw the follow-up and its answer before it.
+    expect(bed.model.requests.at(-1)!.messages.slice(-3)).toEqual([
+      { role: "user", content: "What is my name?" },
+      { role: "assistant", content: "I do not know yet." },
+      { role: "user", content: "My name is Ada." },
+    ]);
+    expect((await threadRows(bed.db.pool, threadId)).filter((r) => r.kind === "user").map((r) => r.id)).toEqual([
+      followUp.data.messageId,
+      threadId,
+    ]);
+    expect(await turnsOf(bed.db.pool, threadId)).toMatchObject([{ run_id: run.runId, status: "completed" }]);
+  });
+
+  it("after the follow-up's turn finished, the first message's turn reads its answer (no wait)", async () => {
+    const chatTurn = createChatTurn(deps());
+    const { first, followUp } = pair();
+    bed.model.script({ text: "I do not know yet." });
+    expect((await execute(chatTurn, followUp)).error).toBeUndefined();
+
+    bed.model.script({ text: "Hello, Ada." });
+    const run = await execute(chatTurn, first, { waits: neverWaits });
+    expect(run.error).toBeUndefined();
+    expect(bed.model.requests.at(-1)!.messages.slice(-3)).toEqual([
+      { role: "user", content: "What is my name?" },
+      { role: "assistant", content: "I do not know yet." },
+      { role: "user", content: "My name is Ada." },
+    ]);
+  });
+
+  it("in the usual order, the follow-up's turn waits for the first message's and reads its answer", async () => {
+    const chatTurn = createChatTurn(deps());
+    const { first, followUp } = pair();
+    bed.model.script({ status: 503, body: { error: { message: "The engine is currently overloaded" } } });
+    const firstAttempt = await execute(chatTurn, first);
+    expect(firstAttempt.error).toBeDefined();
+    bed.model.reset();
+
+    const run = await execute(chatTurn, followUp, {
+      waits: async () => {
+        bed.model.script({ text: "Hello, Ada." }, { text: "Your name is Ada." });
+        const retry = await execute(chatTurn, first, {
+          memo: firstAttempt.memo,
+          runId: firstAttempt.runId,
+          attempt: 1,
+          waits: neverWaits,
+        });
+        return finishedEvent(retry) ?? null;
+      },
+    });
+    expect(run.result).toMatchObject({ status: "completed", answer: "Your name is Ada." });
+    expect(bed.model.requests.at(-1)!.messages.slice(-3)).toEqual([
+      { role: "user", content: "My name is Ada." },
+      { role: "assistant", content: "Hello, Ada." },
+      { role: "user", content: "What is my name?" },
+    ]);
   });
 });
 

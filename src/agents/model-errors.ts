@@ -66,6 +66,19 @@ export function modelFailureMessage(raw: unknown): string {
   return message || "The model request failed without an error message.";
 }
 
+/** A status in a failure's text: the gateway's "status code: <n>", or "HTTP <n>" as the causes above put it. */
+const FAILURE_STATUS = /\b(?:HTTP|status code:?)\s*([1-5]\d\d)\b/i;
+
+/**
+ * Whether another attempt of a failed inference may succeed: not when the provider refused the
+ * request itself (a 4xx other than 408 timeout and 429 rate limit: a bad key, an unknown model,
+ * a request too large), whatever else happened (5xx, no answer, a timeout) may pass.
+ */
+export function isRetriableModelFailure(message: string): boolean {
+  const status = Number(FAILURE_STATUS.exec(message)?.[1]);
+  return !(status >= 400 && status < 500 && status !== 408 && status !== 429);
+}
+
 /** The body the server puts in place of an empty provider answer. */
 function isSubstitutedBody(body: string): boolean {
   try {

@@ -17,6 +17,7 @@ import {
 } from "../history/threads.js";
 import { logger } from "../platform/logger.js";
 import type { ApiDeps } from "./deps.js";
+import { answerFeedback } from "./feedback.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
 import { cursorParameter, pageLimit, validate } from "./validate.js";
 
@@ -167,8 +168,19 @@ const pageQuery = z
 const timestamp = z.iso.datetime();
 /** A turn's state; `skipped` turns (a duplicate delivery that did nothing) are never shown. */
 const turnStatus = z.enum(["running", "completed", "failed", "cancelled", "superseded", "stopped"]);
-/** A message's turn as the messages page shows it: a running turn between attempts is `retrying`. */
-const messageTurnStatus = z.enum([...turnStatus.options, "retrying"]);
+/**
+ * A message's turn as the messages page shows it: a running turn between attempts is `retrying`;
+ * one whose tool call awaits the owner's approval is `awaiting_approval`.
+ */
+const messageTurnStatus = z.enum([...turnStatus.options, "retrying", "awaiting_approval"]);
+const pendingToolCall = z.object({
+  approvalId: z.uuid().meta({ description: "Decide it with POST /api/threads/{threadId}/approvals/{approvalId}." }),
+  toolCallId: z.string(),
+  toolName: z.string(),
+  arguments: z.unknown(),
+  status: z.literal("pending"),
+  expiresAt: z.string(),
+});
 const messageContent = z.union([textContent, agentContent]).meta({
   description: "`{text}` for user, system and summary messages; an assistant answer's AgentKit output and tool calls.",
 });
@@ -188,14 +200,43 @@ const threadMessage = z.object({
     .literal(true)
     .optional()
     .meta({ description: "An answer the user stopped: what the model had streamed by then." }),
-  variantCount: z.int().optional().meta({ description: "A user message's number of answer variants." }),
-  turn: z
-    .object({ status: messageTurnStatus, runId: z.string(), error: z.string().nullable() })
+  feedback: answerFeedback
+    .nullable()
+    .optional()
+    .meta({ description: "An answer's rating by the thread's owner (PUT …/messages/:answerId/feedback); null: none." }),
+  turnUsage: z
+    .object({
+      calls: z.int(),
+      inputTokens: z.int(),
+      outputTokens: z.int(),
+      cachedTokens: z.int(),
+      reasoningTokens: z.int(),
+      totalTokens: z.int(),
+      costUsd: z.number().nullable().meta({ description: "US dollars; null when the model has no price." }),
+      model: z.string(),
+    })
     .nullable()
     .optional()
     .meta({
       description:
-        "A user message's latest turn (null before one started), with the failure's cause; `retrying`: running, a failed attempt is being retried (`error`: its cause).",
+        "An answer's turn usage: tokens and cost summed over the model calls of the turn that wrote this variant (billed failed attempts included; every result of one turn shows the same); null when none was reported.",
+    }),
+  variantCount: z.int().optional().meta({ description: "A user message's number of answer variants." }),
+  turn: z
+    .object({
+      status: messageTurnStatus,
+      runId: z.string(),
+      error: z.string().nullable(),
+      approvals: z
+        .array(pendingToolCall)
+        .optional()
+        .meta({ description: "`awaiting_approval`: the tool calls that await the owner's decision." }),
+    })
+    .nullable()
+    .optional()
+    .meta({
+      description:
+        "A user message's latest turn (null before one started), with the failure's cause; `retrying`: running, a failed attempt is being retried (`error`: its cause); `awaiting_approval`: running, waiting for the owner's decision on `approvals`.",
     }),
   siblings: z
     .object({ count: z.int(), position: z.int(), ids: z.array(z.uuid()) })
@@ -245,7 +286,7 @@ const threadDebugResponse = z.object({
       error: z.string().nullable(),
       context: z.record(z.string(), z.unknown()).nullable().meta({
         description:
-          "What the turn's history was made of: `policy` (each setting and where it came from) and, once answered, `history` (where it was read from, messages read and sent, budgets).",
+          "What the turn's history was made of: `policy` (each setting and where it came from), `model` (the provider and model its agents call) and, once answered, `history` (where it was read from, messages read and sent, budgets).",
       }),
       startedAt: timestamp,
       finishedAt: timestamp.nullable(),

@@ -12,6 +12,7 @@ import {
   userDeleted,
 } from "../../inngest.config.js";
 import { ModelErrorMiddleware } from "../agents/model-errors.js";
+import { DEFAULT_PRICES, type PriceTable } from "../agents/usage.js";
 import { skippedAnswerId, turnEndedAs, turnSkipReason } from "../agents/run-state.js";
 import { textOf } from "../history/messages.js";
 import { clearTurnRetrying, recordTurnRetrying } from "../history/turn-retrying.js";
@@ -64,7 +65,15 @@ export const cancelOnDeletion = [
 const inOrder = <const T extends Middleware.Class[]>(...middleware: T) => middleware;
 
 /** The options both turn functions share, beside their id, name, trigger and idempotency. */
-export const turnOptions = ({ db, inference }: { db: pg.Pool; inference?: Inference | undefined }) => ({
+export const turnOptions = ({
+  db,
+  inference,
+  prices,
+}: {
+  db: pg.Pool;
+  inference?: Inference | undefined;
+  prices?: PriceTable | undefined;
+}) => ({
   // No per-thread concurrency key: turns of a thread are ordered by the durable wait before
   // history.get (src/history/turn-waits.ts), so a stop frees the thread at once (docs/engine.md).
   retries: TURN_RETRIES,
@@ -72,7 +81,11 @@ export const turnOptions = ({ db, inference }: { db: pg.Pool; inference?: Infere
   // and the user's erasure.
   cancelOn: [...cancelOnStop, ...cancelOnDeletion],
   onFailure: recordTurnFailure(db),
-  middleware: inOrder(ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway"), turnRetryMiddleware(db)),
+  middleware: inOrder(
+    ModelErrorMiddleware,
+    inferenceMiddleware(db, inference ?? "gateway", prices ?? DEFAULT_PRICES, TURN_RETRIES + 1),
+    turnRetryMiddleware(db),
+  ),
 });
 
 /**
@@ -187,8 +200,8 @@ export function createTurnCancellation({ db }: { db: pg.Pool }) {
  *
  * The SDK reports every attempt of a step it executes (step.run: the history steps, and each
  * inference under INFERENCE=stream). Under INFERENCE=gateway the Inngest server retries a failed
- * step.ai.infer itself and hands the SDK only the last attempt's error, so those attempts are not
- * seen here (docs/engine.md).
+ * step.ai.infer itself and hands the SDK only the last attempt's error: the inference middleware
+ * retries those and writes their turn.retrying (streaming-inference.ts, docs/engine.md).
  */
 function turnRetryMiddleware(db: pg.Pool) {
   return class TurnRetryMiddleware extends Middleware.BaseMiddleware {

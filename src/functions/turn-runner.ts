@@ -7,20 +7,24 @@ import {
   type StepTools,
   threadSummarizeRequested,
 } from "../../inngest.config.js";
+import { ASSISTANT_NAME } from "../agents/assistant.js";
 import { createChatNetwork, NETWORK_AGENTS } from "../agents/network.js";
 import { summaryLag, turnSkipReason, userMessageText } from "../agents/run-state.js";
 import type { AgentMemory } from "../agents/thread-view.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { agentThreadState } from "../history/agent-state.js";
+import { DEFAULT_BUSY_POLICY } from "../history/busy-policy.js";
+import { interruptEarlierTurns } from "../history/busy.js";
 import { durably } from "../history/durable.js";
 import { resolveHistoryPolicy } from "../history/policy.js";
 import { loadUserMessage } from "../history/store.js";
 import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
 import type { MemoryContext, ThreadMessage } from "../memory/component.js";
 import { type AgentComponents, memoryComponents, NO_MEMORY } from "../memory/components.js";
-import { turnPublisher } from "../stream/publish.js";
+import { turnLog } from "../stream/publish.js";
 import type { AgentsConfig, FunctionDeps } from "./chat-turn.js";
 import type { InferenceStream } from "./streaming-inference.js";
+import { turnApprovals } from "./tool-approvals.js";
 import { announceTurnFinished, turnOutcome } from "./turn-lifecycle.js";
 
 /*
@@ -61,6 +65,8 @@ export async function runTurn(
     request: request.kind === "chat" ? request.data.history : undefined,
   });
   const conversation = request.kind === "chat" ? request.data.conversation : undefined;
+  // A message sent while a turn of its thread runs (src/history/busy.ts): the event's policy, else BUSY_POLICY.
+  const busy = request.kind === "chat" ? (request.data.busy ?? deps.busyPolicy ?? DEFAULT_BUSY_POLICY) : undefined;
   const history = createTurnHistory(db, {
     userId,
     messageId,
@@ -71,6 +77,8 @@ export async function runTurn(
     policy,
     clientMessages: conversation?.length,
     edits: request.kind === "chat" ? request.data.edits : undefined,
+    model: deps.model.configured ? { provider: deps.model.provider, name: deps.model.name } : undefined,
+    busy,
   });
   const memory = turnMemory({ db, userId, step, components: memoryComponents(agents.memory) });
   const agentState = agentThreadState(db, { userId, declared: NETWORK_AGENTS[agents.network] });
@@ -80,10 +88,22 @@ export async function runTurn(
     // generate-network-id (AgentKit), then no step: a new thread takes its first message's id.
     createThread: history.createThread,
     appendUserMessage: async (args) => {
-      // history.append-user-message: stores the message (and creates a new thread) or skips a re-run.
+      // history.append-user-message: stores the message (and creates a new thread) or skips a re-run;
+      // refuses it, storing nothing, when sent with busy reject while another turn runs.
       await history.appendUserMessage!(args);
       if (turnSkipReason(args.state)) return;
       const threadId = args.threadId!;
+      // busy interrupt or rollback: history.find-turns-to-interrupt, then (when some run)
+      // history.interrupt-turns and history.announce-interrupted, before the wait in history.get.
+      if (busy === "interrupt" || busy === "rollback")
+        await interruptEarlierTurns(step, db, {
+          threadId,
+          userId,
+          runId,
+          messageId,
+          agentName: ASSISTANT_NAME,
+          rollback: busy === "rollback",
+        });
       // memory.<component>.thread-created: a new thread is named after its first message.
       if (kind === "chat" && threadId === args.userMessage.id) await memory.threadCreated(threadId);
       const text = userMessageText(args.state) ?? args.userMessage.content;
@@ -123,6 +143,10 @@ export async function runTurn(
     history: hooks,
     network: agents.network,
     memory: memory.forAgent,
+    // tool.approval.<call>.request, .wait, .check: in a tool's handler, for a call that needs approval.
+    ...(agents.approvals
+      ? { approvals: turnApprovals(agents.approvals, { db, step, runId, eventId: event.id, messageId }) }
+      : {}),
     // agent-state.load: once, before the first agent (after get: earlier turns have saved theirs).
     beforeFirstAgent: (state) => agentState.load(step, state),
   });
@@ -136,8 +160,10 @@ export async function runTurn(
     },
   );
   inferenceStream.writeTo(state);
-  const publish = turnPublisher({ db, step, runId, state, chunks: deps.eventLog === true });
-  const run = await network.run({ id: messageId, content, role: "user" }, { state, streaming: { publish } });
+  const log = turnLog({ db, step, runId, state, chunks: deps.eventLog === true });
+  const run = await network.run({ id: messageId, content, role: "user" }, { state, ...log.streaming });
+  // turn.log-skipped: a turn skipped while it waited, without chunk logging (with it, publish-<n>:stream.ended).
+  await log.afterRun();
   const threadId = run.state.threadId!;
   const outcome = turnOutcome(run.state, messageId);
 

@@ -4,7 +4,7 @@
  * durable step. Stores nothing itself: store.ts, summaries.ts and turn-waits.ts do.
  * Imports: storage modules of src/history, the run-state contract of src/agents, never routes or functions.
  */
-import type { HistoryConfig, StateData } from "@inngest/agent-kit";
+import type { AgentResult, HistoryConfig, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
 import {
   markTurnSkipped,
@@ -13,6 +13,7 @@ import {
   setSummaryLag,
   setUserMessageText,
 } from "../agents/run-state.js";
+import type { BusyPolicy } from "./busy-policy.js";
 import { durably } from "./durable.js";
 import { resultId } from "./ids.js";
 import { toAgentContent, toAgentResults } from "./messages.js";
@@ -36,6 +37,10 @@ export type TurnContext = {
   clientMessages?: number | undefined;
   /** An edit: the user message this one replaces (stored as its sibling, threadline_begin_turn). */
   edits?: string | undefined;
+  /** The model the turn's agents call, recorded with the turn (feedback on its answer names it); absent when none is configured. */
+  model?: { provider: string; name: string } | undefined;
+  /** A chat message's busy policy: reject is refused by the first statement while another turn runs (busy.ts). */
+  busy?: BusyPolicy | undefined;
 };
 
 /**
@@ -51,6 +56,9 @@ type HistoryLoad = {
   bytes?: ByteBudgetReport;
 };
 
+/** What history.get is handed by AgentKit, and what appendUserMessage hands it for a thread AgentKit thinks new. */
+type HistoryReadArgs = Pick<Parameters<NonNullable<HistoryConfig<StateData>["get"]>>[0], "state" | "step" | "threadId">;
+
 export type TurnHistory = HistoryConfig<StateData> & {
   /** The load of this run (set from memoized steps, so the same on every replay). */
   load: () => HistoryLoad;
@@ -64,7 +72,9 @@ export type TurnHistory = HistoryConfig<StateData> & {
  *   loads the window;
  * - new conversation (no threadId): createThread names the thread after its first message, so a
  *   re-run of the event finds the same thread; append-user-message creates it, in the same
- *   statement that stores the message, once nothing refuses; AgentKit does not call get for it;
+ *   statement that stores the message, once nothing refuses; AgentKit does not call get for it,
+ *   so when a follow-up naming the thread was stored first, append-user-message waits for the
+ *   earlier turns and reads the history itself;
  * - without createThread, AgentKit uses a given threadId as is (fine for an existing thread), and
  *   for a new conversation makes a random UUID outside any step: a different id on every replay,
  *   naming no stored thread, so appendUserMessage refuses it. That is why createThread stays.
@@ -78,17 +88,65 @@ export type TurnHistory = HistoryConfig<StateData> & {
 export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
   // Set from the memoized append-user-message step, so it is the same on every replay.
   let started: TurnStart | undefined;
+  // AgentKit calls get only when the event named the thread; createThread tells which (the same on every replay).
+  let namedByEvent = true;
   let loaded: HistoryLoad =
     turn.clientMessages === undefined
       ? { from: "none", read: 0, sent: 0 }
       : { from: "client", read: 0, sent: turn.clientMessages };
+
+  /** history.get's work: waits for the thread's earlier turns, then reads the history window. */
+  const readHistory = async ({ state, step, threadId }: HistoryReadArgs): Promise<AgentResult[]> => {
+    if (!started) throw new Error("history.get ran before the user message was stored");
+    // An empty client conversation is still the client's word: nothing is read.
+    if (started.status === "skipped" || turn.clientMessages !== undefined) return [];
+    // The earlier turns of the thread finish first, so their answers are part of what is read.
+    const { skipReason } = await waitForEarlierTurns(step, db, turn.runId);
+    if (skipReason) {
+      started = { ...started, status: "skipped", skipReason };
+      // Two chat runs of one message share its first variant: the other run stored it.
+      markTurnSkipped(state, skipReason, { answerId: resultId(turn.messageId, started.variant, 0) });
+      return [];
+    }
+    const window = historyWindow(turn.policy);
+    // Policy none reads nothing: the model sees the current message alone.
+    if (!window) return [];
+    const beforeSeq = started.messageSeq;
+    const { maxTokens, maxBytes } = turn.policy;
+    // The budgets apply inside the step, so what the step returns (and Inngest stores) is bounded.
+    // The summary check rides on this read (in the same statement) rather than costing a step of its own.
+    const read = (await durably(step, "history.get", async () => {
+      const { rows, summaryLag } = await readHistoryWithSummary(db, {
+        threadId: threadId!,
+        userId: turn.userId,
+        beforeSeq,
+        window,
+        countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1,
+      });
+      return { ...applyHistoryBudgets(rows, { maxBytes, maxTokens }), summaryLag, read: rows.length };
+    })) as HistoryRead & { read: number; bytes: ByteBudgetReport; budget?: BudgetReport };
+    setSummaryLag(state, read.summaryLag);
+    const results = toAgentResults(read.rows);
+    loaded = {
+      from: "database",
+      read: read.read,
+      sent: read.rows.length,
+      bytes: read.bytes,
+      ...(read.budget ? { budget: read.budget } : {}),
+    };
+    setPriorResultCount(state, results.length);
+    return results;
+  };
 
   return {
     load: () => loaded,
 
     // A new thread takes its first message's id: a re-run of the same event finds the same thread.
     // No database work: append-user-message creates or checks the thread with the message.
-    createThread: async ({ state }) => ({ threadId: state.threadId ?? turn.messageId }),
+    createThread: async ({ state }) => {
+      namedByEvent = state.threadId !== undefined;
+      return { threadId: state.threadId ?? turn.messageId };
+    },
 
     appendUserMessage: async ({ state, step, userMessage, threadId }) => {
       const begin = async () => ({
@@ -96,10 +154,14 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           threadId: threadId!,
           userId: turn.userId,
           message: { id: userMessage.id, text: userMessage.content, clientTimestamp: turn.clientTimestamp },
-          turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId },
+          turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId, busy: turn.busy },
           // The load is known once history.get has run: appendResults records it.
           // An edit is named in the turn's context: threadline_begin_turn reads it from there.
-          context: { policy: turn.policy, ...(turn.edits ? { edits: turn.edits } : {}) },
+          context: {
+            policy: turn.policy,
+            ...(turn.model ? { model: turn.model } : {}),
+            ...(turn.edits ? { edits: turn.edits } : {}),
+          },
         })),
         // Which run began the turn: a rerun from a later step finds another run's start memoized.
         runId: turn.runId,
@@ -120,50 +182,15 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           answerId: begun.variant > 0 ? resultId(turn.messageId, begun.variant, 0) : undefined,
           atStart: true,
         });
+        return;
       }
+      // A new thread's first message found the thread already holding messages: a follow-up that
+      // names the thread by this message's id was stored first. AgentKit calls no get for a new
+      // thread, so this turn waits for the earlier turns and reads their history here, as get would.
+      if (!namedByEvent && begun.messageSeq > 1) state.setResults(await readHistory({ state, step, threadId }));
     },
 
-    get: async ({ state, step, threadId }) => {
-      if (!started) throw new Error("history.get ran before the user message was stored");
-      // An empty client conversation is still the client's word: nothing is read.
-      if (started.status === "skipped" || turn.clientMessages !== undefined) return [];
-      // The earlier turns of the thread finish first, so their answers are part of what is read.
-      const { skipReason } = await waitForEarlierTurns(step, db, turn.runId);
-      if (skipReason) {
-        started = { ...started, status: "skipped", skipReason };
-        // Two chat runs of one message share its first variant: the other run stored it.
-        markTurnSkipped(state, skipReason, { answerId: resultId(turn.messageId, started.variant, 0) });
-        return [];
-      }
-      const window = historyWindow(turn.policy);
-      // Policy none reads nothing: the model sees the current message alone.
-      if (!window) return [];
-      const beforeSeq = started.messageSeq;
-      const { maxTokens, maxBytes } = turn.policy;
-      // The budgets apply inside the step, so what the step returns (and Inngest stores) is bounded.
-      // The summary check rides on this read (in the same statement) rather than costing a step of its own.
-      const read = (await durably(step, "history.get", async () => {
-        const { rows, summaryLag } = await readHistoryWithSummary(db, {
-          threadId: threadId!,
-          userId: turn.userId,
-          beforeSeq,
-          window,
-          countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1,
-        });
-        return { ...applyHistoryBudgets(rows, { maxBytes, maxTokens }), summaryLag, read: rows.length };
-      })) as HistoryRead & { read: number; bytes: ByteBudgetReport; budget?: BudgetReport };
-      setSummaryLag(state, read.summaryLag);
-      const results = toAgentResults(read.rows);
-      loaded = {
-        from: "database",
-        read: read.read,
-        sent: read.rows.length,
-        bytes: read.bytes,
-        ...(read.budget ? { budget: read.budget } : {}),
-      };
-      setPriorResultCount(state, results.length);
-      return results;
-    },
+    get: (args) => readHistory(args),
 
     appendResults: async ({ state, step, newResults, threadId }) => {
       if (!started || started.status === "skipped") return;

@@ -10,8 +10,23 @@
  * thread's lock. Source: src/history/schema/functions/threadline_switch_branch.sql.
  */
 export const switchBranch = `
-  SELECT refusal, running_run_id, changed FROM threadline_switch_branch($1, $2, $3)`;
-export type SwitchBranchRow = { refusal: string | null; running_run_id: string | null; changed: number | null };
+  SELECT refusal, running_run_id, running_message_id, changed FROM threadline_switch_branch($1, $2, $3)`;
+export type SwitchBranchRow = {
+  refusal: string | null;
+  running_run_id: string | null;
+  running_message_id: string | null;
+  changed: number | null;
+};
+
+/**
+ * The unfinished turn thread t is answering now (busy-sql.ts selectBusyTurn's order and predicate,
+ * threadline_turn_unfinished), for a LATERAL join: while it runs, the path is its.
+ */
+const unfinishedTurn = `
+  SELECT u.run_id, u.message_id FROM turns u JOIN messages um ON um.id = u.message_id
+  WHERE u.thread_id = t.id AND threadline_turn_unfinished(u.status)
+  ORDER BY um.on_path DESC, um.seq, u.started_at, u.run_id
+  LIMIT 1`;
 
 /**
  * What an edit is checked against before its event is sent: the thread's owner ($1), the edited
@@ -22,11 +37,11 @@ export const selectEditable = `
          e.kind AS edited_kind, e.on_path AS edited_on_path, e.parent_id AS edited_parent_id,
          m.thread_id AS message_thread_id, m.kind AS message_kind, m.content ->> 'text' AS message_text,
          m.parent_id AS message_parent_id,
-         (SELECT u.run_id FROM turns u WHERE u.thread_id = t.id AND u.status = 'running'
-          ORDER BY u.started_at LIMIT 1) AS running_run_id
+         busy.run_id AS running_run_id, busy.message_id AS running_message_id
   FROM threads t
   LEFT JOIN messages e ON e.id = $2 AND e.thread_id = t.id
   LEFT JOIN messages m ON m.id = $3
+  LEFT JOIN LATERAL (${unfinishedTurn}) busy ON true
   WHERE t.id = $1`;
 export type SelectEditableRow = {
   owner: string;
@@ -38,16 +53,21 @@ export type SelectEditableRow = {
   message_text: string | null;
   message_parent_id: string | null;
   running_run_id: string | null;
+  running_message_id: string | null;
 };
 
 /** The thread's owner and its running turn, the thread's row locked (a branch deletion's check). */
 export const lockThreadForBranchChange = `
-  SELECT t.user_id AS owner,
-         (SELECT u.run_id FROM turns u WHERE u.thread_id = t.id AND u.status = 'running'
-          ORDER BY u.started_at LIMIT 1) AS running_run_id
-  FROM threads t WHERE t.id = $1
+  SELECT t.user_id AS owner, busy.run_id AS running_run_id, busy.message_id AS running_message_id
+  FROM threads t
+  LEFT JOIN LATERAL (${unfinishedTurn}) busy ON true
+  WHERE t.id = $1
   FOR UPDATE OF t`;
-export type LockThreadForBranchChangeRow = { owner: string; running_run_id: string | null };
+export type LockThreadForBranchChangeRow = {
+  owner: string;
+  running_run_id: string | null;
+  running_message_id: string | null;
+};
 
 /**
  * Deletes the branch at $2 when it is off the current path: a user message (its answers and the

@@ -1,5 +1,6 @@
 import type pg from "pg";
 import * as sql from "./branches-sql.js";
+import { ThreadBusy } from "./busy.js";
 import { HistoryRefusal, threadNotOwned } from "./errors.js";
 import { transaction } from "./store.js";
 
@@ -14,12 +15,9 @@ import { transaction } from "./store.js";
 const threadNotFound = (threadId: string) =>
   new HistoryRefusal("thread_not_found", `Thread ${threadId} does not exist.`);
 
-/** A turn runs on the thread: the path is not changed under it. */
-const threadBusy = (threadId: string, runId: string) =>
-  new HistoryRefusal(
-    "thread_busy",
-    `Turn ${runId} is still running on thread ${threadId}: wait for it to finish (or stop it), then change the thread's path.`,
-  );
+/** A turn runs on the thread: the path is not changed under it (409 naming the turn, as busy.ts's). */
+const threadBusy = (threadId: string, runId: string | null, messageId: string | null) =>
+  new ThreadBusy(threadId, { runId: runId!, messageId: messageId! }, "edit the message or switch the branch");
 
 const messageNotFound = (threadId: string, messageId: string) =>
   new HistoryRefusal("message_not_found", `Message ${messageId} is not a message of thread ${threadId}.`);
@@ -45,7 +43,7 @@ export async function switchBranch(
     case "message_not_found":
       throw messageNotFound(threadId, messageId);
     case "thread_busy":
-      throw threadBusy(threadId, row.running_run_id!);
+      throw threadBusy(threadId, row.running_run_id, row.running_message_id);
     default:
       throw new Error(`Unknown storage refusal ${row.refusal}`);
   }
@@ -90,7 +88,7 @@ export async function checkEditable(
       "message_not_on_path",
       `Message ${editedId} is not on the thread's current path: switch to its branch first (PUT …/messages/${editedId}/current).`,
     );
-  if (found.running_run_id !== null) throw threadBusy(threadId, found.running_run_id);
+  if (found.running_run_id !== null) throw threadBusy(threadId, found.running_run_id, found.running_message_id);
 }
 
 /**
@@ -107,7 +105,7 @@ export async function deleteBranch(
     const thread = locked.rows[0];
     if (!thread) throw threadNotFound(threadId);
     if (thread.owner !== input.userId) throw threadNotOwned(threadId);
-    if (thread.running_run_id !== null) throw threadBusy(threadId, thread.running_run_id);
+    if (thread.running_run_id !== null) throw threadBusy(threadId, thread.running_run_id, thread.running_message_id);
     const place = await client.query<sql.SelectMessagePlaceRow>(sql.selectMessagePlace, [threadId, messageId]);
     if (!place.rows[0]) throw messageNotFound(threadId, messageId);
     if (place.rows[0].on_path)

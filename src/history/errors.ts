@@ -12,6 +12,7 @@ export class HistoryRefusal extends Error {
       | "message_not_found"
       | "message_conflict"
       | "not_a_user_message"
+      | "not_an_answer"
       | "message_not_on_path"
       | "no_running_turn"
       | "thread_busy"

@@ -75,6 +75,10 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
         revokedAt: isoOrNull(key.revoked_at),
       };
     }
+    for await (const usage of userUsage(client, userId)) {
+      counts.usageRecords += 1;
+      yield usage;
+    }
     yield { type: "end", ...counts };
   } catch (error) {
     failed = true;
@@ -88,7 +92,10 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
   }
 }
 
-type ThreadRecord = Extract<ExportRecord, { type: "message" | "turn" | "summary" | "agent_state" | "event" }>;
+type ThreadRecord = Extract<
+  ExportRecord,
+  { type: "message" | "turn" | "summary" | "agent_state" | "event" | "feedback" }
+>;
 
 /**
  * The rows of a keyset-paged statement whose last parameter is the batch size, batch by batch:
@@ -108,7 +115,7 @@ async function* keysetRows<Row extends pg.QueryResultRow>(
   }
 }
 
-/** A thread's messages (all of them, in stored order), turns, summary, agent state and event log. */
+/** A thread's messages (all of them, in stored order), turns, summary, agent state, event log and feedback. */
 async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGenerator<ThreadRecord> {
   const messages = keysetRows<sql.SelectThreadMessagesRow>(client, sql.selectThreadMessages, (last) => [
     threadId,
@@ -191,6 +198,21 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
       createdAt: iso(row.created_at),
     };
   }
+  const feedback = keysetRows<sql.SelectThreadFeedbackRow>(client, sql.selectThreadFeedback, (last) => [
+    threadId,
+    last?.message_id ?? "00000000-0000-0000-0000-000000000000",
+  ]);
+  for await (const row of feedback) {
+    yield {
+      type: "feedback",
+      threadId,
+      answerId: row.message_id,
+      rating: row.rating,
+      comment: row.comment,
+      createdAt: iso(row.created_at),
+      updatedAt: iso(row.updated_at),
+    };
+  }
 }
 
 async function* userMemories(
@@ -211,6 +233,40 @@ async function* userMemories(
       threadId: row.thread_id,
       createdAt: iso(row.created_at),
       updatedAt: iso(row.updated_at),
+    };
+  }
+}
+
+async function* userUsage(
+  client: pg.PoolClient,
+  userId: string,
+): AsyncGenerator<Extract<ExportRecord, { type: "usage" }>> {
+  const rows = keysetRows<sql.SelectUserUsageRow>(client, sql.selectUserUsage, (last) => [
+    userId,
+    last?.cursor_at ?? "-infinity",
+    last?.key ?? "",
+  ]);
+  const count = (value: string | null) => (value === null ? null : Number(value));
+  for await (const row of rows) {
+    yield {
+      type: "usage",
+      key: row.key,
+      threadId: row.thread_id,
+      messageId: row.message_id,
+      variant: row.variant,
+      runId: row.run_id,
+      stepId: row.step_id,
+      attempt: row.attempt,
+      provider: row.provider,
+      model: row.model,
+      inputTokens: Number(row.input_tokens),
+      outputTokens: Number(row.output_tokens),
+      cachedTokens: count(row.cached_tokens),
+      reasoningTokens: count(row.reasoning_tokens),
+      latencyMs: row.latency_ms,
+      costUsd: count(row.cost_usd),
+      failed: row.failed,
+      createdAt: iso(row.created_at),
     };
   }
 }

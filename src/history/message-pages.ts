@@ -1,4 +1,5 @@
 import type pg from "pg";
+import { type AnswerFeedback, feedbackOf } from "./feedback.js";
 import * as sql from "./message-pages-sql.js";
 import { checkOwnedThread } from "./store.js";
 
@@ -6,7 +7,7 @@ import { checkOwnedThread } from "./store.js";
  * A thread's current path, read one page at a time on the thread order (turn_seq, seq). A page is
  * found from a position, never an offset: a page read later, after new messages were appended,
  * neither repeats nor skips a message, and a page costs the same however long the thread grows.
- * Imports: pg, store.ts and message-pages-sql.ts.
+ * Imports: pg, feedback.ts, store.ts and message-pages-sql.ts.
  */
 
 /** Where a message stands in the thread order. */
@@ -40,9 +41,16 @@ type ThreadMessage = {
   answers?: string;
   variant?: number;
   stopped?: true;
+  /** For an agent result: the owner's rating of it, null while there is none. */
+  feedback?: AnswerFeedback | null;
+  /**
+   * For an agent result: what its turn used and cost, summed over the turn's model calls (every
+   * result of one turn shows the same); null when the provider reported no usage.
+   */
+  turnUsage?: sql.TurnUsageJson | null;
   /** For a user message: how many answer variants exist, and its latest turn. */
   variantCount?: number;
-  turn?: { status: string; runId: string; error: string | null } | null;
+  turn?: { status: string; runId: string; error: string | null; approvals?: sql.PendingToolCall[] } | null;
   /**
    * The conversation tree: a user message's edits (the messages that follow the same message), an
    * answer's variants (each named by its first result's id), in the order they were made; `position`
@@ -103,8 +111,16 @@ export async function readMessagePage(
   const first = inOrder[0];
   const last = inOrder.at(-1);
   const edge = from === END ? START : from;
+  const feedback = await feedbackOf(
+    db,
+    threadId,
+    inOrder.flatMap((row) => (row.kind === "agent" ? [row.id] : [])),
+  );
   return {
-    messages: inOrder.map(toMessage),
+    messages: inOrder.map((row) => ({
+      ...toMessage(row),
+      ...(row.kind === "agent" ? { feedback: feedback.get(row.id) ?? null } : {}),
+    })),
     hasMore: rows.length > limit,
     previous: encodeCursor(first ? { turnSeq: first.turn_seq, seq: first.seq } : edge),
     next: encodeCursor(last ? { turnSeq: last.turn_seq, seq: last.seq } : edge),
@@ -119,13 +135,25 @@ function toMessage(row: sql.PageRow): ThreadMessage {
     content: row.content,
     createdAt: row.created_at.toISOString(),
     ...(row.kind === "agent"
-      ? { answers: row.answers!, variant: row.variant!, ...(row.stopped ? { stopped: true as const } : {}) }
+      ? {
+          answers: row.answers!,
+          variant: row.variant!,
+          ...(row.stopped ? { stopped: true as const } : {}),
+          turnUsage: row.turn_usage,
+        }
       : {}),
     ...(row.sibling_ids ? { siblings: siblings(row)! } : {}),
     ...(row.kind === "user"
       ? {
           variantCount: row.variant_count!,
-          turn: row.turn_status ? { status: row.turn_status, runId: row.turn_run_id, error: row.turn_error } : null,
+          turn: row.turn_status
+            ? {
+                status: row.turn_status,
+                runId: row.turn_run_id,
+                error: row.turn_error,
+                ...(row.turn_approvals ? { approvals: row.turn_approvals } : {}),
+              }
+            : null,
         }
       : {}),
   };

@@ -29,10 +29,11 @@ export type SelectThreadOwnerRow = { user_id: string };
  * named after its first message, only when nothing refuses), the user message stored once, the
  * run recorded as a turn. Source: src/history/schema/functions/threadline_begin_turn.sql.
  * Returns one row: a refusal code, or the message's seq, stored text, and the turn's variant and status.
+ * $10: the busy policy (raises TL409 for reject while another turn is unfinished: busy.ts).
  */
 export const beginTurn = `
   SELECT refusal, message_seq, stored_text, variant, status, skip_reason
-  FROM threadline_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
+  FROM threadline_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`;
 /** The prepared name of beginTurn (history.append-user-message). */
 export const beginTurnName = "history.begin-turn";
 export type BeginTurnRow = {
@@ -64,10 +65,12 @@ export type StoreAnswerRow = {
 
 /**
  * What POST /api/chat checks before sending the event: the owner of the thread the message goes
- * to ($1, or the message's own id for a new thread) and what the message id already names.
+ * to ($1, or the message's own id for a new thread), whether that id is a deleted thread's, and
+ * what the message id already names.
  */
 export const selectSendable = `
-  SELECT t.user_id AS owner, m.thread_id AS message_thread_id, m.kind AS message_kind, m.content ->> 'text' AS message_text
+  SELECT t.user_id AS owner, m.thread_id AS message_thread_id, m.kind AS message_kind, m.content ->> 'text' AS message_text,
+         EXISTS (SELECT 1 FROM thread_tombstones d WHERE d.thread_id = target.id) AS deleted
   FROM (SELECT coalesce($1::uuid, $2::uuid) AS id) target
   LEFT JOIN threads t ON t.id = target.id
   LEFT JOIN messages m ON m.id = $2::uuid`;
@@ -76,6 +79,8 @@ export type SelectSendableRow = {
   message_thread_id: string | null;
   message_kind: string | null;
   message_text: string | null;
+  /** The thread's id is tombstoned (migration 0016): the turn's first statement would refuse it. */
+  deleted: boolean;
 };
 
 /**

@@ -1,5 +1,7 @@
 import type pg from "pg";
 import { HistoryRefusal, isThreadDeletedError, threadDeleted, threadNotOwned } from "./errors.js";
+import { type BusyPolicy, DEFAULT_BUSY_POLICY } from "./busy-policy.js";
+import { threadBusyFromError } from "./busy.js";
 import type { AgentContent, HistoryRow } from "./messages.js";
 import * as sql from "./store-sql.js";
 
@@ -105,7 +107,7 @@ function refusal(code: string, { threadId, messageId }: { threadId: string; mess
 
 /**
  * Before POST /api/chat sends its event (one read): the thread must be the user's or not exist yet
- * (the turn creates it), and a message id already used
+ * (the turn creates it; not a deleted thread's id, which its tombstone refuses), and a message id already used
  * must name this very message (same thread, same text) — then the event is simply sent again and
  * the run stores nothing new. Anything else is the refusal the run itself would end with.
  */
@@ -116,6 +118,7 @@ export async function checkSendable(
   const threadId = input.threadId ?? input.messageId;
   const { rows } = await db.query<sql.SelectSendableRow>(sql.selectSendable, [input.threadId ?? null, input.messageId]);
   const found = rows[0]!;
+  if (found.owner === null && found.deleted) throw threadDeleted(threadId);
   if (found.owner !== null && found.owner !== input.userId) throw threadNotOwned(threadId);
   if (found.message_thread_id === null) return;
   if (found.message_thread_id !== threadId || found.message_kind !== "user") throw messageInUse(input.messageId);
@@ -129,6 +132,8 @@ export async function checkSendable(
  * writing nothing: another user's thread, an unknown thread, a message id used by another message,
  * the same message id with different text. A run that calls this again gets the same answer back.
  * Which variant the run writes is decided in threadline_begin_turn (src/history/schema/functions).
+ * A new message sent with busy policy reject is refused while another turn of the thread is
+ * unfinished (ThreadBusy, busy.ts), before anything is written.
  */
 export async function beginTurn(
   db: pg.Pool,
@@ -136,7 +141,7 @@ export async function beginTurn(
     threadId: string;
     userId: string;
     message: { id: string; text: string; clientTimestamp?: string | undefined };
-    turn: { runId: string; kind: TurnKind; eventId?: string | undefined };
+    turn: { runId: string; kind: TurnKind; eventId?: string | undefined; busy?: BusyPolicy | undefined };
     /** What the turn's history is made of (policy and its sources), for the debug view. */
     context?: Record<string, unknown> | undefined;
   },
@@ -156,11 +161,13 @@ export async function beginTurn(
         turn.kind,
         turn.eventId ?? null,
         input.context ?? null,
+        turn.busy ?? DEFAULT_BUSY_POLICY,
       ],
     })
-    // The thread was deleted (migration 0016's tombstone): its events never bring it back.
+    // The thread was deleted (migration 0016's tombstone): its events never bring it back. Busy
+    // with another turn, for a message sent with policy reject (busy.ts): refused, nothing stored.
     .catch((error: unknown) => {
-      throw isThreadDeletedError(error) ? threadDeleted(threadId) : error;
+      throw isThreadDeletedError(error) ? threadDeleted(threadId) : (threadBusyFromError(error, threadId) ?? error);
     });
   const row = rows[0]!;
   if (row.refusal) throw refusal(row.refusal, { threadId, messageId: message.id });

@@ -24,17 +24,42 @@ const NETWORK_ENDINGS = new Set<string>([
  * reads "ended" finds the turn recorded. A turn skipped while it waited (its message answered by
  * another run meanwhile) stores nothing: its ending is written here. A turn skipped as it began
  * logs nothing at all (docs/engine.md, the re-run rule).
- * `chunks` false (EVENT_LOG_CHUNKS unset): only that skipped ending is written, no chunk.
  * The chunks AgentKit publishes are in the log's vocabulary (src/history/thread-log.ts).
+ *
+ * With `chunks` false (EVENT_LOG_CHUNKS unset) the turn passes AgentKit no publish at all, which
+ * spares a step per answer part (AgentKit's `generate-text-part-id-…`, made only for a publish):
+ * `afterRun` then writes that skipped ending, in its own step (`turn.log-skipped`).
  */
-export function turnPublisher(input: {
+export function turnLog(input: {
   db: pg.Pool;
-  step: StepTools | undefined;
+  step: StepTools;
   runId: string;
   state: State<StateData>;
   chunks: boolean;
 }) {
   const { db, step, runId, state, chunks } = input;
+  if (chunks) return { streaming: { streaming: { publish: turnPublisher(input) } }, afterRun: async () => {} };
+  return {
+    streaming: {},
+    afterRun: async () => {
+      const threadId = state.threadId;
+      const skipReason = turnSkipReason(state);
+      if (!threadId || !skipReason || turnSkippedAtStart(state)) return;
+      await step.run("turn.log-skipped", () =>
+        appendRunEvents(db, { threadId, runId, attempt: 0, events: skippedEnding(runId, skipReason) }),
+      );
+    },
+  };
+}
+
+/** What a turn skipped while it waited logs: why, and the end of its stream. */
+const skippedEnding = (runId: string, reason: string): NewEvent[] => [
+  { key: "turn.skipped", event: "turn.skipped", data: { runId, reason } },
+  { key: "stream.ended", event: "stream.ended", data: { scope: "network", status: "skipped", runId } },
+];
+
+function turnPublisher(input: { db: pg.Pool; step: StepTools; runId: string; state: State<StateData> }) {
+  const { db, step, runId, state } = input;
   return async (chunk: AgentMessageChunk): Promise<void> => {
     const threadId = state.threadId;
     // A run that found its message answered as it began (a re-run) has no stream of its own.
@@ -42,16 +67,8 @@ export function turnPublisher(input: {
     const network = chunk.data.scope === "network" && NETWORK_ENDINGS.has(chunk.event);
     const skipReason = turnSkipReason(state);
     if (network && !(skipReason && chunk.event === "stream.ended")) return;
-    if (!network && !chunks) return;
-    const events: NewEvent[] = network
-      ? [
-          { key: "turn.skipped", event: "turn.skipped", data: { runId, reason: skipReason! } },
-          { key: "stream.ended", event: "stream.ended", data: { scope: "network", status: "skipped", runId } },
-        ]
-      : [{ key: chunk.id, ...loggedEvent(chunk) }];
+    const events: NewEvent[] = network ? skippedEnding(runId, skipReason!) : [{ key: chunk.id, ...loggedEvent(chunk) }];
     // Once the turn was stopped, cancelled or failed, its run's later chunks are not logged: that ending stays last.
-    const write = () => appendRunEvents(db, { threadId, runId, attempt: 0, events });
-    if (step) await step.run(chunk.id, write);
-    else await write();
+    await step.run(chunk.id, () => appendRunEvents(db, { threadId, runId, attempt: 0, events }));
   };
 }

@@ -10,6 +10,12 @@
 -- to), so the new message is answered with the history before the edited one; the log says
 -- thread.path.changed in the same transaction.
 --
+-- p_busy is the chat message's busy policy (src/history/busy.ts): 'reject' refuses a new message
+-- while another turn of the thread is unfinished, before anything is written, raising SQLSTATE
+-- TL409 with the unfinished turn's run and message ids as JSON in the DETAIL (the refusal names
+-- the turn, which the result row has no columns for). A message already stored (a retried step, a
+-- re-delivered event) is never refused: it was accepted. The other policies change nothing here.
+--
 -- The history steps that write (this one, threadline_store_answer, threadline_stop_turn) are one
 -- statement each: a PL/pgSQL function is one round trip and one atomic statement, and, unlike a
 -- data-modifying CTE, each of its queries sees what committed before the thread's row lock was
@@ -17,7 +23,7 @@
 -- returned, not raised, and are decided before any write.
 CREATE OR REPLACE FUNCTION threadline_begin_turn(
   p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamptz,
-  p_run_id text, p_kind text, p_event_id text, p_context jsonb
+  p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue'
 ) RETURNS TABLE (refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -34,6 +40,7 @@ DECLARE
   v_parent_variant integer;
   v_detached integer;
   v_version bigint;
+  v_busy record;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -67,6 +74,15 @@ BEGIN
   IF v_message.id IS NULL THEN
     IF p_kind = 'regenerate' THEN
       RETURN QUERY SELECT 'message_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+    END IF;
+    IF p_busy = 'reject' THEN
+      SELECT t.run_id, t.message_id INTO v_busy FROM turns t JOIN messages m ON m.id = t.message_id
+        WHERE t.thread_id = p_thread_id AND threadline_turn_unfinished(t.status)
+        ORDER BY m.on_path DESC, m.seq, t.started_at, t.run_id LIMIT 1;
+      IF FOUND THEN
+        RAISE EXCEPTION 'thread % is answering message %', p_thread_id, v_busy.message_id USING ERRCODE = 'TL409',
+          DETAIL = jsonb_build_object('runId', v_busy.run_id, 'messageId', v_busy.message_id)::text;
+      END IF;
     END IF;
     IF v_edits IS NOT NULL THEN
       SELECT * INTO v_edited FROM messages m WHERE m.id = v_edits AND m.thread_id = p_thread_id AND m.kind = 'user';

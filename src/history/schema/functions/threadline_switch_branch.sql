@@ -10,7 +10,7 @@
 -- Refused, changing nothing: an unknown or another user's thread, a message not of the thread,
 -- a turn still running on the thread ('thread_busy', naming its run).
 CREATE OR REPLACE FUNCTION threadline_switch_branch(p_thread_id uuid, p_user_id text, p_message_id uuid)
-RETURNS TABLE (refusal text, running_run_id text, changed integer)
+RETURNS TABLE (refusal text, running_run_id text, running_message_id uuid, changed integer)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_owner text;
@@ -28,19 +28,21 @@ DECLARE
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
-    RETURN QUERY SELECT 'thread_not_found', NULL::text, NULL::integer; RETURN;
+    RETURN QUERY SELECT 'thread_not_found', NULL::text, NULL::uuid, NULL::integer; RETURN;
   END IF;
   IF v_owner <> p_user_id THEN
-    RETURN QUERY SELECT 'thread_not_owned', NULL::text, NULL::integer; RETURN;
+    RETURN QUERY SELECT 'thread_not_owned', NULL::text, NULL::uuid, NULL::integer; RETURN;
   END IF;
   SELECT * INTO v_target FROM messages m WHERE m.id = p_message_id AND m.thread_id = p_thread_id AND m.kind IN ('user', 'agent');
   IF v_target.id IS NULL THEN
-    RETURN QUERY SELECT 'message_not_found', NULL::text, NULL::integer; RETURN;
+    RETURN QUERY SELECT 'message_not_found', NULL::text, NULL::uuid, NULL::integer; RETURN;
   END IF;
-  SELECT t.run_id INTO running_run_id FROM turns t WHERE t.thread_id = p_thread_id AND t.status = 'running'
-    ORDER BY t.started_at LIMIT 1;
+  -- The unfinished turn the thread is answering (busy-sql.ts selectBusyTurn's predicate and order).
+  SELECT t.run_id, t.message_id INTO running_run_id, running_message_id FROM turns t JOIN messages m ON m.id = t.message_id
+    WHERE t.thread_id = p_thread_id AND threadline_turn_unfinished(t.status)
+    ORDER BY m.on_path DESC, m.seq, t.started_at, t.run_id LIMIT 1;
   IF running_run_id IS NOT NULL THEN
-    RETURN QUERY SELECT 'thread_busy', running_run_id, NULL::integer; RETURN;
+    RETURN QUERY SELECT 'thread_busy', running_run_id, running_message_id, NULL::integer; RETURN;
   END IF;
 
   -- The ancestors, each with the variant its child followed (unknown: its latest).
@@ -101,6 +103,7 @@ BEGIN
   END IF;
   refusal := NULL;
   running_run_id := NULL;
+  running_message_id := NULL;
   changed := v_off + v_on;
   RETURN NEXT;
 END
