@@ -218,13 +218,22 @@ describe("answer variants are branches too", () => {
 
 describe("while a turn runs", () => {
   it("refuses a switch and an edit with 409 naming the running turn, changing nothing", async () => {
-    const { threadId, attempt } = await threadWithRunningTurn(bed.db.pool, chatTurn, bed.model, "Still thinking?");
+    const { threadId, attempt, event } = await threadWithRunningTurn(
+      bed.db.pool,
+      chatTurn,
+      bed.model,
+      "Still thinking?",
+    );
     const first = (await shown(threadId))[0]!;
     const before = await threadRows(bed.db.pool, threadId);
 
     const switched = await makeCurrent(threadId, first.id);
     expect(switched.status).toBe(409);
-    expect(await switched.json()).toMatchObject({ code: "thread_busy", error: expect.stringContaining(attempt.runId) });
+    expect(await switched.json()).toMatchObject({
+      code: "thread_busy",
+      error: expect.stringContaining(attempt.runId),
+      runningTurn: { runId: attempt.runId, messageId: event.data.messageId },
+    });
     const edited = await edit(threadId, first.id, { messageId: randomUUID(), content: "Hi?" });
     expect(edited.status).toBe(409);
     expect(await edited.json()).toMatchObject({ code: "thread_busy", error: expect.stringContaining(attempt.runId) });
