@@ -297,6 +297,19 @@ export const messageFeedbackGivenData = z.object({
   model: z.object({ provider: z.string(), name: z.string() }).nullable(),
   /** The stored rating's version (the event id's last part). */
   version: z.string(),
+  /** What the answer's turn used and cost, from the usage ledger; null when the provider reported none. */
+  usage: z
+    .object({
+      calls: z.int(),
+      inputTokens: z.int(),
+      outputTokens: z.int(),
+      cachedTokens: z.int(),
+      reasoningTokens: z.int(),
+      totalTokens: z.int(),
+      costUsd: z.number().nullable(),
+      model: z.string(),
+    })
+    .nullable(),
 });
 export type MessageFeedbackGiven = z.infer<typeof messageFeedbackGivenData>;
 
