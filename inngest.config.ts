@@ -146,6 +146,13 @@ export const chatMessageSentData = z.object({
   history: historyRequest
     .meta({ description: "History settings for this turn; the operator's environment settings take precedence." })
     .optional(),
+  edits: z
+    .uuid({ error: "edits must be the UUID of the user message this one replaces" })
+    .meta({
+      description:
+        "Present: this message edits that user message of the thread (POST …/messages/:messageId/edit): it is stored as its sibling and answered with the history before it; the edited branch stays, off the current path.",
+    })
+    .optional(),
   conversation: conversation
     .meta({
       description:

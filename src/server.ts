@@ -6,6 +6,7 @@ import { requestId } from "hono/request-id";
 import type { InngestFunction } from "inngest";
 import { chooseStartModel, MODEL_SETUP_STEPS } from "./agents/model.js";
 import { streamingRefusal } from "./agents/streamed-completion.js";
+import { branchRoutes } from "./api/branches.js";
 import { chatRoutes } from "./api/chat.js";
 import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
 import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
@@ -122,6 +123,7 @@ export function createApp({
     .route("/threads", stopRoutes(deps))
     .route("/threads", feedbackRoutes(deps))
     .route("/threads", approvalRoutes(deps))
+    .route("/threads", branchRoutes(deps))
     .route("/ui/chat", uiChatRoutes(deps))
     .route("/realtime", realtimeTokenRoutes(deps))
     .route("/export", exportRoutes(deps))

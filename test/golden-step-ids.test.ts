@@ -198,6 +198,27 @@ describe("golden step ids of each turn kind", () => {
     ]);
   });
 
+  it("an edit (a chat turn naming the message it edits): the existing thread's steps", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "First answer." }, { text: "Edited answer." });
+    const first = chatEvent({ userId, content: "Tell me something." });
+    await stepsOf(chatTurn, first);
+    const threadId = first.data.messageId;
+    const edit = chatEvent({ userId, threadId, content: "Tell me something else." });
+    const { steps } = await stepsOf(chatTurn, { ...edit, data: { ...edit.data, edits: threadId } });
+    expect(steps).toEqual([
+      "generate-network-id",
+      "history.append-user-message",
+      "history.find-earlier-turn",
+      "history.get",
+      "generate-agent-ids-0",
+      "assistant",
+      "usage.assistant",
+      "history.append-results",
+      "turn.finished",
+    ]);
+  });
+
   it("a streamed turn (INFERENCE=stream)", async () => {
     const streaming = createChatTurn(deps({ inference: "stream" }));
     bed.model.script({ text: "Streamed.", stream: { chunks: ["Stre", "amed."] } });

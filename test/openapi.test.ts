@@ -854,7 +854,28 @@ const cases: {
     path: () => path,
     status: 200,
     send: (p: string) => app.request(p),
-  })),
+  })), // The conversation tree, last: the switch changes the thread's path.
+  {
+    name: "an edit of a user message",
+    method: "POST",
+    path: () => `${messagesOf(thread.threadId)}/${thread.first}/edit`,
+    status: 202,
+    send: (p, m) => authenticated(m, p, json({ messageId: randomUUID(), content: "Say hello" })),
+  },
+  {
+    name: "a switch to another branch",
+    method: "PUT",
+    path: () => `${messagesOf(thread.threadId)}/${thread.offPath}/current`,
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "a deletion of the branch now off the path",
+    method: "DELETE",
+    path: () => `${messagesOf(thread.threadId)}/${thread.answer}/branch`,
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
 ];
 
 describe("responses match their documented schemas", () => {

@@ -494,6 +494,49 @@ if (!hasChromium) {
       expect(pageProblems).toEqual([]);
     });
 
+    it("edits a message into a new branch answered from what came before it, and flips ‹ n/m › between the branches", async () => {
+      bed.model.script({ text: "One." }, { text: "Two." }, { text: "Two, edited." });
+      await openPlayground();
+      await sendMessage("Say one");
+      await eventually(() => page.locator("#messages li.assistant").textContent()).toContain("One.");
+      await sendMessage("Say two");
+      await eventually(() => page.locator("#messages li.assistant").count()).toBe(2);
+
+      const second = page.locator("#messages li.user").nth(1);
+      await eventually(() => second.getByRole("button", { name: "Edit" }).isEnabled()).toBe(true);
+      await second.getByRole("button", { name: "Edit" }).click();
+      await page.getByRole("textbox", { name: "Edited message" }).fill("Say two, edited");
+      await page.getByRole("button", { name: "Save and send" }).click();
+      await eventually(() => page.locator("#messages li.assistant").allTextContents()).toEqual([
+        expect.stringContaining("One."),
+        expect.stringContaining("Two, edited."),
+      ]);
+      // The model was asked with the messages before the edited one, then the edit.
+      expect(
+        bed.model.requests
+          .at(-1)!
+          .messages.slice(1)
+          .map((m) => m.content),
+      ).toEqual(["Say one", "One.", "Say two, edited"]);
+      await eventually(() => page.getByLabel("Message version 2 of 2").textContent()).toBe("2/2");
+      await screenshot("playground-edited");
+
+      // The old branch is kept: ‹ switches the thread back to it, › to the edit again.
+      await page.getByRole("button", { name: "Previous message version" }).click();
+      await eventually(() => page.locator("#messages li.user").allInnerTexts()).toEqual([
+        expect.stringContaining("Say one"),
+        expect.stringContaining("Say two"),
+      ]);
+      await eventually(() => page.locator("#messages li.assistant").nth(1).textContent()).toContain("Two.");
+      expect(await page.getByLabel("Message version 1 of 2").textContent()).toBe("1/2");
+      await page.getByRole("button", { name: "Next message version" }).click();
+      await eventually(() => page.locator("#messages li.assistant").nth(1).textContent()).toContain("Two, edited.");
+      // The thread's own path changed, not only the view: a reload shows the edit.
+      await page.reload();
+      await eventually(() => page.locator("#messages li.user").nth(1).innerText()).toContain("Say two, edited");
+      expect(pageProblems).toEqual([]);
+    });
+
     it("renames the open thread and deletes it (after a confirmation)", async () => {
       bed.model.script({ text: "Hello." });
       await openPlayground();

@@ -115,6 +115,30 @@ describe("SQL statements per history step and per turn", () => {
     expect(totalStatements(counting.perStep)).toBe(7);
   });
 
+  it("an edit of that thread's 25th message: 5 statements, the existing thread's (the edit rides in the message's store)", async () => {
+    const thread = await seedThread(bed.db.pool, { turns: 50 });
+    const edited = (await threadRows(bed.db.pool, thread.threadId)).filter((r) => r.kind === "user")[24]!.id;
+    const counting = statementsPerStep(bed.db.pool);
+    bed.model.script({ text: "answer 25, edited" });
+    const event = chatEvent({ content: "question 25, edited", threadId: thread.threadId, userId: thread.userId });
+    const run = await counting.run(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), {
+      ...event,
+      data: { ...event.data, edits: edited },
+    });
+
+    expect(run.error).toBeUndefined();
+    expect(run.result).toMatchObject({ status: "completed", history: { from: "database", read: 38 } });
+    expectOneStatementPerHistoryStep(counting.perStep, [
+      "history.append-user-message",
+      "history.find-earlier-turn",
+      "history.get",
+      "history.append-results",
+    ]);
+    expect(counting.perStep.get("usage.assistant")).toBe(1);
+    expect(totalStatements(counting.perStep)).toBe(5);
+    expect((await threadRows(bed.db.pool, thread.threadId)).filter((r) => r.on_path)).toHaveLength(50);
+  });
+
   it("a retried run sends no statement for the steps that already succeeded", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 2 });
     const counting = countingPool(bed.db.pool);

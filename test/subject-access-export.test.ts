@@ -207,7 +207,7 @@ async function storedAbout(db: pg.Pool, userId: string) {
       `SELECT id, title, title_source, metadata, message_count, last_seq, ${ms("last_message_at")}, ${ms("last_activity_at")}, ${ms("created_at")} FROM threads WHERE user_id = $1 ORDER BY id`,
     ),
     messages: await rows(
-      `SELECT id, thread_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped, ${ms("created_at")} FROM messages WHERE user_id = $1 ORDER BY thread_id, seq`,
+      `SELECT id, thread_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped, parent_id, parent_variant, ${ms("created_at")} FROM messages WHERE user_id = $1 ORDER BY thread_id, seq`,
     ),
     turns: await rows(
       `SELECT u.run_id, u.message_id, u.kind, u.variant, u.status, u.error, u.event_id, u.context, ${ms("u.started_at")}, ${ms("u.finished_at")} FROM turns u JOIN threads t ON t.id = u.thread_id WHERE t.user_id = $1 ORDER BY u.run_id`,

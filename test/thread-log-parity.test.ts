@@ -83,6 +83,7 @@ describe("the SQL that writes the thread log and its vocabulary", () => {
         "tool.approval.requested",
         "tool.approval.decided",
         "tool.approval.expired",
+        "thread.path.changed",
       ]),
     );
   });

@@ -500,3 +500,58 @@ describe("useChat against a real streaming turn (INFERENCE=stream)", () => {
     expect(chunks.at(-1)).toMatchObject({ type: "finish", finishReason: "stop" });
   });
 });
+
+describe("useChat's edit (sendMessage with an existing user message's id)", () => {
+  it("is an edit: a sibling answered with the history before it; the same edit again stores nothing; editing it again edits the branch shown", async () => {
+    const threadId = randomUUID();
+    const one = userMessage("One?");
+    const two = userMessage("Two?");
+    for (const [message, answer] of [
+      [one, "1"],
+      [two, "2"],
+    ] as const) {
+      const stream = await send(threadId, [message]);
+      bed.model.script({ text: answer });
+      await Promise.all([finalMessage(stream), execute(chatTurn, lastSent())]);
+    }
+    bed.model.reset();
+
+    // useChat keeps the edited message's id and sends the history up to it with the new words.
+    const edited = { ...two, parts: [{ type: "text" as const, text: "Two, edited?" }] };
+    const stream = await send(threadId, [one, edited], "submit-message", two.id);
+    const event = lastSent();
+    expect(event).toMatchObject({
+      name: "chat/message.sent",
+      data: { threadId, edits: two.id, content: "Two, edited?" },
+    });
+    expect(event.data.messageId).not.toBe(two.id);
+    bed.model.script({ text: "2'" });
+    const [answer, run] = await Promise.all([finalMessage(stream), execute(chatTurn, event)]);
+    expect(run.error).toBeUndefined();
+    expect(visibleText(answer)).toBe("2'");
+    expect(bed.model.requests[0]!.messages.slice(1).map((m) => m.content)).toEqual(["One?", "1", "Two, edited?"]);
+    const onPath = async () =>
+      (await threadRows(bed.db.pool, threadId)).filter((row) => row.on_path).map((row) => row.id);
+    expect(await onPath()).toEqual([one.id, expect.any(String), event.data.messageId, answer.id]);
+    const stored = (await threadRows(bed.db.pool, threadId)).length;
+
+    // The same edit sent again: the same message, no new row.
+    const again = await send(threadId, [one, edited], "submit-message", two.id);
+    expect(lastSent().data.messageId).toBe(event.data.messageId);
+    await again.cancel();
+    expect((await threadRows(bed.db.pool, threadId)).length).toBe(stored);
+
+    // Edited again under the same client id: the branch now shown is the one edited, a third sibling.
+    const third = await send(
+      threadId,
+      [one, { ...two, parts: [{ type: "text", text: "Two, again?" }] }],
+      "submit-message",
+      two.id,
+    );
+    expect(lastSent().data).toMatchObject({ edits: event.data.messageId, content: "Two, again?" });
+    bed.model.script({ text: "2''" });
+    await Promise.all([finalMessage(third), execute(chatTurn, lastSent())]);
+    expect((await threadRows(bed.db.pool, threadId)).filter((row) => row.on_path)).toHaveLength(4);
+    expect(bed.model.requests[1]!.messages.slice(1).map((m) => m.content)).toEqual(["One?", "1", "Two, again?"]);
+  });
+});

@@ -111,6 +111,7 @@ const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
   message_not_on_path: 409,
   no_running_turn: 409,
   thread_busy: 409,
+  branch_on_path: 409,
   not_a_user_message: 422,
   not_an_answer: 422,
 };

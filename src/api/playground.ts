@@ -32,6 +32,7 @@ export const PLAYGROUND_FILES = [
   { path: "/playground/event-stream.js", file: "event-stream.js", operationId: "getPlaygroundEventStream", type: JS },
   { path: "/playground/deltas.js", file: "deltas.js", operationId: "getPlaygroundDeltas", type: JS },
   { path: "/playground/render.js", file: "render.js", operationId: "getPlaygroundRender", type: JS },
+  { path: "/playground/branches.js", file: "branches.js", operationId: "getPlaygroundBranches", type: JS },
   { path: "/playground/markdown.js", file: "markdown.js", operationId: "getPlaygroundMarkdown", type: JS },
   { path: "/playground/feedback.js", file: "feedback.js", operationId: "getPlaygroundFeedback", type: JS },
   { path: "/playground/usage.js", file: "usage.js", operationId: "getPlaygroundUsage", type: JS },

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { ChatMessageRegenerate, ChatMessageSent } from "../../inngest.config.js";
+import { checkEditable } from "../history/branches.js";
 import { DEFAULT_BUSY_POLICY } from "../history/busy-policy.js";
 import { checkNotBusy } from "../history/busy.js";
 import { checkSendable, loadUserMessage } from "../history/store.js";
@@ -55,6 +56,35 @@ export async function sendRegenerate(
   await checkBudget(db, data.userId, budgets);
   await loadUserMessage(db, data);
   const { ids } = await sendEvent({ name: "chat/message.regenerate", data });
+  return { threadId: data.threadId, messageId: data.messageId, eventId: ids[0]! };
+}
+
+/**
+ * Sends an edit of a user message for its user (the edit route, POST /api/ui/chat with useChat's
+ * edit): refused first (429 over budget, 404, 409 a turn running or the id used for other words,
+ * 422) rather than inside the run. The event is a chat message that names the message it edits, under the new
+ * message's event id: a retried edit starts no second run.
+ */
+export async function sendEdit(
+  { db, sendEvent, budgets }: Pick<ApiDeps, "db" | "sendEvent" | "budgets">,
+  edit: ChatMessageSent & { threadId: string; edits: string },
+): Promise<Sent> {
+  await checkBudget(db, edit.userId, budgets);
+  // Refused while the thread answers (409 naming the turn); should a turn begin after this check,
+  // policy reject refuses the edit's run before it stores anything (threadline_begin_turn).
+  const data = { ...edit, busy: "reject" as const };
+  await checkEditable(db, {
+    threadId: data.threadId,
+    userId: data.userId,
+    editedId: data.edits,
+    messageId: data.messageId,
+    content: data.content,
+  });
+  const { ids } = await sendEvent({
+    id: chatMessageEventId(data.userId, data.messageId),
+    name: "chat/message.sent",
+    data,
+  });
   return { threadId: data.threadId, messageId: data.messageId, eventId: ids[0]! };
 }
 

@@ -238,6 +238,13 @@ const threadMessage = z.object({
       description:
         "A user message's latest turn (null before one started), with the failure's cause; `retrying`: running, a failed attempt is being retried (`error`: its cause); `awaiting_approval`: running, waiting for the owner's decision on `approvals`.",
     }),
+  siblings: z
+    .object({ count: z.int(), position: z.int(), ids: z.array(z.uuid()) })
+    .optional()
+    .meta({
+      description:
+        "The conversation tree: a user message's edits (the user messages that follow the same message), or an answer's variants (each named by its first result's id), oldest first; `position` (from 1) is this one's. PUT /api/threads/:threadId/messages/:id/current switches to another.",
+    }),
 });
 
 const messagePageResponse = z.object({

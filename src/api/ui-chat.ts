@@ -8,7 +8,8 @@ import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { busyPolicy } from "../history/busy-policy.js";
 import { type Approval, decisionEventId } from "../history/approvals.js";
 import { HistoryRefusal } from "../history/errors.js";
-import { clientMessageId } from "../history/ids.js";
+import { currentSibling } from "../history/branches.js";
+import { clientMessageId, editMessageId } from "../history/ids.js";
 import { assistantTexts } from "../history/messages.js";
 import { checkOwnedThread, listAnswerVariants } from "../history/store.js";
 import { isDeletedThread } from "../history/threads.js";
@@ -26,7 +27,7 @@ import type { ApiDeps, StreamDeps } from "./deps.js";
 import { badRequest } from "./errors.js";
 import { EVENT_PAGE_SIZE, HEARTBEAT_MS, takeStreamSlot } from "./events.js";
 import { apiErrors } from "./openapi.js";
-import { sendChatMessage, sendRegenerate } from "./send-message.js";
+import { sendChatMessage, sendEdit, sendRegenerate } from "./send-message.js";
 import { validate } from "./validate.js";
 
 /** The answer, as documented: the AI SDK's UI message stream (protocol v1) over Server-Sent Events. */
@@ -79,7 +80,7 @@ const uiChatBody = z.looseObject({
   }),
   messageId: clientId.optional().meta({
     description:
-      "regenerate-message: the answer (or user message) to answer again; absent: the thread's last user message.",
+      "regenerate-message: the answer (or user message) to answer again; absent: the thread's last user message. submit-message (useChat's edit): the user message the last message edits (a new branch; the old one stays).",
   }),
   busy: busyPolicy.optional().meta({
     description:
@@ -166,6 +167,16 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
               issues: parsed.error.issues.map((issue) => ({ ...issue, path: ["messages", last, "parts"] })),
             });
           const data = parsed.data;
+          // useChat's edit (sendMessage with an existing user message's id): the new words under that
+          // id, so the edit's own id is derived from both (the same edit sent again is the same
+          // message); the edited message is the one on the path in that place (useChat keeps the id
+          // through earlier edits of it).
+          if (body.messageId !== undefined) {
+            const named = userMessageId(threadId, body.messageId);
+            const edits = await currentSibling(db, threadId, named);
+            const edit = { ...data, threadId, messageId: editMessageId(threadId, named, data.content), edits };
+            return streamTurn(c, threadId, edit.messageId, "submit", () => sendEdit(deps, edit));
+          }
           return streamTurn(c, threadId, data.messageId, "submit", () => sendChatMessage(deps, data));
         }
         await checkOwnedThread(db, threadId, userId);

@@ -76,6 +76,7 @@ export async function runTurn(
     clientTimestamp: request.kind === "chat" ? request.data.clientTimestamp : undefined,
     policy,
     clientMessages: conversation?.length,
+    edits: request.kind === "chat" ? request.data.edits : undefined,
     model: deps.model.configured ? { provider: deps.model.provider, name: deps.model.name } : undefined,
     busy,
   });

@@ -35,6 +35,8 @@ export type TurnContext = {
   policy: ResolvedHistoryPolicy;
   /** How many prior messages the client sent with the event (client-authoritative): none are read. */
   clientMessages?: number | undefined;
+  /** An edit: the user message this one replaces (stored as its sibling, threadline_begin_turn). */
+  edits?: string | undefined;
   /** The model the turn's agents call, recorded with the turn (feedback on its answer names it); absent when none is configured. */
   model?: { provider: string; name: string } | undefined;
   /** A chat message's busy policy: reject is refused by the first statement while another turn runs (busy.ts). */
@@ -154,7 +156,12 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           message: { id: userMessage.id, text: userMessage.content, clientTimestamp: turn.clientTimestamp },
           turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId, busy: turn.busy },
           // The load is known once history.get has run: appendResults records it.
-          context: { policy: turn.policy, ...(turn.model ? { model: turn.model } : {}) },
+          // An edit is named in the turn's context: threadline_begin_turn reads it from there.
+          context: {
+            policy: turn.policy,
+            ...(turn.model ? { model: turn.model } : {}),
+            ...(turn.edits ? { edits: turn.edits } : {}),
+          },
         })),
         // Which run began the turn: a rerun from a later step finds another run's start memoized.
         runId: turn.runId,

@@ -20,15 +20,21 @@ import { resultId } from "./ids.js";
 /** The unfinished turn a rejected message met: its run and the user message it answers. */
 export type BusyTurn = { runId: string; messageId: string };
 
-/** A message refused by policy reject: the thread is answering another (HTTP 409 naming it). */
+/**
+ * A message refused by policy reject: the thread is answering another (HTTP 409 naming it). With
+ * `action`, another change refused while the thread answers (an edit or a branch switch: branches.ts).
+ */
 export class ThreadBusy extends HistoryRefusal {
   constructor(
     threadId: string,
     readonly runningTurn: BusyTurn,
+    action?: string,
   ) {
     super(
       "thread_busy",
-      `Thread ${threadId} is still answering message ${runningTurn.messageId} (run ${runningTurn.runId}), and this message was sent with busy "reject": it was not accepted, nothing was stored. Send it again once that answer has finished (or after stopping it: POST /api/threads/${threadId}/stop), or send it with busy "enqueue", "interrupt" or "rollback".`,
+      action === undefined
+        ? `Thread ${threadId} is still answering message ${runningTurn.messageId} (run ${runningTurn.runId}), and this message was sent with busy "reject": it was not accepted, nothing was stored. Send it again once that answer has finished (or after stopping it: POST /api/threads/${threadId}/stop), or send it with busy "enqueue", "interrupt" or "rollback".`
+        : `Thread ${threadId} is still answering message ${runningTurn.messageId} (run ${runningTurn.runId}): nothing was changed. Wait for that answer to finish (or stop it: POST /api/threads/${threadId}/stop), then ${action}.`,
     );
   }
 }

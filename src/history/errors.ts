@@ -15,7 +15,8 @@ export class HistoryRefusal extends Error {
       | "not_an_answer"
       | "message_not_on_path"
       | "no_running_turn"
-      | "thread_busy",
+      | "thread_busy"
+      | "branch_on_path",
     message: string,
   ) {
     super(message);

@@ -62,6 +62,13 @@ const exportedMessage = z.object({
   variant: z.number().int().optional(),
   position: z.number().int().optional(),
   stopped: z.boolean().optional(),
+  /**
+   * The conversation tree: the user message a user message followed and the answer variant it
+   * followed (null: none yet); absent from exports made before branches, and for the thread's
+   * first messages.
+   */
+  parentId: z.uuid().optional(),
+  parentVariant: z.number().int().nullable().optional(),
 });
 
 /** A turn (one run answering a user message): its status and, when it failed, the cause. */

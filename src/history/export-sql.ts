@@ -10,7 +10,8 @@ export const beginSnapshot = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY";
 
 /** Every message of thread $1 after seq $2, $3 of them (messages_thread_seq_key). */
 export const selectThreadMessages = `
-  SELECT id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped, client_timestamp, created_at
+  SELECT id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped, client_timestamp, created_at,
+         parent_id, parent_variant
   FROM messages WHERE thread_id = $1 AND seq > $2::bigint ORDER BY seq LIMIT $3`;
 export type SelectThreadMessagesRow = {
   id: string;
@@ -26,6 +27,8 @@ export type SelectThreadMessagesRow = {
   stopped: boolean;
   client_timestamp: Date | null;
   created_at: Date;
+  parent_id: string | null;
+  parent_variant: number | null;
 };
 
 /**
@@ -129,8 +132,8 @@ export const insertThread = `
   VALUES ($1, $2, $3, $4, $5, $6, $6, $6)`;
 
 export const insertMessage = `
-  INSERT INTO messages (id, thread_id, user_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped, client_timestamp, created_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`;
+  INSERT INTO messages (id, thread_id, user_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped, client_timestamp, created_at, parent_id, parent_variant)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`;
 
 export const insertTurn = `
   INSERT INTO turns (run_id, thread_id, message_id, kind, variant, status, error, event_id, context, started_at, finished_at)

@@ -137,6 +137,7 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
       ...(row.kind === "agent"
         ? { answers: row.answers!, variant: row.variant!, position: row.position!, stopped: row.stopped }
         : {}),
+      ...(row.parent_id === null ? {} : { parentId: row.parent_id, parentVariant: row.parent_variant }),
     };
   }
   const turns = keysetRows<sql.SelectThreadTurnsRow>(client, sql.selectThreadTurns, (last) => [

@@ -25,3 +25,10 @@ export const memoryId = (userId: string, normalizedText: string) =>
  */
 export const clientMessageId = (threadId: string, clientId: string) =>
   uuidv5(`client-message:${threadId}:${clientId}`, NAMESPACE);
+
+/**
+ * The new message of an edit that names no id of its own (useChat's edit sends the edited
+ * message's id with the new words): the same edit sent again is the same message.
+ */
+export const editMessageId = (threadId: string, editedId: string, content: string) =>
+  uuidv5(`edit:${threadId}:${JSON.stringify([editedId, content])}`, NAMESPACE);

@@ -144,6 +144,8 @@ const INSERTS: { [T in RestoredRecord["type"]]: Insert<Extract<RestoredRecord, {
       r.stopped ?? false,
       r.clientTimestamp,
       r.createdAt,
+      r.parentId ?? null,
+      r.parentVariant ?? null,
     ],
   ],
   turn: (r) => [

@@ -20,6 +20,22 @@ const pageExtras = `
          CASE WHEN t.status = 'running' AND t.retrying IS NOT NULL THEN t.retrying ->> 'cause' ELSE t.error END AS turn_error,
          CASE WHEN p.kind = 'user'
            THEN (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = p.id) END AS variant_count,
+         -- The conversation tree (migration 0019): a user message's siblings are the user messages
+         -- that follow the same message and answer variant (edits); an answer's are its variants
+         -- (each named by its first row), read through messages_parent_idx (messages_roots_idx for a
+         -- thread's first messages) and messages_answers_idx.
+         CASE WHEN p.kind = 'user' AND p.parent_id IS NOT NULL THEN (
+             SELECT array_agg(s.id ORDER BY s.seq) FROM messages s
+             WHERE s.kind = 'user' AND s.parent_id = p.parent_id AND s.parent_variant IS NOT DISTINCT FROM p.parent_variant)
+           WHEN p.kind = 'user' THEN (
+             SELECT array_agg(s.id ORDER BY s.seq) FROM messages s
+             WHERE s.kind = 'user' AND s.parent_id IS NULL AND s.thread_id = p.thread_id)
+           WHEN p.kind = 'agent' THEN (
+             SELECT array_agg(a.id ORDER BY a.variant) FROM messages a WHERE a.answers = p.answers AND a.position = 0)
+         END AS sibling_ids,
+         CASE WHEN p.kind = 'agent' THEN (
+             SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = p.answers AND a.variant <= p.variant)
+         END AS variant_position,
          usage.turn_usage
   FROM page p
   LEFT JOIN LATERAL (
@@ -71,6 +87,8 @@ export type PageRow = {
   turn_error: string | null;
   turn_approvals: PendingToolCall[] | null;
   variant_count: number | null;
+  sibling_ids: string[] | null;
+  variant_position: number | null;
   /** An answer's turn usage (json_build_object above), null without ledger rows. */
   turn_usage: TurnUsageJson | null;
 };
@@ -92,7 +110,7 @@ export type TurnUsageJson = {
  */
 export const selectPageBefore = `
   WITH page AS (
-    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, stopped, created_at FROM messages
+    SELECT id, thread_id, turn_seq, seq, kind, agent_name, content, answers, variant, stopped, created_at, parent_id, parent_variant FROM messages
     WHERE thread_id = $1 AND on_path AND (turn_seq, seq) < ($2::bigint, $3::bigint)
     ORDER BY turn_seq DESC, seq DESC
     LIMIT $4
@@ -102,7 +120,7 @@ export const selectPageBefore = `
 /** Up to $4 current-path messages after position ($2, $3) in thread order, the nearest first. */
 export const selectPageAfter = `
   WITH page AS (
-    SELECT id, turn_seq, seq, kind, agent_name, content, answers, variant, stopped, created_at FROM messages
+    SELECT id, thread_id, turn_seq, seq, kind, agent_name, content, answers, variant, stopped, created_at, parent_id, parent_variant FROM messages
     WHERE thread_id = $1 AND on_path AND (turn_seq, seq) > ($2::bigint, $3::bigint)
     ORDER BY turn_seq, seq
     LIMIT $4

@@ -51,7 +51,22 @@ type ThreadMessage = {
   /** For a user message: how many answer variants exist, and its latest turn. */
   variantCount?: number;
   turn?: { status: string; runId: string; error: string | null; approvals?: sql.PendingToolCall[] } | null;
+  /**
+   * The conversation tree: a user message's edits (the messages that follow the same message), an
+   * answer's variants (each named by its first result's id), in the order they were made; `position`
+   * (from 1) is this one's. PUT …/messages/:id/current switches to one.
+   */
+  siblings?: Siblings;
 };
+
+type Siblings = { count: number; position: number; ids: string[] };
+
+function siblings(row: sql.PageRow): Siblings | undefined {
+  const ids = row.sibling_ids;
+  if (!ids) return undefined;
+  const position = row.kind === "agent" ? row.variant_position! : ids.indexOf(row.id) + 1;
+  return { count: ids.length, position, ids };
+}
 
 export type MessagePage = {
   /** In thread order (oldest first). */
@@ -127,6 +142,7 @@ function toMessage(row: sql.PageRow): ThreadMessage {
           turnUsage: row.turn_usage,
         }
       : {}),
+    ...(row.sibling_ids ? { siblings: siblings(row)! } : {}),
     ...(row.kind === "user"
       ? {
           variantCount: row.variant_count!,

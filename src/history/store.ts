@@ -89,6 +89,17 @@ function refusal(code: string, { threadId, messageId }: { threadId: string; mess
       return messageTextDiffers(messageId);
     case "message_not_found":
       return new HistoryRefusal("message_not_found", `Message ${messageId} is not a message of thread ${threadId}.`);
+    // An edit (threadline_begin_turn, p_context.edits) whose edited message is not there, or left the path meanwhile.
+    case "edited_not_found":
+      return new HistoryRefusal(
+        "message_not_found",
+        `Message ${messageId} edits a message that is not a user message of thread ${threadId}.`,
+      );
+    case "edited_not_on_path":
+      return new HistoryRefusal(
+        "message_not_on_path",
+        `Message ${messageId} edits a message no longer on the thread's current path: switch to its branch, then edit it.`,
+      );
     default:
       throw new Error(`Unknown storage refusal ${code}`);
   }

@@ -126,6 +126,12 @@ export const threadLogEvent = z.discriminatedUnion("event", [
     "The thread's title changed (null: untitled).",
   ),
   kind(
+    "thread.path.changed",
+    z.object({ messageId: z.string(), pathVersion: z.int() }),
+    "The thread's current path changed: a switch to the branch through messageId, or an edit (messageId, the new " +
+      "message) that took the edited message and what followed off it. Read the thread's messages again.",
+  ),
+  kind(
     "run.started",
     z.looseObject({
       runId: z.string(),
@@ -196,7 +202,7 @@ export const THREAD_LOG_KINDS: readonly ThreadLogKind[] = threadLogEvent.options
 /**
  * The kinds a client that shows a thread live must act on: streamed text, a retry under way, a
  * turn's end (every ending is followed by stream.ended), a new title, a tool call awaiting the
- * user's approval and its decision. The rest is detail.
+ * user's approval and its decision, another branch shown. The rest is detail.
  */
 export const CLIENT_KINDS = [
   "text.delta",
@@ -206,6 +212,7 @@ export const CLIENT_KINDS = [
   "tool.approval.requested",
   "tool.approval.decided",
   "tool.approval.expired",
+  "thread.path.changed",
 ] as const satisfies readonly ThreadLogKind[];
 
 /** Not a row of the log: how a live stream of a thread (SSE, realtime) ends when the thread is deleted. */

@@ -66,6 +66,11 @@ export function apiFor(credentials) {
     variants: (threadId, messageId) => call("GET", `${message(threadId, messageId)}/variants`),
     rateAnswer: (threadId, answerId, rating) => call("PUT", `${message(threadId, answerId)}/feedback`, { rating }),
     unrateAnswer: (threadId, answerId) => call("DELETE", `${message(threadId, answerId)}/feedback`, {}),
+    /** A new user message `messageId` as an edit of `editedId` (a new branch; the old one is kept). */
+    edit: (threadId, editedId, messageId, content) =>
+      call("POST", `${message(threadId, editedId)}/edit`, { messageId, content }),
+    /** Makes the branch through a message the thread's current path. */
+    makeCurrent: (threadId, messageId) => call("PUT", `${message(threadId, messageId)}/current`),
     search: (q) => call("GET", `/api/search?q=${encodeURIComponent(q)}`),
   };
 }

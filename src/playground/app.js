@@ -4,6 +4,7 @@ import { isInferenceDelta, streamedTexts } from "./deltas.js";
 import { followEvents } from "./event-stream.js";
 import { feedbackControls, rateAnswer } from "./feedback.js";
 import { markdownNodes } from "./markdown.js";
+import { editForm, messagesBeforeEdit, userBranchTools } from "./branches.js";
 import { answerText, h, messageText, plural, snippetNodes, turnLabel, when } from "./render.js";
 import * as session from "./session.js";
 import { turnUsageLine } from "./usage.js";
@@ -30,6 +31,8 @@ const unreadThread = () => ({
   awaiting: new Set(),
   /** The answer variants of user messages that have several: id → {list, index of the one shown}. */
   variants: new Map(),
+  /** The user message being edited (branches.js) and the words typed so far, or null. */
+  editing: null,
 });
 
 /** Everything the page shows comes from here; each change is followed by the matching render. */
@@ -339,6 +342,8 @@ function receive(threadId, batch) {
     }
     if (row.event === "title.changed") renamed = true;
     if (isApprovalEvent(row)) approvals = true;
+    // Another branch is the thread's path now (switched or edited, here or elsewhere).
+    if (row.event === "thread.path.changed") ended = true;
     state.lastId = row.id;
   }
   savePosition();
@@ -501,8 +506,27 @@ function turnItems({ user, answers }) {
           button("Retry", () => regenerate(user.id)),
         )
       : null;
-  const tools = [retry, ...(approvalCards(user.turn, guarded(decide)) ?? [])];
-  const item = userItem({ id: user.id, text: user.content.text, createdAt: user.createdAt, label, tools });
+  const branchTools = h(
+    "p",
+    { class: "tools" },
+    userBranchTools(user, {
+      button,
+      onEdit: (id) => {
+        state.editing = { id, draft: user.content.text };
+        renderMessages();
+      },
+      onSwitch: guarded(switchTo),
+      disabled: running(),
+    }),
+  );
+  const item = userItem({
+    id: user.id,
+    text: user.content.text,
+    createdAt: user.createdAt,
+    label,
+    tools: [retry, ...(approvalCards(user.turn, guarded(decide)) ?? []), branchTools],
+  });
+  if (state.editing?.id === user.id) item.querySelector(".text").replaceWith(editingForm(user.id));
   if (answers.length === 0) return [item];
   // The thread shows its current answer; a variant the reader flipped to is shown in its place.
   const choice = state.variants.get(user.id);
@@ -576,9 +600,43 @@ function button(label, onClick, attributes = {}) {
   return element;
 }
 
-function flip(messageId, step) {
+/** Shows the previous or next answer variant and makes it the thread's current path (what follows it too). */
+async function flip(messageId, step) {
   const choice = state.variants.get(messageId);
   choice.index = Math.min(Math.max(choice.index + step, 0), choice.list.length - 1);
+  renderMessages();
+  await switchTo(choice.list[choice.index].results[0].id);
+}
+
+// Branches: editing a message, switching the thread's path (branches.js)
+
+/** Makes the branch through a message the thread's current path, and shows it. */
+async function switchTo(messageId) {
+  await state.api.makeCurrent(state.threadId, messageId);
+  await loadMessages(state.threadId);
+}
+
+function editingForm(messageId) {
+  return editForm(state.editing.draft, {
+    onSave: guarded((content) => editMessage(messageId, content)),
+    onCancel: () => {
+      state.editing = null;
+      renderMessages();
+    },
+    onInput: (draft) => {
+      state.editing.draft = draft;
+    },
+  });
+}
+
+/** Sends the edit; the thread shows the messages before the edited one and the edit, answered. */
+async function editMessage(editedId, content) {
+  const messageId = crypto.randomUUID();
+  await state.api.edit(state.threadId, editedId, messageId, content);
+  state.editing = null;
+  state.messages = messagesBeforeEdit(state.messages, editedId);
+  state.outbox.set(messageId, { text: content, sending: false });
+  state.awaiting.add(messageId);
   renderMessages();
 }
 

@@ -17,13 +17,16 @@ export async function seedBulkThread(
   const threadId = randomUUID();
   await db.query("INSERT INTO threads (id, user_id, last_seq) VALUES ($1, $2, $3)", [threadId, userId, 2 * turns]);
   await db.query(
-    `INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, answers, variant, position)
+    `INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, parent_id, parent_variant)
      SELECT ${uuidFrom("$1::text || ':' || i || ':' || kind")}, $1::uuid, CASE kind WHEN 'user' THEN 2 * i - 1 ELSE 2 * i END, 2 * i - 1, kind,
             CASE kind WHEN 'user' THEN 'user' ELSE 'assistant' END,
             CASE kind WHEN 'user' THEN jsonb_build_object('text', 'question ' || i)
               ELSE jsonb_build_object('output', jsonb_build_array(jsonb_build_object('type', 'text', 'role', 'assistant', 'content', 'answer ' || i)), 'toolCalls', '[]'::jsonb) END,
             CASE kind WHEN 'agent' THEN ${uuidFrom("$1::text || ':' || i || ':user'")} END,
-            CASE kind WHEN 'agent' THEN 1 END, CASE kind WHEN 'agent' THEN 0 END
+            CASE kind WHEN 'agent' THEN 1 END, CASE kind WHEN 'agent' THEN 0 END,
+            -- Each question follows the one before and its answer (the conversation tree).
+            CASE WHEN kind = 'user' AND i > 1 THEN ${uuidFrom("$1::text || ':' || (i - 1) || ':user'")} END,
+            CASE WHEN kind = 'user' AND i > 1 THEN 1 END
      FROM generate_series(1, $2::int) i, (VALUES ('user'), ('agent')) k(kind)
      ORDER BY i, kind DESC`,
     [threadId, turns],

@@ -97,7 +97,7 @@ export function createTestApp(
 
 type App = Pick<ReturnType<typeof createApp>, "request">;
 
-/** Requests made by one signed-in user: `get(path)`, `post(path, body)` (an object is sent as JSON, a string as is). */
+/** Requests made by one signed-in user: `get(path)`, `post(path, body)` (an object is sent as JSON, a string as is), bodiless `put(path)` and `delete(path)`. */
 export function asUser(app: App, userId: string) {
   const headers = headersFor(userId);
   return {
@@ -108,5 +108,7 @@ export function asUser(app: App, userId: string) {
         headers: await headers,
         body: typeof body === "string" ? body : JSON.stringify(body),
       }),
+    put: async (path: string) => app.request(path, { method: "PUT", headers: await headers }),
+    delete: async (path: string) => app.request(path, { method: "DELETE", headers: await headers }),
   };
 }

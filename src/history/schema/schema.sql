@@ -60,9 +60,13 @@ CASE
     ELSE NULL::tsvector
 END) STORED,
   stopped boolean DEFAULT false NOT NULL,
+  parent_id uuid,
+  parent_variant integer,
   CONSTRAINT messages_answer_shape CHECK (((kind = 'agent'::text) = ((answers IS NOT NULL) AND (variant IS NOT NULL) AND ("position" IS NOT NULL)))),
   CONSTRAINT messages_answers_fkey FOREIGN KEY (answers) REFERENCES messages(id) ON DELETE CASCADE,
   CONSTRAINT messages_kind_check CHECK ((kind = ANY (ARRAY['user'::text, 'agent'::text, 'system'::text, 'summary'::text]))),
+  CONSTRAINT messages_parent_id_fkey FOREIGN KEY (parent_id) REFERENCES messages(id) ON DELETE CASCADE,
+  CONSTRAINT messages_parent_shape CHECK (((kind = 'user'::text) OR ((parent_id IS NULL) AND (parent_variant IS NULL)))),
   CONSTRAINT messages_pkey PRIMARY KEY (id),
   CONSTRAINT messages_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE,
   CONSTRAINT messages_thread_seq_key UNIQUE (thread_id, seq)
@@ -229,11 +233,15 @@ CREATE INDEX messages_answers_idx ON public.messages USING btree (answers, varia
 
 CREATE UNIQUE INDEX messages_one_current_answer_idx ON public.messages USING btree (answers, "position") WHERE (on_path AND (answers IS NOT NULL));
 
+CREATE INDEX messages_parent_idx ON public.messages USING btree (parent_id, parent_variant, seq) WHERE (kind = 'user'::text);
+
 CREATE INDEX messages_path_idx ON public.messages USING btree (thread_id, turn_seq, seq) WHERE on_path;
 
 CREATE INDEX messages_path_system_idx ON public.messages USING btree (thread_id, turn_seq, seq) WHERE (on_path AND (kind = ANY (ARRAY['system'::text, 'summary'::text])));
 
 CREATE INDEX messages_path_user_idx ON public.messages USING btree (thread_id, seq) WHERE (on_path AND (kind = 'user'::text));
+
+CREATE INDEX messages_roots_idx ON public.messages USING btree (thread_id, seq) WHERE ((kind = 'user'::text) AND (parent_id IS NULL));
 
 CREATE INDEX messages_search_idx ON public.messages USING gin (user_id, search);
 
@@ -339,6 +347,12 @@ DECLARE
   v_max integer;
   v_max_turn integer;
   v_earlier integer;
+  v_edits uuid := (p_context ->> 'edits')::uuid;
+  v_edited messages%ROWTYPE;
+  v_parent_id uuid;
+  v_parent_variant integer;
+  v_detached integer;
+  v_version bigint;
   v_busy record;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
@@ -348,7 +362,7 @@ BEGIN
     -- A chat message creates an unknown thread (AgentKit's createThread upserts: clients such as
     -- useAgent make thread ids themselves); a new thread without a given id is named after its
     -- first message, so a re-run of the event finds the same thread. A regenerate needs a thread.
-    IF p_kind <> 'chat' THEN
+    IF p_kind <> 'chat' OR v_edits IS NOT NULL THEN
       RETURN QUERY SELECT 'thread_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
     END IF;
     IF v_message.id IS NOT NULL THEN
@@ -383,10 +397,38 @@ BEGIN
           DETAIL = jsonb_build_object('runId', v_busy.run_id, 'messageId', v_busy.message_id)::text;
       END IF;
     END IF;
-    UPDATE threads t SET last_seq = t.last_seq + 1, updated_at = now() WHERE t.id = p_thread_id
-      RETURNING t.last_seq INTO v_message.seq;
-    INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp)
-      VALUES (p_message_id, p_thread_id, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp)
+    IF v_edits IS NOT NULL THEN
+      SELECT * INTO v_edited FROM messages m WHERE m.id = v_edits AND m.thread_id = p_thread_id AND m.kind = 'user';
+      IF v_edited.id IS NULL THEN
+        RETURN QUERY SELECT 'edited_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+      END IF;
+      IF NOT v_edited.on_path THEN
+        RETURN QUERY SELECT 'edited_not_on_path', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+      END IF;
+      v_parent_id := v_edited.parent_id;
+      v_parent_variant := v_edited.parent_variant;
+      UPDATE messages m SET on_path = false WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq >= v_edited.seq;
+      GET DIAGNOSTICS v_detached = ROW_COUNT;
+      -- No summary covers a detached turn: one that reaches the edited message goes.
+      DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= v_edited.seq;
+    ELSE
+      SELECT m.id INTO v_parent_id FROM messages m
+        WHERE m.thread_id = p_thread_id AND m.on_path AND m.kind = 'user' ORDER BY m.seq DESC LIMIT 1;
+      SELECT max(a.variant) INTO v_parent_variant FROM messages a WHERE a.answers = v_parent_id AND a.on_path;
+      v_detached := 0;
+    END IF;
+    UPDATE threads t SET last_seq = t.last_seq + 1, path_version = t.path_version + CASE WHEN v_detached > 0 THEN 1 ELSE 0 END,
+        updated_at = now()
+      WHERE t.id = p_thread_id
+      RETURNING t.last_seq, t.path_version INTO v_message.seq, v_version;
+    IF v_detached > 0 THEN
+      PERFORM threadline_append_events(p_thread_id, NULL, 0, jsonb_build_array(jsonb_build_object(
+        'key', 'thread.path.changed', 'event', 'thread.path.changed',
+        'data', jsonb_build_object('messageId', p_message_id, 'pathVersion', v_version))));
+    END IF;
+    INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp, parent_id, parent_variant)
+      VALUES (p_message_id, p_thread_id, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp,
+              v_parent_id, v_parent_variant)
       RETURNING * INTO v_message;
   END IF;
 
@@ -509,6 +551,9 @@ BEGIN
     -- A new answer to a message the summary covers changes what the summary stands for.
     DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq;
     GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+    -- A message sent while this one had no answer yet follows this answer (the conversation tree).
+    UPDATE messages m SET parent_variant = p_variant
+      WHERE m.parent_id = p_message_id AND m.kind = 'user' AND m.on_path AND m.parent_variant IS NULL;
   END IF;
   UPDATE threads t SET last_seq = t.last_seq + v_count, path_version = t.path_version + CASE WHEN v_changed > 0 THEN 1 ELSE 0 END, updated_at = now()
     WHERE t.id = p_thread_id RETURNING t.last_seq - v_count + 1 INTO v_first;
@@ -636,12 +681,16 @@ CREATE OR REPLACE FUNCTION public.threadline_messages_path_changed()
  LANGUAGE plpgsql
 AS $function$
 BEGIN
+  -- Each row counts +1 on the path after and -1 before: sums, no join of the transition tables
+  -- (they have no index: joining them by id was quadratic, 10 s for a 10,000-row detach).
   UPDATE threads t SET message_count = t.message_count + d.delta
   FROM (
-    SELECT n.thread_id, sum(CASE WHEN n.on_path THEN 1 ELSE 0 END - CASE WHEN o.on_path THEN 1 ELSE 0 END)::int AS delta
-    FROM updated_new n JOIN updated_old o ON o.id = n.id
-    WHERE n.on_path IS DISTINCT FROM o.on_path
-    GROUP BY n.thread_id
+    SELECT c.thread_id, sum(c.change)::int AS delta FROM (
+      SELECT n.thread_id, CASE WHEN n.on_path THEN 1 ELSE 0 END AS change FROM updated_new n
+      UNION ALL
+      SELECT o.thread_id, CASE WHEN o.on_path THEN -1 ELSE 0 END FROM updated_old o
+    ) c
+    GROUP BY c.thread_id
   ) d
   WHERE t.id = d.thread_id AND d.delta <> 0;
   RETURN NULL;
@@ -815,6 +864,107 @@ AS $function$
     GROUP BY d.step_id
   )
   SELECT coalesce(jsonb_agg(to_jsonb(s.text) ORDER BY s.first_id), '[]'::jsonb) FROM steps s WHERE s.text ~ '\S'
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_switch_branch(p_thread_id uuid, p_user_id text, p_message_id uuid)
+ RETURNS TABLE(refusal text, running_run_id text, running_message_id uuid, changed integer)
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_owner text;
+  v_target messages%ROWTYPE;
+  v_users uuid[];
+  v_variants integer[];
+  v_cur uuid;
+  v_var integer;
+  v_next uuid;
+  v_off integer;
+  v_on integer;
+  v_off_seq bigint;
+  v_on_seq bigint;
+  v_version bigint;
+BEGIN
+  SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
+  IF v_owner IS NULL THEN
+    RETURN QUERY SELECT 'thread_not_found', NULL::text, NULL::uuid, NULL::integer; RETURN;
+  END IF;
+  IF v_owner <> p_user_id THEN
+    RETURN QUERY SELECT 'thread_not_owned', NULL::text, NULL::uuid, NULL::integer; RETURN;
+  END IF;
+  SELECT * INTO v_target FROM messages m WHERE m.id = p_message_id AND m.thread_id = p_thread_id AND m.kind IN ('user', 'agent');
+  IF v_target.id IS NULL THEN
+    RETURN QUERY SELECT 'message_not_found', NULL::text, NULL::uuid, NULL::integer; RETURN;
+  END IF;
+  -- The unfinished turn the thread is answering (busy-sql.ts selectBusyTurn's predicate and order).
+  SELECT t.run_id, t.message_id INTO running_run_id, running_message_id FROM turns t JOIN messages m ON m.id = t.message_id
+    WHERE t.thread_id = p_thread_id AND threadline_turn_unfinished(t.status)
+    ORDER BY m.on_path DESC, m.seq, t.started_at, t.run_id LIMIT 1;
+  IF running_run_id IS NOT NULL THEN
+    RETURN QUERY SELECT 'thread_busy', running_run_id, running_message_id, NULL::integer; RETURN;
+  END IF;
+
+  -- The ancestors, each with the variant its child followed (unknown: its latest).
+  IF v_target.kind = 'agent' THEN
+    v_cur := v_target.answers; v_var := v_target.variant;
+  ELSE
+    v_cur := v_target.id; v_var := NULL;
+  END IF;
+  WITH RECURSIVE up AS (
+    SELECT m.parent_id AS id, m.parent_variant AS variant FROM messages m WHERE m.id = v_cur
+    UNION ALL
+    SELECT m.parent_id, m.parent_variant FROM up JOIN messages m ON m.id = up.id
+  )
+  SELECT coalesce(array_agg(up.id), '{}'),
+         coalesce(array_agg(coalesce(up.variant, (SELECT max(a.variant) FROM messages a WHERE a.answers = up.id))), '{}')
+    INTO v_users, v_variants
+    FROM up WHERE up.id IS NOT NULL;
+
+  -- The message and below it.
+  LOOP
+    IF v_var IS NULL THEN
+      SELECT coalesce(max(a.variant) FILTER (WHERE a.on_path), max(a.variant)) INTO v_var FROM messages a WHERE a.answers = v_cur;
+    END IF;
+    v_users := v_users || v_cur;
+    v_variants := v_variants || v_var;
+    SELECT m.id INTO v_next FROM messages m
+      WHERE m.parent_id = v_cur AND m.kind = 'user' AND (m.parent_variant IS NULL OR m.parent_variant IS NOT DISTINCT FROM v_var)
+      ORDER BY m.on_path DESC, m.seq DESC LIMIT 1;
+    EXIT WHEN v_next IS NULL;
+    v_cur := v_next;
+    v_var := NULL;
+  END LOOP;
+
+  -- Membership by hashed subplans (a thread's whole path is compared, not row by row against the arrays).
+  WITH off AS (
+    UPDATE messages m SET on_path = false
+    WHERE m.thread_id = p_thread_id AND m.on_path AND m.kind IN ('user', 'agent')
+      AND NOT CASE WHEN m.kind = 'user' THEN m.id IN (SELECT p.u FROM unnest(v_users) AS p(u))
+                   ELSE (m.answers, m.variant) IN (SELECT p.u, p.v FROM unnest(v_users, v_variants) AS p(u, v) WHERE p.v IS NOT NULL) END
+    RETURNING m.turn_seq
+  ) SELECT count(*), min(off.turn_seq) INTO v_off, v_off_seq FROM off;
+  WITH joined AS (
+    UPDATE messages m SET on_path = true
+    WHERE m.thread_id = p_thread_id AND NOT m.on_path AND m.kind IN ('user', 'agent')
+      AND CASE WHEN m.kind = 'user' THEN m.id IN (SELECT p.u FROM unnest(v_users) AS p(u))
+               ELSE (m.answers, m.variant) IN (SELECT p.u, p.v FROM unnest(v_users, v_variants) AS p(u, v) WHERE p.v IS NOT NULL) END
+    RETURNING m.turn_seq
+  ) SELECT count(*), min(joined.turn_seq) INTO v_on, v_on_seq FROM joined;
+
+  IF v_off + v_on > 0 THEN
+    DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id
+      AND s.covers_through_turn_seq >= least(coalesce(v_off_seq, v_on_seq), coalesce(v_on_seq, v_off_seq));
+    UPDATE threads t SET path_version = t.path_version + 1, updated_at = now() WHERE t.id = p_thread_id
+      RETURNING t.path_version INTO v_version;
+    PERFORM threadline_append_events(p_thread_id, NULL, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'thread.path.changed', 'event', 'thread.path.changed',
+      'data', jsonb_build_object('messageId', p_message_id, 'pathVersion', v_version))));
+  END IF;
+  refusal := NULL;
+  running_run_id := NULL;
+  running_message_id := NULL;
+  changed := v_off + v_on;
+  RETURN NEXT;
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.threadline_thread_not_deleted()

@@ -3,6 +3,13 @@
 -- the client's id, and records the run as a turn on it. Returns the stored text: the words the
 -- model answers.
 --
+-- A new user message follows the last user message on the path (parent_id, with the variant of
+-- its answer then current: parent_variant). An edit (a chat turn whose context names the message
+-- it edits, p_context.edits) stores the new message as that message's sibling instead: the edited
+-- message and everything after it leave the current path (kept whole, a branch to switch back
+-- to), so the new message is answered with the history before the edited one; the log says
+-- thread.path.changed in the same transaction.
+--
 -- p_busy is the chat message's busy policy (src/history/busy.ts): 'reject' refuses a new message
 -- while another turn of the thread is unfinished, before anything is written, raising SQLSTATE
 -- TL409 with the unfinished turn's run and message ids as JSON in the DETAIL (the refusal names
@@ -27,6 +34,12 @@ DECLARE
   v_max integer;
   v_max_turn integer;
   v_earlier integer;
+  v_edits uuid := (p_context ->> 'edits')::uuid;
+  v_edited messages%ROWTYPE;
+  v_parent_id uuid;
+  v_parent_variant integer;
+  v_detached integer;
+  v_version bigint;
   v_busy record;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
@@ -36,7 +49,7 @@ BEGIN
     -- A chat message creates an unknown thread (AgentKit's createThread upserts: clients such as
     -- useAgent make thread ids themselves); a new thread without a given id is named after its
     -- first message, so a re-run of the event finds the same thread. A regenerate needs a thread.
-    IF p_kind <> 'chat' THEN
+    IF p_kind <> 'chat' OR v_edits IS NOT NULL THEN
       RETURN QUERY SELECT 'thread_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
     END IF;
     IF v_message.id IS NOT NULL THEN
@@ -71,10 +84,38 @@ BEGIN
           DETAIL = jsonb_build_object('runId', v_busy.run_id, 'messageId', v_busy.message_id)::text;
       END IF;
     END IF;
-    UPDATE threads t SET last_seq = t.last_seq + 1, updated_at = now() WHERE t.id = p_thread_id
-      RETURNING t.last_seq INTO v_message.seq;
-    INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp)
-      VALUES (p_message_id, p_thread_id, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp)
+    IF v_edits IS NOT NULL THEN
+      SELECT * INTO v_edited FROM messages m WHERE m.id = v_edits AND m.thread_id = p_thread_id AND m.kind = 'user';
+      IF v_edited.id IS NULL THEN
+        RETURN QUERY SELECT 'edited_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+      END IF;
+      IF NOT v_edited.on_path THEN
+        RETURN QUERY SELECT 'edited_not_on_path', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+      END IF;
+      v_parent_id := v_edited.parent_id;
+      v_parent_variant := v_edited.parent_variant;
+      UPDATE messages m SET on_path = false WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq >= v_edited.seq;
+      GET DIAGNOSTICS v_detached = ROW_COUNT;
+      -- No summary covers a detached turn: one that reaches the edited message goes.
+      DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= v_edited.seq;
+    ELSE
+      SELECT m.id INTO v_parent_id FROM messages m
+        WHERE m.thread_id = p_thread_id AND m.on_path AND m.kind = 'user' ORDER BY m.seq DESC LIMIT 1;
+      SELECT max(a.variant) INTO v_parent_variant FROM messages a WHERE a.answers = v_parent_id AND a.on_path;
+      v_detached := 0;
+    END IF;
+    UPDATE threads t SET last_seq = t.last_seq + 1, path_version = t.path_version + CASE WHEN v_detached > 0 THEN 1 ELSE 0 END,
+        updated_at = now()
+      WHERE t.id = p_thread_id
+      RETURNING t.last_seq, t.path_version INTO v_message.seq, v_version;
+    IF v_detached > 0 THEN
+      PERFORM threadline_append_events(p_thread_id, NULL, 0, jsonb_build_array(jsonb_build_object(
+        'key', 'thread.path.changed', 'event', 'thread.path.changed',
+        'data', jsonb_build_object('messageId', p_message_id, 'pathVersion', v_version))));
+    END IF;
+    INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp, parent_id, parent_variant)
+      VALUES (p_message_id, p_thread_id, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp,
+              v_parent_id, v_parent_variant)
       RETURNING * INTO v_message;
   END IF;
 

@@ -27,6 +27,9 @@ BEGIN
     -- A new answer to a message the summary covers changes what the summary stands for.
     DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq;
     GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+    -- A message sent while this one had no answer yet follows this answer (the conversation tree).
+    UPDATE messages m SET parent_variant = p_variant
+      WHERE m.parent_id = p_message_id AND m.kind = 'user' AND m.on_path AND m.parent_variant IS NULL;
   END IF;
   UPDATE threads t SET last_seq = t.last_seq + v_count, path_version = t.path_version + CASE WHEN v_changed > 0 THEN 1 ELSE 0 END, updated_at = now()
     WHERE t.id = p_thread_id RETURNING t.last_seq - v_count + 1 INTO v_first;
