@@ -16,7 +16,9 @@ import { skippedAnswerId, turnEndedAs, turnSkipReason } from "../agents/run-stat
 import { textOf } from "../history/messages.js";
 import { clearTurnRetrying, recordTurnRetrying } from "../history/turn-retrying.js";
 import { cancelTurn, failTurn } from "../history/turns.js";
+import type { ModelChoice } from "../agents/model.js";
 import { describeFailure } from "./failure-message.js";
+import { createModelInference } from "./model-inference.js";
 import { type Inference, inferenceMiddleware } from "./streaming-inference.js";
 
 /*
@@ -63,8 +65,20 @@ export const cancelOnDeletion = [
 /** Middleware as a tuple, so the handler's context is typed with what each adds (inferenceStream). */
 const inOrder = <const T extends Middleware.Class[]>(...middleware: T) => middleware;
 
-/** The options both turn functions share, beside their id, name, trigger and idempotency. */
-export const turnOptions = ({ db, inference }: { db: pg.Pool; inference?: Inference | undefined }) => ({
+/**
+ * The options both turn functions share, beside their id, name, trigger and idempotency. Under
+ * INFERENCE=gateway each inference attempt invokes the model-inference function (built here from
+ * the same configuration as the one createFunctions serves: step.invoke names it by its id).
+ */
+export const turnOptions = ({
+  db,
+  inference,
+  model,
+}: {
+  db: pg.Pool;
+  inference?: Inference | undefined;
+  model: ModelChoice;
+}) => ({
   // No per-thread concurrency key: turns of a thread are ordered by the durable wait before
   // history.get (src/history/turn-waits.ts), so a stop frees the thread at once (docs/engine.md).
   retries: TURN_RETRIES,
@@ -74,7 +88,10 @@ export const turnOptions = ({ db, inference }: { db: pg.Pool; inference?: Infere
   onFailure: recordTurnFailure(db),
   middleware: inOrder(
     ModelErrorMiddleware,
-    inferenceMiddleware(db, inference ?? "gateway", TURN_RETRIES + 1),
+    inferenceMiddleware(db, inference ?? "gateway", {
+      attempts: TURN_RETRIES + 1,
+      modelInference: createModelInference({ model }),
+    }),
     turnRetryMiddleware(db),
   ),
 });
