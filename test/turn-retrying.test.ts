@@ -174,6 +174,11 @@ describe("under INFERENCE=gateway (each inference attempt invokes model-inferenc
         ["step.ai.infer"],
       ]),
     );
+    // Each is handed the request body only: the model, its URL and its key are the app's configuration.
+    for (const attempt of attempts) {
+      expect(Object.keys(attempt.event.data)).toEqual(["body"]);
+      expect(JSON.stringify(attempt.event.data)).not.toMatch(/test-key|127\.0\.0\.1/);
+    }
     const answered = attempts[3]!;
     const answer = run.order.find((s) => s.id === `${inference}:retry-4`)!;
     expect(run.steps[answer.hashedId]).toEqual(answered.steps[answered.order[0]!.hashedId]);
