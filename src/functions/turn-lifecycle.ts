@@ -207,9 +207,9 @@ export function createTurnCancellation({ db }: { db: pg.Pool }) {
  * ended (src/history/turn-retrying.ts). When the retried step succeeds, the turn is running again.
  *
  * The SDK reports every attempt of a step it executes (step.run: the history steps, and each
- * inference under INFERENCE=stream). Under INFERENCE=gateway the Inngest server retries a failed
- * step.ai.infer itself and hands the SDK only the last attempt's error: the inference middleware
- * retries those and writes their turn.retrying (streaming-inference.ts, docs/engine.md).
+ * inference under INFERENCE=stream). Under INFERENCE=gateway an inference attempt is a step.invoke
+ * of model-inference, which the SDK does not execute and the server does not retry: the inference
+ * middleware retries it and writes its turn.retrying (streaming-inference.ts, docs/engine.md).
  */
 function turnRetryMiddleware(db: pg.Pool) {
   return class TurnRetryMiddleware extends Middleware.BaseMiddleware {
