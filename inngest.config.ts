@@ -1,5 +1,6 @@
 import { eventType, type GetStepTools, Inngest } from "inngest";
 import { z } from "zod";
+import { busyPolicy } from "./src/history/busy-policy.js";
 import { message } from "./src/history/messages.js";
 import { historyRequest } from "./src/history/policy.js";
 import { safeString } from "./src/history/safe-text.js";
@@ -151,6 +152,12 @@ export const chatMessageSentData = z.object({
         "Present: the client sends the conversation so far (AgentKit messages, without the new one) and the database is not read for it.",
     })
     .optional(),
+  busy: busyPolicy
+    .meta({
+      description:
+        'What happens when a turn of the thread is still running: "enqueue" (this message is answered after it), "reject" (409 naming that turn, nothing stored), "interrupt" (that turn is stopped, keeping its partial answer, then this message is answered), "rollback" (as interrupt, and that turn\'s message and partial answer leave the current path). Absent: the operator\'s BUSY_POLICY (default "enqueue").',
+    })
+    .optional(),
 });
 export type ChatMessageSent = z.infer<typeof chatMessageSentData>;
 
@@ -283,6 +290,19 @@ export const messageFeedbackGivenData = z.object({
   model: z.object({ provider: z.string(), name: z.string() }).nullable(),
   /** The stored rating's version (the event id's last part). */
   version: z.string(),
+  /** What the answer's turn used and cost, from the usage ledger; null when the provider reported none. */
+  usage: z
+    .object({
+      calls: z.int(),
+      inputTokens: z.int(),
+      outputTokens: z.int(),
+      cachedTokens: z.int(),
+      reasoningTokens: z.int(),
+      totalTokens: z.int(),
+      costUsd: z.number().nullable(),
+      model: z.string(),
+    })
+    .nullable(),
 });
 export type MessageFeedbackGiven = z.infer<typeof messageFeedbackGivenData>;
 
@@ -290,3 +310,18 @@ export const messageFeedbackGiven = eventType("message/feedback.given", { schema
 
 /** message/feedback.given's id: one per stored state of an answer's rating. */
 export const feedbackEventId = (answerId: string, version: string) => `feedback-${answerId}-${version}`;
+
+/**
+ * A tool call's approval was decided (POST /api/threads/:threadId/approvals/:approvalId, or the UI
+ * chat's approval response), already recorded: it wakes the turn waiting for it (step.waitForEvent
+ * matched on approvalId), which then reads the recorded decision. The event decides nothing: sent
+ * again by hand, it only makes the turn read the same record again.
+ */
+export const toolApprovalDecidedData = z.object({
+  threadId: z.uuid(),
+  approvalId: z.uuid(),
+  status: z.enum(["approved", "denied", "expired"]),
+});
+export type ToolApprovalDecided = z.infer<typeof toolApprovalDecidedData>;
+
+export const toolApprovalDecided = eventType("threadline/tool.approval.decided", { schema: toolApprovalDecidedData });

@@ -10,7 +10,7 @@ import { allMemoryComponents } from "../src/memory/components.js";
 import { runDatabaseCommand, UsageError } from "./database-command.js";
 
 const USAGE = `Usage: node dist/scripts/delete-user.js --user <user id>   (npm run delete-user -- --user <user id>)
-  erases the user's threads, memories, agent state and API keys, in one transaction`;
+  erases the user's threads, memories, agent state, API keys, usage records and budget, in one transaction`;
 
 /** Hands events to Inngest (the app's client in the command; a recorder in tests). */
 export type SendEvents = (events: { id: string; name: string; data: Record<string, unknown> }[]) => Promise<unknown>;
@@ -37,7 +37,7 @@ export async function deleteUserCommand(
   if (!userId.success) throw new UsageError("needs --user <user id> (1 to 200 characters, no control characters)");
   const hooks = allMemoryComponents().flatMap((component) => (component.userDeleted ? [component.userDeleted] : []));
   const erased = await eraseUser(db, userId.data, hooks);
-  const summary = `Erased user ${JSON.stringify(userId.data)}: ${erased.threads} threads (with their messages, turns, summaries and agent state), ${erased.memories} memories, ${erased.apiKeys} API keys.`;
+  const summary = `Erased user ${JSON.stringify(userId.data)}: ${erased.threads} threads (with their messages, turns, summaries and agent state), ${erased.memories} memories, ${erased.apiKeys} API keys, ${erased.usageRecords} usage records and the budget.`;
   const events = [
     ...erased.threadIds.map((threadId) => ({
       id: `thread-deleted-${threadId}`,

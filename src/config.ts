@@ -1,9 +1,14 @@
+import { readFileSync } from "node:fs";
 import { z } from "zod";
+import { DEFAULT_PRICES, priceTable, type PriceTable } from "./agents/usage.js";
+import type { BudgetLimits } from "./history/usage.js";
 import { NETWORK_AGENTS, networkName } from "./agents/network.js";
+import { DEFAULT_APPROVAL_EXPIRY_MINUTES } from "./functions/tool-approvals.js";
 import { DEFAULT_MEMORY_CONTEXT_TOKENS } from "./memory/user-memory.js";
 import type { AuthSettings } from "./auth/settings.js";
 import type { AgentsConfig } from "./functions/chat-turn.js";
 import { DEFAULT_SESSION_TIMEOUTS } from "./platform/database.js";
+import { busyPolicy, DEFAULT_BUSY_POLICY } from "./history/busy-policy.js";
 import { DEFAULT_EVENT_RETENTION_HOURS } from "./history/events.js";
 import { DEFAULT_LOST_RUN_DEADLINE_MINUTES } from "./history/lost-turns.js";
 import { DEFAULT_TOMBSTONE_DAYS } from "./history/threads.js";
@@ -180,6 +185,45 @@ export const environment = z
           'INFERENCE must be "gateway" (the Inngest server calls the model) or "stream" (this process calls it, streaming)',
       }),
     ).transform((value) => value ?? "gateway"),
+    /** What a message sent while a turn of its thread runs does, unless its request says (src/history/busy-policy.ts). */
+    BUSY_POLICY: optionalSetting(
+      z.enum(busyPolicy.options, {
+        error: 'BUSY_POLICY must be "enqueue", "reject", "interrupt" or "rollback"',
+      }),
+    ).transform((value) => value ?? DEFAULT_BUSY_POLICY),
+    /**
+     * Model prices for the usage ledger, USD per million tokens: a JSON object, or the path of a JSON
+     * file holding one, `{"<model>": {"input": 0.15, "output": 0.6, "cachedInput": 0.075}}`. Its
+     * models are added to DEFAULT_PRICES (replacing an entry of the same name).
+     */
+    MODEL_PRICES: optionalSetting(z.string().trim()).transform((value, ctx): PriceTable => {
+      if (value === undefined) return DEFAULT_PRICES;
+      let text = value;
+      try {
+        if (!value.startsWith("{")) text = readFileSync(value, "utf8");
+        const parsed = priceTable.safeParse(JSON.parse(text));
+        if (parsed.success) return { ...DEFAULT_PRICES, ...parsed.data };
+        ctx.addIssue({
+          code: "custom",
+          message: `MODEL_PRICES must map model names to {input, output, cachedInput?} in USD per million tokens: ${parsed.error.issues.map((i) => `${i.path.join(".")}: ${i.message}`).join("; ")}`,
+        });
+      } catch (error) {
+        ctx.addIssue({
+          code: "custom",
+          message: `MODEL_PRICES must be a JSON object or the path of a JSON file: ${(error as Error).message}`,
+        });
+      }
+      return z.NEVER;
+    }),
+    /** Every user's default usage limits per UTC day and month (a user's own budget, npm run budget, replaces them). */
+    BUDGET_DAILY_TOKENS: optionalSetting(wholeNumber("BUDGET_DAILY_TOKENS", { unit: "tokens", min: 0, max: 1e15 })),
+    BUDGET_MONTHLY_TOKENS: optionalSetting(wholeNumber("BUDGET_MONTHLY_TOKENS", { unit: "tokens", min: 0, max: 1e15 })),
+    BUDGET_DAILY_COST_USD: optionalSetting(
+      z.coerce.number({ error: "BUDGET_DAILY_COST_USD must be a number of US dollars" }).nonnegative(),
+    ),
+    BUDGET_MONTHLY_COST_USD: optionalSetting(
+      z.coerce.number({ error: "BUDGET_MONTHLY_COST_USD must be a number of US dollars" }).nonnegative(),
+    ),
     /** Operator overrides of the history policy: they beat what a request asks for. */
     HISTORY_POLICY: optionalSetting(historyPolicyName),
     HISTORY_LENGTH: optionalSetting(z.coerce.number().pipe(historyLength)),
@@ -243,6 +287,31 @@ export const environment = z
             .filter((name) => name.length > 0),
         ),
       ]),
+    /**
+     * Tools whose every call needs the user's approval (comma-separated tool names), beside those
+     * declared so in code (docs/approvals.md).
+     */
+    APPROVAL_TOOLS: z
+      .string()
+      .default("")
+      .transform((list) => [
+        ...new Set(
+          list
+            .split(",")
+            .map((name) => name.trim())
+            .filter((name) => name.length > 0),
+        ),
+      ]),
+    /** Minutes a tool call waits for its approval before it expires (the tool does not run). */
+    APPROVAL_EXPIRY_MINUTES: optionalSetting(
+      z.coerce
+        .number()
+        .int()
+        .min(1, "APPROVAL_EXPIRY_MINUTES must be at least 1")
+        .max(7 * 24 * 60, "APPROVAL_EXPIRY_MINUTES must be at most 10080 (7 days)"),
+    ),
+    /** 0: the assistant has no demo tool (roll_dice, which needs approval); default 1. */
+    DEMO_TOOL: optionalSetting(flag),
     /** 1: propose memories from each completed chat turn (its own function, after the turn). */
     MEMORY_EXTRACTION: optionalSetting(flag),
     /** Tokens the user's memories may add to one model request. */
@@ -316,6 +385,16 @@ export function historyEnvironment(env: Environment): HistoryEnvironment {
   };
 }
 
+/** Every user's default usage limits, as the environment configures them (none: unlimited). */
+export function budgetDefaults(env: Environment): BudgetLimits {
+  return {
+    dailyTokens: env.BUDGET_DAILY_TOKENS,
+    monthlyTokens: env.BUDGET_MONTHLY_TOKENS,
+    dailyCostUsd: env.BUDGET_DAILY_COST_USD,
+    monthlyCostUsd: env.BUDGET_MONTHLY_COST_USD,
+  };
+}
+
 /** The network and each agent's memory components, as the environment configures them. */
 export function agentsConfig(env: Environment): AgentsConfig {
   return {
@@ -324,6 +403,11 @@ export function agentsConfig(env: Environment): AgentsConfig {
       agents: Object.fromEntries(env.MEMORY_AGENTS.map((agent) => [agent, ["user-memory" as const]])),
       contextTokens: env.MEMORY_CONTEXT_TOKENS ?? DEFAULT_MEMORY_CONTEXT_TOKENS,
       extract: env.MEMORY_EXTRACTION ?? false,
+    },
+    approvals: {
+      tools: env.APPROVAL_TOOLS,
+      expiryMinutes: env.APPROVAL_EXPIRY_MINUTES ?? DEFAULT_APPROVAL_EXPIRY_MINUTES,
+      demoTool: env.DEMO_TOOL ?? true,
     },
   };
 }

@@ -20,13 +20,15 @@ import { playgroundRoutes, serviceInfoRoutes, type ServiceInfo } from "./api/pla
 import { realtimeTokenRoutes } from "./api/realtime-token.js";
 import { regenerateRoutes } from "./api/regenerate.js";
 import { searchRoutes } from "./api/search.js";
+import { approvalRoutes } from "./api/approvals.js";
 import { stopRoutes } from "./api/stop.js";
 import { threadRoutes } from "./api/threads.js";
+import { usageRoutes } from "./api/usage.js";
 import { uiChatRoutes } from "./api/ui-chat.js";
 import type { AuthEnv } from "./auth/identity.js";
 import { authenticate } from "./auth/middleware.js";
 import type { AuthSettings } from "./auth/settings.js";
-import { agentsConfig, authSettings, historyEnvironment, readEnvironment } from "./config.js";
+import { agentsConfig, authSettings, budgetDefaults, historyEnvironment, readEnvironment } from "./config.js";
 import { createFunctions } from "./functions/index.js";
 import { openDatabase } from "./platform/database.js";
 import { migrate } from "./history/migrate.js";
@@ -119,10 +121,12 @@ export function createApp({
     .route("/threads", eventRoutes(deps))
     .route("/threads", stopRoutes(deps))
     .route("/threads", feedbackRoutes(deps))
+    .route("/threads", approvalRoutes(deps))
     .route("/ui/chat", uiChatRoutes(deps))
     .route("/realtime", realtimeTokenRoutes(deps))
     .route("/export", exportRoutes(deps))
     .route("/memories", memoryRoutes(deps))
+    .route("/usage", usageRoutes(deps))
     .route("/info", serviceInfoRoutes(service));
   app.route("/api", routes);
   app.route("/", healthRoutes({ db: deps.db, engine: probe ?? engineProbe(engine, { intervalMs: 10_000 }) }));
@@ -185,6 +189,8 @@ export async function startServer() {
     tombstoneDays: env.THREAD_TOMBSTONE_DAYS,
     eventLog: env.EVENT_LOG_CHUNKS === true,
     inference: env.INFERENCE,
+    busyPolicy: env.BUSY_POLICY,
+    prices: env.MODEL_PRICES,
     engine,
     lostRunDeadlineMinutes: env.LOST_RUN_DEADLINE_MINUTES,
   });
@@ -207,6 +213,8 @@ export async function startServer() {
     engineProbe: engineProbe(engine, { intervalMs: env.READINESS_ENGINE_INTERVAL_SECONDS * 1_000 }),
     service: { model, inference: env.INFERENCE },
     streams: { perUser: env.STREAM_MAX_PER_USER, perProcess: env.STREAM_MAX_PER_PROCESS },
+    busyPolicy: env.BUSY_POLICY,
+    budgets: budgetDefaults(env),
   });
   const server = serveHttp({ fetch: app.fetch, port: env.PORT, hostname: env.HOST });
   logger.info(

@@ -6,7 +6,24 @@ describe("agents configuration from the environment", () => {
     expect(agentsConfig(readEnvironment({}))).toEqual({
       network: "assistant",
       memory: { agents: {}, contextTokens: 500, extract: false },
+      approvals: { tools: [], expiryMinutes: 1440, demoTool: true },
     });
+  });
+
+  it("names the tools that need approval, their expiry, and turns the demo tool off", () => {
+    const env = readEnvironment({
+      APPROVAL_TOOLS: "current_time, remember",
+      APPROVAL_EXPIRY_MINUTES: "30",
+      DEMO_TOOL: "0",
+    });
+    expect(agentsConfig(env).approvals).toEqual({
+      tools: ["current_time", "remember"],
+      expiryMinutes: 30,
+      demoTool: false,
+    });
+    expect(() => readEnvironment({ APPROVAL_EXPIRY_MINUTES: "0" })).toThrow(
+      /APPROVAL_EXPIRY_MINUTES must be at least 1/,
+    );
   });
 
   it("gives the named agents user memory, with the operator's budget and extraction", () => {
@@ -16,7 +33,7 @@ describe("agents configuration from the environment", () => {
       MEMORY_CONTEXT_TOKENS: "800",
       MEMORY_EXTRACTION: "1",
     });
-    expect(agentsConfig(env)).toEqual({
+    expect(agentsConfig(env)).toMatchObject({
       network: "pair",
       memory: { agents: { assistant: ["user-memory"], reviewer: ["user-memory"] }, contextTokens: 800, extract: true },
     });

@@ -32,7 +32,8 @@ describe("POST /api/chat", () => {
       {
         id: chatMessageEventId("u1", messageId),
         name: "chat/message.sent",
-        data: { messageId, userId: "u1", content: "Hello" },
+        // The busy policy the route applied travels with the event (the default: enqueue).
+        data: { messageId, userId: "u1", content: "Hello", busy: "enqueue" },
       },
     ]);
   });

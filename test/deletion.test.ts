@@ -103,8 +103,15 @@ describe("deletion is final", () => {
 
     // Only the first turn's request, made before the deletion, ever reached the model.
     expect(bed.model.requests).toHaveLength(1);
-    // Every table is as before the thread existed, but for the tombstone (an id and a time, no owner).
-    expect(await tableRowCounts(bed.db.pool)).toEqual({ ...before, thread_tombstones: before.thread_tombstones! + 1 });
+    // Every table is as before the thread existed, but for the tombstone (an id and a time, no owner) and
+    // the usage ledger, which keeps what the first turn's model call was billed if its usage arrived
+    // before the deletion ended the stream (what was spent stays spent: docs/usage.md).
+    const { usage_records: _spent, ...after } = await tableRowCounts(bed.db.pool);
+    const { usage_records: _spentBefore, ...counted } = before;
+    expect(after).toEqual({ ...counted, thread_tombstones: before.thread_tombstones! + 1 });
+    const usage = await bed.db.pool.query("SELECT message_id FROM usage_records WHERE thread_id = $1", [threadId]);
+    expect(usage.rows.length).toBeLessThanOrEqual(1);
+    for (const row of usage.rows) expect(row).toEqual({ message_id: threadId });
     const { rows } = await bed.db.pool.query("SELECT * FROM thread_tombstones WHERE thread_id = $1", [threadId]);
     expect(Object.keys(rows[0]!).sort()).toEqual(["deleted_at", "thread_id"]);
 

@@ -4,6 +4,7 @@ import { deleteUserCommand } from "../scripts/delete-user.js";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { rememberFromThread } from "../src/history/memories.js";
+import { setUserBudget } from "../src/history/usage.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -44,15 +45,18 @@ describe("erasure", () => {
     const during = await tableRowCounts(bed.db.pool);
     expect(during.agent_thread_state).toBe(before.agent_thread_state! + 1);
     expect(during.user_memories).toBe(before.user_memories! + 2);
+    expect(during.usage_records).toBeGreaterThan(before.usage_records!);
 
     // What DELETE /api/threads/:id does (its route is the threads work): delete the row, the rest cascades.
     await bed.db.pool.query("DELETE FROM threads WHERE id = $1", [threadId]);
 
-    // The explicitly remembered fact is the user's, not the thread's: it is the one row left, beside the thread's tombstone.
+    // The explicitly remembered fact is the user's, not the thread's: it is the one row left, beside the thread's
+    // tombstone and the usage ledger's rows (what was spent stays spent; erasing the user removes them).
     expect(await tableRowCounts(bed.db.pool)).toEqual({
       ...before,
       user_memories: before.user_memories! + 1,
       thread_tombstones: before.thread_tombstones! + 1,
+      usage_records: during.usage_records,
     });
     const { rows } = await bed.db.pool.query("SELECT text, source FROM user_memories WHERE user_id = $1", [userId]);
     expect(rows).toEqual([{ text: "Likes jazz", source: "remembered" }]);
@@ -68,14 +72,25 @@ describe("erasure", () => {
     await busyThread(userId, "Likes jazz");
     await busyThread(userId, "Owns a bike");
     await createApiKey(bed.db.pool, { userId, name: "backend" });
+    await setUserBudget(bed.db.pool, userId, { dailyTokens: 1_000_000 });
     const during = await tableRowCounts(bed.db.pool);
-    for (const table of ["threads", "messages", "turns", "agent_thread_state", "user_memories", "api_keys"])
+    for (const table of [
+      "threads",
+      "messages",
+      "turns",
+      "agent_thread_state",
+      "user_memories",
+      "api_keys",
+      "usage_records",
+      "user_budgets",
+    ])
       expect(during[table]).toBeGreaterThan(before[table]!);
+    const usageRecords = during.usage_records! - before.usage_records!;
 
     // Two remembered facts and two extracted memories.
     const printed = await deleteUserCommand(["--user", userId], bed.db.pool, async () => undefined);
     expect(printed).toBe(
-      `Erased user ${JSON.stringify(userId)}: 2 threads (with their messages, turns, summaries and agent state), 4 memories, 1 API keys. Announced thread/deleted for each thread and user/deleted.`,
+      `Erased user ${JSON.stringify(userId)}: 2 threads (with their messages, turns, summaries and agent state), 4 memories, 1 API keys, ${usageRecords} usage records and the budget. Announced thread/deleted for each thread and user/deleted.`,
     );
     // Each thread leaves a tombstone: its id and the time, nothing that names the user (migration 0016).
     expect(await tableRowCounts(bed.db.pool)).toEqual({ ...before, thread_tombstones: before.thread_tombstones! + 2 });

@@ -10,7 +10,7 @@ import { useTestBed } from "./helpers/test-bed.js";
 /**
  * Feedback on an answer (PUT/DELETE /api/threads/:threadId/messages/:answerId/feedback): the
  * owner's only, one per answer, replaceable and removable, shown in the messages API, and
- * announced as message/feedback.given with the run and model that wrote the answer.
+ * announced as message/feedback.given with the run and model that wrote the answer, and its turn's usage.
  */
 const bed = useTestBed();
 
@@ -67,7 +67,7 @@ async function answeredTurn() {
 }
 
 describe("feedback on an answer", () => {
-  it("is stored, shown on the answer in the messages API, and announced with the run id and model that wrote the answer", async () => {
+  it("is stored, shown on the answer in the messages API, and announced with the run id, model and usage of the turn that wrote the answer", async () => {
     const { threadId, messageId, answerId, runId } = await answeredTurn();
 
     const response = await put(threadId, answerId, { rating: "up", comment: "  spot on " });
@@ -95,6 +95,17 @@ describe("feedback on an answer", () => {
           runId,
           model: { provider: "openai", name: "scripted-model" },
           version: row!.version,
+          // The turn's one model call as the scripted model reported it (it has no price).
+          usage: {
+            calls: 1,
+            inputTokens: 100,
+            outputTokens: 20,
+            cachedTokens: 0,
+            reasoningTokens: 0,
+            totalTokens: 120,
+            costUsd: null,
+            model: "scripted-model",
+          },
         },
       },
     ]);

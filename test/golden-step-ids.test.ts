@@ -96,6 +96,7 @@ describe("golden step ids of each turn kind", () => {
       "history.append-user-message",
       "generate-agent-ids-0",
       "assistant",
+      "usage.assistant",
       "history.append-results",
       "turn.finished",
     ]);
@@ -115,6 +116,7 @@ describe("golden step ids of each turn kind", () => {
       "history.get",
       "generate-agent-ids-0",
       "assistant",
+      "usage.assistant",
       "history.append-results",
       "turn.finished",
     ]);
@@ -143,9 +145,33 @@ describe("golden step ids of each turn kind", () => {
       "history.get",
       "generate-agent-ids-0",
       "assistant",
+      "usage.assistant",
       "history.append-results",
       "turn.finished",
     ]);
+  });
+
+  it("an existing thread whose earlier turn is still running, sent with busy interrupt or rollback (it stops that turn, then goes on without waiting)", async () => {
+    for (const busy of ["interrupt", "rollback"]) {
+      const { threadId } = await threadWithRunningTurn(bed.db.pool, chatTurn, bed.model, "I like compilers.");
+      bed.model.script({ text: "Noted." });
+      const next = chatEvent({ threadId, content: "Never mind." });
+      const { steps } = await stepsOf(chatTurn, { ...next, data: { ...next.data, busy } });
+      expect(steps).toEqual([
+        "generate-network-id",
+        "history.append-user-message",
+        "history.find-turns-to-interrupt",
+        "history.interrupt-turns",
+        "history.announce-interrupted",
+        "history.find-earlier-turn",
+        "history.get",
+        "generate-agent-ids-0",
+        "assistant",
+        "usage.assistant",
+        "history.append-results",
+        "turn.finished",
+      ]);
+    }
   });
 
   it("a regenerate", async () => {
@@ -166,6 +192,7 @@ describe("golden step ids of each turn kind", () => {
       "history.get",
       "generate-agent-ids-0",
       "assistant",
+      "usage.assistant",
       "history.append-results",
       "turn.finished",
     ]);
@@ -199,6 +226,7 @@ describe("golden step ids of each turn kind", () => {
       "generate-agent-ids-0",
       "publish-1:run.started",
       "assistant",
+      "usage.assistant",
       "generate-text-part-id-<agentMessage.0>",
       "publish-2:part.created",
       "publish-3:text.delta",
@@ -228,10 +256,12 @@ describe("golden step ids of each turn kind", () => {
       "generate-agent-ids-0",
       "memory.user-memory.context.assistant.0",
       "assistant",
+      "usage.assistant",
       "memory.remember.<memoryId>",
       "generate-agent-ids-1",
       "memory.user-memory.context.assistant.1",
       "assistant:1",
+      "usage.assistant:1",
       "history.append-results",
       "turn.finished",
       "memory.request-extraction",
@@ -253,11 +283,14 @@ describe("golden step ids of each turn kind", () => {
       "agent-state.load",
       "generate-agent-ids-0",
       "assistant",
+      "usage.assistant",
       "tool.current-time",
       "generate-agent-ids-1",
       "assistant:1",
+      "usage.assistant:1",
       "generate-agent-ids-2",
       "reviewer",
+      "usage.reviewer",
       "agent-state.save",
       "history.append-results",
       "turn.finished",
@@ -279,6 +312,7 @@ describe("golden step ids of each turn kind", () => {
       "history.get",
       "generate-agent-ids-0",
       "assistant",
+      "usage.assistant",
       "history.append-results",
       "turn.finished",
       "history.request-summary",
@@ -371,6 +405,7 @@ describe("golden function ids and event names", () => {
       "message/feedback.given",
       "thread/deleted",
       "thread/summarize.requested",
+      "threadline/tool.approval.decided",
       "threadline/turn.finished",
       "user/deleted",
     ]);

@@ -6,8 +6,10 @@ import { REFERENCE_ASSETS } from "../src/api/openapi.js";
 import { PLAYGROUND_FILES } from "../src/api/playground.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { requestApproval } from "../src/history/approvals.js";
 import { beginTurn } from "../src/history/store.js";
 import { remember } from "../src/history/memories.js";
+import { setUserBudget } from "../src/history/usage.js";
 import type { RealtimePublisher } from "../src/stream/realtime-publisher.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute } from "./helpers/engine.js";
@@ -49,6 +51,7 @@ const thread = {
   memory: "",
   running: "",
   stoppable: "",
+  approval: "",
 };
 
 /** Inngest realtime stand-in: tokens for whoever asks. */
@@ -98,7 +101,17 @@ beforeAll(async () => {
     message: { id: running, text: "Still thinking?" },
     turn: { runId: `run-${running}`, kind: "chat" },
   });
+  // A tool call of that turn awaiting approval.
+  const approval = await requestApproval(bed.db.pool, {
+    approvalId: randomUUID(),
+    runId: `run-${running}`,
+    toolCallId: "call_dice",
+    toolName: "roll_dice",
+    arguments: { count: 1, sides: 6 },
+    expiresInSeconds: 3600,
+  });
   Object.assign(thread, {
+    approval: approval!.approvalId,
     threadId,
     first: messageIds[0]!,
     offPath: messageIds[1]!,
@@ -226,7 +239,7 @@ describe("the OpenAPI document", () => {
     }
   });
 
-  it("documents every turn status the database can hold, but skipped (never shown), and the messages page's retrying", async () => {
+  it("documents every turn status the database can hold, but skipped (never shown), and the messages page's retrying and awaiting_approval", async () => {
     const { rows } = await bed.db.pool.query<{ def: string }>(
       "SELECT pg_get_constraintdef(oid) AS def FROM pg_constraint WHERE conname = 'turns_status_check'",
     );
@@ -236,7 +249,10 @@ describe("the OpenAPI document", () => {
     const documented = [...JSON.stringify(spec).matchAll(/"enum":(\[[^\]]*"running"[^\]]*\])/g)].map((match) =>
       (JSON.parse(match[1]!) as string[]).sort(),
     );
-    expect(documented.sort((a, b) => a.length - b.length)).toEqual([[...shown].sort(), [...shown, "retrying"].sort()]);
+    expect(documented.sort((a, b) => a.length - b.length)).toEqual([
+      [...shown].sort(),
+      [...shown, "retrying", "awaiting_approval"].sort(),
+    ]);
   });
 
   it("renders the document on /docs from this origin only: no CDN, no inline script, a CSP that says so", async () => {
@@ -297,6 +313,17 @@ const cases: {
     path: () => "/api/chat",
     status: 202,
     send: (p, m) => authenticated(m, p, json({ messageId: randomUUID(), content: "Hello" })),
+  },
+  {
+    name: "a chat message over the caller's usage budget",
+    method: "POST",
+    path: () => "/api/chat",
+    status: 429,
+    send: async (p) => {
+      // A limit of 0 tokens a day: nothing more may be sent today.
+      await setUserBudget(bed.db.pool, "over-budget", { dailyTokens: 0 });
+      return asUser(app, "over-budget").post(p, { messageId: randomUUID(), content: "Hello" });
+    },
   },
   {
     name: "a chat message without content",
@@ -509,6 +536,41 @@ const cases: {
     send: (p, m) => authenticated(m, p, json({ messageId: "m-1" })),
   },
   {
+    name: "the thread's pending approvals",
+    method: "GET",
+    path: () => `/api/threads/${thread.running}/approvals?status=pending`,
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "another user's approval",
+    method: "POST",
+    path: () => `/api/threads/${thread.running}/approvals/${thread.approval}`,
+    status: 404,
+    send: (p) => asUser(app, "user-2").post(p, { decision: "approve" }),
+  },
+  {
+    name: "an approval decided neither way",
+    method: "POST",
+    path: () => `/api/threads/${thread.running}/approvals/${thread.approval}`,
+    status: 400,
+    send: (p, m) => authenticated(m, p, json({ decision: "maybe" })),
+  },
+  {
+    name: "an approval",
+    method: "POST",
+    path: () => `/api/threads/${thread.running}/approvals/${thread.approval}`,
+    status: 200,
+    send: (p, m) => authenticated(m, p, json({ decision: "approve" })),
+  },
+  {
+    name: "an approval decided before",
+    method: "POST",
+    path: () => `/api/threads/${thread.running}/approvals/${thread.approval}`,
+    status: 409,
+    send: (p, m) => authenticated(m, p, json({ decision: "deny" })),
+  },
+  {
     name: "the caller's threads",
     method: "GET",
     path: () => "/api/threads",
@@ -715,6 +777,20 @@ const cases: {
     method: "DELETE",
     path: () => "/api/memories",
     status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "the caller's usage per model",
+    method: "GET",
+    path: () => "/api/usage?groupBy=model",
+    status: 200,
+    send: (p, m) => authenticated(m, p),
+  },
+  {
+    name: "the caller's usage grouped by an unknown key",
+    method: "GET",
+    path: () => "/api/usage?groupBy=week",
+    status: 400,
     send: (p, m) => authenticated(m, p),
   },
   {

@@ -70,7 +70,7 @@ describe("the compiled operator commands, on a production install", () => {
     }
   });
 
-  it.each(["api-keys", "delete-user", "migrate", "import", "sync"])(
+  it.each(["api-keys", "delete-user", "budget", "migrate", "import", "sync"])(
     "node dist/scripts/%s.js --help prints its usage and exits 0 without opening a database",
     async (command) => {
       const result = await node([`dist/scripts/${command}.js`, "--help"], { DATABASE_URL: NOWHERE });
@@ -140,6 +140,7 @@ describe("every entry point reads .env before anything else", () => {
     "scripts/dev.ts",
     "scripts/api-keys.ts",
     "scripts/delete-user.ts",
+    "scripts/budget.ts",
     "scripts/migrate.ts",
     "scripts/import.ts",
     "scripts/sync.ts",

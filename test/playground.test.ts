@@ -127,6 +127,10 @@ if (!hasChromium) {
       const answerItem = page.locator("#messages li.assistant");
       await eventually(() => answerItem.count()).toBe(1);
       expect(await answerItem.innerText()).toContain(full);
+      // The turn's tokens and cost, as the model reported them (the scripted model has no price).
+      await eventually(() => answerItem.locator(".usage").textContent()).toBe(
+        "120 tokens (100 in, 20 out) · no price · scripted-model",
+      );
       await eventually(() => page.locator("#live-answer").isHidden()).toBe(true);
       await eventually(() => page.getByRole("button", { name: "Stop" }).isDisabled()).toBe(true);
       expect(await page.locator("#messages li.user").innerText()).toContain("Tell me about the fox");

@@ -2,9 +2,10 @@ import { describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import * as sql from "../src/history/store-sql.js";
+import * as usageSql from "../src/history/usage-sql.js";
 import { countingPool } from "./helpers/counting-pool.js";
 import { execute } from "./helpers/engine.js";
-import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
+import { chatEvent, scriptedModel, threadRows, threadWithRunningTurn } from "./helpers/fixtures.js";
 import { seedThread } from "./helpers/seed.js";
 import { statementsPerStep, totalStatements } from "./helpers/step-statements.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -12,7 +13,7 @@ import { useTestBed } from "./helpers/test-bed.js";
 const bed = useTestBed();
 
 /** Most SQL statements one turn may send (issue 8: 25 on a 100-message thread before). */
-const MAX_STATEMENTS_PER_TURN = 6;
+const MAX_STATEMENTS_PER_TURN = 7;
 
 /**
  * Each history step sends exactly one statement (one round trip, no BEGIN/COMMIT), every other
@@ -26,7 +27,7 @@ function expectOneStatementPerHistoryStep(perStep: Map<string, number>, historyS
 }
 
 describe("SQL statements per history step and per turn", () => {
-  it("a new thread: 2 statements, one storing the question (and creating the thread), one storing the answer", async () => {
+  it("a new thread: 3 statements, one storing the question (and creating the thread), one recording the inference's usage, one storing the answer", async () => {
     const counting = statementsPerStep(bed.db.pool);
     bed.model.script({ text: "Hello!" });
     const event = chatEvent({ content: "Hi" });
@@ -34,11 +35,13 @@ describe("SQL statements per history step and per turn", () => {
 
     expect(run.error).toBeUndefined();
     expectOneStatementPerHistoryStep(counting.perStep, ["history.append-user-message", "history.append-results"]);
-    expect(totalStatements(counting.perStep)).toBe(2);
+    // The usage ledger's row: one statement in its own step after the inference (issue 21).
+    expect(counting.perStep.get("usage.assistant")).toBe(1);
+    expect(totalStatements(counting.perStep)).toBe(3);
     expect((await threadRows(bed.db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user", "agent"]);
   });
 
-  it("an existing 100-message thread: 4 statements, the earlier-turn check, then history.get (19 earlier turns under lastN 20) and its summary check in one", async () => {
+  it("an existing 100-message thread: 5 statements, the earlier-turn check, then history.get (19 earlier turns under lastN 20) and its summary check in one, the usage", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 50 });
     expect(await threadRows(bed.db.pool, thread.threadId)).toHaveLength(100);
     const counting = statementsPerStep(bed.db.pool);
@@ -61,10 +64,11 @@ describe("SQL statements per history step and per turn", () => {
       "history.get",
       "history.append-results",
     ]);
-    expect(totalStatements(counting.perStep)).toBe(4);
+    expect(counting.perStep.get("usage.assistant")).toBe(1);
+    expect(totalStatements(counting.perStep)).toBe(5);
   });
 
-  it("a regenerate on that thread: 5 statements, the message check before the turn's four", async () => {
+  it("a regenerate on that thread: 6 statements, the message check before the turn's five", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 50 });
     const messageId = (await threadRows(bed.db.pool, thread.threadId)).filter((r) => r.kind === "user").at(-1)!.id;
     const counting = statementsPerStep(bed.db.pool);
@@ -83,7 +87,32 @@ describe("SQL statements per history step and per turn", () => {
       "history.get",
       "history.append-results",
     ]);
-    expect(totalStatements(counting.perStep)).toBe(5);
+    expect(counting.perStep.get("usage.assistant")).toBe(1);
+    expect(totalStatements(counting.perStep)).toBe(6);
+  });
+
+  it("a message sent with busy rollback while a turn runs: 7 statements, its stop of that turn one of them, the usage another", async () => {
+    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+    const { threadId } = await threadWithRunningTurn(bed.db.pool, chatTurn, bed.model, "I like compilers.");
+    const counting = statementsPerStep(bed.db.pool);
+    bed.model.script({ text: "Noted." });
+    const event = chatEvent({ content: "Never mind.", threadId });
+    const run = await counting.run(createChatTurn({ db: counting.pool, model: scriptedModel(bed.model) }), {
+      ...event,
+      data: { ...event.data, busy: "rollback" },
+    });
+
+    expect(run.error).toBeUndefined();
+    expectOneStatementPerHistoryStep(counting.perStep, [
+      "history.append-user-message",
+      "history.find-turns-to-interrupt",
+      "history.interrupt-turns",
+      "history.find-earlier-turn",
+      "history.get",
+      "history.append-results",
+    ]);
+    expect(counting.perStep.get("usage.assistant")).toBe(1);
+    expect(totalStatements(counting.perStep)).toBe(7);
   });
 
   it("a retried run sends no statement for the steps that already succeeded", async () => {
@@ -100,6 +129,6 @@ describe("SQL statements per history step and per turn", () => {
     bed.model.script({ text: "answer 3" });
     const retried = await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId });
     expect(retried.error).toBeUndefined();
-    expect(counting.queries).toEqual([sql.storeAnswer]);
+    expect(counting.queries).toEqual([usageSql.insertUsage, sql.storeAnswer]);
   });
 });

@@ -265,7 +265,7 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     );
   });
 
-  it("statements per turn: one per batch of deltas on top of the gateway's 2 (a short answer: 3; two full batches: 4)", async () => {
+  it("statements per turn: one per batch of deltas and the usage row on top of the history's 2 (a short answer: 4; two full batches: 5)", async () => {
     const counting = statementsPerStep(bed.db.pool);
     bed.model.script({ text: "Short." });
     const short = await counting.run(
@@ -275,10 +275,11 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
     expect(short.error).toBeUndefined();
     expect(Object.fromEntries(counting.perStep)).toEqual({
       "history.append-user-message": 1,
-      assistant: 1,
+      // The deltas' batch and the usage ledger's row (issue 21), inside the inference step.
+      assistant: 2,
       "history.append-results": 1,
     });
-    expect(totalStatements(counting.perStep)).toBe(3);
+    expect(totalStatements(counting.perStep)).toBe(4);
 
     const chunks = ["a".repeat(DELTA_FLUSH_CHARS), "b".repeat(DELTA_FLUSH_CHARS)];
     bed.model.script({ text: chunks.join(""), stream: { chunks } });
@@ -287,8 +288,8 @@ describe("INFERENCE=stream: the answer streams into the thread's event log", () 
       chatEvent({ content: "Hi again" }),
     );
     expect(long.error).toBeUndefined();
-    expect(counting.perStep.get("assistant")).toBe(2);
-    expect(totalStatements(counting.perStep)).toBe(4);
+    expect(counting.perStep.get("assistant")).toBe(3);
+    expect(totalStatements(counting.perStep)).toBe(5);
   });
 
   it("the first piece of an inference is written at once, the pieces after it in a batch", async () => {

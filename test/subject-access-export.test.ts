@@ -3,6 +3,7 @@ import { mkdtemp, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { recordUsage } from "../src/history/usage.js";
 import type pg from "pg";
 import { importCommand } from "../scripts/import.js";
 import { ASSISTANT_NAME } from "../src/agents/assistant.js";
@@ -153,6 +154,29 @@ async function seedSubject(db: pg.Pool) {
     turn: { runId: `run-${other}`, kind: "chat" },
   });
   await remember(db, { userId: "someone-else", text: "someone else's memory" });
+  // The first turn's model call, as its inference step records it (a billed failed attempt beside it).
+  for (const [attempt, failed] of [
+    [0, true],
+    [1, false],
+  ] as const)
+    await recordUsage(db, {
+      key: `run-${first}:assistant:${attempt}`,
+      userId: USER,
+      threadId,
+      messageId: first,
+      runId: `run-${first}`,
+      stepId: "assistant",
+      attempt,
+      provider: "openai",
+      model: "gpt-4o-mini",
+      inputTokens: 1_000,
+      outputTokens: 200,
+      cachedTokens: 100,
+      reasoningTokens: null,
+      latencyMs: 850,
+      costUsd: 0.00027,
+      failed,
+    });
   return { threadId, first, failing, stopped, variants: [start.variant, regen.variant] };
 }
 
@@ -205,6 +229,9 @@ async function storedAbout(db: pg.Pool, userId: string) {
     ),
     feedback: await rows(
       `SELECT message_id, thread_id, rating, comment, ${ms("created_at")}, ${ms("updated_at")} FROM message_feedback WHERE user_id = $1 ORDER BY message_id`,
+    ),
+    usage: await rows(
+      `SELECT key, thread_id, message_id, variant, run_id, step_id, attempt, provider, model, input_tokens, output_tokens, cached_tokens, reasoning_tokens, latency_ms, cost_usd, failed, ${ms("created_at")} FROM usage_records WHERE user_id = $1 ORDER BY key`,
     ),
   };
 }
@@ -294,7 +321,13 @@ describe("the subject-access export", () => {
       memories: 2,
       apiKeys: 1,
       feedback: 2,
+      usageRecords: stored.usage.length,
     });
+    // The usage ledger: every model call of the subject's turns.
+    expect(lines.filter((line) => line.type === "usage")).toEqual([
+      expect.objectContaining({ key: `run-${first}:assistant:0`, failed: true, inputTokens: 1_000, costUsd: 0.00027 }),
+      expect.objectContaining({ key: `run-${first}:assistant:1`, failed: false, variant: 1, latencyMs: 850 }),
+    ]);
   });
 
   it("imports into an empty database: threads, messages, turns, summary, agent state, event log, feedback and memories come back as they were", async () => {

@@ -77,8 +77,12 @@ describe("the SQL that writes the thread log and its vocabulary", () => {
         "turn.failed",
         "turn.cancelled",
         "turn.stopped",
+        "turn.interrupted",
         "stream.ended",
         "title.changed",
+        "tool.approval.requested",
+        "tool.approval.decided",
+        "tool.approval.expired",
       ]),
     );
   });

@@ -311,8 +311,14 @@ describe("DELETE /api/threads/:threadId", () => {
        WHERE c.table_schema = current_schema() AND c.column_name = 'thread_id'`,
     );
     expect(rows.length).toBeGreaterThanOrEqual(3);
-    // The tombstones outlive their threads on purpose (deletion is final: docs/data-lifecycle.md).
-    expect(rows.filter((row) => !row.cascades).map((row) => row.table_name)).toEqual(["thread_tombstones"]);
+    // The tombstones outlive their threads on purpose (deletion is final: docs/data-lifecycle.md), and
+    // so does the usage ledger (what was spent stays spent, for budgets and the usage API: docs/usage.md).
+    expect(
+      rows
+        .filter((row) => !row.cascades)
+        .map((row) => row.table_name)
+        .sort(),
+    ).toEqual(["thread_tombstones", "usage_records"]);
   });
 
   it("answers 404 for another user's thread and deletes nothing", async () => {

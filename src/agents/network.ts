@@ -9,6 +9,7 @@ import {
 import { NonRetriableError } from "inngest";
 import { z } from "zod";
 import { priorResultCount, turnSkipReason } from "./run-state.js";
+import type { ToolApprovals } from "./approvals.js";
 import { ASSISTANT_NAME, createAssistant } from "./assistant.js";
 import type { ModelChoice } from "./model.js";
 import { createReviewer, REVIEWER_NAME, REVIEWER_STATE_KEY } from "./reviewer.js";
@@ -35,6 +36,8 @@ export type ChatNetworkOptions = {
   network?: NetworkName;
   /** Each agent's memory (its components' tools and context), by agent name. */
   memory?: (agentName: string) => AgentMemory | undefined;
+  /** Tool calls that need a human's approval, and how to ask for it (the assistant's tools). */
+  approvals?: ToolApprovals;
   /** Runs once before the first agent (after the user message is stored and earlier turns finished): loads agent thread state. */
   beforeFirstAgent?: (state: AnyState) => Promise<void>;
 };
@@ -52,9 +55,10 @@ export function createChatNetwork({
   history,
   network = "assistant",
   memory,
+  approvals,
   beforeFirstAgent,
 }: ChatNetworkOptions) {
-  const assistant = createAssistant(model, memory?.(ASSISTANT_NAME));
+  const assistant = createAssistant(model, memory?.(ASSISTANT_NAME), approvals);
   const reviewer = network === "pair" ? createReviewer(model, memory?.(REVIEWER_NAME)) : undefined;
   return createNetwork({
     name: `threadline-${network}`,

@@ -35,6 +35,8 @@ export async function streamCompletion(input: {
   body: Record<string, unknown>;
   onText: (text: string) => void;
   idleTimeoutMs?: number;
+  /** Called once the call ends, succeeded or failed, with the usage the provider reported, if it reported any. */
+  onUsage?: (usage: unknown) => void;
   /** Ends the call early (the user stopped the turn, or its text cannot be logged); the call then fails with the signal's reason. */
   signal?: AbortSignal | undefined;
 }): Promise<unknown> {
@@ -57,7 +59,7 @@ export async function streamCompletion(input: {
     if (!response.ok)
       throw new Error(`Model answered HTTP ${response.status}: ${(await response.text()).slice(0, 4_000)}`);
     if (!response.body) throw new Error("Model answered without a body");
-    return await readCompletion(format, response.body, input.onText, idle.touch);
+    return await readCompletion(format, response.body, input.onText, idle.touch, input.onUsage);
   } catch (error) {
     if (input.signal?.aborted) throw input.signal.reason;
     throw idle.signal.aborted
@@ -85,9 +87,11 @@ export async function readCompletion(
   body: ReadableStream<Uint8Array>,
   onText: (text: string) => void,
   onBytes: () => void = () => {},
+  onUsage: (usage: unknown) => void = () => {},
 ) {
   const assembler = STREAM_ADAPTERS[format].assembler();
   let received = 0;
+  // A stream that reported usage and then failed was billed all the same: its usage is handed on either way.
   try {
     for await (const frame of serverSentEvents(body, onBytes)) {
       if (frame.data === "[DONE]") break;
@@ -103,6 +107,9 @@ export async function readCompletion(
   } catch (error) {
     if (error instanceof ProviderStreamError) throw new Error(`Model request failed: ${error.message.slice(0, 4_000)}`);
     throw new Error(`The model's streamed answer broke off after ${received} characters: ${describe(error)}`);
+  } finally {
+    const usage = assembler.usage();
+    if (usage !== undefined) onUsage(usage);
   }
   if (!assembler.complete())
     throw new Error(`The model's streamed answer ended after ${received} characters without finishing`);

@@ -31,7 +31,7 @@ export function chatRoutes(deps: ApiDeps) {
       summary: "Send a message; the answer is generated in Inngest",
       responses: {
         202: jsonResponse("Accepted: the turn runs in Inngest.", chatAcceptedResponse),
-        ...apiErrors(400, 404, 409, 413, 415),
+        ...apiErrors(400, 404, 409, 413, 415, 429),
       },
     }),
     validate("json", chatBody),

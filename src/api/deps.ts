@@ -1,4 +1,6 @@
 import type pg from "pg";
+import type { BusyPolicy } from "../history/busy-policy.js";
+import type { BudgetLimits } from "../history/usage.js";
 import type { RealtimePublisher } from "../stream/realtime-publisher.js";
 import type { EventNotifier } from "../stream/notifier.js";
 import type { StreamLimits, StreamSlots } from "../stream/stream-slots.js";
@@ -16,6 +18,8 @@ export type SendEvent = (event: {
  * for the event streams the process's LISTEN connection (createApp opens one on first use when
  * none is given; whoever passes one closes it), and Inngest realtime when it is on (REALTIME).
  * `streams`: the caps on open streams (createApp applies the defaults when none are given).
+ * `busyPolicy`: BUSY_POLICY, for a message whose request names no busy policy (default enqueue).
+ * `budgets`: every user's default usage limits (BUDGET_*); a user's own budget replaces them.
  */
 export type ApiDeps = {
   db: pg.Pool;
@@ -23,6 +27,8 @@ export type ApiDeps = {
   events?: EventNotifier;
   realtime?: RealtimePublisher | undefined;
   streams?: StreamLimits | undefined;
+  busyPolicy?: BusyPolicy | undefined;
+  budgets?: BudgetLimits | undefined;
 };
 
 /** What the streaming routes share: the notifier, one follow loop per thread, and the stream slots. */

@@ -3,7 +3,9 @@ import { HTTPException } from "hono/http-exception";
 import type { RequestIdVariables } from "hono/request-id";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { z } from "zod";
+import { ThreadBusy } from "../history/busy.js";
 import { HistoryRefusal } from "../history/errors.js";
+import type { BudgetRefusal } from "../history/usage.js";
 import { logger } from "../platform/logger.js";
 
 /** The app's context: every request carries an id (hono/request-id), logged with any fault. */
@@ -86,6 +88,20 @@ export class TooManyStreams extends Error {
   }
 }
 
+/**
+ * A send over the user's budget (src/history/usage.ts): answered 429 with Retry-After until the
+ * period resets, the reset time, the period's usage and its limit. Nothing was sent.
+ */
+export class BudgetExceeded extends Error {
+  constructor(readonly refusal: BudgetRefusal) {
+    super(
+      `Usage budget reached: this ${refusal.period}'s usage (${refusal.usage.tokens} tokens, $${refusal.usage.costUsd.toFixed(4)}) ` +
+        `has reached its limit; nothing was sent. Sending is possible again at ${refusal.resetAt.toISOString()}, or when the operator raises the budget.`,
+    );
+    this.name = "BudgetExceeded";
+  }
+}
+
 const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
   thread_not_owned: 404,
   thread_not_found: 404,
@@ -94,6 +110,7 @@ const refusalStatus: Record<HistoryRefusal["code"], ContentfulStatusCode> = {
   message_conflict: 409,
   message_not_on_path: 409,
   no_running_turn: 409,
+  thread_busy: 409,
   not_a_user_message: 422,
   not_an_answer: 422,
 };
@@ -138,7 +155,16 @@ export const notFoundBody = z
     code: z.enum(["thread_not_found", "memory_not_found", "realtime_off", ...refusalCodes(404)]),
   })
   .meta({ id: "NotFound" });
-export const conflictBody = z.object({ error: errorText, code: z.enum(refusalCodes(409)) }).meta({ id: "Conflict" });
+export const conflictBody = z
+  .object({
+    error: errorText,
+    code: z.enum(refusalCodes(409)),
+    runningTurn: z
+      .object({ runId: z.string(), messageId: z.uuid() })
+      .optional()
+      .meta({ description: "thread_busy: the turn the thread is answering (its run and user message)." }),
+  })
+  .meta({ id: "Conflict" });
 export const tooLargeBody = z.object({ error: errorText, issues: fieldIssues.optional() }).meta({ id: "TooLarge" });
 export const unsupportedMediaTypeBody = z.object({ error: errorText }).meta({ id: "UnsupportedMediaType" });
 export const unprocessableBody = z
@@ -147,6 +173,18 @@ export const unprocessableBody = z
 export const tooManyStreamsBody = z
   .object({ error: errorText, code: z.literal("too_many_streams") })
   .meta({ id: "TooManyStreams" });
+export const budgetExceededBody = z
+  .object({
+    error: errorText,
+    code: z.literal("budget_exceeded"),
+    period: z.enum(["day", "month"]).meta({ description: "The UTC day or month whose limit is reached." }),
+    resetAt: z.iso.datetime().meta({ description: "When the period ends and sending is possible again." }),
+    usage: z.object({ tokens: z.number(), costUsd: z.number() }).meta({ description: "The period's usage so far." }),
+    limit: z
+      .object({ tokens: z.number().optional(), costUsd: z.number().optional() })
+      .meta({ description: "The period's limits (tokens: input + output; cost in US dollars)." }),
+  })
+  .meta({ id: "BudgetExceeded" });
 export const serverFaultBody = z.object({ error: errorText, requestId: z.string() }).meta({ id: "ServerFault" });
 export const unavailableBody = z
   .union([serverFaultBody, z.object({ error: errorText, code: z.literal("auth_unavailable") })])
@@ -165,12 +203,29 @@ export const unavailableBody = z
 export function answerError(error: Error, c: Context<AppEnv>) {
   const requestId = c.get("requestId");
   if (error instanceof HistoryRefusal && hidesOwnership(error.code)) return c.json(threadNotFound, 404);
+  if (error instanceof ThreadBusy)
+    return c.json({ error: error.message, code: error.code, runningTurn: error.runningTurn }, 409);
   if (error instanceof HistoryRefusal)
     return c.json({ error: error.message, code: error.code }, refusalStatus[error.code]);
   if (error instanceof EventTooLarge) return c.json({ error: error.message }, 413);
   if (error instanceof TooManyStreams) {
     c.header("Retry-After", String(error.retryAfterSeconds));
     return c.json({ error: error.message, code: "too_many_streams" as const }, 429);
+  }
+  if (error instanceof BudgetExceeded) {
+    const { period, resetAt, usage, limit } = error.refusal;
+    c.header("Retry-After", String(Math.max(1, Math.ceil((resetAt.getTime() - Date.now()) / 1000))));
+    return c.json(
+      {
+        error: error.message,
+        code: "budget_exceeded" as const,
+        period,
+        resetAt: resetAt.toISOString(),
+        usage,
+        limit,
+      } satisfies z.infer<typeof budgetExceededBody>,
+      429,
+    );
   }
   if (error instanceof EventNotSent)
     return unavailable(

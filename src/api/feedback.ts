@@ -4,6 +4,7 @@ import { z } from "zod";
 import { feedbackEventId, messageFeedbackGiven, type MessageFeedbackGiven } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { deleteFeedback, putFeedback } from "../history/feedback.js";
+import { turnUsage } from "../history/usage.js";
 import { safeString } from "../history/safe-text.js";
 import { logger } from "../platform/logger.js";
 import type { ApiDeps } from "./deps.js";
@@ -79,6 +80,7 @@ export function feedbackRoutes({ db, sendEvent }: ApiDeps) {
         const { rating, comment } = c.req.valid("json");
         const userId = callerId(c);
         const stored = await putFeedback(db, { threadId, answerId, userId, rating, comment: comment || null });
+        const usage = stored.runId === null ? undefined : await turnUsage(db, stored.runId);
         const announced = await sendEvent({
           id: feedbackEventId(answerId, stored.version),
           name: messageFeedbackGiven.name,
@@ -91,6 +93,7 @@ export function feedbackRoutes({ db, sendEvent }: ApiDeps) {
             runId: stored.runId,
             model: stored.model,
             version: stored.version,
+            usage: usage ?? null,
           } satisfies MessageFeedbackGiven,
         }).then(
           () => true,

@@ -7,6 +7,7 @@ import { z } from "zod";
 import { DEV_USER_HEADER } from "../auth/settings.js";
 import {
   type AppEnv,
+  budgetExceededBody,
   conflictBody,
   invalidRequestBody,
   notFoundBody,
@@ -61,12 +62,13 @@ const errorAnswers = {
   422: jsonResponse("The request names something that cannot be acted on this way.", unprocessableBody),
   429: {
     ...jsonResponse(
-      "Too many open streams: the caller's share or the server's is taken (STREAM_MAX_PER_USER, STREAM_MAX_PER_PROCESS).",
-      tooManyStreamsBody,
+      "Too many open streams: the caller's share or the server's is taken (STREAM_MAX_PER_USER, STREAM_MAX_PER_PROCESS); " +
+        "or, for a send, the caller's usage budget of the day or month is reached (`budget_exceeded`: nothing was sent).",
+      z.union([tooManyStreamsBody, budgetExceededBody]),
     ),
     headers: {
       "Retry-After": {
-        description: "Seconds to wait before opening the stream again.",
+        description: "Seconds to wait before opening the stream again, or until the budget's period resets.",
         required: true,
         schema: { type: "string" },
       },
@@ -106,6 +108,10 @@ const document: GenerateSpecOptions["documentation"] = {
       description: "Sending messages and regenerating answers: accepted at once (202), answered in Inngest.",
     },
     { name: "Threads", description: "Reading the caller's threads." },
+    {
+      name: "Usage",
+      description: "What the caller's turns used and cost: tokens per model call, priced by the operator's table.",
+    },
     { name: "Service", description: "Health, this description, and Inngest's own endpoint." },
     { name: "Playground", description: "A page for trying the API in a browser (/), and its files." },
   ],

@@ -34,6 +34,8 @@ export const PLAYGROUND_FILES = [
   { path: "/playground/render.js", file: "render.js", operationId: "getPlaygroundRender", type: JS },
   { path: "/playground/markdown.js", file: "markdown.js", operationId: "getPlaygroundMarkdown", type: JS },
   { path: "/playground/feedback.js", file: "feedback.js", operationId: "getPlaygroundFeedback", type: JS },
+  { path: "/playground/usage.js", file: "usage.js", operationId: "getPlaygroundUsage", type: JS },
+  { path: "/playground/approvals.js", file: "approvals.js", operationId: "getPlaygroundApprovals", type: JS },
   // marked's ES module build (its package's main entry) and DOMPurify's (beside its CommonJS entry).
   {
     path: "/playground/vendor/marked.js",

@@ -33,7 +33,7 @@ export function regenerateRoutes(deps: ApiDeps) {
       summary: "Generate a new answer to a user message; the previous answers stay listable as variants",
       responses: {
         202: jsonResponse("Accepted: the new answer is generated in Inngest.", regenerateAcceptedResponse),
-        ...apiErrors(400, 404, 409, 413, 415, 422),
+        ...apiErrors(400, 404, 409, 413, 415, 422, 429),
       },
     }),
     validate("param", messageParams),

@@ -168,8 +168,19 @@ const pageQuery = z
 const timestamp = z.iso.datetime();
 /** A turn's state; `skipped` turns (a duplicate delivery that did nothing) are never shown. */
 const turnStatus = z.enum(["running", "completed", "failed", "cancelled", "superseded", "stopped"]);
-/** A message's turn as the messages page shows it: a running turn between attempts is `retrying`. */
-const messageTurnStatus = z.enum([...turnStatus.options, "retrying"]);
+/**
+ * A message's turn as the messages page shows it: a running turn between attempts is `retrying`;
+ * one whose tool call awaits the owner's approval is `awaiting_approval`.
+ */
+const messageTurnStatus = z.enum([...turnStatus.options, "retrying", "awaiting_approval"]);
+const pendingToolCall = z.object({
+  approvalId: z.uuid().meta({ description: "Decide it with POST /api/threads/{threadId}/approvals/{approvalId}." }),
+  toolCallId: z.string(),
+  toolName: z.string(),
+  arguments: z.unknown(),
+  status: z.literal("pending"),
+  expiresAt: z.string(),
+});
 const messageContent = z.union([textContent, agentContent]).meta({
   description: "`{text}` for user, system and summary messages; an assistant answer's AgentKit output and tool calls.",
 });
@@ -193,14 +204,39 @@ const threadMessage = z.object({
     .nullable()
     .optional()
     .meta({ description: "An answer's rating by the thread's owner (PUT …/messages/:answerId/feedback); null: none." }),
-  variantCount: z.int().optional().meta({ description: "A user message's number of answer variants." }),
-  turn: z
-    .object({ status: messageTurnStatus, runId: z.string(), error: z.string().nullable() })
+  turnUsage: z
+    .object({
+      calls: z.int(),
+      inputTokens: z.int(),
+      outputTokens: z.int(),
+      cachedTokens: z.int(),
+      reasoningTokens: z.int(),
+      totalTokens: z.int(),
+      costUsd: z.number().nullable().meta({ description: "US dollars; null when the model has no price." }),
+      model: z.string(),
+    })
     .nullable()
     .optional()
     .meta({
       description:
-        "A user message's latest turn (null before one started), with the failure's cause; `retrying`: running, a failed attempt is being retried (`error`: its cause).",
+        "An answer's turn usage: tokens and cost summed over the model calls of the turn that wrote this variant (billed failed attempts included; every result of one turn shows the same); null when none was reported.",
+    }),
+  variantCount: z.int().optional().meta({ description: "A user message's number of answer variants." }),
+  turn: z
+    .object({
+      status: messageTurnStatus,
+      runId: z.string(),
+      error: z.string().nullable(),
+      approvals: z
+        .array(pendingToolCall)
+        .optional()
+        .meta({ description: "`awaiting_approval`: the tool calls that await the owner's decision." }),
+    })
+    .nullable()
+    .optional()
+    .meta({
+      description:
+        "A user message's latest turn (null before one started), with the failure's cause; `retrying`: running, a failed attempt is being retried (`error`: its cause); `awaiting_approval`: running, waiting for the owner's decision on `approvals`.",
     }),
 });
 

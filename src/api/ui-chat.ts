@@ -5,6 +5,8 @@ import { streamSSE, type SSEStreamingApi } from "hono/streaming";
 import { z } from "zod";
 import { chatMessageSentData } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
+import { busyPolicy } from "../history/busy-policy.js";
+import { type Approval, decisionEventId } from "../history/approvals.js";
 import { HistoryRefusal } from "../history/errors.js";
 import { clientMessageId } from "../history/ids.js";
 import { assistantTexts } from "../history/messages.js";
@@ -19,6 +21,7 @@ import {
   type FollowedRun,
   type UiMessageChunk,
 } from "../stream/ui-message-stream.js";
+import { recordDecision } from "./approvals.js";
 import type { ApiDeps, StreamDeps } from "./deps.js";
 import { badRequest } from "./errors.js";
 import { EVENT_PAGE_SIZE, HEARTBEAT_MS, takeStreamSlot } from "./events.js";
@@ -42,6 +45,23 @@ const uiMessage = z.looseObject({
   parts: z.array(z.looseObject({ type: z.string() })),
 });
 
+/** A tool part the client answered with addToolApprovalResponse (the AI SDK's needsApproval flow). */
+const approvalResponse = z.looseObject({
+  state: z.literal("approval-responded"),
+  approval: z.object({
+    id: z.uuid(),
+    approved: z.boolean(),
+    reason: z.string().max(500).optional(),
+  }),
+});
+
+/** The approval responses of a message's tool parts. */
+const approvalResponses = (parts: readonly Record<string, unknown>[]) =>
+  parts.flatMap((part) => {
+    const parsed = approvalResponse.safeParse(part);
+    return parsed.success ? [parsed.data.approval] : [];
+  });
+
 /** What useChat's DefaultChatTransport sends. */
 const uiChatBody = z.looseObject({
   id: z
@@ -60,6 +80,10 @@ const uiChatBody = z.looseObject({
   messageId: clientId.optional().meta({
     description:
       "regenerate-message: the answer (or user message) to answer again; absent: the thread's last user message.",
+  }),
+  busy: busyPolicy.optional().meta({
+    description:
+      "submit-message: what happens when a turn of the thread is still running, as POST /api/chat's `busy` (useChat: the transport's `body`).",
   }),
   userId: userIdNotAccepted,
 });
@@ -83,7 +107,10 @@ const streamDescription =
   "then per inference step `start-step`, `text-start`, `text-delta`…, `text-end`, `finish-step`; `finish` (metadata: the turn's status), " +
   "preceded by `error` (a failed turn, with its cause) or `abort` (a cancelled one); then `data: [DONE]`. A retried inference step supersedes " +
   "its failed attempt's text: that part ends with providerMetadata.threadline.superseded = true, a `data-superseded` part names it, and the " +
-  "retry streams as a new part. Comment lines are heartbeats.";
+  "retry streams as a new part. A tool call awaiting the owner's approval is `tool-input-available` then `tool-approval-request` " +
+  "(approvalId), and the stream ends (`finish`, reason tool-calls, status awaiting_approval): send the assistant message with the " +
+  "tool part `approval-responded` (useChat's addToolApprovalResponse) as submit-message to record the decision and stream the rest. " +
+  "Comment lines are heartbeats.";
 
 /** A user message's id: the client's when it is a UUID, else one derived from it (useChat's default ids are not UUIDs). */
 const userMessageId = (threadId: string, id: string) =>
@@ -120,6 +147,9 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
           const message = body.messages[last]!;
           const refused = (field: string, text: string) =>
             badRequest(c, { issues: [{ path: ["messages", last, field], message: text }] });
+          // addToolApprovalResponse: the answer the client holds, with its decisions, goes on.
+          const responses = message.role === "assistant" ? approvalResponses(message.parts) : [];
+          if (responses.length > 0) return continueAfterApprovals(c, threadId, responses);
           if (message.role !== "user") return refused("role", "the last message must be the user's message to send");
           if (message.parts.some((part) => part.type !== "text"))
             return refused("parts", "only text parts can be sent (files and other parts are not accepted)");
@@ -129,6 +159,7 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
             content,
             threadId,
             userId,
+            ...(body.busy === undefined ? {} : { busy: body.busy }),
           });
           if (!parsed.success)
             return badRequest(c, {
@@ -238,6 +269,65 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
   }
 
   /**
+   * Records the client's approval responses (as POST /api/threads/:threadId/approvals/:approvalId
+   * does; one it sent before answers the same), then streams the turn from after the decisions:
+   * the client appends it to the answer it shows.
+   */
+  async function continueAfterApprovals(
+    c: Context<AuthEnv>,
+    threadId: string,
+    responses: { id: string; approved: boolean; reason?: string | undefined }[],
+  ) {
+    const userId = callerId(c);
+    const slot = takeStreamSlot(slots, userId);
+    let follower: ThreadFollower | undefined;
+    try {
+      follower = await followThread(events, threadId);
+      let approval: Approval | undefined;
+      const denied: string[] = [];
+      for (const response of responses) {
+        const answer = await recordDecision(deps, {
+          threadId,
+          userId,
+          approvalId: response.id,
+          decision: response.approved ? "approve" : "deny",
+          reason: response.reason,
+          sameDecisionIsRetry: true,
+        });
+        if (answer.status !== 200) {
+          follower.stop();
+          slot.release();
+          return answer.status === 404 ? c.json(answer.body, 404) : c.json(answer.body, 409);
+        }
+        approval = answer.body.approval;
+        if (approval.status !== "approved") denied.push(approval.toolCallId);
+      }
+      const { runId, messageId } = approval!;
+      const from = await decisionEventId(
+        db,
+        threadId,
+        responses.map((response) => response.id),
+      );
+      const turn = (await messageTurns(db, threadId, messageId)).find((t) => t.runId === runId);
+      const run: FollowedRun = {
+        threadId,
+        runId,
+        userMessageId: messageId,
+        variant: turn?.variant ?? 0,
+        deniedToolCalls: denied,
+        ...(turn && turn.status !== "running"
+          ? { ended: { status: turn.status, ...(turn.error === null ? {} : { cause: turn.error }) } }
+          : {}),
+      };
+      return respond(c, follower, slot, threadId, () => Promise.resolve(run), from);
+    } catch (error) {
+      follower?.stop();
+      slot.release();
+      throw error;
+    }
+  }
+
+  /**
    * The UI message stream of the run `findRun` names (undefined: not started yet, asked again on
    * the next wake-up). Its reads are scoped by the caller; once the run was found, a thread that is
    * no longer the caller's was deleted: the stream ends with a data-thread-deleted part.
@@ -248,6 +338,7 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
     slot: { release: () => void },
     threadId: string,
     findRun: () => Promise<FollowedRun | undefined>,
+    from = 0,
   ) {
     c.header(UI_STREAM_HEADER, "v1");
     const ownerId = callerId(c);
@@ -255,7 +346,7 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
       c,
       async (stream) => {
         let translator: UiMessageStream | undefined;
-        let last = 0;
+        let last = from;
         try {
           await follower.follow(stream, heartbeatMs, async () => {
             if (!translator) {
@@ -281,6 +372,11 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
               if (page.events.length < EVENT_PAGE_SIZE) break;
             }
             await write(stream, translator.push(rows));
+            if (translator.awaitingApproval) {
+              await write(stream, translator.pauseForApproval());
+              await stream.writeSSE({ data: "[DONE]" });
+              return true;
+            }
             if (!translator.ending) return false;
             const stored = translator.needsStoredAnswer ? await storedAnswerTexts(translator.run, callerId(c)) : [];
             await write(stream, translator.finish(stored));

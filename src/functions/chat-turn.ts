@@ -2,14 +2,20 @@ import type pg from "pg";
 import { chatMessageSent, inngest } from "../../inngest.config.js";
 import type { ModelChoice } from "../agents/model.js";
 import type { NetworkName } from "../agents/network.js";
+import type { BusyPolicy } from "../history/busy-policy.js";
+import type { PriceTable } from "../agents/usage.js";
 import type { HistoryEnvironment } from "../history/policy.js";
 import type { MemoryConfig } from "../memory/components.js";
 import type { Inference } from "./streaming-inference.js";
 import { CHAT_TURN_ID, turnOptions } from "./turn-lifecycle.js";
+import type { ApprovalSettings } from "./tool-approvals.js";
 import { runTurn } from "./turn-runner.js";
 
-/** How a deployment's agents are set up: which network answers, and each agent's memory components. */
-export type AgentsConfig = { network: NetworkName; memory: MemoryConfig };
+/**
+ * How a deployment's agents are set up: which network answers, each agent's memory components,
+ * and which tool calls need a human's approval (absent: none, and no demo tool).
+ */
+export type AgentsConfig = { network: NetworkName; memory: MemoryConfig; approvals?: ApprovalSettings };
 
 export type FunctionDeps = {
   db: pg.Pool;
@@ -29,6 +35,10 @@ export type FunctionDeps = {
    * the default) or this process, streaming the answer into the event log (stream).
    */
   inference?: Inference;
+  /** BUSY_POLICY: for a chat event whose data names no busy policy (default enqueue: src/history/busy-policy.ts). */
+  busyPolicy?: BusyPolicy;
+  /** Model prices for the usage ledger's costs (MODEL_PRICES over DEFAULT_PRICES; default: DEFAULT_PRICES). */
+  prices?: PriceTable;
 };
 
 /** One chat turn: the user's message is answered by the turn runner (turn-runner.ts). */

@@ -1,8 +1,11 @@
 import { Middleware, NonRetriableError } from "inngest";
 import type pg from "pg";
+import { z } from "zod";
 import { isRetriableModelFailure } from "../agents/model-errors.js";
 import { streamCompletion, type ModelCall } from "../agents/streamed-completion.js";
+import { answeringModel, costOf, type PriceTable, providerOf, reportedUsage } from "../agents/usage.js";
 import { clearTurnRetrying, recordTurnRetrying } from "../history/turn-retrying.js";
+import { recordUsage } from "../history/usage.js";
 import { logger } from "../platform/logger.js";
 import { deltaWriter } from "../stream/delta-writer.js";
 import { describeFailure } from "./failure-message.js";
@@ -16,6 +19,19 @@ export type InferenceStream = { writeTo: (state: { threadId?: string | undefined
 
 type StepTools = Middleware.StepTools;
 type InferInput = { model: ModelCall; body: Record<string, unknown> };
+
+/** Whose turn an inference belongs to: the ids both turn events carry (a new thread takes its first message's id). */
+const turnEvent = z.object({ userId: z.string(), messageId: z.string(), threadId: z.string().optional() });
+
+/** What an inference's usage is recorded with: the turn's ids, the run, and the price table. */
+type UsageContext = {
+  db: pg.Pool;
+  prices: PriceTable;
+  userId: string;
+  messageId: string;
+  threadId: string;
+  runId: string;
+};
 
 /**
  * How a turn's inferences run. AgentKit takes its step tools from Inngest's async context, which
@@ -35,10 +51,18 @@ type InferInput = { model: ModelCall; body: Record<string, unknown> };
  * a step.invoke of the model-inference function instead, which the server does not retry: one
  * provider call per attempt, each failure shown as turn.retrying before the next (gatewayRetries).
  * Other functions' inferences stay step.ai.infer and fail with the server's last error, as before.
+ *
+ * With a price table (the turn functions), every inference's usage goes to the ledger
+ * (src/history/usage.ts) with its turn, once per attempt. Under `stream` the inference step records
+ * it itself, also for an attempt that failed after the provider reported it (billed all the same).
+ * Under `gateway` the step `usage.<step id>` records it right after the inference returned, before
+ * AgentKit reads the answer, so an answer AgentKit then rejects is counted too; a failed attempt
+ * (an invoked run whose step.ai.infer failed) reports no usage to the SDK.
  */
 export function inferenceMiddleware(
   db: pg.Pool,
   inference: Inference,
+  prices?: PriceTable,
   turn?: { attempts: number; modelInference: ModelInference },
 ) {
   return class InferenceMiddleware extends Middleware.BaseMiddleware {
@@ -52,27 +76,57 @@ export function inferenceMiddleware(
         },
       };
       const { step, runId, attempt } = arg.ctx;
-      if (inference === "gateway") {
-        if (turn === undefined) return { ...arg, ctx: { ...arg.ctx, inferenceStream } };
-        const infer = gatewayRetries({
-          db,
-          step,
-          runId,
-          maxAttempts: turn.attempts,
-          modelInference: turn.modelInference,
-        });
-        const retryingStep = { ...step, ai: { ...step.ai, infer } } as unknown as StepTools;
-        return { ...arg, ctx: { ...arg.ctx, inferenceStream, step: retryingStep } };
-      }
-
+      // An event its trigger's schema refuses is refused by the SDK after this, before any inference.
+      const event = prices ? turnEvent.safeParse(arg.ctx.event.data).data : undefined;
+      const usage = (): UsageContext | undefined =>
+        prices && event
+          ? {
+              db,
+              prices,
+              userId: event.userId,
+              messageId: event.messageId,
+              threadId: thread.threadId ?? event.threadId ?? event.messageId,
+              runId,
+            }
+          : undefined;
       const calls = new Map<string, number>();
-      const infer = (id: string, { model, body }: InferInput) => {
-        // The function replays from the top on every request, so the k-th call of an id is always the same inference.
+      // The function replays from the top on every request, so the k-th call of an id is always the same inference.
+      const stepIdOf = (id: string) => {
         const k = calls.get(id) ?? 0;
         calls.set(id, k + 1);
-        const stepId = k === 0 ? id : `${id}:${k}`;
+        return k === 0 ? id : `${id}:${k}`;
+      };
+
+      // Nothing to record (not a turn): the Inngest server's step.ai.infer as it is.
+      if (inference === "gateway" && !event) return { ...arg, ctx: { ...arg.ctx, inferenceStream } };
+      if (inference === "gateway") {
+        const retrying =
+          turn === undefined
+            ? undefined
+            : gatewayRetries({ db, step, runId, maxAttempts: turn.attempts, modelInference: turn.modelInference });
+        const gatewayInfer = async (id: string, input: InferInput) => {
+          const stepId = stepIdOf(id);
+          const answer: unknown = retrying
+            ? await retrying(id, input)
+            : await step.ai.infer(id, input as Parameters<StepTools["ai"]["infer"]>[1]);
+          const ledger = usage();
+          if (ledger && reportedUsage(input.model.format, answer))
+            await step.run(`usage.${stepId}`, () =>
+              recordInferenceUsage(ledger, { stepId, key: `${runId}:${stepId}`, attempt: 0, latencyMs: null }, input, {
+                answer,
+                failed: false,
+              }),
+            );
+          return answer;
+        };
+        const gatewayStep = { ...step, ai: { ...step.ai, infer: gatewayInfer } } as unknown as StepTools;
+        return { ...arg, ctx: { ...arg.ctx, inferenceStream, step: gatewayStep } };
+      }
+
+      const infer = (id: string, { model, body }: InferInput) => {
+        const stepId = stepIdOf(id);
         return step.run(stepId, () =>
-          streamInference({ db, threadId: thread.threadId, runId, stepId, attempt, model, body }),
+          streamInference({ db, threadId: thread.threadId, runId, stepId, attempt, model, body, usage: usage() }),
         );
       };
       const streamingStep = { ...step, ai: { ...step.ai, infer } } as unknown as StepTools;
@@ -158,9 +212,28 @@ export const TURN_ENDED_ERROR =
   "This turn ended while the model was answering (the user stopped it, or it was cancelled): the text streamed before is what stays, and the model is not called again for it.";
 
 async function streamInference(
-  input: { db: pg.Pool; threadId: string | undefined; runId: string; stepId: string; attempt: number } & InferInput,
+  input: {
+    db: pg.Pool;
+    threadId: string | undefined;
+    runId: string;
+    stepId: string;
+    attempt: number;
+    usage: UsageContext | undefined;
+  } & InferInput,
 ) {
   const { db, threadId, runId, stepId, attempt, model, body } = input;
+  const started = performance.now();
+  let reported: unknown;
+  const ledger = input.usage;
+  const recordAttempt = async (failed: boolean, answer?: unknown) => {
+    if (!ledger) return;
+    await recordInferenceUsage(
+      ledger,
+      { stepId, key: `${runId}:${stepId}:${attempt}`, attempt, latencyMs: Math.round(performance.now() - started) },
+      { model, body },
+      { answer: answer ?? { usage: reported }, failed },
+    );
+  };
   // Text that cannot be logged fails the step: the model is stopped at once rather than left to answer for nothing.
   const stop = new AbortController();
   const unlogged = (error: unknown) =>
@@ -173,19 +246,58 @@ async function streamInference(
   // Without a thread (it is known once the user's message is stored) there is no log to write to.
   const writer = threadId ? deltaWriter(db, { threadId, runId, stepId, attempt }, unlogged) : undefined;
   const signal = writer ? AbortSignal.any([stop.signal, writer.ended]) : stop.signal;
-  const answer = await streamCompletion({ model, body, signal, onText: (text) => writer?.push(text) }).catch(
-    async (error: unknown) => {
-      if (writer?.ended.aborted) throw new NonRetriableError(TURN_ENDED_ERROR);
-      // The text that arrived before the failure is logged (a retry supersedes it); the step fails with the model's cause.
-      await writer
-        ?.finish()
-        .catch((writeError: unknown) =>
-          logger.warn({ err: writeError, runId, stepId }, "streamed text of a failed inference not logged"),
-        );
-      throw error;
+  const answer = await streamCompletion({
+    model,
+    body,
+    signal,
+    onText: (text) => writer?.push(text),
+    onUsage: (usage) => {
+      reported = usage;
     },
-  );
+  }).catch(async (error: unknown) => {
+    // Billed though it failed: recorded under this attempt's key, before the step fails and is retried.
+    await recordAttempt(true).catch((recordError: unknown) =>
+      logger.warn({ err: recordError, runId, stepId }, "usage of a failed inference not recorded"),
+    );
+    if (writer?.ended.aborted) throw new NonRetriableError(TURN_ENDED_ERROR);
+    // The text that arrived before the failure is logged (a retry supersedes it); the step fails with the model's cause.
+    await writer
+      ?.finish()
+      .catch((writeError: unknown) =>
+        logger.warn({ err: writeError, runId, stepId }, "streamed text of a failed inference not logged"),
+      );
+    throw error;
+  });
   await writer?.finish();
-  if (writer?.ended.aborted) throw new NonRetriableError(TURN_ENDED_ERROR);
+  if (writer?.ended.aborted) {
+    await recordAttempt(true);
+    throw new NonRetriableError(TURN_ENDED_ERROR);
+  }
+  await recordAttempt(false, answer);
   return answer;
+}
+
+/**
+ * Records one inference attempt's usage, if the provider reported any: the model that answered
+ * (else the one asked for), its provider, and the cost by the price table. One statement.
+ */
+async function recordInferenceUsage(
+  context: UsageContext,
+  attempt: { stepId: string; key: string; attempt: number; latencyMs: number | null },
+  { model, body }: InferInput,
+  { answer, failed }: { answer: unknown; failed: boolean },
+) {
+  const usage = reportedUsage(model.format, answer);
+  if (!usage) return;
+  const name = answeringModel(answer) ?? (typeof body.model === "string" ? body.model : model.format);
+  const { db, prices, ...turn } = context;
+  await recordUsage(db, {
+    ...turn,
+    ...attempt,
+    ...usage,
+    provider: providerOf(model.format),
+    model: name,
+    costUsd: costOf(prices, name, usage),
+    failed,
+  });
 }

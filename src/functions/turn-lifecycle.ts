@@ -12,6 +12,7 @@ import {
   userDeleted,
 } from "../../inngest.config.js";
 import { ModelErrorMiddleware } from "../agents/model-errors.js";
+import { DEFAULT_PRICES, type PriceTable } from "../agents/usage.js";
 import { skippedAnswerId, turnEndedAs, turnSkipReason } from "../agents/run-state.js";
 import { textOf } from "../history/messages.js";
 import { clearTurnRetrying, recordTurnRetrying } from "../history/turn-retrying.js";
@@ -73,10 +74,12 @@ const inOrder = <const T extends Middleware.Class[]>(...middleware: T) => middle
 export const turnOptions = ({
   db,
   inference,
+  prices,
   model,
 }: {
   db: pg.Pool;
   inference?: Inference | undefined;
+  prices?: PriceTable | undefined;
   model: ModelChoice;
 }) => ({
   // No per-thread concurrency key: turns of a thread are ordered by the durable wait before
@@ -88,7 +91,7 @@ export const turnOptions = ({
   onFailure: recordTurnFailure(db),
   middleware: inOrder(
     ModelErrorMiddleware,
-    inferenceMiddleware(db, inference ?? "gateway", {
+    inferenceMiddleware(db, inference ?? "gateway", prices ?? DEFAULT_PRICES, {
       attempts: TURN_RETRIES + 1,
       modelInference: createModelInference({ model }),
     }),

@@ -7,11 +7,14 @@ import {
   type StepTools,
   threadSummarizeRequested,
 } from "../../inngest.config.js";
+import { ASSISTANT_NAME } from "../agents/assistant.js";
 import { createChatNetwork, NETWORK_AGENTS } from "../agents/network.js";
 import { summaryLag, turnSkipReason, userMessageText } from "../agents/run-state.js";
 import type { AgentMemory } from "../agents/thread-view.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { agentThreadState } from "../history/agent-state.js";
+import { DEFAULT_BUSY_POLICY } from "../history/busy-policy.js";
+import { interruptEarlierTurns } from "../history/busy.js";
 import { durably } from "../history/durable.js";
 import { resolveHistoryPolicy } from "../history/policy.js";
 import { loadUserMessage } from "../history/store.js";
@@ -21,6 +24,7 @@ import { type AgentComponents, memoryComponents, NO_MEMORY } from "../memory/com
 import { turnLog } from "../stream/publish.js";
 import type { AgentsConfig, FunctionDeps } from "./chat-turn.js";
 import type { InferenceStream } from "./streaming-inference.js";
+import { turnApprovals } from "./tool-approvals.js";
 import { announceTurnFinished, turnOutcome } from "./turn-lifecycle.js";
 
 /*
@@ -61,6 +65,8 @@ export async function runTurn(
     request: request.kind === "chat" ? request.data.history : undefined,
   });
   const conversation = request.kind === "chat" ? request.data.conversation : undefined;
+  // A message sent while a turn of its thread runs (src/history/busy.ts): the event's policy, else BUSY_POLICY.
+  const busy = request.kind === "chat" ? (request.data.busy ?? deps.busyPolicy ?? DEFAULT_BUSY_POLICY) : undefined;
   const history = createTurnHistory(db, {
     userId,
     messageId,
@@ -71,6 +77,7 @@ export async function runTurn(
     policy,
     clientMessages: conversation?.length,
     model: deps.model.configured ? { provider: deps.model.provider, name: deps.model.name } : undefined,
+    busy,
   });
   const memory = turnMemory({ db, userId, step, components: memoryComponents(agents.memory) });
   const agentState = agentThreadState(db, { userId, declared: NETWORK_AGENTS[agents.network] });
@@ -80,10 +87,22 @@ export async function runTurn(
     // generate-network-id (AgentKit), then no step: a new thread takes its first message's id.
     createThread: history.createThread,
     appendUserMessage: async (args) => {
-      // history.append-user-message: stores the message (and creates a new thread) or skips a re-run.
+      // history.append-user-message: stores the message (and creates a new thread) or skips a re-run;
+      // refuses it, storing nothing, when sent with busy reject while another turn runs.
       await history.appendUserMessage!(args);
       if (turnSkipReason(args.state)) return;
       const threadId = args.threadId!;
+      // busy interrupt or rollback: history.find-turns-to-interrupt, then (when some run)
+      // history.interrupt-turns and history.announce-interrupted, before the wait in history.get.
+      if (busy === "interrupt" || busy === "rollback")
+        await interruptEarlierTurns(step, db, {
+          threadId,
+          userId,
+          runId,
+          messageId,
+          agentName: ASSISTANT_NAME,
+          rollback: busy === "rollback",
+        });
       // memory.<component>.thread-created: a new thread is named after its first message.
       if (kind === "chat" && threadId === args.userMessage.id) await memory.threadCreated(threadId);
       const text = userMessageText(args.state) ?? args.userMessage.content;
@@ -123,6 +142,10 @@ export async function runTurn(
     history: hooks,
     network: agents.network,
     memory: memory.forAgent,
+    // tool.approval.<call>.request, .wait, .check: in a tool's handler, for a call that needs approval.
+    ...(agents.approvals
+      ? { approvals: turnApprovals(agents.approvals, { db, step, runId, eventId: event.id, messageId }) }
+      : {}),
     // agent-state.load: once, before the first agent (after get: earlier turns have saved theirs).
     beforeFirstAgent: (state) => agentState.load(step, state),
   });

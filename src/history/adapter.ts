@@ -13,6 +13,7 @@ import {
   setSummaryLag,
   setUserMessageText,
 } from "../agents/run-state.js";
+import type { BusyPolicy } from "./busy-policy.js";
 import { durably } from "./durable.js";
 import { resultId } from "./ids.js";
 import { toAgentContent, toAgentResults } from "./messages.js";
@@ -36,6 +37,8 @@ export type TurnContext = {
   clientMessages?: number | undefined;
   /** The model the turn's agents call, recorded with the turn (feedback on its answer names it); absent when none is configured. */
   model?: { provider: string; name: string } | undefined;
+  /** A chat message's busy policy: reject is refused by the first statement while another turn runs (busy.ts). */
+  busy?: BusyPolicy | undefined;
 };
 
 /**
@@ -149,7 +152,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           threadId: threadId!,
           userId: turn.userId,
           message: { id: userMessage.id, text: userMessage.content, clientTimestamp: turn.clientTimestamp },
-          turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId },
+          turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId, busy: turn.busy },
           // The load is known once history.get has run: appendResults records it.
           context: { policy: turn.policy, ...(turn.model ? { model: turn.model } : {}) },
         })),

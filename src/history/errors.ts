@@ -14,7 +14,8 @@ export class HistoryRefusal extends Error {
       | "not_a_user_message"
       | "not_an_answer"
       | "message_not_on_path"
-      | "no_running_turn",
+      | "no_running_turn"
+      | "thread_busy",
     message: string,
   ) {
     super(message);

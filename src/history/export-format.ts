@@ -6,8 +6,9 @@ import { z } from "zod";
  * version, and an importer refuses a version it does not know. docs/security.md describes it.
  *
  * Order: the `export` header; then per thread its `thread` line followed by that thread's
- * `message`, `turn`, `summary`, `agent_state`, `event` and `feedback` lines; then the user's `memory` and
- * `api_key` lines; last the `end` line counting every kind (without it, the export was cut short).
+ * `message`, `turn`, `summary`, `agent_state`, `event` and `feedback` lines; then the user's `memory`,
+ * `api_key` and `usage` lines; last the `end` line counting every kind (without it, the export was
+ * cut short). `feedback` and `usage` lines came later within version 2: an export without them counts none.
  * Imports: zod only.
  */
 export const EXPORT_FORMAT = "threadline.export";
@@ -140,6 +141,28 @@ const exportedApiKey = z.object({
   revokedAt: timestamp.nullable(),
 });
 
+/** One model call's usage from the ledger (its thread may have been deleted since: the ledger keeps it). */
+const exportedUsage = z.object({
+  type: z.literal("usage"),
+  key: z.string(),
+  threadId: z.uuid(),
+  messageId: z.uuid(),
+  variant: z.number().int().nullable(),
+  runId: z.string(),
+  stepId: z.string(),
+  attempt: z.number().int(),
+  provider: z.string(),
+  model: z.string(),
+  inputTokens: z.number().int().nonnegative(),
+  outputTokens: z.number().int().nonnegative(),
+  cachedTokens: z.number().int().nonnegative().nullable(),
+  reasoningTokens: z.number().int().nonnegative().nullable(),
+  latencyMs: z.number().int().nullable(),
+  costUsd: z.number().nullable(),
+  failed: z.boolean(),
+  createdAt: timestamp,
+});
+
 const exportCounts = z.object({
   threads: z.number().int(),
   messages: z.number().int(),
@@ -151,6 +174,7 @@ const exportCounts = z.object({
   apiKeys: z.number().int(),
   // Absent from files written before feedback was exported: those hold none.
   feedback: z.number().int().default(0),
+  usageRecords: z.number().int().default(0),
 });
 
 const exportEnd = exportCounts.extend({ type: z.literal("end") });
@@ -166,6 +190,7 @@ export const exportRecord = z.discriminatedUnion("type", [
   exportedFeedback,
   exportedMemory,
   exportedApiKey,
+  exportedUsage,
   exportEnd,
 ]);
 
@@ -183,6 +208,7 @@ export const noCounts = (): ExportCounts => ({
   memories: 0,
   apiKeys: 0,
   feedback: 0,
+  usageRecords: 0,
 });
 
 /** Which count each record of a user's data adds to (the header and the end line count nothing). */
@@ -196,4 +222,5 @@ export const countOf = {
   memory: "memories",
   api_key: "apiKeys",
   feedback: "feedback",
+  usage: "usageRecords",
 } as const satisfies Record<Exclude<ExportRecord["type"], "export" | "end">, keyof ExportCounts>;

@@ -94,6 +94,34 @@ export type SelectUserMemoriesRow = UserMemoryRow & { cursor_at: string };
 export const selectUserApiKeys = `SELECT id, name, created_at, revoked_at FROM api_keys WHERE user_id = $1 ORDER BY created_at, id`;
 export type SelectUserApiKeysRow = { id: string; name: string; created_at: Date; revoked_at: Date | null };
 
+/** The user's usage ledger (deleted threads' rows too), oldest first, keyset-paged on (created_at, key). */
+export const selectUserUsage = `
+  SELECT key, thread_id, message_id, variant, run_id, step_id, attempt, provider, model, input_tokens::text,
+    output_tokens::text, cached_tokens::text, reasoning_tokens::text, latency_ms, cost_usd::text, failed, created_at,
+    created_at::text AS cursor_at
+  FROM usage_records WHERE user_id = $1 AND (created_at, key) > ($2::timestamptz, $3::text)
+  ORDER BY created_at, key LIMIT $4`;
+export type SelectUserUsageRow = {
+  key: string;
+  thread_id: string;
+  message_id: string;
+  variant: number | null;
+  run_id: string;
+  step_id: string;
+  attempt: number;
+  provider: string;
+  model: string;
+  input_tokens: string;
+  output_tokens: string;
+  cached_tokens: string | null;
+  reasoning_tokens: string | null;
+  latency_ms: number | null;
+  cost_usd: string | null;
+  failed: boolean;
+  created_at: Date;
+  cursor_at: string;
+};
+
 // The import (import.ts) writes into an empty database what an export holds.
 
 export const insertThread = `
@@ -130,3 +158,8 @@ export const finishThread = `
 export const setEventCounter = `
   INSERT INTO thread_event_counters (thread_id, last_id) SELECT $1, max(id) FROM thread_events WHERE thread_id = $1 HAVING max(id) IS NOT NULL
   ON CONFLICT (thread_id) DO UPDATE SET last_id = excluded.last_id`;
+
+export const insertUsage = `
+  INSERT INTO usage_records (key, user_id, thread_id, message_id, variant, run_id, step_id, attempt, provider, model,
+    input_tokens, output_tokens, cached_tokens, reasoning_tokens, latency_ms, cost_usd, failed, created_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`;

@@ -75,6 +75,10 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
         revokedAt: isoOrNull(key.revoked_at),
       };
     }
+    for await (const usage of userUsage(client, userId)) {
+      counts.usageRecords += 1;
+      yield usage;
+    }
     yield { type: "end", ...counts };
   } catch (error) {
     failed = true;
@@ -228,6 +232,40 @@ async function* userMemories(
       threadId: row.thread_id,
       createdAt: iso(row.created_at),
       updatedAt: iso(row.updated_at),
+    };
+  }
+}
+
+async function* userUsage(
+  client: pg.PoolClient,
+  userId: string,
+): AsyncGenerator<Extract<ExportRecord, { type: "usage" }>> {
+  const rows = keysetRows<sql.SelectUserUsageRow>(client, sql.selectUserUsage, (last) => [
+    userId,
+    last?.cursor_at ?? "-infinity",
+    last?.key ?? "",
+  ]);
+  const count = (value: string | null) => (value === null ? null : Number(value));
+  for await (const row of rows) {
+    yield {
+      type: "usage",
+      key: row.key,
+      threadId: row.thread_id,
+      messageId: row.message_id,
+      variant: row.variant,
+      runId: row.run_id,
+      stepId: row.step_id,
+      attempt: row.attempt,
+      provider: row.provider,
+      model: row.model,
+      inputTokens: Number(row.input_tokens),
+      outputTokens: Number(row.output_tokens),
+      cachedTokens: count(row.cached_tokens),
+      reasoningTokens: count(row.reasoning_tokens),
+      latencyMs: row.latency_ms,
+      costUsd: count(row.cost_usd),
+      failed: row.failed,
+      createdAt: iso(row.created_at),
     };
   }
 }

@@ -23,7 +23,7 @@ type ThreadRecord = Extract<ExportRecord, { type: "thread" }>;
 /**
  * Restores a subject-access export (export-format.ts) into a database that holds none of its
  * rows: the user's threads with every message (variants and stopped answers, on or off the
- * current path), turns, summaries, agent state, event log, feedback and memories, in one transaction. API
+ * current path), turns, summaries, agent state, event log, feedback, memories and usage ledger, in one transaction. API
  * keys are not restored (the export never holds their secrets). Refuses, writing nothing, a file
  * of another format or version, a malformed line, or one cut short (no `end` line, or counts that
  * differ); ids already in the database make it fail the same way.
@@ -173,6 +173,29 @@ const INSERTS: { [T in RestoredRecord["type"]]: Insert<Extract<RestoredRecord, {
     [r.answerId, r.threadId, userId, r.rating, r.comment, r.createdAt, r.updatedAt],
   ],
   memory: (r, userId) => [sql.insertMemory, [r.id, userId, r.text, r.source, r.threadId, r.createdAt, r.updatedAt]],
+  usage: (r, userId) => [
+    sql.insertUsage,
+    [
+      r.key,
+      userId,
+      r.threadId,
+      r.messageId,
+      r.variant,
+      r.runId,
+      r.stepId,
+      r.attempt,
+      r.provider,
+      r.model,
+      r.inputTokens,
+      r.outputTokens,
+      r.cachedTokens,
+      r.reasoningTokens,
+      r.latencyMs,
+      r.costUsd,
+      r.failed,
+      r.createdAt,
+    ],
+  ],
 };
 
 // The table is typed per record type; TypeScript cannot tie a lookup by `record.type` to it.

@@ -10,18 +10,49 @@
  */
 const pageExtras = `
   SELECT p.id, p.turn_seq, p.seq, p.kind, p.agent_name, p.content, p.answers, p.variant, p.stopped, p.created_at,
-         -- A running turn between attempts of a failed step shows as retrying, with the cause.
-         CASE WHEN t.status = 'running' AND t.retrying IS NOT NULL THEN 'retrying' ELSE t.status END AS turn_status,
+         -- A running turn between attempts of a failed step shows as retrying, with the cause; one
+         -- whose tool call awaits the owner's approval as awaiting_approval, with the calls.
+         CASE WHEN t.status = 'running' AND t.retrying IS NOT NULL THEN 'retrying'
+              WHEN t.status = 'running' AND w.approvals IS NOT NULL THEN 'awaiting_approval'
+              ELSE t.status END AS turn_status,
+         w.approvals AS turn_approvals,
          t.run_id AS turn_run_id,
          CASE WHEN t.status = 'running' AND t.retrying IS NOT NULL THEN t.retrying ->> 'cause' ELSE t.error END AS turn_error,
          CASE WHEN p.kind = 'user'
-           THEN (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = p.id) END AS variant_count
+           THEN (SELECT count(DISTINCT a.variant)::int FROM messages a WHERE a.answers = p.id) END AS variant_count,
+         usage.turn_usage
   FROM page p
   LEFT JOIN LATERAL (
     SELECT status, run_id, error, retrying FROM turns
     WHERE turns.message_id = p.id AND p.kind = 'user' AND status <> 'skipped'
     ORDER BY started_at DESC LIMIT 1
-  ) t ON true`;
+  ) t ON true
+  -- An answer's turn usage: the ledger rows of its variant's turn (usage_records_message_idx).
+  LEFT JOIN LATERAL (
+    SELECT json_build_object(
+      'calls', count(*), 'inputTokens', sum(u.input_tokens), 'outputTokens', sum(u.output_tokens),
+      'cachedTokens', coalesce(sum(u.cached_tokens), 0), 'reasoningTokens', coalesce(sum(u.reasoning_tokens), 0),
+      'totalTokens', sum(u.input_tokens + u.output_tokens), 'costUsd', sum(u.cost_usd)::float8,
+      'model', max(u.model)) AS turn_usage
+    FROM usage_records u WHERE p.kind = 'agent' AND u.message_id = p.answers AND u.variant = p.variant
+    HAVING count(*) > 0
+  ) usage ON true
+  LEFT JOIN LATERAL (
+    SELECT jsonb_agg(jsonb_build_object('approvalId', a.id, 'toolCallId', a.tool_call_id, 'toolName', a.tool_name,
+             'arguments', a.arguments, 'status', a.status, 'expiresAt', a.expires_at) ORDER BY a.requested_at) AS approvals
+    FROM tool_approvals a
+    WHERE t.status = 'running' AND a.thread_id = $1 AND a.message_id = p.id AND a.status = 'pending'
+  ) w ON true`;
+
+/** A tool call of a running turn that awaits the owner's approval. */
+export type PendingToolCall = {
+  approvalId: string;
+  toolCallId: string;
+  toolName: string;
+  arguments: unknown;
+  status: "pending";
+  expiresAt: string;
+};
 
 /** A message of a page with its extras (pageExtras): what selectPageBefore and selectPageAfter return. */
 export type PageRow = {
@@ -38,7 +69,21 @@ export type PageRow = {
   turn_status: string | null;
   turn_run_id: string;
   turn_error: string | null;
+  turn_approvals: PendingToolCall[] | null;
   variant_count: number | null;
+  /** An answer's turn usage (json_build_object above), null without ledger rows. */
+  turn_usage: TurnUsageJson | null;
+};
+
+export type TurnUsageJson = {
+  calls: number;
+  inputTokens: number;
+  outputTokens: number;
+  cachedTokens: number;
+  reasoningTokens: number;
+  totalTokens: number;
+  costUsd: number | null;
+  model: string;
 };
 
 /**

@@ -43,9 +43,14 @@ type ThreadMessage = {
   stopped?: true;
   /** For an agent result: the owner's rating of it, null while there is none. */
   feedback?: AnswerFeedback | null;
+  /**
+   * For an agent result: what its turn used and cost, summed over the turn's model calls (every
+   * result of one turn shows the same); null when the provider reported no usage.
+   */
+  turnUsage?: sql.TurnUsageJson | null;
   /** For a user message: how many answer variants exist, and its latest turn. */
   variantCount?: number;
-  turn?: { status: string; runId: string; error: string | null } | null;
+  turn?: { status: string; runId: string; error: string | null; approvals?: sql.PendingToolCall[] } | null;
 };
 
 export type MessagePage = {
@@ -115,12 +120,24 @@ function toMessage(row: sql.PageRow): ThreadMessage {
     content: row.content,
     createdAt: row.created_at.toISOString(),
     ...(row.kind === "agent"
-      ? { answers: row.answers!, variant: row.variant!, ...(row.stopped ? { stopped: true as const } : {}) }
+      ? {
+          answers: row.answers!,
+          variant: row.variant!,
+          ...(row.stopped ? { stopped: true as const } : {}),
+          turnUsage: row.turn_usage,
+        }
       : {}),
     ...(row.kind === "user"
       ? {
           variantCount: row.variant_count!,
-          turn: row.turn_status ? { status: row.turn_status, runId: row.turn_run_id, error: row.turn_error } : null,
+          turn: row.turn_status
+            ? {
+                status: row.turn_status,
+                runId: row.turn_run_id,
+                error: row.turn_error,
+                ...(row.turn_approvals ? { approvals: row.turn_approvals } : {}),
+              }
+            : null,
         }
       : {}),
   };

@@ -29,10 +29,11 @@ export type SelectThreadOwnerRow = { user_id: string };
  * named after its first message, only when nothing refuses), the user message stored once, the
  * run recorded as a turn. Source: src/history/schema/functions/threadline_begin_turn.sql.
  * Returns one row: a refusal code, or the message's seq, stored text, and the turn's variant and status.
+ * $10: the busy policy (raises TL409 for reject while another turn is unfinished: busy.ts).
  */
 export const beginTurn = `
   SELECT refusal, message_seq, stored_text, variant, status, skip_reason
-  FROM threadline_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
+  FROM threadline_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`;
 /** The prepared name of beginTurn (history.append-user-message). */
 export const beginTurnName = "history.begin-turn";
 export type BeginTurnRow = {

@@ -1,5 +1,7 @@
 import type pg from "pg";
 import { HistoryRefusal, isThreadDeletedError, threadDeleted, threadNotOwned } from "./errors.js";
+import { type BusyPolicy, DEFAULT_BUSY_POLICY } from "./busy-policy.js";
+import { threadBusyFromError } from "./busy.js";
 import type { AgentContent, HistoryRow } from "./messages.js";
 import * as sql from "./store-sql.js";
 
@@ -119,6 +121,8 @@ export async function checkSendable(
  * writing nothing: another user's thread, an unknown thread, a message id used by another message,
  * the same message id with different text. A run that calls this again gets the same answer back.
  * Which variant the run writes is decided in threadline_begin_turn (src/history/schema/functions).
+ * A new message sent with busy policy reject is refused while another turn of the thread is
+ * unfinished (ThreadBusy, busy.ts), before anything is written.
  */
 export async function beginTurn(
   db: pg.Pool,
@@ -126,7 +130,7 @@ export async function beginTurn(
     threadId: string;
     userId: string;
     message: { id: string; text: string; clientTimestamp?: string | undefined };
-    turn: { runId: string; kind: TurnKind; eventId?: string | undefined };
+    turn: { runId: string; kind: TurnKind; eventId?: string | undefined; busy?: BusyPolicy | undefined };
     /** What the turn's history is made of (policy and its sources), for the debug view. */
     context?: Record<string, unknown> | undefined;
   },
@@ -146,11 +150,13 @@ export async function beginTurn(
         turn.kind,
         turn.eventId ?? null,
         input.context ?? null,
+        turn.busy ?? DEFAULT_BUSY_POLICY,
       ],
     })
-    // The thread was deleted (migration 0016's tombstone): its events never bring it back.
+    // The thread was deleted (migration 0016's tombstone): its events never bring it back. Busy
+    // with another turn, for a message sent with policy reject (busy.ts): refused, nothing stored.
     .catch((error: unknown) => {
-      throw isThreadDeletedError(error) ? threadDeleted(threadId) : error;
+      throw isThreadDeletedError(error) ? threadDeleted(threadId) : (threadBusyFromError(error, threadId) ?? error);
     });
   const row = rows[0]!;
   if (row.refusal) throw refusal(row.refusal, { threadId, messageId: message.id });

@@ -59,6 +59,20 @@ const agentKitPartMetadata = z.object({
 });
 const agentKitDelta = z.looseObject({ partId: z.string(), messageId: z.string(), delta: z.string() });
 
+/** A tool call awaiting a human decision, as its tool.approval.* events carry it (docs/approvals.md). */
+const toolApproval = z.object({
+  approvalId: z.string(),
+  runId: z.string(),
+  messageId: z.string(),
+  toolCallId: z.string(),
+  toolName: z.string(),
+  arguments: z.unknown(),
+  status: z.enum(["pending", "approved", "denied", "expired"]),
+  decidedBy: z.enum(["user", "stop", "expiry"]).nullable(),
+  reason: z.string().nullable(),
+  expiresAt: z.string(),
+});
+
 const kind = <K extends string, D extends z.ZodType>(event: K, data: D, description: string) =>
   z.object({ event: z.literal(event), data }).meta({ description });
 
@@ -77,6 +91,18 @@ export const threadLogEvent = z.discriminatedUnion("event", [
     "turn.stopped",
     z.object({ runId: z.string(), messageId: z.string(), variant: z.int(), answerStored: z.boolean() }),
     "The user stopped the turn; what it streamed was stored as the answer when answerStored (stream.ended follows).",
+  ),
+  kind(
+    "turn.interrupted",
+    z.object({
+      runId: z.string(),
+      messageId: z.string(),
+      byMessageId: z.string(),
+      stopped: z.boolean(),
+      rolledBack: z.boolean(),
+    }),
+    "A message sent with busy interrupt or rollback (byMessageId) ended turn runId, logged under the interrupting run: " +
+      "stopped (its turn.stopped and stream.ended came first; false: it had finished), rolledBack (its message and answers left the current path).",
   ),
   kind(
     "turn.skipped",
@@ -145,6 +171,17 @@ export const threadLogEvent = z.discriminatedUnion("event", [
     "AgentKit: a tool call's arguments (JSON text).",
   ),
   kind("tool_call.output.delta", agentKitDelta, "AgentKit: a tool's output (JSON text)."),
+  kind(
+    "tool.approval.requested",
+    toolApproval,
+    "A tool call awaits the owner's decision (POST /api/threads/{threadId}/approvals/{approvalId}); the turn waits.",
+  ),
+  kind(
+    "tool.approval.decided",
+    toolApproval,
+    "The tool call was approved or denied (decidedBy user; or denied by a stop of the turn).",
+  ),
+  kind("tool.approval.expired", toolApproval, "Nobody decided before expiresAt: the tool did not run."),
 ]);
 export type ThreadLogEvent = z.infer<typeof threadLogEvent>;
 export type ThreadLogKind = ThreadLogEvent["event"];
@@ -158,13 +195,17 @@ export const THREAD_LOG_KINDS: readonly ThreadLogKind[] = threadLogEvent.options
 
 /**
  * The kinds a client that shows a thread live must act on: streamed text, a retry under way, a
- * turn's end (every ending is followed by stream.ended), a new title. The rest is detail.
+ * turn's end (every ending is followed by stream.ended), a new title, a tool call awaiting the
+ * user's approval and its decision. The rest is detail.
  */
 export const CLIENT_KINDS = [
   "text.delta",
   "turn.retrying",
   "stream.ended",
   "title.changed",
+  "tool.approval.requested",
+  "tool.approval.decided",
+  "tool.approval.expired",
 ] as const satisfies readonly ThreadLogKind[];
 
 /** Not a row of the log: how a live stream of a thread (SSE, realtime) ends when the thread is deleted. */

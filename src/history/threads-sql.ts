@@ -7,12 +7,18 @@
  * (user_id, last_activity_at DESC, id DESC): a page is one index range scan that stops after it.
  */
 
-/** The columns a thread item is built from, for threads aliased `t`, with its latest turn's status. */
+/**
+ * The columns a thread item is built from, for threads aliased `t`, with its latest turn's status
+ * (`awaiting_approval`: running, a tool call of it awaits the owner's approval).
+ */
 const threadColumns = `
   t.id, t.title, t.title_source, t.metadata, t.message_count, t.last_message_at, t.last_activity_at,
   t.created_at, t.updated_at,
-  (SELECT status FROM turns WHERE turns.thread_id = t.id AND status <> 'skipped'
-   ORDER BY started_at DESC LIMIT 1) AS latest_turn_status`;
+  (SELECT CASE WHEN u.status = 'running' AND EXISTS (
+            SELECT 1 FROM tool_approvals a WHERE a.thread_id = t.id AND a.status = 'pending' AND a.message_id = u.message_id)
+          THEN 'awaiting_approval' ELSE u.status END
+   FROM turns u WHERE u.thread_id = t.id AND u.status <> 'skipped'
+   ORDER BY u.started_at DESC LIMIT 1) AS latest_turn_status`;
 
 /** A thread item's row (threadColumns): what the list, read, create and update statements return. */
 export type ThreadRow = {

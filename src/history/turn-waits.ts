@@ -71,7 +71,8 @@ export async function waitForEarlierTurns(
     );
     if (found.skipped) return { skipReason: "the message was answered by another run while this one waited" };
     if (!found.earlier) return {};
-    if (found.earlier.runId !== waitingFor) {
+    // A new turn ahead, or the one asked to be abandoned is alive (awaiting approval): patience restarts.
+    if (found.earlier.runId !== waitingFor || found.earlier.runId === abandon) {
       waitingFor = found.earlier.runId;
       waitedSeconds = 0;
     }

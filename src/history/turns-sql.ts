@@ -53,7 +53,8 @@ export const failTurn = endTurn("failed");
  *   (message seq, started_at, run_id), a total order, so two runs never wait for each other;
  * - with none left, a chat turn whose message meanwhile got its answer (from the run it waited
  *   for) is recorded as skipped instead of answering the message twice.
- * The statement's snapshot predates its own update, so the abandoned run is excluded by id.
+ * The statement's snapshot predates its own update, so the abandoned run is excluded by id. A turn
+ * awaiting the user's approval of a tool call (until its expiry) is never abandoned: it stays ahead.
  */
 export const selectEarlierUnfinishedTurn = `
   WITH me AS (
@@ -63,6 +64,9 @@ export const selectEarlierUnfinishedTurn = `
   ), ${lockRunThread("$2")}, abandoned AS (
     UPDATE turns SET status = 'failed', error = $3, finished_at = now()
     WHERE run_id = $2 AND status = 'running' AND thread_id IN (SELECT id FROM locked)
+      -- A turn waiting for the user's approval of a tool call is alive, not lost.
+      AND NOT EXISTS (SELECT 1 FROM tool_approvals a
+        WHERE a.message_id = turns.message_id AND a.status = 'pending' AND a.expires_at > now())
     RETURNING thread_id, run_id, message_id, error
   ), ended AS (
     SELECT * FROM abandoned
@@ -70,7 +74,7 @@ export const selectEarlierUnfinishedTurn = `
     SELECT t.run_id, t.message_id FROM me
     JOIN turns t ON t.thread_id = me.thread_id AND t.status = 'running' AND t.run_id <> me.run_id
     JOIN messages m ON m.id = t.message_id AND m.on_path
-    WHERE t.run_id IS DISTINCT FROM $2
+    WHERE NOT EXISTS (SELECT 1 FROM abandoned x WHERE x.run_id = t.run_id)
       AND (m.seq < me.seq OR (m.seq = me.seq AND (t.started_at, t.run_id) < (me.started_at, me.run_id)))
     ORDER BY m.seq, t.started_at, t.run_id
     LIMIT 1

@@ -1,16 +1,24 @@
 /**
- * Erasing a user: threads (and everything keyed by them), API keys, and what memory components
- * keep, in one transaction. Imports: pg, store.ts (transaction), users-sql.ts.
+ * Erasing a user: threads (and everything keyed by them), API keys, the usage ledger and budget,
+ * and what memory components keep, in one transaction. Imports: pg, store.ts (transaction),
+ * usage.ts, users-sql.ts.
  */
 import type pg from "pg";
 import { transaction } from "./store.js";
+import { deleteUserUsage } from "./usage.js";
 import * as sql from "./users-sql.js";
 
 /**
  * What erasing a user removed: rows of each kind (the rows that cascade from threads are not
  * counted apart), and the deleted threads' ids, to announce (thread/deleted).
  */
-export type UserErasure = { threads: number; apiKeys: number; memories: number; threadIds: string[] };
+export type UserErasure = {
+  threads: number;
+  apiKeys: number;
+  memories: number;
+  usageRecords: number;
+  threadIds: string[];
+};
 
 /** A memory component's "user deleted" hook: erases what it keeps about the user, returns how many rows. */
 export type UserDeletedHook = (client: pg.PoolClient, userId: string) => Promise<number>;
@@ -29,6 +37,8 @@ export async function eraseUser(db: pg.Pool, userId: string, hooks: readonly Use
       (row) => row.id,
     );
     const apiKeys = (await client.query(sql.deleteUserApiKeys, [userId])).rowCount ?? 0;
-    return { threads: threadIds.length, apiKeys, memories, threadIds };
+    // The usage ledger outlives a thread's deletion (what was spent stays spent), not the user's erasure.
+    const usageRecords = await deleteUserUsage(client, userId);
+    return { threads: threadIds.length, apiKeys, memories, usageRecords, threadIds };
   });
 }

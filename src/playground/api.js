@@ -57,6 +57,12 @@ export function apiFor(credentials) {
       call("POST", `${thread(threadId)}/stop`, messageId === undefined ? {} : { messageId }),
     regenerate: (threadId, messageId) =>
       call("POST", `${message(threadId, messageId)}/regenerate`, { requestId: crypto.randomUUID() }),
+    /** The user's decision on a tool call awaiting approval: "approve" or "deny". */
+    decideApproval: (threadId, approvalId, decision) =>
+      call("POST", `${thread(threadId)}/approvals/${encodeURIComponent(approvalId)}`, {
+        decision,
+        requestId: crypto.randomUUID(),
+      }),
     variants: (threadId, messageId) => call("GET", `${message(threadId, messageId)}/variants`),
     rateAnswer: (threadId, answerId, rating) => call("PUT", `${message(threadId, answerId)}/feedback`, { rating }),
     unrateAnswer: (threadId, answerId) => call("DELETE", `${message(threadId, answerId)}/feedback`, {}),

@@ -1,10 +1,12 @@
 import { apiFor, authHeaders } from "./api.js";
+import { approvalCards, isApprovalEvent, isAwaitingApproval } from "./approvals.js";
 import { isInferenceDelta, streamedTexts } from "./deltas.js";
 import { followEvents } from "./event-stream.js";
 import { feedbackControls, rateAnswer } from "./feedback.js";
 import { markdownNodes } from "./markdown.js";
 import { answerText, h, messageText, plural, snippetNodes, turnLabel, when } from "./render.js";
 import * as session from "./session.js";
+import { turnUsageLine } from "./usage.js";
 
 const $ = (id) => document.getElementById(id);
 
@@ -128,7 +130,14 @@ async function refreshThreads() {
   if (open && state.epoch !== null && open.createdAt !== state.epoch) await openThread(open.id, { keepSent: true });
 }
 
-const statusLabel = (status) => (status === null ? "no turns yet" : status === "running" ? "answering…" : status);
+const statusLabel = (status) =>
+  status === null
+    ? "no turns yet"
+    : status === "running"
+      ? "answering…"
+      : isAwaitingApproval(status)
+        ? "waiting for approval"
+        : status;
 
 function renderThreads() {
   $("threads").replaceChildren(
@@ -274,7 +283,10 @@ async function loadMessages(threadId) {
   // Deltas of a turn the thread shows as ended are left over (its ending came before lastId).
   const ended = new Set(
     page.messages
-      .filter((m) => m.turn && m.turn.status !== "running" && m.turn.status !== "retrying")
+      .filter(
+        (m) =>
+          m.turn && m.turn.status !== "running" && m.turn.status !== "retrying" && !isAwaitingApproval(m.turn.status),
+      )
       .map((m) => m.turn.runId),
   );
   state.pending = state.pending.filter((row) => !ended.has(row.data.runId));
@@ -310,6 +322,7 @@ function receive(threadId, batch) {
   if (threadId !== state.threadId) return;
   let ended = false;
   let renamed = false;
+  let approvals = false;
   const retries = state.retrying.size;
   for (const row of batch) {
     if (row.event === "text.delta" && isInferenceDelta(row.data) && !state.endedRuns.has(row.data.runId)) {
@@ -325,13 +338,14 @@ function receive(threadId, batch) {
       forgetTurn(row.data);
     }
     if (row.event === "title.changed") renamed = true;
+    if (isApprovalEvent(row)) approvals = true;
     state.lastId = row.id;
   }
   savePosition();
   // A retry that began or ended changes its message's label; otherwise only the arriving answer changes.
   if (state.retrying.size !== retries || batch.some((row) => row.event === "turn.retrying")) renderMessages();
   else keepingScroll(renderLive);
-  if (ended) {
+  if (ended || approvals) {
     guarded(() => Promise.all([loadMessages(threadId), refreshThreads()]))();
   } else if (renamed) {
     guarded(refreshThreads)();
@@ -368,7 +382,9 @@ function forgetTurn({ runId, messageId }) {
 /** User messages the thread showed as being answered, less those whose turn has ended since. */
 const answering = () =>
   state.messages.filter(
-    (m) => (m.turn?.status === "running" || m.turn?.status === "retrying") && !state.endedRuns.has(m.turn.runId),
+    (m) =>
+      (m.turn?.status === "running" || m.turn?.status === "retrying" || isAwaitingApproval(m.turn?.status)) &&
+      !state.endedRuns.has(m.turn.runId),
   );
 
 const running = () => state.awaiting.size > 0 || state.pending.length > 0 || answering().length > 0;
@@ -389,13 +405,13 @@ function retryOf(messageId, runId) {
 function turnStateOf(messageId, turn) {
   // Text arriving before the server's answer to the send came back: the message is being answered.
   if (state.outbox.get(messageId)?.sending && state.pending.length === 0) return turnLabel({ sending: true });
-  const unfinished = turn?.status === "running" || turn?.status === "retrying";
+  const unfinished = turn?.status === "running" || turn?.status === "retrying" || isAwaitingApproval(turn?.status);
   // Ended in the log, not yet re-read: the thread's messages will say how.
   if (turn && state.endedRuns.has(turn.runId) && !state.awaiting.has(messageId))
     return unfinished ? turnLabel({}) : turnLabel(turn);
   if (unfinished || state.awaiting.has(messageId) || state.outbox.has(messageId)) {
     return turnLabel({
-      status: turn?.status === "retrying" ? "retrying" : "running",
+      status: turn?.status === "retrying" || isAwaitingApproval(turn?.status) ? turn.status : "running",
       error: turn?.error,
       retrying: retryOf(messageId, turn?.runId),
     });
@@ -485,7 +501,8 @@ function turnItems({ user, answers }) {
           button("Retry", () => regenerate(user.id)),
         )
       : null;
-  const item = userItem({ id: user.id, text: user.content.text, createdAt: user.createdAt, label, tools: retry });
+  const tools = [retry, ...(approvalCards(user.turn, guarded(decide)) ?? [])];
+  const item = userItem({ id: user.id, text: user.content.text, createdAt: user.createdAt, label, tools });
   if (answers.length === 0) return [item];
   // The thread shows its current answer; a variant the reader flipped to is shown in its place.
   const choice = state.variants.get(user.id);
@@ -520,6 +537,9 @@ function turnItems({ user, answers }) {
         : null,
     ),
   );
+  // The turn's tokens and cost, when the current answer is shown (a flipped variant's are not read).
+  const usage = flipped ? null : turnUsageLine(answers.at(-1).turnUsage);
+  if (usage) answerItems.at(-1).append(usage);
   answerItems[answerItems.length - 1].append(answerTools(user.id, choice));
   return [item, ...answerItems];
 }
@@ -569,6 +589,13 @@ async function rate(answerId, rating) {
   if (threadId !== state.threadId || !answer) return;
   answer.feedback = feedback;
   renderMessages();
+}
+
+/** The user's decision on a tool call awaiting approval; the thread then shows the turn going on. */
+async function decide(approvalId, decision) {
+  const threadId = state.threadId;
+  await state.api.decideApproval(threadId, approvalId, decision);
+  await loadMessages(threadId);
 }
 
 async function regenerate(messageId) {

@@ -64,6 +64,8 @@ export function turnLabel({ status, error, sending = false, retrying = null }) {
       return { text: "answering…", kind: "running" };
     case "retrying":
       return { text: `retrying: ${error ?? "the model failed"}`, kind: "retrying" };
+    case "awaiting_approval":
+      return { text: "waiting for your approval", kind: "running" };
     case "failed":
       return { text: `failed: ${error ?? "no cause recorded"}`, kind: "failed" };
     case "stopped":

@@ -17,6 +17,11 @@ import { streamedTexts } from "./deltas.js";
  *   it, then the surviving attempt streams as a new part. A replay (resume) folds what the log
  *   already holds first, so it shows only the surviving attempt.
  * - Without deltas (gateway inference) the stored answer's text is sent when the turn ends.
+ * - A tool call that awaits the owner's approval (tool.approval.requested) is sent as the AI SDK's
+ *   `needsApproval` flow does: `tool-input-available` then `tool-approval-request` (approvalId) in a
+ *   step of their own; the stream then ends (`finish`, reason tool-calls, status awaiting_approval) so
+ *   useChat's addToolApprovalResponse can send the decision on the next request, whose stream goes on
+ *   from after the decision (src/api/ui-chat.ts). A denial or expiry seen is `tool-output-denied`.
  * - The end: `finish` (completed, superseded, skipped: the stored answer; stopped), or `error` with
  *   the cause then `finish` (failed), or `abort` then `finish` (cancelled); `finish` metadata holds
  *   the status.
@@ -33,6 +38,9 @@ export type UiMessageChunk =
     }
   | { type: "start-step" }
   | { type: "finish-step" }
+  | { type: "tool-input-available"; toolCallId: string; toolName: string; input: unknown }
+  | { type: "tool-approval-request"; approvalId: string; toolCallId: string }
+  | { type: "tool-output-denied"; toolCallId: string }
   | { type: "text-start"; id: string; providerMetadata?: PartOrigin }
   | { type: "text-delta"; id: string; delta: string }
   | { type: "text-end"; id: string; providerMetadata?: PartOrigin }
@@ -44,7 +52,7 @@ export type UiMessageChunk =
   | { type: "data-thread-deleted"; data: { threadId: string }; transient: true }
   | { type: "error"; errorText: string }
   | { type: "abort"; reason?: string }
-  | { type: "finish"; finishReason: "stop" | "error" | "other"; messageMetadata: { status: string } };
+  | { type: "finish"; finishReason: "stop" | "error" | "other" | "tool-calls"; messageMetadata: { status: string } };
 
 /**
  * How a UI stream ends when its thread is deleted under it: a transient data-thread-deleted part
@@ -66,6 +74,8 @@ export type FollowedRun = {
   userMessageId: string;
   variant: number;
   ended?: RunEnding;
+  /** A stream going on after the client's approval responses: the tool calls it denied (shown as denied first). */
+  deniedToolCalls?: readonly string[];
 };
 
 /** How the run ended (its stream.ended), with the cause a failure or cancellation recorded. */
@@ -83,6 +93,8 @@ export class UiMessageStream {
   private openPart: ShownPart | null = null;
   private stepOpen = false;
   private cause: string | undefined;
+  /** The approvals of the run's tool calls seen, by id: whether each is still pending. */
+  private readonly approvals = new Map<string, boolean>();
   ending: RunEnding | undefined;
 
   constructor(readonly run: FollowedRun) {}
@@ -94,11 +106,15 @@ export class UiMessageStream {
 
   start(): UiMessageChunk[] {
     const { threadId, userMessageId, runId, variant } = this.run;
-    return [{ type: "start", messageId: this.messageId, messageMetadata: { threadId, userMessageId, runId, variant } }];
+    return [
+      { type: "start", messageId: this.messageId, messageMetadata: { threadId, userMessageId, runId, variant } },
+      ...(this.run.deniedToolCalls ?? []).map((toolCallId) => ({ type: "tool-output-denied" as const, toolCallId })),
+    ];
   }
 
   /** The run's next events, in id order (the first batch holds everything already logged). */
   push(events: readonly ThreadEvent[]): UiMessageChunk[] {
+    const chunks: UiMessageChunk[] = [];
     let streamed = false;
     for (const row of events) {
       if (row.event === "text.delta") {
@@ -108,11 +124,44 @@ export class UiMessageStream {
         this.cause = row.data.error;
       } else if (row.event === "stream.ended" && row.data.runId === this.run.runId && this.ending === undefined) {
         this.ending = { status: row.data.status, ...(this.cause === undefined ? {} : { cause: this.cause }) };
+      } else if (row.event === "tool.approval.requested" && row.data.messageId === this.run.userMessageId) {
+        // The text streamed before it reads before it.
+        if (streamed) chunks.push(...this.showStreamedText());
+        streamed = false;
+        chunks.push(...this.closeStep(), { type: "start-step" });
+        const { approvalId, toolCallId, toolName } = row.data;
+        chunks.push(
+          { type: "tool-input-available", toolCallId, toolName, input: row.data.arguments },
+          { type: "tool-approval-request", approvalId, toolCallId },
+          { type: "finish-step" },
+        );
+        this.approvals.set(approvalId, true);
+      } else if (
+        (row.event === "tool.approval.decided" || row.event === "tool.approval.expired") &&
+        this.approvals.has(row.data.approvalId)
+      ) {
+        this.approvals.set(row.data.approvalId, false);
+        if (row.data.status !== "approved")
+          chunks.push({ type: "tool-output-denied", toolCallId: row.data.toolCallId });
       }
     }
     // A turn that had finished before its log rows were read, and whose rows were pruned since, ends as its turn says.
     this.ending ??= this.run.ended;
-    return streamed ? this.showStreamedText() : [];
+    if (streamed) chunks.push(...this.showStreamedText());
+    return chunks;
+  }
+
+  /** Whether a tool call of the run awaits the owner's approval (and the turn goes on only after it). */
+  get awaitingApproval(): boolean {
+    return this.ending === undefined && [...this.approvals.values()].some((pending) => pending);
+  }
+
+  /** How the stream ends while the turn waits for approval: the client sends the decision on its next request. */
+  pauseForApproval(): UiMessageChunk[] {
+    return [
+      ...this.closeStep(),
+      { type: "finish", finishReason: "tool-calls", messageMetadata: { status: "awaiting_approval" } },
+    ];
   }
 
   /** Whether the answer is still to be sent whole: nothing was streamed for it. */

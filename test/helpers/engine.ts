@@ -105,12 +105,27 @@ export type Wait = { id: string; event: string; timeout: string; match: { field:
  */
 export type WaitResolver = (wait: Wait) => Promise<SentEvent | null>;
 
-/** Every event the test file's runs sent, in order, with the listeners of waiting runs. */
-const bus = { events: [] as SentEvent[], listeners: new Set<() => void>() };
+/** Every event the test file's runs sent, in order, with the listeners of waiting runs and of onSentEvents. */
+const bus = {
+  events: [] as SentEvent[],
+  listeners: new Set<() => void>(),
+  observers: new Set<(events: SentEvent[]) => void>(),
+};
+
+/** An event sent from outside the runs (an API route's sendEvent), delivered to the runs waiting for it. */
+export const deliverToWaits = (event: SentEvent) => publish([JSON.parse(JSON.stringify(event)) as SentEvent]);
 
 function publish(events: SentEvent[]) {
   bus.events.push(...events);
+  // Observers first (a live app cancels the runs an event cancels), then the waits the events end.
+  for (const observer of bus.observers) observer(events);
   for (const listener of bus.listeners) listener();
+}
+
+/** Calls `observer` with the events the test file's runs send (step.sendEvent), as they are sent; returns the unsubscribe. */
+export function onSentEvents(observer: (events: SentEvent[]) => void): () => void {
+  bus.observers.add(observer);
+  return () => bus.observers.delete(observer);
 }
 
 /** Virtual time: one minute of a waitForEvent timeout lasts this many real milliseconds. */

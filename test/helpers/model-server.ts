@@ -6,13 +6,16 @@ import type { AddressInfo } from "node:net";
  * the script (an empty script answers 500), and every request body is recorded so tests assert
  * exactly what the model saw. A request with `stream: true` gets a text or tool-call reply as
  * server-sent events (chat completion chunks, then `data: [DONE]`), shaped by the reply's `stream`.
+ * Every answer reports its usage (the reply's `usage`, else DEFAULT_USAGE): in the completion, and
+ * in the stream's last chunk when the request asks for it (stream_options.include_usage).
  */
 type ScriptedReply =
-  | { text: string; delayMs?: number; stream?: StreamScript }
+  | { text: string; delayMs?: number; stream?: StreamScript; usage?: Usage }
   | {
       toolCalls: { name: string; arguments?: Record<string, unknown>; id?: string }[];
       delayMs?: number;
       stream?: StreamScript;
+      usage?: Usage;
     }
   | { status: number; body?: unknown; delayMs?: number };
 
@@ -26,7 +29,21 @@ type StreamScript = {
   holdAfter?: { chunks: number; gate: Gate };
   /** Destroy the connection right after sending this many chunks: the reply never finishes. */
   dieAfter?: number;
+  /** Destroy the connection right after the usage chunk, before `[DONE]`: billed, but the stream fails. */
+  dieAfterUsage?: boolean;
 };
+
+/** Usage as OpenAI reports it. */
+type Usage = {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+  completion_tokens_details?: { reasoning_tokens: number };
+};
+
+/** What an answer reports when its reply names no usage. */
+const DEFAULT_USAGE: Usage = { prompt_tokens: 100, completion_tokens: 20, total_tokens: 120 };
 
 /** Lets a test hold a streamed reply: `reached` resolves when the server waits at it, `release()` lets it go on (`arrive` and `released` are the server's side). */
 export type Gate = { reached: Promise<void>; release: () => void; arrive: () => void; released: Promise<void> };
@@ -124,7 +141,7 @@ function completion(model: string, reply: ContentReply, n: number) {
     created: 0,
     model,
     choices: [{ index: 0, message, finish_reason: "text" in reply ? "stop" : "tool_calls" }],
-    usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+    usage: reply.usage ?? DEFAULT_USAGE,
   };
 }
 
@@ -165,8 +182,13 @@ async function streamCompletion(res: ServerResponse, request: ChatRequest, reply
     }
   }
   await send(res, chunk({}, "text" in reply ? "stop" : "tool_calls"));
-  if (request.stream_options?.include_usage)
-    await send(res, { ...base, choices: [], usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 } });
+  if (request.stream_options?.include_usage) {
+    await send(res, { ...base, choices: [], usage: reply.usage ?? DEFAULT_USAGE });
+    if (script.dieAfterUsage) {
+      res.socket?.destroy();
+      return;
+    }
+  }
   res.end("data: [DONE]\n\n");
 }
 

@@ -63,6 +63,7 @@ function anthropicAssembler(): Assembler {
       }
     },
     complete: () => stopped,
+    usage: () => message.usage,
     result: () => ({ ...message, content: blocks.filter(Boolean) }),
   };
 }

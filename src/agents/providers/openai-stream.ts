@@ -56,6 +56,7 @@ function openAiAssembler(): Assembler {
       return delta.content;
     },
     complete: () => finishReason !== null,
+    usage: () => meta.usage,
     result: () => ({
       id: meta.id,
       object: "chat.completion",

@@ -16,4 +16,6 @@ export type Assembler = {
   /** Whether the provider said the answer is whole. */
   complete: () => boolean;
   result: () => unknown;
+  /** The usage the provider reported so far (OpenAI: its last chunk; Anthropic: message_start, then message_delta), if any. */
+  usage: () => unknown;
 };

@@ -124,6 +124,28 @@ CREATE TABLE threads (
   CONSTRAINT threads_title_source_check CHECK ((title_source = ANY (ARRAY['user'::text, 'model'::text])))
 );
 
+CREATE TABLE tool_approvals (
+  id uuid NOT NULL,
+  thread_id uuid NOT NULL,
+  run_id text NOT NULL,
+  message_id uuid NOT NULL,
+  tool_call_id text NOT NULL,
+  tool_name text NOT NULL,
+  arguments jsonb NOT NULL,
+  status text DEFAULT 'pending'::text NOT NULL,
+  decided_by text,
+  reason text,
+  request_id text,
+  requested_at timestamp with time zone DEFAULT now() NOT NULL,
+  expires_at timestamp with time zone NOT NULL,
+  decided_at timestamp with time zone,
+  CONSTRAINT tool_approvals_decided CHECK (((status = 'pending'::text) = (decided_at IS NULL))),
+  CONSTRAINT tool_approvals_decided_by_check CHECK ((decided_by = ANY (ARRAY['user'::text, 'stop'::text, 'expiry'::text]))),
+  CONSTRAINT tool_approvals_pkey PRIMARY KEY (id),
+  CONSTRAINT tool_approvals_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'denied'::text, 'expired'::text]))),
+  CONSTRAINT tool_approvals_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE
+);
+
 CREATE TABLE turns (
   run_id text NOT NULL,
   thread_id uuid NOT NULL,
@@ -142,6 +164,46 @@ CREATE TABLE turns (
   CONSTRAINT turns_pkey PRIMARY KEY (run_id),
   CONSTRAINT turns_status_check CHECK ((status = ANY (ARRAY['running'::text, 'completed'::text, 'failed'::text, 'skipped'::text, 'superseded'::text, 'cancelled'::text, 'stopped'::text]))),
   CONSTRAINT turns_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE
+);
+
+CREATE TABLE usage_records (
+  key text NOT NULL,
+  user_id text NOT NULL,
+  thread_id uuid NOT NULL,
+  message_id uuid NOT NULL,
+  variant integer,
+  run_id text NOT NULL,
+  step_id text NOT NULL,
+  attempt integer NOT NULL,
+  provider text NOT NULL,
+  model text NOT NULL,
+  input_tokens bigint NOT NULL,
+  output_tokens bigint NOT NULL,
+  cached_tokens bigint,
+  reasoning_tokens bigint,
+  latency_ms integer,
+  cost_usd numeric(18,9),
+  failed boolean DEFAULT false NOT NULL,
+  created_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT usage_records_cached_tokens_check CHECK ((cached_tokens >= 0)),
+  CONSTRAINT usage_records_input_tokens_check CHECK ((input_tokens >= 0)),
+  CONSTRAINT usage_records_output_tokens_check CHECK ((output_tokens >= 0)),
+  CONSTRAINT usage_records_pkey PRIMARY KEY (key),
+  CONSTRAINT usage_records_reasoning_tokens_check CHECK ((reasoning_tokens >= 0))
+);
+
+CREATE TABLE user_budgets (
+  user_id text NOT NULL,
+  daily_tokens bigint,
+  monthly_tokens bigint,
+  daily_cost_usd numeric(18,9),
+  monthly_cost_usd numeric(18,9),
+  updated_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT user_budgets_daily_cost_usd_check CHECK ((daily_cost_usd >= (0)::numeric)),
+  CONSTRAINT user_budgets_daily_tokens_check CHECK ((daily_tokens >= 0)),
+  CONSTRAINT user_budgets_monthly_cost_usd_check CHECK ((monthly_cost_usd >= (0)::numeric)),
+  CONSTRAINT user_budgets_monthly_tokens_check CHECK ((monthly_tokens >= 0)),
+  CONSTRAINT user_budgets_pkey PRIMARY KEY (user_id)
 );
 
 CREATE TABLE user_memories (
@@ -185,6 +247,8 @@ CREATE INDEX threads_user_activity_idx ON public.threads USING btree (user_id, l
 
 CREATE INDEX threads_user_idx ON public.threads USING btree (user_id, updated_at DESC);
 
+CREATE INDEX tool_approvals_thread_idx ON public.tool_approvals USING btree (thread_id, status, requested_at);
+
 CREATE INDEX turns_event_idx ON public.turns USING btree (event_id) WHERE (event_id IS NOT NULL);
 
 CREATE INDEX turns_message_idx ON public.turns USING btree (message_id, started_at);
@@ -192,6 +256,12 @@ CREATE INDEX turns_message_idx ON public.turns USING btree (message_id, started_
 CREATE INDEX turns_running_idx ON public.turns USING btree (thread_id, started_at) WHERE (status = 'running'::text);
 
 CREATE INDEX turns_thread_idx ON public.turns USING btree (thread_id, started_at);
+
+CREATE INDEX usage_records_message_idx ON public.usage_records USING btree (message_id, variant);
+
+CREATE INDEX usage_records_run_idx ON public.usage_records USING btree (run_id);
+
+CREATE INDEX usage_records_user_idx ON public.usage_records USING btree (user_id, created_at);
 
 CREATE INDEX user_memories_search_idx ON public.user_memories USING gin (search);
 
@@ -246,7 +316,18 @@ BEGIN
 END
 $function$;
 
-CREATE OR REPLACE FUNCTION public.threadline_begin_turn(p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamp with time zone, p_run_id text, p_kind text, p_event_id text, p_context jsonb)
+CREATE OR REPLACE FUNCTION public.threadline_approval_event(p_row tool_approvals)
+ RETURNS jsonb
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT jsonb_build_object('approvalId', p_row.id, 'runId', p_row.run_id, 'messageId', p_row.message_id,
+    'toolCallId', p_row.tool_call_id, 'toolName', p_row.tool_name, 'arguments', p_row.arguments,
+    'status', p_row.status, 'decidedBy', p_row.decided_by, 'reason', p_row.reason,
+    'expiresAt', to_char(p_row.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_begin_turn(p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamp with time zone, p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue'::text)
  RETURNS TABLE(refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text)
  LANGUAGE plpgsql
 AS $function$
@@ -258,6 +339,7 @@ DECLARE
   v_max integer;
   v_max_turn integer;
   v_earlier integer;
+  v_busy record;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -291,6 +373,15 @@ BEGIN
   IF v_message.id IS NULL THEN
     IF p_kind = 'regenerate' THEN
       RETURN QUERY SELECT 'message_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+    END IF;
+    IF p_busy = 'reject' THEN
+      SELECT t.run_id, t.message_id INTO v_busy FROM turns t JOIN messages m ON m.id = t.message_id
+        WHERE t.thread_id = p_thread_id AND threadline_turn_unfinished(t.status)
+        ORDER BY m.on_path DESC, m.seq, t.started_at, t.run_id LIMIT 1;
+      IF FOUND THEN
+        RAISE EXCEPTION 'thread % is answering message %', p_thread_id, v_busy.message_id USING ERRCODE = 'TL409',
+          DETAIL = jsonb_build_object('runId', v_busy.run_id, 'messageId', v_busy.message_id)::text;
+      END IF;
     END IF;
     UPDATE threads t SET last_seq = t.last_seq + 1, updated_at = now() WHERE t.id = p_thread_id
       RETURNING t.last_seq INTO v_message.seq;
@@ -351,6 +442,49 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.threadline_decide_approval(p_thread_id uuid, p_user_id text, p_id uuid, p_status text, p_reason text, p_request_id text)
+ RETURNS TABLE(refusal text, approval tool_approvals)
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_owner text;
+  v_row tool_approvals%ROWTYPE;
+BEGIN
+  SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR KEY SHARE;
+  IF v_owner IS NULL OR v_owner <> p_user_id THEN
+    RETURN QUERY SELECT 'thread_not_found', NULL::tool_approvals; RETURN;
+  END IF;
+  SELECT * INTO v_row FROM tool_approvals a WHERE a.id = p_id AND a.thread_id = p_thread_id FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT 'approval_not_found', NULL::tool_approvals; RETURN;
+  END IF;
+  IF v_row.status <> 'pending' THEN
+    IF p_request_id IS NOT NULL AND v_row.request_id = p_request_id THEN
+      RETURN QUERY SELECT NULL::text, v_row; RETURN;
+    END IF;
+    RETURN QUERY SELECT CASE WHEN v_row.status = 'expired' THEN 'expired' ELSE 'decided' END, v_row; RETURN;
+  END IF;
+  IF v_row.expires_at <= now() THEN
+    UPDATE tool_approvals a SET status = 'expired', decided_by = 'expiry', decided_at = now()
+      WHERE a.id = p_id RETURNING * INTO v_row;
+    PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'tool.approval.expired.' || p_id, 'event', 'tool.approval.expired',
+      'data', threadline_approval_event(v_row))));
+    RETURN QUERY SELECT 'expired', v_row; RETURN;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM turns u WHERE u.message_id = v_row.message_id AND u.status = 'running') THEN
+    RETURN QUERY SELECT 'turn_ended', v_row; RETURN;
+  END IF;
+  UPDATE tool_approvals a SET status = p_status, decided_by = 'user', reason = p_reason, request_id = p_request_id,
+    decided_at = now()
+    WHERE a.id = p_id RETURNING * INTO v_row;
+  PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
+    'key', 'tool.approval.decided.' || p_id, 'event', 'tool.approval.decided',
+    'data', threadline_approval_event(v_row))));
+  RETURN QUERY SELECT NULL::text, v_row;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.threadline_insert_answer(p_thread_id uuid, p_message_id uuid, p_message_seq bigint, p_on_path boolean, p_variant integer, p_detach_later_turns boolean, p_results jsonb, p_stopped boolean)
  RETURNS integer
  LANGUAGE plpgsql
@@ -385,6 +519,73 @@ BEGIN
     ON CONFLICT (id) DO NOTHING;
   GET DIAGNOSTICS v_inserted = ROW_COUNT;
   RETURN v_inserted;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_interrupt_turns(p_thread_id uuid, p_user_id text, p_run_id text, p_message_id uuid, p_turns jsonb, p_agent_name text, p_rollback boolean)
+ RETURNS TABLE(run_id text, message_id uuid, variant integer, stopped boolean, answer_stored boolean, rolled_back boolean)
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_item jsonb;
+  v_stop record;
+  v_turn turns%ROWTYPE;
+  v_seq bigint;
+  v_detached integer;
+  v_logged jsonb;
+BEGIN
+  PERFORM 1 FROM threads t WHERE t.id = p_thread_id AND t.user_id = p_user_id FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  FOR v_item IN SELECT x.item FROM jsonb_array_elements(p_turns) AS x(item) LOOP
+    SELECT * INTO v_turn FROM turns t WHERE t.run_id = v_item ->> 'runId' AND t.thread_id = p_thread_id;
+    CONTINUE WHEN NOT FOUND;
+    run_id := v_turn.run_id;
+    message_id := v_turn.message_id;
+    variant := v_turn.variant;
+    -- A retried step whose earlier attempt committed: the same answer again, from its log entry
+    -- (else a turn it stopped would now read as finished, and its stop never be announced).
+    SELECT x.data INTO v_logged FROM thread_events x
+      WHERE x.run_id = p_run_id AND x.attempt = 0 AND x.key = 'turn.interrupted:' || v_turn.run_id;
+    IF FOUND THEN
+      stopped := (v_logged ->> 'stopped')::boolean;
+      rolled_back := (v_logged ->> 'rolledBack')::boolean;
+      answer_stored := EXISTS (SELECT 1 FROM messages m
+        WHERE m.answers = v_turn.message_id AND m.variant = v_turn.variant AND m.stopped);
+      RETURN NEXT;
+      CONTINUE;
+    END IF;
+    SELECT * INTO v_stop FROM threadline_stop_turn(p_thread_id, p_user_id, v_turn.run_id, (v_item ->> 'resultId')::uuid, p_agent_name);
+    -- A stopped regenerate's partial answer takes the turns after its message off the path, as its
+    -- answer would: those it was to replace, and also this message, sent after it began and asking
+    -- to be answered next. This message is put back.
+    IF v_turn.kind = 'regenerate' AND v_stop.refusal IS NULL THEN
+      UPDATE messages m SET on_path = true WHERE m.id = p_message_id AND NOT m.on_path;
+      IF FOUND THEN
+        UPDATE threads t SET path_version = t.path_version + 1 WHERE t.id = p_thread_id;
+      END IF;
+    END IF;
+    v_detached := 0;
+    IF p_rollback THEN
+      SELECT m.seq INTO v_seq FROM messages m WHERE m.id = v_turn.message_id;
+      UPDATE messages m SET on_path = false WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq = v_seq;
+      GET DIAGNOSTICS v_detached = ROW_COUNT;
+      IF v_detached > 0 THEN
+        UPDATE threads t SET path_version = t.path_version + 1, updated_at = now() WHERE t.id = p_thread_id;
+        DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= v_seq;
+      END IF;
+    END IF;
+    stopped := v_stop.refusal IS NULL;
+    answer_stored := coalesce(v_stop.stored, 0) > 0;
+    rolled_back := p_rollback AND NOT EXISTS (
+      SELECT 1 FROM messages m WHERE m.id = v_turn.message_id AND m.on_path);
+    PERFORM threadline_append_events(p_thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'turn.interrupted:' || v_turn.run_id, 'event', 'turn.interrupted',
+      'data', jsonb_build_object('runId', v_turn.run_id, 'messageId', v_turn.message_id, 'byMessageId', p_message_id,
+        'stopped', stopped, 'rolledBack', rolled_back))));
+    RETURN NEXT;
+  END LOOP;
 END
 $function$;
 
@@ -446,6 +647,58 @@ BEGIN
   RETURN NULL;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.threadline_request_approval(p_id uuid, p_run_id text, p_tool_call_id text, p_tool_name text, p_arguments jsonb, p_expires_seconds integer)
+ RETURNS SETOF tool_approvals
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_turn turns%ROWTYPE;
+  v_row tool_approvals%ROWTYPE;
+BEGIN
+  SELECT * INTO v_turn FROM turns t WHERE t.run_id = p_run_id;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  PERFORM 1 FROM threads t WHERE t.id = v_turn.thread_id FOR KEY SHARE;
+  INSERT INTO tool_approvals (id, thread_id, run_id, message_id, tool_call_id, tool_name, arguments, expires_at)
+    VALUES (p_id, v_turn.thread_id, p_run_id, v_turn.message_id, p_tool_call_id, p_tool_name, p_arguments,
+      now() + make_interval(secs => p_expires_seconds))
+    ON CONFLICT (id) DO NOTHING
+    RETURNING * INTO v_row;
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT * FROM tool_approvals a WHERE a.id = p_id;
+    RETURN;
+  END IF;
+  PERFORM threadline_append_events(v_row.thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
+    'key', 'tool.approval.requested.' || p_id, 'event', 'tool.approval.requested',
+    'data', threadline_approval_event(v_row))));
+  RETURN NEXT v_row;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_settle_approval(p_id uuid, p_expire boolean)
+ RETURNS SETOF tool_approvals
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_row tool_approvals%ROWTYPE;
+BEGIN
+  PERFORM 1 FROM threads t WHERE t.id = (SELECT a.thread_id FROM tool_approvals a WHERE a.id = p_id) FOR KEY SHARE;
+  SELECT * INTO v_row FROM tool_approvals a WHERE a.id = p_id FOR UPDATE;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
+  IF v_row.status = 'pending' AND (p_expire OR v_row.expires_at <= now()) THEN
+    UPDATE tool_approvals a SET status = 'expired', decided_by = 'expiry', decided_at = now()
+      WHERE a.id = p_id RETURNING * INTO v_row;
+    PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'tool.approval.expired.' || p_id, 'event', 'tool.approval.expired',
+      'data', threadline_approval_event(v_row))));
+  END IF;
+  RETURN NEXT v_row;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.threadline_stop_turn(p_thread_id uuid, p_user_id text, p_run_id text, p_result_id uuid, p_agent_name text)
  RETURNS TABLE(refusal text, message_id uuid, variant integer, stored integer)
  LANGUAGE plpgsql
@@ -455,6 +708,7 @@ DECLARE
   v_turn turns%ROWTYPE;
   v_message messages%ROWTYPE;
   v_texts jsonb;
+  v_approval tool_approvals%ROWTYPE;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
@@ -469,6 +723,16 @@ BEGIN
   IF NOT FOUND THEN
     RETURN QUERY SELECT 'not_running', NULL::uuid, NULL::integer, NULL::integer; RETURN;
   END IF;
+
+  FOR v_approval IN
+    UPDATE tool_approvals a SET status = 'denied', decided_by = 'stop', reason = 'the turn was stopped', decided_at = now()
+      WHERE a.thread_id = p_thread_id AND a.message_id = v_turn.message_id AND a.status = 'pending'
+      RETURNING a.*
+  LOOP
+    PERFORM threadline_append_events(p_thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'tool.approval.decided.' || v_approval.id, 'event', 'tool.approval.decided',
+      'data', threadline_approval_event(v_approval))));
+  END LOOP;
 
   SELECT * INTO v_message FROM messages m WHERE m.id = v_turn.message_id;
   v_texts := threadline_streamed_texts(p_thread_id, p_run_id);
@@ -597,6 +861,14 @@ BEGIN
   RETURN threadline_append_events(v_thread, p_run_id, 0,
     jsonb_build_array(jsonb_build_object('key', p_key, 'event', 'turn.retrying', 'data', p_retry)));
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_turn_unfinished(p_status text)
+ RETURNS boolean
+ LANGUAGE sql
+ IMMUTABLE
+AS $function$
+  SELECT p_status IN ('running')
 $function$;
 
 CREATE TRIGGER messages_inserted AFTER INSERT ON public.messages REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION threadline_messages_inserted();

@@ -3,6 +3,12 @@
 -- the client's id, and records the run as a turn on it. Returns the stored text: the words the
 -- model answers.
 --
+-- p_busy is the chat message's busy policy (src/history/busy.ts): 'reject' refuses a new message
+-- while another turn of the thread is unfinished, before anything is written, raising SQLSTATE
+-- TL409 with the unfinished turn's run and message ids as JSON in the DETAIL (the refusal names
+-- the turn, which the result row has no columns for). A message already stored (a retried step, a
+-- re-delivered event) is never refused: it was accepted. The other policies change nothing here.
+--
 -- The history steps that write (this one, threadline_store_answer, threadline_stop_turn) are one
 -- statement each: a PL/pgSQL function is one round trip and one atomic statement, and, unlike a
 -- data-modifying CTE, each of its queries sees what committed before the thread's row lock was
@@ -10,7 +16,7 @@
 -- returned, not raised, and are decided before any write.
 CREATE OR REPLACE FUNCTION threadline_begin_turn(
   p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamptz,
-  p_run_id text, p_kind text, p_event_id text, p_context jsonb
+  p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue'
 ) RETURNS TABLE (refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -21,6 +27,7 @@ DECLARE
   v_max integer;
   v_max_turn integer;
   v_earlier integer;
+  v_busy record;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -54,6 +61,15 @@ BEGIN
   IF v_message.id IS NULL THEN
     IF p_kind = 'regenerate' THEN
       RETURN QUERY SELECT 'message_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+    END IF;
+    IF p_busy = 'reject' THEN
+      SELECT t.run_id, t.message_id INTO v_busy FROM turns t JOIN messages m ON m.id = t.message_id
+        WHERE t.thread_id = p_thread_id AND threadline_turn_unfinished(t.status)
+        ORDER BY m.on_path DESC, m.seq, t.started_at, t.run_id LIMIT 1;
+      IF FOUND THEN
+        RAISE EXCEPTION 'thread % is answering message %', p_thread_id, v_busy.message_id USING ERRCODE = 'TL409',
+          DETAIL = jsonb_build_object('runId', v_busy.run_id, 'messageId', v_busy.message_id)::text;
+      END IF;
     END IF;
     UPDATE threads t SET last_seq = t.last_seq + 1, updated_at = now() WHERE t.id = p_thread_id
       RETURNING t.last_seq INTO v_message.seq;

@@ -3,7 +3,9 @@
 -- stored as its answer variant (one result, id p_result_id, one assistant text per inference
 -- step), marked stopped; nothing is stored when nothing was streamed. The log gets turn.stopped
 -- then stream.ended {status: stopped} in the same transaction. A turn no longer running (finished,
--- or stopped before) changes nothing: refusal 'not_running'.
+-- or stopped before) changes nothing: refusal 'not_running'. A tool call of the turn awaiting approval
+-- is recorded denied by the stop (tool.approval.decided, before turn.stopped): the run's wait ends
+-- with the run's cancellation, and no later decision can approve it.
 CREATE OR REPLACE FUNCTION threadline_stop_turn(p_thread_id uuid, p_user_id text, p_run_id text, p_result_id uuid, p_agent_name text)
 RETURNS TABLE (refusal text, message_id uuid, variant integer, stored integer)
 LANGUAGE plpgsql AS $$
@@ -12,6 +14,7 @@ DECLARE
   v_turn turns%ROWTYPE;
   v_message messages%ROWTYPE;
   v_texts jsonb;
+  v_approval tool_approvals%ROWTYPE;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
@@ -26,6 +29,16 @@ BEGIN
   IF NOT FOUND THEN
     RETURN QUERY SELECT 'not_running', NULL::uuid, NULL::integer, NULL::integer; RETURN;
   END IF;
+
+  FOR v_approval IN
+    UPDATE tool_approvals a SET status = 'denied', decided_by = 'stop', reason = 'the turn was stopped', decided_at = now()
+      WHERE a.thread_id = p_thread_id AND a.message_id = v_turn.message_id AND a.status = 'pending'
+      RETURNING a.*
+  LOOP
+    PERFORM threadline_append_events(p_thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'tool.approval.decided.' || v_approval.id, 'event', 'tool.approval.decided',
+      'data', threadline_approval_event(v_approval))));
+  END LOOP;
 
   SELECT * INTO v_message FROM messages m WHERE m.id = v_turn.message_id;
   v_texts := threadline_streamed_texts(p_thread_id, p_run_id);
