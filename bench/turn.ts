@@ -7,7 +7,8 @@
  * answering at once) run two floors, same process, same protocol, same model server:
  *
  * (a) bare: a function with the turn's Inngest ops, in its order and of its kinds (step.run,
- *     step.ai.infer, step.sendEvent), each step.run doing nothing;
+ *     step.sendEvent; the turn's invoke of model-inference, one model call, as a step.ai.infer),
+ *     each step.run doing nothing;
  * (b) durable: the same, each history step sending one trivial indexed statement (an INSERT for a
  *     step that writes, a SELECT for one that reads) on the same database.
  *
@@ -31,6 +32,7 @@ import { inngest } from "../inngest.config.js";
 import { chooseModel } from "../src/agents/model.js";
 import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createModelInference } from "../src/functions/model-inference.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { CHAT_TURN_ID } from "../src/functions/turn-lifecycle.js";
 import * as sql from "../src/history/store-sql.js";
@@ -107,11 +109,13 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
   );
   if (!choice.configured) throw new Error("bench: the scripted model is not configured");
   const chatTurn = createChatTurn({ db: counting.pool, model: choice });
+  // The turn's inference is an invoke of model-inference (INFERENCE=gateway): served beside it, as in production.
+  const modelInference = createModelInference({ model: choice });
 
   const engine = await startEngineStandIn({ checkpoint: mode === "checkpoint" });
   // The app's Inngest client is built when the app is: it sends events and checkpoints to the stand-in.
   process.env.INNGEST_BASE_URL = engine.url;
-  const served: InngestFunction.Any[] = [chatTurn];
+  const served: InngestFunction.Any[] = [chatTurn, modelInference];
   const app = await serveApp(counting.pool, engine, served);
   try {
     const threads = await Promise.all(Array.from({ length: THREADS }, () => seedThread(pool, { turns: SEEDED_TURNS })));
@@ -138,7 +142,10 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
           cpuMs: (cpu.user + cpu.system) / 1000,
           pgMs: backendCpuDelta(pgBefore, pgAfter),
           statements: statements - statementsBefore,
-          requests: run.requests.length,
+          // The turn's requests include those of the runs it invoked (its model calls).
+          requests: engine.runs
+            .filter((r) => r === run || r.invokedBy === run)
+            .reduce((n, r) => n + r.requests.length, 0),
           checkpoints: run.checkpoints,
         } satisfies Sample,
       };
@@ -161,7 +168,12 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
       durable: floorFunction("durable", ops, choice.model, counting.pool),
     };
     await app.close();
-    const floorApp = await serveApp(counting.pool, engine, [chatTurn, floors.bare.fn, floors.durable.fn]);
+    const floorApp = await serveApp(counting.pool, engine, [
+      chatTurn,
+      modelInference,
+      floors.bare.fn,
+      floors.durable.fn,
+    ]);
     const samples = new Map<Kind, Sample[]>(KINDS.map((k) => [k, []]));
     const floorRuns: StandInRun[] = [];
     try {
@@ -226,7 +238,8 @@ function floorFunction(name: "bare" | "durable", ops: Op[], model: unknown, db: 
       const run = String(data.run);
       let seq = 0;
       for (const op of ops) {
-        if (op.kind === "step.ai.infer") {
+        // The turn's model call (an invoke of model-inference under INFERENCE=gateway) is, at the floor, a step.ai.infer.
+        if (op.kind === "step.ai.infer" || op.kind === "InvokeFunction") {
           await step.ai.infer(op.id, {
             model: model as Parameters<typeof step.ai.infer>[1]["model"],
             body: { messages: [{ role: "user", content: "What should I read next?" }] },

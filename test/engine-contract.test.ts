@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { InngestTestEngine } from "@inngest/test";
-import { openai, StepError } from "inngest";
+import { invoke, openai, StepError } from "inngest";
 import { afterEach, describe, expect, it } from "vitest";
+import { z } from "zod";
 import { inngest, type StepTools } from "../inngest.config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { describeFailure } from "../src/functions/failure-message.js";
+import { createModelInference } from "../src/functions/model-inference.js";
 import { modelFailureMessage } from "../src/agents/model-errors.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import {
@@ -46,8 +48,16 @@ export const ENGINE_CONTRACT = [
     source:
       "BRIEF (five attempts, ~4.6 minutes, before the turn was recorded failed); inngest/agent-kit PR #75 (an Inngest maintainer: step.ai.infer retries errors, and when retries are exhausted turns them into an AIGatewayError and the call throws); SDK 4.24 source: node_modules/inngest/components/execution/engine.js (a memoized step with an error and no data rejects the step's promise with `new StepError(opId.id, result.error)`, reached at the await) and components/StepError.js (name, message and stack from the serialized error)",
     reliedOnBy:
-      "src/functions/streaming-inference.ts (gatewayRetries: a turn retries a failed gateway inference as further step.ai.infer steps, writing turn.retrying for each failed attempt)",
+      "src/functions/model-inference.ts (retries: 0, so its one step.ai.infer is one provider call and its error comes at once); summaries, titles and memory extraction keep the server's retries",
     pinnedBy: "the AI gateway's error shape",
+  },
+  {
+    fact: "step.invoke starts a run of the named function (trigger inngest/function.invoked, declared with the SDK's invoke(); nobody else sends it) with its own retries. The invoking step is not retried: when the invoked run fails, the step is resumed with that run's error as the run reported it (the SDK's serialized error: name, message, stack), which the SDK throws where step.invoke is awaited as a StepError of that name; when it completes, with exactly the value the run returned.",
+    source:
+      "docs (step.invoke: 'Retries' and 'Error handling': a failed invoked function fails the step with a NonRetriableError, to avoid compounding retries); Inngest server source: pkg/execution/state Pause.GetResumeData (an invoke resumes with {error} or {data: result} of inngest/function.finished) and pkg/execution/executor functionFinishedData.setResponse (error = the run's user error, result = its output); SDK 4.24 source: components/triggers/triggers.js (invoke() = inngest/function.invoked), components/InngestStepTools.js (the InvokeFunction op)",
+    reliedOnBy:
+      "src/functions/streaming-inference.ts (gatewayRetries: each attempt of a turn's gateway inference invokes model-inference, writing turn.retrying for each failed attempt); src/agents/model-errors.ts (the cause of a failed invoke)",
+    pinnedBy: "step.invoke",
   },
   {
     fact: "An in-flight AI gateway request counts as an executing step for concurrency keys, even after its run is cancelled.",
@@ -80,10 +90,10 @@ export const ENGINE_CONTRACT = [
     pinnedBy: "retries",
   },
   {
-    fact: "InngestTestEngine neither serializes step results, retries, models concurrency keys, debounce nor executes step.ai.infer.",
+    fact: "InngestTestEngine neither serializes step results, retries, models concurrency keys, debounce nor executes step.ai.infer or step.invoke.",
     source: "BRIEF; @inngest/test 1.0.0",
     reliedOnBy:
-      "test/helpers/engine.ts (JSON round-trip, inference as step.run + fetch, waits on a bus), test/helpers/engine-stand-in.ts",
+      "test/helpers/engine.ts (JSON round-trip, inference as step.run + fetch, an invoke as step.run running the invoked function in an engine of its own, waits on a bus), test/helpers/engine-stand-in.ts",
     pinnedBy: "the test engine",
   },
 ] as const;
@@ -103,6 +113,7 @@ describe("the engine contract", () => {
       "cancellation and deduplication",
       "retries",
       "the test engine",
+      "step.invoke",
     ]);
     for (const entry of ENGINE_CONTRACT) {
       expect(entry.source).not.toBe("");
@@ -172,6 +183,78 @@ describe("a failed step.ai.infer, as the SDK hands it to the function (agent-kit
       message: "Error making AI request: unsuccessful status code: 500",
       stack: JSON.stringify(body),
     });
+  });
+});
+
+describe("step.invoke (docs, Inngest server source; modelled by the stand-in)", () => {
+  let live: LiveEngine | undefined;
+  afterEach(async () => {
+    await live?.close();
+    live = undefined;
+  });
+
+  /** A function that invokes one step.ai.infer run with no retries, as a turn's gateway inference attempt does. */
+  const invoker = () => {
+    const child = inngest.createFunction(
+      { id: "contract-invoked-inference", triggers: [invoke(z.object({ content: z.string() }))], retries: 0 },
+      async ({ event, step }) => {
+        const model = openai({ model: "scripted-model", baseUrl: `${bed.model.baseUrl}/`, apiKey: "test-key" });
+        return step.ai.infer("infer", { model, body: { messages: [{ role: "user", content: event.data.content }] } });
+      },
+    );
+    const parent = inngest.createFunction(
+      { id: "contract-invoke", triggers: [{ event: "contract/invoke" }], retries: 4 },
+      async ({ step }) => {
+        try {
+          return { answer: await step.invoke("attempt", { function: child, data: { content: "Hi" } }) };
+        } catch (error) {
+          const { name, message, stack } = error as Error;
+          return { thrown: true, isStepError: error instanceof StepError, name, message, stack };
+        }
+      },
+    );
+    return [parent, child];
+  };
+
+  it("a failed invoked run reaches the invoking step after one provider call, thrown as a StepError named AIGatewayError; the invoke is not retried", async () => {
+    live = await startLiveEngine(bed.db.pool, invoker());
+    const body = { error: { message: "The server had an error", type: "server_error" } };
+    bed.model.script(...Array.from({ length: 5 }, () => ({ status: 500, body })));
+    await live.engine.send({ name: "contract/invoke", data: {} });
+    const run = await live.engine.runFor((r) => r.fnId === "threadline-contract-invoke");
+    await run.ended;
+
+    expect(bed.model.requests).toHaveLength(1);
+    expect(run.status).toBe("completed");
+    expect(run.output).toEqual({
+      thrown: true,
+      isStepError: true,
+      name: "AIGatewayError",
+      message: "Error making AI request: unsuccessful status code: 500",
+      stack: JSON.stringify(body),
+    });
+  });
+
+  it("a completed invoked run hands the invoking step exactly what it returned: here step.ai.infer's provider answer", async () => {
+    live = await startLiveEngine(bed.db.pool, invoker());
+    bed.model.script({ text: "Hello." });
+    await live.engine.send({ name: "contract/invoke", data: {} });
+    const run = await live.engine.runFor((r) => r.fnId === "threadline-contract-invoke");
+    await run.ended;
+    const child = live.engine.runs.find((r) => r.invokedBy === run)!;
+
+    const inferred = child.steps[child.order[0]!.hashedId] as { type: string; data: unknown };
+    expect(child.order.map((s) => s.kind)).toEqual(["step.ai.infer"]);
+    expect(inferred.type).toBe("data");
+    expect(run.output).toEqual({ answer: inferred.data });
+    expect(run.output).toMatchObject({ answer: { choices: [{ message: { content: "Hello." } }] } });
+  });
+
+  it("model-inference is invoke-only, with no retries", () => {
+    const fn = createModelInference(deps());
+    const { retries, triggers } = (fn as unknown as { opts: { retries: number; triggers: { event?: string }[] } }).opts;
+    expect(retries).toBe(0);
+    expect(triggers.map((t) => t.event)).toEqual(["inngest/function.invoked"]);
   });
 });
 

@@ -1,6 +1,7 @@
-import { StepError, type Middleware } from "inngest";
+import { serializeError, StepError, type Middleware } from "inngest";
 import { describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createModelInference } from "../src/functions/model-inference.js";
 import { TURN_RETRIES } from "../src/functions/turn-lifecycle.js";
 import { describeFailure, MAX_FAILURE_MESSAGE } from "../src/functions/failure-message.js";
 import { ModelErrorMiddleware } from "../src/agents/model-errors.js";
@@ -131,7 +132,15 @@ describe("under Inngest's server, a failed inference", () => {
     },
   ];
 
-  async function throughMiddleware(raw: ReturnType<typeof aiGatewayError>) {
+  /**
+   * A failed step (stepType "ai.infer"), or a turn's inference attempt under INFERENCE=gateway
+   * ("invoke": the model-inference run failed with the same error, which the server hands the
+   * invoking step as that run reported it: the SDK's serialized StepError, docs/engine.md).
+   */
+  async function throughMiddleware(
+    raw: ReturnType<typeof aiGatewayError>,
+    stepType: "ai.infer" | "invoke" = "ai.infer",
+  ) {
     const middleware = new ModelErrorMiddleware({ client: inngest });
     await middleware.transformFunctionInput({
       steps: { hashed: { type: "error", error: raw } },
@@ -141,7 +150,7 @@ describe("under Inngest's server, a failed inference", () => {
     expect(stepError.message).toBe(raw.message);
     const wrapped = middleware.wrapStep({
       next: () => Promise.reject(stepError),
-      stepInfo: { hashedId: "hashed", stepType: "ai.infer" },
+      stepInfo: { hashedId: "hashed", stepType },
     } as unknown as Middleware.WrapStepArgs);
     const error = await wrapped.then(
       () => undefined,
@@ -156,6 +165,23 @@ describe("under Inngest's server, a failed inference", () => {
       expect(await throughMiddleware(aiGatewayError(status, body))).toBe(cause);
     });
   }
+
+  /** How the model-inference run reports the StepError its step.ai.infer threw: the SDK's own serialization. */
+  const asInvokedRunError = (raw: ReturnType<typeof aiGatewayError>) =>
+    serializeError(new StepError("inference", raw)) as unknown as ReturnType<typeof aiGatewayError>;
+
+  for (const { provider, status, body, cause } of providers) {
+    it(`records the ${provider} status and message from a failed inference attempt (an invoke under INFERENCE=gateway)`, async () => {
+      const reported = asInvokedRunError(aiGatewayError(status, body));
+      expect(reported).toMatchObject({ name: "AIGatewayError", stack: body });
+      expect(await throughMiddleware(reported, "invoke")).toBe(cause);
+    });
+  }
+
+  it("leaves an invoke whose run failed otherwise as it came", async () => {
+    const other = serializeError(new Error("could not find function")) as unknown as ReturnType<typeof aiGatewayError>;
+    expect(await throughMiddleware(other, "invoke")).toBe("could not find function");
+  });
 
   it("says the provider answered with an empty body when the server substituted its own body but named a status", async () => {
     expect(await throughMiddleware(aiGatewayError(502, ""))).toBe(
@@ -172,12 +198,12 @@ describe("under Inngest's server, a failed inference", () => {
   });
 
   it("end to end through the engine stand-in: the turn records the provider's status and message", async () => {
-    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
-    const live = await startLiveEngine(bed.db.pool, [chatTurn]);
+    const deps = { db: bed.db.pool, model: scriptedModel(bed.model) };
+    const live = await startLiveEngine(bed.db.pool, [createChatTurn(deps), createModelInference(deps)]);
     try {
       const { status, body, cause } = providers[0]!;
-      // Every attempt fails the same way: the turn's attempts, each one retried by the server (docs/engine.md).
-      const calls = (TURN_RETRIES + 1) ** 2;
+      // Every attempt fails the same way: the turn's attempts, one model call each (docs/engine.md).
+      const calls = TURN_RETRIES + 1;
       bed.model.script(...Array.from({ length: calls }, () => ({ status, body: JSON.parse(body) as unknown })));
       const event = chatEvent({ content: "Are you there?" });
       await live.engine.send(event);

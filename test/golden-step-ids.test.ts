@@ -398,8 +398,12 @@ describe("golden function ids and event names", () => {
       { id: "threadline-thread-retention", triggers: ["cron TZ=UTC 17 * * * *"], cancelOn: [] },
       { id: "threadline-event-retention", triggers: ["cron TZ=UTC */10 * * * *"], cancelOn: [] },
       { id: "threadline-extract-memories", triggers: ["memory/extract.requested"], cancelOn: [] },
+      // INFERENCE=gateway (the default): each inference attempt of a turn is an invoke of this function.
+      { id: "threadline-model-inference", triggers: ["inngest/function.invoked"], cancelOn: [] },
       { id: "threadline-reconcile-turns", triggers: ["cron */2 * * * *"], cancelOn: [] },
     ]);
+    const streamed = createFunctions({ ...deps({ inference: "stream" }), retentionDays: 30, engine });
+    expect(streamed.map((fn) => fn.id(events.inngest.id))).not.toContain("threadline-model-inference");
   });
 
   it("every event inngest.config.ts defines", () => {

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createModelInference } from "../src/functions/model-inference.js";
 import { createTurnCancellation } from "../src/functions/turn-lifecycle.js";
 import { resultId } from "../src/history/ids.js";
 import { execute, memoBefore } from "./helpers/engine.js";
@@ -31,7 +32,11 @@ describe("a rerun of an answered run, through the engine stand-in", () => {
   let threadId: string;
 
   beforeAll(async () => {
-    live = await startLiveEngine(bed.db.pool, [createChatTurn(deps()), createTurnCancellation(deps())]);
+    live = await startLiveEngine(bed.db.pool, [
+      createChatTurn(deps()),
+      createTurnCancellation(deps()),
+      createModelInference(deps()),
+    ]);
     bed.model.script({ text: "The answer." });
     const event = chatEvent({ content: "A question." });
     threadId = event.data.messageId;

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createModelInference } from "../src/functions/model-inference.js";
 import { createTurnCancellation } from "../src/functions/turn-lifecycle.js";
 import { turnsOf, scriptedModel } from "./helpers/fixtures.js";
 import { headersFor } from "./helpers/http.js";
@@ -26,7 +27,11 @@ const SLOW_ANSWER_MS = 6_000;
 describe("after a stop mid-answer under gateway inference", () => {
   it("the thread's next message runs and answers while the stopped run's inference is still in flight, without waiting for it", async () => {
     const deps = { db: bed.db.pool, model: scriptedModel(bed.model), inference: "gateway" as const };
-    live = await startLiveEngine(bed.db.pool, [createChatTurn(deps), createTurnCancellation(deps)]);
+    live = await startLiveEngine(bed.db.pool, [
+      createChatTurn(deps),
+      createTurnCancellation(deps),
+      createModelInference(deps),
+    ]);
     const { engine, appUrl } = live;
     const headers = await headersFor("user-1");
     bed.model.script(
@@ -81,9 +86,13 @@ describe("two quick messages on one thread, with no concurrency key", () => {
   it("answer in order: the second run waits durably and is released by the first's turn.finished, then sees its answer", async () => {
     const deps = { db: bed.db.pool, model: scriptedModel(bed.model), inference: "gateway" as const };
     // Real time for waits: a release that came from a round's timeout would take 10 s.
-    live = await startLiveEngine(bed.db.pool, [createChatTurn(deps), createTurnCancellation(deps)], {
-      msPerSecond: 1_000,
-    });
+    live = await startLiveEngine(
+      bed.db.pool,
+      [createChatTurn(deps), createTurnCancellation(deps), createModelInference(deps)],
+      {
+        msPerSecond: 1_000,
+      },
+    );
     const { engine, appUrl } = live;
     const headers = await headersFor("user-1");
     bed.model.script({ text: "Nice to meet you, Ada.", delayMs: 1_000 }, { text: "Your name is Ada." });

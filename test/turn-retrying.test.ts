@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createModelInference } from "../src/functions/model-inference.js";
 import { TURN_RETRIES } from "../src/functions/turn-lifecycle.js";
 import { recordTurnRetrying } from "../src/history/turn-retrying.js";
 import { execute } from "./helpers/engine.js";
@@ -105,22 +106,25 @@ describe("a turn failing three times then succeeding", () => {
   });
 });
 
-describe("under INFERENCE=gateway (the Inngest server retries a failed inference itself and throws only its last AIGatewayError)", () => {
-  /** The stand-in, as the real server, calls the model this often for one step.ai.infer that keeps failing. */
-  const SERVER_ATTEMPTS = TURN_RETRIES + 1;
+describe("under INFERENCE=gateway (each inference attempt invokes model-inference, which the server does not retry)", () => {
+  /** The turn and the function it invokes for each model call, served together as createFunctions does. */
+  const gatewayTurn = () => {
+    const deps = { db: bed.db.pool, model: scriptedModel(bed.model) };
+    return [createChatTurn(deps), createModelInference(deps)];
+  };
 
-  it("a turn whose inference fails three times then succeeds logs three turn.retrying events, then its answer", async () => {
-    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
-    live = await startLiveEngine(bed.db.pool, [chatTurn]);
-    bed.model.script(...Array.from({ length: 3 * SERVER_ATTEMPTS }, () => OVERLOADED), { text: "Here now." });
+  it("a turn whose inference fails three times then succeeds logs three turn.retrying events, then its answer, after four model calls", async () => {
+    live = await startLiveEngine(bed.db.pool, gatewayTurn());
+    bed.model.script(OVERLOADED, OVERLOADED, OVERLOADED, { text: "Here now." });
     const event = chatEvent({ content: "Are you there?" });
     await live.engine.send(event);
     const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");
     await run.ended;
 
     expect(run.status).toBe("completed");
-    // Each attempt is a step.ai.infer of its own, which the server retries: three failed attempts, then the answer.
-    expect(run.inferences.map((i) => i.status)).toEqual([...Array(3 * SERVER_ATTEMPTS).fill(503), 200]);
+    // One provider call per attempt (the invoked run has no retries): three failed attempts, then the answer.
+    expect(run.inferences.map((i) => i.status)).toEqual([503, 503, 503, 200]);
+    expect(bed.model.requests).toHaveLength(4);
     const log = await logOf(event.data.messageId);
     expect(
       log.map(({ event: name, data }) => (name === "turn.retrying" ? [name, data.attempt] : [name, data.status])),
@@ -142,30 +146,49 @@ describe("under INFERENCE=gateway (the Inngest server retries a failed inference
     const announced = log.slice(0, 3).map(({ data }) => Date.parse(String(data.nextAttemptAt)));
     expect(announced[1]! - announced[0]!).toBeGreaterThan(0);
     expect(await shownTurn(event.data.messageId)).toEqual({ status: "completed", runId: run.runId, error: null });
-    // The failure path's steps (docs: the engine note), around the inference's unchanged first step.
-    const inference = run.order.find((s) => s.kind === "step.ai.infer")!.id;
+    // The failure path's steps (docs: the engine note): attempt 1 keeps the inference's step id.
+    const inference = run.order.find((s) => s.kind === "InvokeFunction")!.id;
+    expect(inference).toBe("assistant");
     expect(
       run.order.filter((s) => s.id.startsWith(`${inference}:`) || s.id === inference).map((s) => [s.id, s.kind]),
     ).toEqual([
-      [inference, "step.ai.infer"],
+      [inference, "InvokeFunction"],
       [`${inference}:retrying-2`, "StepRun"],
       [`${inference}:backoff-2`, "Sleep"],
-      [`${inference}:retry-2`, "step.ai.infer"],
+      [`${inference}:retry-2`, "InvokeFunction"],
       [`${inference}:retrying-3`, "StepRun"],
       [`${inference}:backoff-3`, "Sleep"],
-      [`${inference}:retry-3`, "step.ai.infer"],
+      [`${inference}:retry-3`, "InvokeFunction"],
       [`${inference}:retrying-4`, "StepRun"],
       [`${inference}:backoff-4`, "Sleep"],
-      [`${inference}:retry-4`, "step.ai.infer"],
+      [`${inference}:retry-4`, "InvokeFunction"],
       [`${inference}:retried`, "StepRun"],
     ]);
+    // Each attempt is a run of model-inference with one step.ai.infer; the invoke returns exactly
+    // what that step.ai.infer returned (the provider's answer, which AgentKit parses as before).
+    const attempts = live.engine.runs.filter((r) => r.invokedBy === run);
+    expect(attempts.map((r) => [r.fnId, r.status, r.order.map((s) => s.kind)])).toEqual(
+      ["failed", "failed", "failed", "completed"].map((status) => [
+        "threadline-model-inference",
+        status,
+        ["step.ai.infer"],
+      ]),
+    );
+    // Each is handed the request body only: the model, its URL and its key are the app's configuration.
+    for (const attempt of attempts) {
+      expect(Object.keys(attempt.event.data)).toEqual(["body"]);
+      expect(JSON.stringify(attempt.event.data)).not.toMatch(/test-key|127\.0\.0\.1/);
+    }
+    const answered = attempts[3]!;
+    const answer = run.order.find((s) => s.id === `${inference}:retry-4`)!;
+    expect(run.steps[answer.hashedId]).toEqual(answered.steps[answered.order[0]!.hashedId]);
+    expect(run.steps[answer.hashedId]).toMatchObject({ type: "data", data: { choices: expect.any(Array) } });
   });
 
   it("while it waits for the next attempt, the messages API says retrying with the cause; completed once it answered", async () => {
-    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     // The first pause (10 s) lasts 1 s of real time: long enough to look at the turn meanwhile.
-    live = await startLiveEngine(bed.db.pool, [chatTurn], { msPerSecond: 100 });
-    bed.model.script(...Array.from({ length: SERVER_ATTEMPTS }, () => OVERLOADED), { text: "Here now." });
+    live = await startLiveEngine(bed.db.pool, gatewayTurn(), { msPerSecond: 100 });
+    bed.model.script(OVERLOADED, { text: "Here now." });
     const event = chatEvent({ content: "Are you there?" });
     await live.engine.send(event);
     const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");
@@ -173,26 +196,28 @@ describe("under INFERENCE=gateway (the Inngest server retries a failed inference
       .poll(async () => (await logOf(event.data.messageId)).map((e) => e.event), { timeout: 10_000 })
       .toContain("turn.retrying");
     expect(await shownTurn(event.data.messageId)).toEqual({ status: "retrying", runId: run.runId, error: CAUSE });
+    // The failed attempt is shown after one provider call.
+    expect(run.inferences.map((i) => i.status)).toEqual([503]);
     await run.ended;
     expect(run.status).toBe("completed");
     expect(await shownTurn(event.data.messageId)).toEqual({ status: "completed", runId: run.runId, error: null });
   });
 
-  it("a provider's refusal (4xx other than 408/429) fails the turn at once, with no turn.retrying", async () => {
-    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
-    live = await startLiveEngine(bed.db.pool, [chatTurn]);
+  it("a provider's refusal (4xx other than 408/429) fails the turn at once, after one model call, with no turn.retrying", async () => {
+    live = await startLiveEngine(bed.db.pool, gatewayTurn());
     const refused = {
       status: 401,
       body: { error: { message: "Incorrect API key provided", type: "invalid_request_error" } },
     };
-    bed.model.script(...Array.from({ length: SERVER_ATTEMPTS }, () => refused));
+    bed.model.script(refused, refused);
     const event = chatEvent({ content: "Are you there?" });
     await live.engine.send(event);
     const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");
     await run.ended;
 
     expect(run.status).toBe("failed");
-    expect(run.inferences).toHaveLength(SERVER_ATTEMPTS);
+    expect(run.inferences.map((i) => i.status)).toEqual([401]);
+    expect(bed.model.requests).toHaveLength(1);
     await expect.poll(async () => (await turnsOf(bed.db.pool, event.data.messageId))[0]?.status).toBe("failed");
     expect((await turnsOf(bed.db.pool, event.data.messageId))[0]!.error).toBe(
       "The model provider answered HTTP 401: Incorrect API key provided (invalid_request_error)",
@@ -200,18 +225,19 @@ describe("under INFERENCE=gateway (the Inngest server retries a failed inference
     expect((await logOf(event.data.messageId)).map((e) => e.event)).not.toContain("turn.retrying");
   });
 
-  it("a model that keeps failing fails the turn after its attempts, with the cause", async () => {
-    const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
-    live = await startLiveEngine(bed.db.pool, [chatTurn]);
+  it("a model that keeps failing fails the turn after five model calls in all, with the cause", async () => {
+    live = await startLiveEngine(bed.db.pool, gatewayTurn());
     const maxAttempts = TURN_RETRIES + 1;
-    bed.model.script(...Array.from({ length: maxAttempts * SERVER_ATTEMPTS }, () => OVERLOADED));
+    // More failures scripted than the turn may use: the count below is the turn's, not the script's.
+    bed.model.script(...Array.from({ length: 2 * maxAttempts }, () => OVERLOADED));
     const event = chatEvent({ content: "Are you there?" });
     await live.engine.send(event);
     const run = await live.engine.runFor((r) => r.fnId === "threadline-chat-turn");
     await run.ended;
 
     expect(run.status).toBe("failed");
-    expect(run.inferences).toHaveLength(maxAttempts * SERVER_ATTEMPTS);
+    expect(run.inferences).toHaveLength(maxAttempts);
+    expect(bed.model.requests).toHaveLength(maxAttempts);
     await expect.poll(async () => (await turnsOf(bed.db.pool, event.data.messageId))[0]?.status).toBe("failed");
     expect((await turnsOf(bed.db.pool, event.data.messageId))[0]!.error).toBe(CAUSE);
     expect(

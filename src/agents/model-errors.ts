@@ -10,8 +10,12 @@ import { Middleware } from "inngest";
  * the body when the provider sent none (BRIEF.md's engine facts; test/engine-contract.test.ts).
  * The SDK's StepError keeps only the name and message, so the provider's words would be lost.
  *
+ * Under INFERENCE=gateway a turn's inference attempt is a step.invoke of the model-inference
+ * function, whose run fails with that same AIGatewayError; the server hands it to the invoking
+ * step as it came (docs/engine.md).
+ *
  * This middleware (fresh per request) keeps the raw step errors it is handed, and when an
- * inference step rejects, puts the status and the provider's body into the StepError's message;
+ * inference step (or such an invoke) rejects, puts the status and the provider's body into the StepError's message;
  * the onFailure handler turns it into a readable, redacted cause (failure-message.ts). The error
  * stays the SDK's StepError, so Inngest treats the run exactly as before.
  */
@@ -27,14 +31,19 @@ export class ModelErrorMiddleware extends Middleware.BaseMiddleware {
   }
 
   override wrapStep({ next, stepInfo }: Middleware.WrapStepArgs) {
-    if (stepInfo.stepType !== "ai.infer") return next();
+    if (stepInfo.stepType !== "ai.infer" && stepInfo.stepType !== "invoke") return next();
     return next().catch(async (error: unknown) => {
       const raw: unknown = await this.rawErrors.get(stepInfo.hashedId);
-      if (error instanceof Error && raw !== undefined) error.message = modelFailureMessage(raw);
+      // An invoke is a model call when the invoked run failed with the gateway's error (a turn's inference attempt).
+      const fromModel = stepInfo.stepType === "ai.infer" || isGatewayError(raw);
+      if (error instanceof Error && raw !== undefined && fromModel) error.message = modelFailureMessage(raw);
       throw error;
     });
   }
 }
+
+const isGatewayError = (raw: unknown) =>
+  typeof raw === "object" && raw !== null && (raw as { name?: unknown }).name === "AIGatewayError";
 
 /** The server's text for an inference failure, and its body when the provider sent none. */
 const GATEWAY_TEXT = "Error making AI request";

@@ -2,6 +2,7 @@ import type { InngestEngine } from "../platform/inngest-engine.js";
 import { createChatTurn, type FunctionDeps } from "./chat-turn.js";
 import { createEventRetention } from "./event-retention.js";
 import { createExtractMemories } from "./extract-memories.js";
+import { createModelInference } from "./model-inference.js";
 import { createReconcileTurns } from "./reconcile-turns.js";
 import { createRegenerate } from "./regenerate.js";
 import { createSummarizeThread } from "./summarize-thread.js";
@@ -16,7 +17,8 @@ import { createTurnCancellation } from "./turn-lifecycle.js";
  * `retentionDays`: RETENTION_DAYS (unset: threads are kept); `eventRetentionHours`:
  * EVENT_LOG_RETENTION_HOURS (default 24); `tombstoneDays`: THREAD_TOMBSTONE_DAYS (default 90);
  * `engine`: the Inngest server the lost-run reconciliation asks about runs (the server always gives
- * it), with `lostRunDeadlineMinutes`: LOST_RUN_DEADLINE_MINUTES.
+ * it), with `lostRunDeadlineMinutes`: LOST_RUN_DEADLINE_MINUTES. Under INFERENCE=gateway the turns
+ * invoke model-inference for each model call, so it is served then.
  */
 export const createFunctions = (
   deps: FunctionDeps & {
@@ -35,6 +37,7 @@ export const createFunctions = (
   createThreadRetention(deps),
   createEventRetention(deps),
   createExtractMemories(deps),
+  ...((deps.inference ?? "gateway") === "gateway" ? [createModelInference(deps)] : []),
   ...(deps.engine
     ? [createReconcileTurns({ db: deps.db, engine: deps.engine, deadlineMinutes: deps.lostRunDeadlineMinutes })]
     : []),

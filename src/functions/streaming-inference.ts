@@ -9,6 +9,7 @@ import { recordUsage } from "../history/usage.js";
 import { logger } from "../platform/logger.js";
 import { deltaWriter } from "../stream/delta-writer.js";
 import { describeFailure } from "./failure-message.js";
+import type { ModelInference } from "./model-inference.js";
 
 /** INFERENCE: who calls the model — the Inngest server (gateway) or this process, streaming (stream). */
 export type Inference = "gateway" | "stream";
@@ -44,20 +45,26 @@ type UsageContext = {
  * the step's attempt (deltaWriter), and returns the provider's answer as the non-streaming call
  * would have: AgentKit, the memo, retries and history see no difference.
  *
- * Under `gateway` the Inngest server calls the model, retries a failed call itself and hands the
- * function only the last attempt's AIGatewayError, thrown where step.ai.infer is awaited
- * (docs/engine.md). So a turn (which passes its `turnAttempts`) retries such an inference here,
- * showing each failed attempt as turn.retrying (gatewayRetries); other functions' inferences fail
- * with the server's last error, as before.
+ * Under `gateway` the Inngest server calls the model, retries a failed call as often as the
+ * function's `retries` say and hands the function only the last attempt's AIGatewayError, thrown
+ * where step.ai.infer is awaited (docs/engine.md). A turn (which passes `turn`) makes each attempt
+ * a step.invoke of the model-inference function instead, which the server does not retry: one
+ * provider call per attempt, each failure shown as turn.retrying before the next (gatewayRetries).
+ * Other functions' inferences stay step.ai.infer and fail with the server's last error, as before.
  *
  * With a price table (the turn functions), every inference's usage goes to the ledger
  * (src/history/usage.ts) with its turn, once per attempt. Under `stream` the inference step records
  * it itself, also for an attempt that failed after the provider reported it (billed all the same).
  * Under `gateway` the step `usage.<step id>` records it right after the inference returned, before
- * AgentKit reads the answer, so an answer AgentKit then rejects is counted too; the server's failed
- * attempts report no usage to the SDK.
+ * AgentKit reads the answer, so an answer AgentKit then rejects is counted too; a failed attempt
+ * (an invoked run whose step.ai.infer failed) reports no usage to the SDK.
  */
-export function inferenceMiddleware(db: pg.Pool, inference: Inference, prices?: PriceTable, turnAttempts?: number) {
+export function inferenceMiddleware(
+  db: pg.Pool,
+  inference: Inference,
+  prices?: PriceTable,
+  turn?: { attempts: number; modelInference: ModelInference },
+) {
   return class InferenceMiddleware extends Middleware.BaseMiddleware {
     readonly id = "threadline/inference";
 
@@ -94,7 +101,9 @@ export function inferenceMiddleware(db: pg.Pool, inference: Inference, prices?: 
       if (inference === "gateway" && !event) return { ...arg, ctx: { ...arg.ctx, inferenceStream } };
       if (inference === "gateway") {
         const retrying =
-          turnAttempts === undefined ? undefined : gatewayRetries({ db, step, runId, maxAttempts: turnAttempts });
+          turn === undefined
+            ? undefined
+            : gatewayRetries({ db, step, runId, maxAttempts: turn.attempts, modelInference: turn.modelInference });
         const gatewayInfer = async (id: string, input: InferInput) => {
           const stepId = stepIdOf(id);
           const answer: unknown = retrying
@@ -126,22 +135,36 @@ export function inferenceMiddleware(db: pg.Pool, inference: Inference, prices?: 
   };
 }
 
-/** The pause before each further attempt of a gateway inference (the server already backed off between its own). */
+/** The pause before each further attempt of a gateway inference. */
 const GATEWAY_RETRY_BACKOFF_SECONDS = [10, 30, 60, 120] as const;
 
 /**
- * step.ai.infer with the turn's retries around it. Attempt 1 is the inference as it always was
- * (same step id: runs in flight resolve); when it throws an AIGatewayError the provider may get
- * over (not a 4xx other than 408/429), the failure is recorded as turn.retrying with when the
- * next attempt starts (`<id>:retrying-<n>`), the run sleeps that long (`<id>:backoff-<n>`) and
- * attempt n is a step.ai.infer of its own (`<id>:retry-<n>`); after a retried attempt succeeds
- * the turn is running again (`<id>:retried`). `<id>` is the inference's memo id: its step id, or
- * `<step id>:<k>` for the k-th repeat, as the SDK numbers it. The last failure is thrown as it
- * came, so the run fails with its cause.
+ * A turn's gateway inference, attempt by attempt. Each attempt is a step.invoke of the
+ * model-inference function (one provider call: it has no retries), handed only the request body.
+ * Attempt 1 keeps the id the inference always had (`<id>`; a run in flight across the deploy finds
+ * its memoized step.ai.infer answer there, the same provider response the invoke returns). When
+ * an attempt throws an AIGatewayError the provider may get over (not a 4xx other than 408/429),
+ * the failure is recorded as turn.retrying with when the next attempt starts
+ * (`<id>:retrying-<n>`), the run sleeps that long (`<id>:backoff-<n>`) and attempt n is an invoke
+ * of its own (`<id>:retry-<n>`); after a retried attempt succeeds the turn is running again
+ * (`<id>:retried`). `<id>` is the inference's memo id: its step id, or `<step id>:<k>` for the k-th
+ * repeat, as the SDK numbers it. The last failure is thrown as it came, so the run fails with its
+ * cause.
  */
-function gatewayRetries(input: { db: pg.Pool; step: StepTools; runId: string; maxAttempts: number }) {
-  const { db, step, runId, maxAttempts } = input;
-  const aiInfer = step.ai.infer as unknown as (id: string, input: InferInput) => Promise<unknown>;
+function gatewayRetries(input: {
+  db: pg.Pool;
+  step: StepTools;
+  runId: string;
+  maxAttempts: number;
+  modelInference: ModelInference;
+}) {
+  const { db, step, runId, maxAttempts, modelInference } = input;
+  const invoke = step.invoke as unknown as (
+    id: string,
+    opts: { function: ModelInference; data: { body: Record<string, unknown> } },
+  ) => Promise<unknown>;
+  const attemptOnce = (stepId: string, { body }: InferInput) =>
+    invoke(stepId, { function: modelInference, data: { body } });
   const calls = new Map<string, number>();
   return async (id: string, call: InferInput) => {
     // The function replays from the top on every request, so the k-th call of an id is always the same inference.
@@ -150,7 +173,7 @@ function gatewayRetries(input: { db: pg.Pool; step: StepTools; runId: string; ma
     const memoId = k === 0 ? id : `${id}:${k}`;
     for (let attempt = 1; ; attempt += 1) {
       try {
-        const answer = await aiInfer(attempt === 1 ? id : `${memoId}:retry-${attempt}`, call);
+        const answer = await attemptOnce(attempt === 1 ? id : `${memoId}:retry-${attempt}`, call);
         if (attempt > 1) await step.run(`${memoId}:retried`, () => clearTurnRetrying(db, runId));
         return answer;
       } catch (error) {
@@ -173,7 +196,10 @@ function gatewayRetries(input: { db: pg.Pool; step: StepTools; runId: string; ma
   };
 }
 
-/** The error a failed step.ai.infer throws: the SDK's StepError named after the server's AIGatewayError. */
+/**
+ * The error a failed attempt throws: the SDK's StepError named after the server's AIGatewayError
+ * (the invoked run's error, which the server hands the invoking step as it came: docs/engine.md).
+ */
 const isGatewayFailure = (error: unknown): error is Error => error instanceof Error && error.name === "AIGatewayError";
 
 /**

@@ -17,7 +17,9 @@ import { skippedAnswerId, turnEndedAs, turnSkipReason } from "../agents/run-stat
 import { textOf } from "../history/messages.js";
 import { clearTurnRetrying, recordTurnRetrying } from "../history/turn-retrying.js";
 import { cancelTurn, failTurn } from "../history/turns.js";
+import type { ModelChoice } from "../agents/model.js";
 import { describeFailure } from "./failure-message.js";
+import { createModelInference } from "./model-inference.js";
 import { type Inference, inferenceMiddleware } from "./streaming-inference.js";
 
 /*
@@ -64,15 +66,21 @@ export const cancelOnDeletion = [
 /** Middleware as a tuple, so the handler's context is typed with what each adds (inferenceStream). */
 const inOrder = <const T extends Middleware.Class[]>(...middleware: T) => middleware;
 
-/** The options both turn functions share, beside their id, name, trigger and idempotency. */
+/**
+ * The options both turn functions share, beside their id, name, trigger and idempotency. Under
+ * INFERENCE=gateway each inference attempt invokes the model-inference function (built here from
+ * the same configuration as the one createFunctions serves: step.invoke names it by its id).
+ */
 export const turnOptions = ({
   db,
   inference,
   prices,
+  model,
 }: {
   db: pg.Pool;
   inference?: Inference | undefined;
   prices?: PriceTable | undefined;
+  model: ModelChoice;
 }) => ({
   // No per-thread concurrency key: turns of a thread are ordered by the durable wait before
   // history.get (src/history/turn-waits.ts), so a stop frees the thread at once (docs/engine.md).
@@ -83,7 +91,10 @@ export const turnOptions = ({
   onFailure: recordTurnFailure(db),
   middleware: inOrder(
     ModelErrorMiddleware,
-    inferenceMiddleware(db, inference ?? "gateway", prices ?? DEFAULT_PRICES, TURN_RETRIES + 1),
+    inferenceMiddleware(db, inference ?? "gateway", prices ?? DEFAULT_PRICES, {
+      attempts: TURN_RETRIES + 1,
+      modelInference: createModelInference({ model }),
+    }),
     turnRetryMiddleware(db),
   ),
 });
@@ -199,9 +210,9 @@ export function createTurnCancellation({ db }: { db: pg.Pool }) {
  * ended (src/history/turn-retrying.ts). When the retried step succeeds, the turn is running again.
  *
  * The SDK reports every attempt of a step it executes (step.run: the history steps, and each
- * inference under INFERENCE=stream). Under INFERENCE=gateway the Inngest server retries a failed
- * step.ai.infer itself and hands the SDK only the last attempt's error: the inference middleware
- * retries those and writes their turn.retrying (streaming-inference.ts, docs/engine.md).
+ * inference under INFERENCE=stream). Under INFERENCE=gateway an inference attempt is a step.invoke
+ * of model-inference, which the SDK does not execute and the server does not retry: the inference
+ * middleware retries it and writes its turn.retrying (streaming-inference.ts, docs/engine.md).
  */
 function turnRetryMiddleware(db: pg.Pool) {
   return class TurnRetryMiddleware extends Middleware.BaseMiddleware {

@@ -17,7 +17,10 @@ import type { AddressInfo } from "node:net";
  *   step results are memoized, a failed step is retried up to the function's retries (then its
  *   error is memoized), `step.ai.infer` is performed here by calling the model URL, retried here
  *   without telling the SDK, its last non-2xx answer memoized as the AIGatewayError the real
- *   server hands over; waits and sleeps end here;
+ *   server hands over; `step.invoke` starts a run of the named function (event
+ *   `inngest/function.invoked` with the invoke's data, its own retries) and memoizes what that run
+ *   returned, or the error it failed with as it came, without retrying the invoke (docs/engine.md);
+ *   waits and sleeps end here;
  *   a failed run starts its onFailure function (`inngest/function.failed`), a cancelled run sends
  *   `inngest/function.cancelled`.
  *
@@ -54,8 +57,10 @@ export type StandInRun = {
   requests: { attempt: number; stepId: string }[];
   /** How many checkpoint requests the SDK made for this run (checkpoint mode). */
   checkpoints: number;
-  /** Every step.ai.infer the stand-in performed: the provider's status. */
+  /** Every step.ai.infer the stand-in performed for this run or a run it invoked: the provider's status. */
   inferences: { url: string; status: number }[];
+  /** The run whose step.invoke started this one. */
+  invokedBy?: StandInRun;
   ended: Promise<void>;
 };
 
@@ -218,6 +223,7 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
     event: StandInEvent,
     steps: Record<string, MemoStep>,
     order: StandInRun["order"],
+    invokedBy?: StandInRun,
   ): StandInRun {
     let done!: () => void;
     const run: StandInRun = {
@@ -230,6 +236,7 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
       requests: [],
       checkpoints: 0,
       inferences: [],
+      ...(invokedBy && { invokedBy }),
       ended: new Promise<void>((resolve) => (done = resolve)),
     };
     runs.push(run);
@@ -305,6 +312,9 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
             memoize(run, op, answer.ok ? { type: "data", data: answer.body } : { type: "error", error: answer.error });
             break;
           }
+          case "InvokeFunction":
+            memoize(run, op, await invoked(run, op));
+            break;
           default:
             throw new Error(`stand-in: unsupported op ${op.op}`);
         }
@@ -375,6 +385,24 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
     });
   }
 
+  /** A step.invoke: the invoked run's output, or its error as it came; never retried (docs/engine.md). */
+  async function invoked(run: StandInRun, op: Op): Promise<MemoStep> {
+    const opts = op.opts as { function_id: string; payload?: { data?: Record<string, unknown> } };
+    const fn = functions.get(opts.function_id);
+    if (!fn) return { type: "error", error: { name: "Error", message: `could not find function ${opts.function_id}` } };
+    const event = {
+      id: randomUUID(),
+      name: "inngest/function.invoked",
+      data: opts.payload?.data ?? {},
+      ts: Date.now(),
+    };
+    const child = start(fn, event, {}, [], run);
+    await child.ended;
+    return child.status === "completed"
+      ? { type: "data", data: child.output ?? null }
+      : { type: "error", error: child.output };
+  }
+
   async function infer(
     run: StandInRun,
     op: Op,
@@ -394,13 +422,18 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
     try {
       const response = await fetch(opts.url, { method: "POST", headers, body: JSON.stringify(opts.body) });
       const text = await response.text();
-      run.inferences.push({ url: opts.url, status: response.status });
+      performed(run, { url: opts.url, status: response.status });
       if (response.ok) return { ok: true, body: JSON.parse(text) as unknown };
       return { ok: false, error: aiGatewayError(response.status, text) };
     } catch {
-      run.inferences.push({ url: opts.url, status: 0 });
+      performed(run, { url: opts.url, status: 0 });
       return { ok: false, error: aiGatewayError(undefined, "") };
     }
+  }
+
+  /** An inference counts for its run and every run that invoked it (a turn's model calls). */
+  function performed(run: StandInRun, inference: StandInRun["inferences"][number]) {
+    for (let r: StandInRun | undefined = run; r; r = r.invokedBy) r.inferences.push(inference);
   }
 
   function delay(ms: number) {

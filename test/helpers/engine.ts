@@ -17,11 +17,14 @@ type AiModelLike = {
 export const MODEL_TIMEOUT_MS = 2_000;
 
 /**
- * The Inngest server executes step.ai.infer; InngestTestEngine cannot. This turns each
- * inference into a step.run under the same id that calls the model URL over HTTP (as AgentKit's
- * own fallback does), failing the step on a non-2xx answer as the server would. It also pins
- * ctx.runId, which the engine otherwise changes on every execution although a real run keeps
- * its id across retries.
+ * The Inngest server executes step.ai.infer and step.invoke; InngestTestEngine cannot. This turns
+ * each inference into a step.run under the same id that calls the model URL over HTTP (as
+ * AgentKit's own fallback does), failing the step on a non-2xx answer as the server would, and
+ * each invoke (a turn's gateway inference attempt: src/functions/model-inference.ts) into a
+ * step.run under the same id that runs the invoked function to its end in an engine of its own,
+ * returning its result or failing with its error (no retry of the invoke, as the server:
+ * docs/engine.md). It also pins ctx.runId, which the engine otherwise changes on every execution
+ * although a real run keeps its id across retries.
  */
 export function inferOverHttp(runId: string, aiInferSteps: string[] = []) {
   return (rawCtx: TestContext): TestContext => {
@@ -47,8 +50,27 @@ export function inferOverHttp(runId: string, aiInferSteps: string[] = []) {
         return response.json();
       });
     };
-    return { ...ctx, runId, step: { ...ctx.step, ai: { ...ctx.step.ai, infer } } } as TestContext;
+    const invoke = (id: string, opts: { function: InngestFunction.Like; data?: Record<string, unknown> }) => {
+      // The app invokes only model-inference: each invoke is one request the server sends to the model.
+      if (!aiInferSteps.includes(id)) aiInferSteps.push(id);
+      return ctx.step.run(id, () => runInvoked(opts.function, opts.data ?? {}));
+    };
+    return { ...ctx, runId, step: { ...ctx.step, invoke, ai: { ...ctx.step.ai, infer } } } as TestContext;
   };
+}
+
+/** Runs an invoked function once (its own retries are none: model-inference) and returns its result, or throws its error. */
+async function runInvoked(fn: InngestFunction.Like, data: Record<string, unknown>) {
+  const engine = new InngestTestEngine({
+    function: withFunctionMiddleware(fn),
+    events: [{ id: `event-${randomUUID()}`, name: "inngest/function.invoked", data }],
+    transformCtx: inferOverHttp(`run-${randomUUID()}`),
+  });
+  const { result, error } = (await engine.execute()) as unknown as { result?: unknown; error?: unknown };
+  if (error === undefined) return result;
+  if (error instanceof Error) throw error;
+  const { name, message } = error as { name?: string; message?: string };
+  throw Object.assign(new Error(message ?? String(error)), name ? { name } : {});
 }
 
 /**
