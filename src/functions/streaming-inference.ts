@@ -107,7 +107,7 @@ export function inferenceMiddleware(
         const gatewayInfer = async (id: string, input: InferInput) => {
           const stepId = stepIdOf(id);
           const answer: unknown = retrying
-            ? await retrying(id, input)
+            ? await retrying(id, stepId, input)
             : await step.ai.infer(id, input as Parameters<StepTools["ai"]["infer"]>[1]);
           const ledger = usage();
           if (ledger && reportedUsage(input.model.format, answer))
@@ -165,12 +165,8 @@ function gatewayRetries(input: {
   ) => Promise<unknown>;
   const attemptOnce = (stepId: string, { body }: InferInput) =>
     invoke(stepId, { function: modelInference, data: { body } });
-  const calls = new Map<string, number>();
-  return async (id: string, call: InferInput) => {
-    // The function replays from the top on every request, so the k-th call of an id is always the same inference.
-    const k = calls.get(id) ?? 0;
-    calls.set(id, k + 1);
-    const memoId = k === 0 ? id : `${id}:${k}`;
+  // `memoId`: the caller's numbering of repeated ids (stepIdOf), the one the usage step uses too.
+  return async (id: string, memoId: string, call: InferInput) => {
     for (let attempt = 1; ; attempt += 1) {
       try {
         const answer = await attemptOnce(attempt === 1 ? id : `${memoId}:retry-${attempt}`, call);
