@@ -54,6 +54,19 @@ const flag = z
   .enum(["1", "true", "0", "false"], { error: "must be 1, true, 0 or false" })
   .transform((value) => value === "1" || value === "true");
 
+/** A comma-separated list of names: trimmed, empty entries and repeats dropped (default none). */
+const nameList = z
+  .string()
+  .default("")
+  .transform((list) => [
+    ...new Set(
+      list
+        .split(",")
+        .map((name) => name.trim())
+        .filter((name) => name.length > 0),
+    ),
+  ]);
+
 /** Production mode, Inngest's mode and authentication: what src/platform/production.ts checks at start-up. */
 const deploymentEnvironment = z.object({
   /** "production" switches on the start-up refusals of production mode. */
@@ -276,32 +289,12 @@ export const environment = z
     /** Which agents answer a turn: "assistant" (default) or "pair" (the assistant, then the reviewer). */
     NETWORK: networkName.default("assistant"),
     /** Agents that get the user-memory component (comma-separated names; default none: nothing is remembered). */
-    MEMORY_AGENTS: z
-      .string()
-      .default("")
-      .transform((list) => [
-        ...new Set(
-          list
-            .split(",")
-            .map((name) => name.trim())
-            .filter((name) => name.length > 0),
-        ),
-      ]),
+    MEMORY_AGENTS: nameList,
     /**
      * Tools whose every call needs the user's approval (comma-separated tool names), beside those
      * declared so in code (docs/approvals.md).
      */
-    APPROVAL_TOOLS: z
-      .string()
-      .default("")
-      .transform((list) => [
-        ...new Set(
-          list
-            .split(",")
-            .map((name) => name.trim())
-            .filter((name) => name.length > 0),
-        ),
-      ]),
+    APPROVAL_TOOLS: nameList,
     /** Minutes a tool call waits for its approval before it expires (the tool does not run). */
     APPROVAL_EXPIRY_MINUTES: optionalSetting(
       z.coerce
