@@ -278,6 +278,18 @@ export type UserDeleted = z.infer<typeof userDeletedData>;
 
 export const userDeleted = eventType("user/deleted", { schema: userDeletedData });
 
+/** One turn's usage summed over its model calls (the ledger's turnUsage): the messages API and feedback events. */
+export const turnUsageData = z.object({
+  calls: z.int(),
+  inputTokens: z.int(),
+  outputTokens: z.int(),
+  cachedTokens: z.int(),
+  reasoningTokens: z.int(),
+  totalTokens: z.int(),
+  costUsd: z.number().nullable().meta({ description: "US dollars; null when the model has no price." }),
+  model: z.string(),
+});
+
 /**
  * A user rated an answer (PUT /api/threads/:threadId/messages/:answerId/feedback), for scoring and
  * analysis downstream: sent after the rating is stored, under the id
@@ -298,18 +310,7 @@ export const messageFeedbackGivenData = z.object({
   /** The stored rating's version (the event id's last part). */
   version: z.string(),
   /** What the answer's turn used and cost, from the usage ledger; null when the provider reported none. */
-  usage: z
-    .object({
-      calls: z.int(),
-      inputTokens: z.int(),
-      outputTokens: z.int(),
-      cachedTokens: z.int(),
-      reasoningTokens: z.int(),
-      totalTokens: z.int(),
-      costUsd: z.number().nullable(),
-      model: z.string(),
-    })
-    .nullable(),
+  usage: turnUsageData.nullable(),
 });
 export type MessageFeedbackGiven = z.infer<typeof messageFeedbackGivenData>;
 

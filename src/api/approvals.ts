@@ -3,7 +3,13 @@ import { describeRoute } from "hono-openapi";
 import { z } from "zod";
 import { toolApprovalDecided, type ToolApprovalDecided } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
-import { type Approval, decideApproval, type DecisionRefusal, listApprovals } from "../history/approvals.js";
+import {
+  type Approval,
+  type ApprovalDecision,
+  decideApproval,
+  type DecisionRefusal,
+  listApprovals,
+} from "../history/approvals.js";
 import { safeString } from "../history/safe-text.js";
 import { logger } from "../platform/logger.js";
 import type { ApiDeps, SendEvent } from "./deps.js";
@@ -166,15 +172,7 @@ export function approvalRoutes({ db, sendEvent }: ApiDeps) {
  */
 export async function recordDecision(
   { db, sendEvent }: Pick<ApiDeps, "db" | "sendEvent">,
-  input: {
-    threadId: string;
-    userId: string;
-    approvalId: string;
-    decision: "approve" | "deny";
-    reason?: string | undefined;
-    requestId?: string | undefined;
-    sameDecisionIsRetry?: boolean;
-  },
+  input: ApprovalDecision & { sameDecisionIsRetry?: boolean },
 ) {
   const { refusal, approval } = await decideApproval(db, input);
   if (refusal === "thread_not_found" || refusal === "approval_not_found" || !approval)

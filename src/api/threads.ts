@@ -1,7 +1,7 @@
 import { Hono } from "hono";
 import { describeRoute } from "hono-openapi";
 import { z } from "zod";
-import { jsonBytes, threadDeleted, TOO_LARGE, type ThreadDeleted } from "../../inngest.config.js";
+import { jsonBytes, threadDeleted, TOO_LARGE, type ThreadDeleted, turnUsageData } from "../../inngest.config.js";
 import { callerId, userIdNotAccepted, type AuthEnv } from "../auth/identity.js";
 import { decodeCursor, DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, readMessagePage } from "../history/message-pages.js";
 import { agentContent, textContent } from "../history/messages.js";
@@ -204,23 +204,10 @@ const threadMessage = z.object({
     .nullable()
     .optional()
     .meta({ description: "An answer's rating by the thread's owner (PUT …/messages/:answerId/feedback); null: none." }),
-  turnUsage: z
-    .object({
-      calls: z.int(),
-      inputTokens: z.int(),
-      outputTokens: z.int(),
-      cachedTokens: z.int(),
-      reasoningTokens: z.int(),
-      totalTokens: z.int(),
-      costUsd: z.number().nullable().meta({ description: "US dollars; null when the model has no price." }),
-      model: z.string(),
-    })
-    .nullable()
-    .optional()
-    .meta({
-      description:
-        "An answer's turn usage: tokens and cost summed over the model calls of the turn that wrote this variant (billed failed attempts included; every result of one turn shows the same); null when none was reported.",
-    }),
+  turnUsage: turnUsageData.nullable().optional().meta({
+    description:
+      "An answer's turn usage: tokens and cost summed over the model calls of the turn that wrote this variant (billed failed attempts included; every result of one turn shows the same); null when none was reported.",
+  }),
   variantCount: z.int().optional().meta({ description: "A user message's number of answer variants." }),
   turn: z
     .object({

@@ -96,20 +96,23 @@ export async function settleApproval(db: pg.Pool, approvalId: string, expire: bo
 /** Why a decision was not recorded (see threadline_decide_approval.sql). */
 export type DecisionRefusal = "thread_not_found" | "approval_not_found" | "expired" | "turn_ended" | "decided";
 
+/** An owner's decision on one approval, as a request makes it. */
+export type ApprovalDecision = {
+  threadId: string;
+  userId: string;
+  approvalId: string;
+  decision: "approve" | "deny";
+  reason?: string | undefined;
+  requestId?: string | undefined;
+};
+
 /**
  * The owner's decision, recorded with tool.approval.decided in one statement. Returns the
  * approval as recorded, and the refusal when this request's decision was not the one recorded.
  */
 export async function decideApproval(
   db: pg.Pool,
-  input: {
-    threadId: string;
-    userId: string;
-    approvalId: string;
-    decision: "approve" | "deny";
-    reason?: string | undefined;
-    requestId?: string | undefined;
-  },
+  input: ApprovalDecision,
 ): Promise<{ refusal: DecisionRefusal | null; approval: Approval | undefined }> {
   const { rows } = await db.query<sql.DecideApprovalRow>(sql.decideApproval, [
     input.threadId,

@@ -3,6 +3,8 @@
  * thread order (turn_seq, seq). Both directions return PageRow.
  */
 
+import type { TurnUsage } from "./usage.js";
+
 /**
  * The user messages' extras a client shows, for one page: each user message's latest turn and its
  * number of answer variants. Read per row through turns_message_idx and messages_answers_idx, so a
@@ -90,18 +92,7 @@ export type PageRow = {
   sibling_ids: string[] | null;
   variant_position: number | null;
   /** An answer's turn usage (json_build_object above), null without ledger rows. */
-  turn_usage: TurnUsageJson | null;
-};
-
-export type TurnUsageJson = {
-  calls: number;
-  inputTokens: number;
-  outputTokens: number;
-  cachedTokens: number;
-  reasoningTokens: number;
-  totalTokens: number;
-  costUsd: number | null;
-  model: string;
+  turn_usage: TurnUsage | null;
 };
 
 /**

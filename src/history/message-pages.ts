@@ -2,6 +2,7 @@ import type pg from "pg";
 import { type AnswerFeedback, feedbackOf } from "./feedback.js";
 import * as sql from "./message-pages-sql.js";
 import { checkOwnedThread } from "./store.js";
+import type { TurnUsage } from "./usage.js";
 
 /**
  * A thread's current path, read one page at a time on the thread order (turn_seq, seq). A page is
@@ -47,7 +48,7 @@ type ThreadMessage = {
    * For an agent result: what its turn used and cost, summed over the turn's model calls (every
    * result of one turn shows the same); null when the provider reported no usage.
    */
-  turnUsage?: sql.TurnUsageJson | null;
+  turnUsage?: TurnUsage | null;
   /** For a user message: how many answer variants exist, and its latest turn. */
   variantCount?: number;
   turn?: { status: string; runId: string; error: string | null; approvals?: sql.PendingToolCall[] } | null;

@@ -62,6 +62,9 @@ export type UsageSums = {
   costUsd: number | null;
 };
 
+/** One turn's sums and the model its calls named (the messages API's turnUsage). */
+export type TurnUsage = UsageSums & { model: string };
+
 const toSums = (row: sql.UsageSumsRow): UsageSums => ({
   calls: row.calls,
   inputTokens: Number(row.input_tokens),
@@ -113,7 +116,7 @@ const roundUsd = (usd: number) => Math.round(usd * 1e9) / 1e9;
  * One turn's usage (by its run id), with the model of its latest call; undefined when the turn
  * recorded none. What an event about the turn carries (e.g. message/feedback.given).
  */
-export async function turnUsage(db: pg.Pool, runId: string): Promise<(UsageSums & { model: string }) | undefined> {
+export async function turnUsage(db: pg.Pool, runId: string): Promise<TurnUsage | undefined> {
   const row = (await db.query<sql.TurnUsageRow>(sql.turnUsage, [runId])).rows[0]!;
   if (row.calls === 0 || row.model === null) return undefined;
   return { ...toSums(row), model: row.model };
