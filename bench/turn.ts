@@ -7,8 +7,9 @@
  * answering at once) run two floors, same process, same protocol, same model server:
  *
  * (a) bare: a function with the turn's Inngest ops, in its order and of its kinds (step.run,
- *     step.sendEvent; the turn's invoke of model-inference, one model call, as a step.ai.infer),
- *     each step.run doing nothing;
+ *     step.sendEvent, and step.invoke of the same model-inference function with the request body
+ *     the turn's model call sent, so both send the model the same prompt), each step.run doing
+ *     nothing;
  * (b) durable: the same, each history step sending one trivial indexed statement (an INSERT for a
  *     step that writes, a SELECT for one that reads) on the same database.
  *
@@ -32,7 +33,7 @@ import { inngest } from "../inngest.config.js";
 import { chooseModel } from "../src/agents/model.js";
 import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { createModelInference } from "../src/functions/model-inference.js";
+import { createModelInference, type ModelInference } from "../src/functions/model-inference.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { CHAT_TURN_ID } from "../src/functions/turn-lifecycle.js";
 import * as sql from "../src/history/store-sql.js";
@@ -161,11 +162,12 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
       });
     };
 
-    // The floors repeat what the first turn did, op for op.
+    // The floors repeat what the first turn did, op for op, and send the model what it was sent.
     const ops = (await turn()).run.order.map(({ id, kind }) => ({ id, kind }));
+    const inference = { modelInference, body: model.requests.at(-1)! as unknown as Record<string, unknown> };
     const floors = {
-      bare: floorFunction("bare", ops, choice.model, counting.pool),
-      durable: floorFunction("durable", ops, choice.model, counting.pool),
+      bare: floorFunction("bare", ops, inference, counting.pool),
+      durable: floorFunction("durable", ops, inference, counting.pool),
     };
     await app.close();
     const floorApp = await serveApp(counting.pool, engine, [
@@ -227,9 +229,16 @@ const WRITES = /^history\.(append-|rerun-begin-turn)/;
 
 /**
  * A function with the turn's ops: step.run as no-op (bare) or, for history steps, one trivial
- * indexed statement (durable); step.ai.infer against the same model; step.sendEvent of a small event.
+ * indexed statement (durable); the turn's model call as a step.invoke of the same model-inference
+ * function with the same request body; step.sendEvent of a small event.
  */
-function floorFunction(name: "bare" | "durable", ops: Op[], model: unknown, db: pg.Pool) {
+function floorFunction(
+  name: "bare" | "durable",
+  ops: Op[],
+  inference: { modelInference: ModelInference; body: Record<string, unknown> },
+  db: pg.Pool,
+) {
+  const invokeData = { body: inference.body };
   const event = `bench/floor.${name}`;
   const writes = name === "durable" ? ops.filter((op) => WRITES.test(op.id)).length : 0;
   const fn = inngest.createFunction(
@@ -238,12 +247,12 @@ function floorFunction(name: "bare" | "durable", ops: Op[], model: unknown, db: 
       const run = String(data.run);
       let seq = 0;
       for (const op of ops) {
-        // The turn's model call (an invoke of model-inference under INFERENCE=gateway) is, at the floor, a step.ai.infer.
-        if (op.kind === "step.ai.infer" || op.kind === "InvokeFunction") {
-          await step.ai.infer(op.id, {
-            model: model as Parameters<typeof step.ai.infer>[1]["model"],
-            body: { messages: [{ role: "user", content: "What should I read next?" }] },
-          });
+        if (op.kind === "InvokeFunction") {
+          const invoke = step.invoke as unknown as (
+            id: string,
+            opts: { function: ModelInference; data: typeof invokeData },
+          ) => Promise<unknown>;
+          await invoke(op.id, { function: inference.modelInference, data: invokeData });
         } else if (op.kind === "step.sendEvent") {
           await step.sendEvent(op.id, { name: "bench/floor.finished", data: { run } });
         } else if (name === "durable" && WRITES.test(op.id)) {
@@ -264,8 +273,10 @@ function floorFunction(name: "bare" | "durable", ops: Op[], model: unknown, db: 
             );
             return rows[0] ?? null;
           });
-        } else {
+        } else if (op.kind === "StepRun") {
           await step.run(op.id, async () => null);
+        } else {
+          throw new Error(`bench: the floor has no counterpart for ${op.id} [${op.kind}]`);
         }
       }
     },
