@@ -9,7 +9,8 @@ import { decideApproval, listApprovals, requestApproval } from "../src/history/a
 import { longRunningTurns } from "../src/history/lost-turns.js";
 import { beginTurn } from "../src/history/store.js";
 import { PATIENCE_ROUNDS } from "../src/history/turn-waits.js";
-import { stopRunningTurn } from "../src/history/turns.js";
+import { readEventsAfter } from "../src/history/events.js";
+import { cancelTurn, failTurn, stopRunningTurn } from "../src/history/turns.js";
 import { NO_MEMORY } from "../src/memory/components.js";
 import { execute, memoBefore, type SentEvent, type Wait } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, turnsOf } from "./helpers/fixtures.js";
@@ -287,6 +288,41 @@ describe("a turn awaiting approval is alive", () => {
     });
     return { threadId, runId, approvalId: approval!.approvalId };
   }
+
+  it("ends with it: a failure or a cancellation denies the approval (logged before the turn's end), and a late decision is refused", async () => {
+    const ended = [
+      {
+        end: (runId: string) => failTurn(bed.db.pool, runId, "The model failed."),
+        reason: "the turn failed",
+        as: "failed",
+      },
+      { end: (runId: string) => cancelTurn(bed.db.pool, runId), reason: "the turn was cancelled", as: "cancelled" },
+    ];
+    for (const { end, reason, as } of ended) {
+      const { threadId, runId, approvalId } = await awaitingTurn();
+      await end(runId);
+      expect(await listApprovals(bed.db.pool, { threadId, userId: "user-1" })).toMatchObject([
+        { approvalId, status: "denied", decidedBy: "turn-ended", reason },
+      ]);
+      const log = (await readEventsAfter(bed.db.pool, threadId, 0, 100)).map((e) => e.event);
+      expect(log.slice(-3)).toEqual(["tool.approval.decided", `turn.${as}`, "stream.ended"]);
+      const late = await decideApproval(bed.db.pool, { threadId, userId: "user-1", approvalId, decision: "approve" });
+      expect(late.refusal).toBe("decided");
+    }
+  });
+
+  it("ends with it past its expiry as expired, the clock's decision", async () => {
+    const { threadId, runId, approvalId } = await awaitingTurn();
+    await bed.db.pool.query("UPDATE tool_approvals SET expires_at = now() - interval '1 minute' WHERE id = $1", [
+      approvalId,
+    ]);
+    await failTurn(bed.db.pool, runId, "The model failed.");
+    expect(await listApprovals(bed.db.pool, { threadId, userId: "user-1" })).toMatchObject([
+      { status: "expired", decidedBy: "expiry", reason: null },
+    ]);
+    const log = (await readEventsAfter(bed.db.pool, threadId, 0, 100)).map((e) => e.event);
+    expect(log).toContain("tool.approval.expired");
+  });
 
   it("a later message waits behind it past the patience for lost turns, without presuming it lost", async () => {
     const { threadId, runId } = await awaitingTurn();

@@ -13,10 +13,13 @@ import { ROLL_DICE } from "./tools.js";
 /** Whether a call needs approval: always, never, or by its arguments. */
 export type ApprovalRule = boolean | ((args: unknown) => boolean);
 
-/** How the human decided: approved, denied (by the owner or a stop of the turn), or nobody in time. */
+/**
+ * How the human decided: approved, denied (by the owner, a stop of the turn, or the turn's end),
+ * or nobody in time. (The decider's values: approvalDecidedBy in src/history/thread-log.ts.)
+ */
 export type ApprovalDecision = {
   status: "approved" | "denied" | "expired";
-  decidedBy: "user" | "stop" | "expiry" | null;
+  decidedBy: "user" | "stop" | "expiry" | "turn-ended" | null;
   reason: string | null;
 };
 
@@ -58,7 +61,9 @@ function notRun(toolName: string, decision: ApprovalDecision) {
       ? "nobody approved it before the approval expired"
       : decision.decidedBy === "stop"
         ? "the user stopped the turn"
-        : "the user denied it";
+        : decision.decidedBy === "turn-ended"
+          ? "the turn ended before anyone decided"
+          : "the user denied it";
   return {
     ran: false,
     approval: decision.status,

@@ -11,6 +11,7 @@ import {
   listApprovals,
 } from "../history/approvals.js";
 import { safeString } from "../history/safe-text.js";
+import { approvalDecidedBy } from "../history/thread-log.js";
 import { logger } from "../platform/logger.js";
 import type { ApiDeps, SendEvent } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
@@ -51,10 +52,10 @@ const approvalSchema = z
     toolName: z.string(),
     arguments: z.unknown().meta({ description: "The call's arguments, as the model gave them." }),
     status: approvalStatus,
-    decidedBy: z
-      .enum(["user", "stop", "expiry"])
-      .nullable()
-      .meta({ description: "Who decided: the owner, a stop of the turn (denied), or the expiry." }),
+    decidedBy: approvalDecidedBy.nullable().meta({
+      description:
+        "Who decided: the owner, a stop of the turn (denied), the expiry, or the turn's failure or cancellation (denied).",
+    }),
     reason: z.string().nullable(),
     requestedAt: z.iso.datetime(),
     expiresAt: z.iso.datetime(),

@@ -1,3 +1,4 @@
+import type { ApprovalDecidedBy } from "./thread-log.js";
 /**
  * The statements of approvals.ts: tool calls awaiting a human decision (table tool_approvals,
  * migration 0017). Each write is one statement of a database function (src/history/schema/functions)
@@ -54,7 +55,7 @@ export type ApprovalRow = {
   tool_name: string;
   arguments: unknown;
   status: "pending" | "approved" | "denied" | "expired";
-  decided_by: "user" | "stop" | "expiry" | null;
+  decided_by: ApprovalDecidedBy | null;
   reason: string | null;
   request_id: string | null;
   requested_at: Date;

@@ -1,6 +1,7 @@
 import type pg from "pg";
 import { v5 as uuidv5 } from "uuid";
 import * as sql from "./approvals-sql.js";
+import type { ApprovalDecidedBy } from "./thread-log.js";
 
 /**
  * Tool calls awaiting a human decision (docs/approvals.md). The row is the truth: a turn records
@@ -34,7 +35,7 @@ export type Approval = {
   toolName: string;
   arguments: unknown;
   status: ApprovalStatus;
-  decidedBy: "user" | "stop" | "expiry" | null;
+  decidedBy: ApprovalDecidedBy | null;
   reason: string | null;
   requestedAt: string;
   expiresAt: string;

@@ -59,6 +59,13 @@ const agentKitPartMetadata = z.object({
 });
 const agentKitDelta = z.looseObject({ partId: z.string(), messageId: z.string(), delta: z.string() });
 
+/**
+ * Who settled a tool call's approval: its owner, a stop of the turn (denied), the clock (expired),
+ * or the turn's failure or cancellation (denied: threadline_turn_ended_approvals).
+ */
+export const approvalDecidedBy = z.enum(["user", "stop", "expiry", "turn-ended"]);
+export type ApprovalDecidedBy = z.infer<typeof approvalDecidedBy>;
+
 /** A tool call awaiting a human decision, as its tool.approval.* events carry it (docs/approvals.md). */
 const toolApproval = z.object({
   approvalId: z.string(),
@@ -68,7 +75,7 @@ const toolApproval = z.object({
   toolName: z.string(),
   arguments: z.unknown(),
   status: z.enum(["pending", "approved", "denied", "expired"]),
-  decidedBy: z.enum(["user", "stop", "expiry"]).nullable(),
+  decidedBy: approvalDecidedBy.nullable(),
   reason: z.string().nullable(),
   expiresAt: z.string(),
 });
@@ -185,7 +192,7 @@ export const threadLogEvent = z.discriminatedUnion("event", [
   kind(
     "tool.approval.decided",
     toolApproval,
-    "The tool call was approved or denied (decidedBy user; or denied by a stop of the turn).",
+    "The tool call was approved or denied (decidedBy user; or denied because the turn was stopped, failed or was cancelled).",
   ),
   kind("tool.approval.expired", toolApproval, "Nobody decided before expiresAt: the tool did not run."),
 ]);

@@ -144,7 +144,7 @@ CREATE TABLE tool_approvals (
   expires_at timestamp with time zone NOT NULL,
   decided_at timestamp with time zone,
   CONSTRAINT tool_approvals_decided CHECK (((status = 'pending'::text) = (decided_at IS NULL))),
-  CONSTRAINT tool_approvals_decided_by_check CHECK ((decided_by = ANY (ARRAY['user'::text, 'stop'::text, 'expiry'::text]))),
+  CONSTRAINT tool_approvals_decided_by_check CHECK ((decided_by = ANY (ARRAY['user'::text, 'stop'::text, 'expiry'::text, 'turn-ended'::text]))),
   CONSTRAINT tool_approvals_pkey PRIMARY KEY (id),
   CONSTRAINT tool_approvals_status_check CHECK ((status = ANY (ARRAY['pending'::text, 'approved'::text, 'denied'::text, 'expired'::text]))),
   CONSTRAINT tool_approvals_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE
@@ -992,6 +992,34 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.threadline_turn_ended_approvals()
+ RETURNS trigger
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_approval tool_approvals%ROWTYPE;
+  v_event text;
+BEGIN
+  FOR v_approval IN
+    UPDATE tool_approvals a SET
+      status = CASE WHEN a.expires_at <= now() THEN 'expired' ELSE 'denied' END,
+      decided_by = CASE WHEN a.expires_at <= now() THEN 'expiry' ELSE 'turn-ended' END,
+      reason = CASE WHEN a.expires_at <= now() THEN NULL
+        ELSE 'the turn ' || CASE NEW.status WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END END,
+      decided_at = now()
+      WHERE a.thread_id = NEW.thread_id AND a.message_id = NEW.message_id AND a.status = 'pending'
+        -- Another run answering the same message (a regenerate) still may run the call.
+        AND NOT EXISTS (SELECT 1 FROM turns r
+          WHERE r.message_id = NEW.message_id AND r.status = 'running' AND r.run_id <> NEW.run_id)
+      RETURNING a.*
+  LOOP
+    v_event := CASE v_approval.status WHEN 'expired' THEN 'tool.approval.expired' ELSE 'tool.approval.decided' END;
+    PERFORM threadline_append_events(NEW.thread_id, NEW.run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', v_event || '.' || v_approval.id, 'event', v_event, 'data', threadline_approval_event(v_approval))));
+  END LOOP;
+  RETURN NEW;
+END $function$;
+
 CREATE OR REPLACE FUNCTION public.threadline_turn_retrying(p_run_id text, p_key text, p_retry jsonb)
  RETURNS bigint
  LANGUAGE plpgsql
@@ -1030,3 +1058,5 @@ CREATE TRIGGER messages_path_changed AFTER UPDATE ON public.messages REFERENCING
 CREATE TRIGGER threads_deleted AFTER DELETE ON public.threads REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION threadline_threads_deleted();
 
 CREATE TRIGGER threads_not_deleted BEFORE INSERT ON public.threads FOR EACH ROW EXECUTE FUNCTION threadline_thread_not_deleted();
+
+CREATE TRIGGER turns_ended_approvals BEFORE UPDATE OF status ON public.turns FOR EACH ROW WHEN (((old.status = 'running'::text) AND (new.status = ANY (ARRAY['failed'::text, 'cancelled'::text])))) EXECUTE FUNCTION threadline_turn_ended_approvals();
