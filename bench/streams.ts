@@ -326,16 +326,21 @@ try {
 
   const replays = await measureReplay();
   console.log(
-    `\nReplay (?after=0, request to last row at the client) ÷ a plain SELECT of the same rows, medians of ${REPLAY_ROUNDS} paired rounds (target ≤ ${REPLAY_TARGET}× at 1,000 and 5,000 rows):`,
+    `\nReplay (?after=0, request to last row at the client) ÷ a plain SELECT of the same rows, ${REPLAY_ROUNDS} paired rounds: medians, and p10 / p50 / p90 of each round's ratio (target ≤ ${REPLAY_TARGET}× at 1,000 and 5,000 rows):`,
   );
+  const ratios = (replay: number[], select: number[]) => {
+    const paired = replay.map((ms, i) => ms / select[i]!);
+    return [10, 50, 90].map((p) => `${percentile(paired, p).toFixed(2)}×`).join(" / ");
+  };
   printTable(
-    ["rows", "SELECT ms", ...variants.flatMap((v) => [`${v.name} ms`, `${v.name} ÷ SELECT`])],
+    ["rows", "SELECT ms", ...variants.flatMap((v) => [`${v.name} ms`, `${v.name} ÷ SELECT`, "p10 / p50 / p90"])],
     replays.map(({ rows, select, replay }) => [
       rows.toLocaleString("en"),
       median(select).toFixed(2),
       ...variants.flatMap((v) => [
         median(replay.get(v.name)!).toFixed(2),
         `${(median(replay.get(v.name)!) / median(select)).toFixed(2)}×`,
+        ratios(replay.get(v.name)!, select),
       ]),
     ]),
     1,
