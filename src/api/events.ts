@@ -19,7 +19,10 @@ import { TooManyStreams } from "./errors.js";
 import { apiErrors } from "./openapi.js";
 import { validate } from "./validate.js";
 
-/** Events one database read sends at most; a longer backlog is read page by page. */
+/**
+ * Events one database read of a UI message stream (ui-chat.ts) sends at most; a longer backlog is
+ * read page by page. This route's pages are the feeds' (src/stream/thread-feeds.ts).
+ */
 export const EVENT_PAGE_SIZE = 500;
 
 /** A comment line this often keeps proxies from closing a quiet stream. */
