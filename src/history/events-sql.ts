@@ -86,17 +86,20 @@ export type SelectOwnedEventsAfterRow = OwnedEventsAfterRow;
  * how many rows the page holds and how many were read (fewer held: the page is full), the first
  * and last id, and whether every row has its data_text (false: the page is read again as rows,
  * see readThreadEventFrames). string_agg takes the rows in the order of the sorted subquery, as
- * PostgreSQL's documentation allows with no join or grouping between them; an ORDER BY in the aggregate would
- * sort the page again, frames and all (half the read's time at 5,000 rows).
+ * PostgreSQL's documentation allows with no join or grouping between them; an ORDER BY in the
+ * aggregate would sort the page again, frames and all (half the read's time at 5,000 rows).
  */
 const framesOf = (owner: string, after: string, rows: string, bytes: string) => `
   SELECT (SELECT t.created_at::text FROM threads t WHERE t.id = $1 AND ${owner}) AS incarnation,
     count(*) FILTER (WHERE p.within)::int AS count, count(*)::int AS read,
     min(p.id) AS first_id, max(p.id) FILTER (WHERE p.within) AS last_id,
     bool_and(p.data_text IS NOT NULL) FILTER (WHERE p.within) AS complete,
-    string_agg('event: ' || p.event || E'\\ndata: ' || p.data_text || E'\\nid: ' || p.id || E'\\n\\n', '') FILTER (WHERE p.within) AS frames
+    string_agg('event: ' || p.event || E'\\ndata: ' || p.data_text || E'\\nid: ' || p.id || E'\\n\\n', '')
+      FILTER (WHERE p.within) AS frames
   FROM (
-    SELECT r.*, sum(coalesce(octet_length(r.data_text), 0)) OVER (ORDER BY r.id) - coalesce(octet_length(r.data_text), 0) < ${bytes} AS within
+    SELECT r.*,
+      sum(coalesce(octet_length(r.data_text), 0)) OVER (ORDER BY r.id) - coalesce(octet_length(r.data_text), 0) < ${bytes}
+        AS within
     FROM (
       SELECT x.id, x.event, x.data_text FROM thread_events x
       WHERE x.thread_id = $1 AND x.id > ${after} AND EXISTS (SELECT 1 FROM threads t WHERE t.id = $1 AND ${owner})

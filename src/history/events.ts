@@ -128,6 +128,20 @@ export type PageLimit = { rows: number; bytes: number };
 type FramesRead = { page: EventFrames | null; full: boolean };
 
 /**
+ * Rows as a page of frames, built here: rows without data_text (written before migration 0022, or
+ * see threadline_event_text).
+ */
+const framesOfRows = (rows: readonly ThreadEvent[]): EventFrames | null =>
+  rows.length === 0
+    ? null
+    : {
+        frames: rows.map((row) => `event: ${row.event}\ndata: ${JSON.stringify(row.data)}\nid: ${row.id}\n\n`).join(""),
+        count: rows.length,
+        firstId: rows[0]!.id,
+        lastId: rows.at(-1)!.id,
+      };
+
+/**
  * Reads a page of frames with `statement` (framesOf in events-sql.ts, its parameters `values`
  * then rows and bytes); a page with a row without data_text is read again as rows by `readRows`
  * (as many as the page held). incarnation null: the thread is not the owner's.
@@ -152,17 +166,6 @@ async function readFrames(
   const page = { frames: row.frames!, count: row.count, firstId: Number(row.first_id), lastId: Number(row.last_id) };
   return { incarnation: row.incarnation, page, full: row.count < row.read || row.read === limit.rows };
 }
-
-/** Rows as a page of frames, built here: rows without data_text (before migration 0022, or see threadline_event_text). */
-const framesOfRows = (rows: readonly ThreadEvent[]): EventFrames | null =>
-  rows.length === 0
-    ? null
-    : {
-        frames: rows.map((row) => `event: ${row.event}\ndata: ${JSON.stringify(row.data)}\nid: ${row.id}\n\n`).join(""),
-        count: rows.length,
-        firstId: rows[0]!.id,
-        lastId: rows.at(-1)!.id,
-      };
 
 /**
  * readThreadEventsAfter as a page of frames, which the database builds in the read: the app
