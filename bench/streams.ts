@@ -7,7 +7,9 @@
  *    the thread's feed → GET /api/threads/:id/events. Target: ≤ 25 ms p50, ≤ 50 ms p95.
  * 2. Replay: a reconnect (?after=0) of a thread holding 100 / 1,000 / 5,000 rows, from the request
  *    to its last row at the client, ÷ a plain SELECT of the same rows through the same pool,
- *    paired rounds. Target: ≤ 1.2× at 1,000 and 5,000 rows.
+ *    paired rounds (p10 / p50 / p90 of the rounds' ratios). Target: ≤ 1.2× at 1,000 and 5,000
+ *    rows. Beside it, the floor of any replay over HTTP: a bare node:http server's one frame, read
+ *    by the same client, and the replay ÷ (SELECT + that floor).
  * 3. Shares: does one user holding every stream they may open slow another user's requests down?
  *    Another user's GET /api/threads latency is measured idle and while one user holds their
  *    share of event streams (STREAM_MAX_PER_USER, default 16, each on its own thread, the worst
@@ -239,8 +241,25 @@ async function measureFirstToken(): Promise<Map<string, number[]>> {
   return latencies;
 }
 
-/** Replay: per size, REPLAY_ROUNDS paired rounds of a plain SELECT and each variant's replay, order rotating. */
-async function measureReplay(): Promise<{ rows: number; select: number[]; replay: Map<string, number[]> }[]> {
+/**
+ * The floor under any replay over HTTP: a bare node:http server answering one frame, read by the
+ * same client the same way (a new connection each time, as a reconnect is).
+ */
+const bareHttp = createServer((_, response) => {
+  response.writeHead(200, { "content-type": "text/event-stream" });
+  response.write("event: bench\ndata: {}\nid: 1\n\n");
+});
+bareHttp.listen(0, "127.0.0.1");
+await new Promise((resolve) => bareHttp.once("listening", resolve));
+const bareHttpUrl = `http://127.0.0.1:${(bareHttp.address() as AddressInfo).port}/`;
+
+/**
+ * Replay: per size, REPLAY_ROUNDS paired rounds of a plain SELECT, the bare HTTP floor and each
+ * variant's replay, order rotating.
+ */
+async function measureReplay(): Promise<
+  { rows: number; select: number[]; http: number[]; replay: Map<string, number[]> }[]
+> {
   const results = [];
   for (const rows of REPLAY_ROWS) {
     const threadId = randomUUID();
@@ -268,13 +287,11 @@ async function measureReplay(): Promise<{ rows: number; select: number[]; replay
       if (rowCount !== rows) throw new Error(`the SELECT read ${rowCount} rows, not ${rows}`);
       return performance.now() - started;
     };
-    const replay = async (variant: Variant) => {
+    /** Reads `url` until `rows` frames arrived: the time from the request to the last. */
+    const replay = async (url: string, rows: number) => {
       const controller = new AbortController();
       const started = performance.now();
-      const response = await fetch(`${variant.base}/api/threads/${threadId}/events?after=0`, {
-        headers: as("bench-replay"),
-        signal: controller.signal,
-      });
+      const response = await fetch(url, { headers: as("bench-replay"), signal: controller.signal });
       const reader = response.body!.getReader();
       // Frames end with a blank line (no raw line break inside a frame's data): count "\n\n".
       let frames = 0;
@@ -296,15 +313,26 @@ async function measureReplay(): Promise<{ rows: number; select: number[]; replay
       await reader.cancel().catch(() => undefined);
       return elapsed;
     };
-    const measured = { rows, select: [] as number[], replay: new Map(variants.map((v) => [v.name, [] as number[]])) };
+    const measured = {
+      rows,
+      select: [] as number[],
+      http: [] as number[],
+      replay: new Map(variants.map((v) => [v.name, [] as number[]])),
+    };
     for (let round = 0; round < REPLAY_WARMUP + REPLAY_ROUNDS; round += 1) {
-      const order: (Variant | null)[] = [null, ...variants];
+      const order: (Variant | "select" | "http")[] = ["select", "http", ...variants];
       // Rotating who goes first, so no side always runs on a warmer cache.
       const rotated = [...order.slice(round % order.length), ...order.slice(0, round % order.length)];
       for (const side of rotated) {
-        const ms = side === null ? await select() : await replay(side);
+        const ms =
+          side === "select"
+            ? await select()
+            : side === "http"
+              ? await replay(bareHttpUrl, 1)
+              : await replay(`${side.base}/api/threads/${threadId}/events?after=0`, rows);
         if (round < REPLAY_WARMUP) continue;
-        if (side === null) measured.select.push(ms);
+        if (side === "select") measured.select.push(ms);
+        else if (side === "http") measured.http.push(ms);
         else measured.replay.get(side.name)!.push(ms);
       }
     }
@@ -326,19 +354,34 @@ try {
 
   const replays = await measureReplay();
   console.log(
-    `\nReplay (?after=0, request to last row at the client) ÷ a plain SELECT of the same rows, medians of ${REPLAY_ROUNDS} paired rounds (target ≤ ${REPLAY_TARGET}× at 1,000 and 5,000 rows):`,
+    `\nReplay (?after=0, request to last row at the client) ÷ a plain SELECT of the same rows, ${REPLAY_ROUNDS} paired rounds: medians, and p10 / p50 / p90 of each round's ratio (target ≤ ${REPLAY_TARGET}× at 1,000 and 5,000 rows):`,
   );
+  const ratios = (replay: number[], select: number[]) => {
+    const paired = replay.map((ms, i) => ms / select[i]!);
+    return [10, 50, 90].map((p) => `${percentile(paired, p).toFixed(2)}×`).join(" / ");
+  };
   printTable(
-    ["rows", "SELECT ms", ...variants.flatMap((v) => [`${v.name} ms`, `${v.name} ÷ SELECT`])],
-    replays.map(({ rows, select, replay }) => [
+    [
+      "rows",
+      "SELECT ms",
+      "HTTP floor ms",
+      ...variants.flatMap((v) => [`${v.name} ms`, `${v.name} ÷ SELECT`, "p10 / p50 / p90", "÷ (SELECT + HTTP floor)"]),
+    ],
+    replays.map(({ rows, select, http, replay }) => [
       rows.toLocaleString("en"),
       median(select).toFixed(2),
+      median(http).toFixed(2),
       ...variants.flatMap((v) => [
         median(replay.get(v.name)!).toFixed(2),
         `${(median(replay.get(v.name)!) / median(select)).toFixed(2)}×`,
+        ratios(replay.get(v.name)!, select),
+        `${(median(replay.get(v.name)!) / (median(select) + median(http))).toFixed(2)}×`,
       ]),
     ]),
     1,
+  );
+  console.log(
+    "HTTP floor: a bare node:http server answering one frame, read by the same client (a new connection each time).",
   );
   console.log("");
 
@@ -464,6 +507,8 @@ try {
   for (const variant of variants) await variant.close();
   provider.closeAllConnections();
   await new Promise((resolve) => provider.close(resolve));
+  bareHttp.closeAllConnections();
+  await new Promise((resolve) => bareHttp.close(resolve));
   await events.close();
   await writerPool.end();
   server.closeAllConnections();

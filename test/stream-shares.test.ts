@@ -105,7 +105,7 @@ describe("fair shares of the live streams", () => {
     // Every read the joining streams started has settled (a join during a read is one more read).
     const deadline = Date.now() + 5_000;
     while (busy.queries > 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 10));
-    const reads = () => queries.filter((text) => text === eventsSql.selectOwnedEventsAfter).length;
+    const reads = () => queries.filter((text) => text === eventsSql.selectOwnedEventFramesAfter).length;
     const before = reads();
     await appendEvents(bed.db.pool, {
       threadId,

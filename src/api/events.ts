@@ -4,7 +4,6 @@ import { streamSSE } from "hono/streaming";
 import { z } from "zod";
 import { callerId, type AuthEnv } from "../auth/identity.js";
 import { HistoryRefusal } from "../history/errors.js";
-import type { ThreadEvent } from "../history/events.js";
 import {
   CLIENT_KINDS,
   THREAD_DELETED,
@@ -20,7 +19,10 @@ import { TooManyStreams } from "./errors.js";
 import { apiErrors } from "./openapi.js";
 import { validate } from "./validate.js";
 
-/** Events one database read sends at most; a longer backlog is read page by page. */
+/**
+ * Events one database read of a UI message stream (ui-chat.ts) sends at most; a longer backlog is
+ * read page by page. This route's pages are the feeds' (src/stream/thread-feeds.ts).
+ */
 export const EVENT_PAGE_SIZE = 500;
 
 /** A comment line this often keeps proxies from closing a quiet stream. */
@@ -52,13 +54,6 @@ const eventId = (name: string) =>
 const threadParams = z.object({ threadId: z.uuid({ error: "threadId must be a UUID" }) });
 const eventsQuery = z.object({ after: eventId("after").optional() });
 const eventsHeaders = z.object({ "last-event-id": eventId("Last-Event-ID").optional() });
-
-/**
- * Rows as Server-Sent Events, byte for byte what hono's writeSSE writes for each (`event`, `data`,
- * `id` lines; JSON holds no line break), in one string: a page is one write to the response.
- */
-const sseFrames = (rows: readonly ThreadEvent[]): string =>
-  rows.map((row) => `event: ${row.event}\ndata: ${JSON.stringify(row.data)}\nid: ${row.id}\n\n`).join("");
 
 /** A slot for the caller's new stream (release it when the stream ends, or when the request is refused after all), or the 429 that refuses it. */
 export function takeStreamSlot(slots: StreamSlots, userId: string): { release: () => void } {
@@ -127,8 +122,9 @@ export function eventRoutes({ feeds, slots }: ApiDeps & StreamDeps, heartbeatMs 
               const delivery = await follower.next(heartbeatMs);
               if (delivery === null) {
                 await stream.write(": heartbeat\n\n");
-              } else if ("events" in delivery) {
-                await stream.write(sseFrames(delivery.events));
+              } else if ("frames" in delivery) {
+                // A page as the database built it (src/history/events.ts): one write.
+                await stream.write(delivery.frames.frames);
               } else if ("deleted" in delivery) {
                 await stream.writeSSE({ event: THREAD_DELETED, data: JSON.stringify({ threadId }) });
                 return;

@@ -76,6 +76,64 @@ export const selectOwnedEventsAfter = ownedEventsAfter(
 );
 export type SelectOwnedEventsAfterRow = OwnedEventsAfterRow;
 
+/**
+ * A page of thread $1's log after id `after`, `rows` rows at most, as one value: the Server-Sent
+ * Events a stream sends for them, byte for byte what hono's writeSSE writes for each row (`event`,
+ * `data`, `id` lines; the JSON holds no line break), read only while the thread is its owner's
+ * (`owner`: the condition on `t`). The page ends before the row that would start past `bytes` of
+ * data_text (the first row is always in it), so a page of large rows stays bounded. One row
+ * always: the thread's incarnation (NULL: not, or no longer, that owner's thread, and no rows),
+ * how many rows the page holds and how many were read (fewer held: the page is full), the first
+ * and last id, and whether every row has its data_text (false: the page is read again as rows,
+ * see readThreadEventFrames). string_agg takes the rows in the order of the sorted subquery, as
+ * PostgreSQL's documentation allows with no join or grouping between them; an ORDER BY in the
+ * aggregate would sort the page again, frames and all (half the read's time at 5,000 rows).
+ */
+const framesOf = (owner: string, after: string, rows: string, bytes: string) => `
+  SELECT (SELECT t.created_at::text FROM threads t WHERE t.id = $1 AND ${owner}) AS incarnation,
+    count(*) FILTER (WHERE p.within)::int AS count, count(*)::int AS read,
+    min(p.id) AS first_id, max(p.id) FILTER (WHERE p.within) AS last_id,
+    bool_and(p.data_text IS NOT NULL) FILTER (WHERE p.within) AS complete,
+    string_agg('event: ' || p.event || E'\\ndata: ' || p.data_text || E'\\nid: ' || p.id || E'\\n\\n', '')
+      FILTER (WHERE p.within) AS frames
+  FROM (
+    SELECT r.*,
+      sum(coalesce(octet_length(r.data_text), 0)) OVER (ORDER BY r.id) - coalesce(octet_length(r.data_text), 0) < ${bytes}
+        AS within
+    FROM (
+      SELECT x.id, x.event, x.data_text FROM thread_events x
+      WHERE x.thread_id = $1 AND x.id > ${after} AND EXISTS (SELECT 1 FROM threads t WHERE t.id = $1 AND ${owner})
+      ORDER BY x.id
+      LIMIT ${rows}
+    ) r
+  ) p`;
+/** A page as framesOf reads it (bigint ids arrive as text). */
+export type EventFramesRow = { incarnation: string | null } & (
+  | { count: 0; read: 0; first_id: null; last_id: null; complete: null; frames: null }
+  | { count: number; read: number; first_id: string; last_id: string; complete: boolean; frames: string | null }
+);
+
+/**
+ * selectThreadEventsAfter as a page of frames (framesOf): the user's ($2) thread ($1) and its
+ * events after id $3, $4 rows and $5 bytes at most; incarnation NULL: not the user's thread, or none.
+ */
+export const selectThreadEventFramesAfter = framesOf("t.user_id = $2", "$3", "$4", "$5");
+/** The prepared name of selectThreadEventFramesAfter: a reconnect's read, planned once per connection. */
+export const selectThreadEventFramesAfterName = "events.thread-frames";
+
+/**
+ * selectOwnedEventsAfter as a page of frames (framesOf): the events after id $4 of thread $1 as
+ * long as it is still user $2's thread of incarnation $3, $5 rows and $6 bytes at most.
+ */
+export const selectOwnedEventFramesAfter = framesOf(
+  "t.user_id = $2 AND t.created_at = $3::timestamptz",
+  "$4",
+  "$5",
+  "$6",
+);
+/** The prepared name of selectOwnedEventFramesAfter: a live stream's read. */
+export const selectOwnedEventFramesAfterName = "events.owned-frames";
+
 /** Deletes up to $2 events written before $1 (oldest first); returns how many. */
 export const deleteEventsBefore = `
   WITH old AS (

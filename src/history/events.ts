@@ -78,7 +78,7 @@ export type OwnedThread = { threadId: string; ownerId: string; incarnation: stri
  * The user's thread as a stream follows it, with its events after `afterId` (in id order, at most
  * `limit`), in one read; undefined for another user's thread and for none at all.
  */
-export async function readThreadEventsAfter(
+async function readThreadEventsAfter(
   db: pg.Pool,
   input: { threadId: string; userId: string; afterId: number; limit: number },
 ): Promise<{ thread: OwnedThread; events: ThreadEvent[] } | undefined> {
@@ -97,7 +97,7 @@ export async function readThreadEventsAfter(
  * The thread's events after `afterId`, in id order, at most `limit`, read only while it is still
  * the same owner's same thread: `present` false once it was deleted (whatever now has its id).
  */
-export async function readOwnedEventsAfter(
+async function readOwnedEventsAfter(
   db: pg.Pool,
   thread: OwnedThread,
   afterId: number,
@@ -112,6 +112,123 @@ export async function readOwnedEventsAfter(
   ]);
   const events = rows.flatMap((row) => (row.id === null ? [] : [toThreadEvent(row)]));
   return { present: rows[0]!.present, events };
+}
+
+/**
+ * A page of a thread's log as its event stream sends it: `frames` holds one Server-Sent Event per
+ * row (`event`, `data`, `id` lines, as hono's writeSSE writes them), `count` rows from `firstId`
+ * to `lastId`, in id order.
+ */
+export type EventFrames = { frames: string; count: number; firstId: number; lastId: number };
+
+/** How much one page holds at most: rows, and bytes of payload (the first row whatever its size). */
+export type PageLimit = { rows: number; bytes: number };
+
+/** A page read: null when nothing came after the resume point; `full` when more may follow it. */
+type FramesRead = { page: EventFrames | null; full: boolean };
+
+/**
+ * Rows as a page of frames, built here: rows without data_text (written before migration 0022, or
+ * see threadline_event_text).
+ */
+const framesOfRows = (rows: readonly ThreadEvent[]): EventFrames | null =>
+  rows.length === 0
+    ? null
+    : {
+        frames: rows.map((row) => `event: ${row.event}\ndata: ${JSON.stringify(row.data)}\nid: ${row.id}\n\n`).join(""),
+        count: rows.length,
+        firstId: rows[0]!.id,
+        lastId: rows.at(-1)!.id,
+      };
+
+/**
+ * Reads a page of frames with `statement` (framesOf in events-sql.ts, its parameters `values`
+ * then rows and bytes); a page with a row without data_text is read again as rows by `readRows`
+ * (as many as the page held). incarnation null: the thread is not the owner's.
+ */
+async function readFrames(
+  db: pg.Pool,
+  statement: { name: string; text: string; values: unknown[] },
+  limit: PageLimit,
+  readRows: (rows: number) => Promise<{ incarnation: string | null; events: ThreadEvent[] }>,
+): Promise<{ incarnation: string | null } & FramesRead> {
+  const { rows } = await db.query<sql.EventFramesRow>({
+    name: statement.name,
+    text: statement.text,
+    values: [...statement.values, limit.rows, limit.bytes],
+  });
+  const row = rows[0]!;
+  if (row.incarnation === null || row.count === 0) return { incarnation: row.incarnation, page: null, full: false };
+  if (!row.complete) {
+    const { incarnation, events } = await readRows(row.count);
+    return { incarnation, page: framesOfRows(events), full: events.length === row.count };
+  }
+  const page = { frames: row.frames!, count: row.count, firstId: Number(row.first_id), lastId: Number(row.last_id) };
+  return { incarnation: row.incarnation, page, full: row.count < row.read || row.read === limit.rows };
+}
+
+/**
+ * readThreadEventsAfter as a page of frames, which the database builds in the read: the app
+ * writes one value instead of parsing and printing each row.
+ */
+export async function readThreadEventFrames(
+  db: pg.Pool,
+  input: { threadId: string; userId: string; afterId: number; limit: PageLimit },
+): Promise<({ thread: OwnedThread } & FramesRead) | undefined> {
+  const { threadId, userId, afterId, limit } = input;
+  const { incarnation, ...read } = await readFrames(
+    db,
+    {
+      name: sql.selectThreadEventFramesAfterName,
+      text: sql.selectThreadEventFramesAfter,
+      values: [threadId, userId, afterId],
+    },
+    limit,
+    async (rows) => {
+      const found = await readThreadEventsAfter(db, { threadId, userId, afterId, limit: rows });
+      return { incarnation: found?.thread.incarnation ?? null, events: found?.events ?? [] };
+    },
+  );
+  return incarnation === null ? undefined : { thread: { threadId, ownerId: userId, incarnation }, ...read };
+}
+
+/** readOwnedEventsAfter as a page of frames, as readThreadEventFrames. */
+export async function readOwnedEventFrames(
+  db: pg.Pool,
+  thread: OwnedThread,
+  afterId: number,
+  limit: PageLimit,
+): Promise<{ present: boolean } & FramesRead> {
+  const { incarnation, ...read } = await readFrames(
+    db,
+    {
+      name: sql.selectOwnedEventFramesAfterName,
+      text: sql.selectOwnedEventFramesAfter,
+      values: [thread.threadId, thread.ownerId, thread.incarnation, afterId],
+    },
+    limit,
+    async (rows) => {
+      const found = await readOwnedEventsAfter(db, thread, afterId, rows);
+      return { incarnation: found.present ? thread.incarnation : null, events: found.events };
+    },
+  );
+  return { present: incarnation !== null, ...read };
+}
+
+/** The frames of `page` after id `afterId` (null: none), for a reader that already has the rows up to it. */
+export function framesAfter(page: EventFrames, afterId: number): EventFrames | null {
+  if (afterId >= page.lastId) return null;
+  if (afterId < page.firstId) return page;
+  // Each frame ends with its id line and a blank line; no other line break is in a frame.
+  let start = 0;
+  let count = page.count;
+  for (;;) {
+    const end = page.frames.indexOf("\n\n", start);
+    const id = Number(page.frames.slice(page.frames.lastIndexOf("\nid: ", end) + "\nid: ".length, end));
+    if (id > afterId) return { frames: page.frames.slice(start), count, firstId: id, lastId: page.lastId };
+    start = end + 2;
+    count -= 1;
+  }
 }
 
 /** The time before which events are pruned, fixed once per pruning run. */

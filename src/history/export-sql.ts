@@ -143,7 +143,10 @@ export const insertSummary = `INSERT INTO thread_summaries (thread_id, covers_th
 
 export const insertAgentState = `INSERT INTO agent_thread_state (thread_id, agent_name, data, updated_at) VALUES ($1, $2, $3, $4)`;
 
-export const insertEvent = `INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`;
+/** An imported event-log row, with its payload as the stream sends it (threadline_event_text). */
+export const insertEvent = `
+  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text, created_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, threadline_event_text($7::jsonb), $8)`;
 
 export const insertFeedback = `
   INSERT INTO message_feedback (message_id, thread_id, user_id, rating, comment, created_at, updated_at)

@@ -1,11 +1,18 @@
 import type pg from "pg";
-import { readOwnedEventsAfter, readThreadEventsAfter, type OwnedThread, type ThreadEvent } from "../history/events.js";
+import {
+  framesAfter,
+  readOwnedEventFrames,
+  readThreadEventFrames,
+  type EventFrames,
+  type OwnedThread,
+  type PageLimit,
+} from "../history/events.js";
 import type { EventNotifier } from "./notifier.js";
 
 /** What a follower of a thread gets next. */
 type FeedDelivery =
-  /** New rows of the thread's log, in id order, each once. */
-  | { events: ThreadEvent[] }
+  /** New rows of the thread's log as the stream sends them, in id order, each once. */
+  | { frames: EventFrames }
   /** The thread is gone (deleted, or deleted and created again): nothing more comes. */
   | { deleted: true }
   /** The follower fell more than the feed's queue bound behind: it should resume from its last row. */
@@ -34,8 +41,12 @@ export type ThreadFeeds = {
   readonly feeds: number;
 };
 
-/** Rows one read returns at most; a longer backlog is read page by page. */
-const FEED_PAGE_SIZE = 500;
+/**
+ * What one read returns at most; a longer backlog is read page by page. A page is one value the
+ * database builds and one write to each client: a reconnect's replay of up to FEED_MAX_QUEUED
+ * rows is one read, as a plain SELECT of them is (issue 19).
+ */
+const FEED_PAGE: PageLimit = { rows: 5_000, bytes: 4 * 1024 * 1024 };
 
 /** Rows a follower may have waiting unwritten before it is told it is behind (a stalled client). */
 const FEED_MAX_QUEUED = 5_000;
@@ -64,12 +75,12 @@ type Follower = {
 export function createThreadFeeds({
   db,
   events,
-  pageSize = FEED_PAGE_SIZE,
+  pageLimit = FEED_PAGE,
   maxQueued = FEED_MAX_QUEUED,
 }: {
   db: pg.Pool;
   events: EventNotifier;
-  pageSize?: number;
+  pageLimit?: PageLimit;
   maxQueued?: number;
 }): ThreadFeeds {
   const feeds = new Map<string, Feed>();
@@ -85,9 +96,9 @@ export function createThreadFeeds({
 
   const deliver = (follower: Follower, delivery: FeedDelivery) => {
     if (follower.done) return;
-    if ("events" in delivery) {
-      follower.last = delivery.events.at(-1)!.id;
-      follower.queued += delivery.events.length;
+    if ("frames" in delivery) {
+      follower.last = delivery.frames.lastId;
+      follower.queued += delivery.frames.count;
       if (follower.queued > maxQueued) {
         follower.queue = [{ behind: true }];
         follower.done = true;
@@ -104,18 +115,19 @@ export function createThreadFeeds({
     if (followers.length === 0) return;
     let from = Math.min(...followers.map((follower) => follower.last));
     for (;;) {
-      const page = await readOwnedEventsAfter(db, feed.thread, from, pageSize);
-      if (!page.present) {
+      const { present, page, full } = await readOwnedEventFrames(db, feed.thread, from, pageLimit);
+      if (!present) {
         feed.gone = true;
         for (const follower of followers) deliver(follower, { deleted: true });
         return;
       }
+      if (!page) return;
       for (const follower of followers) {
-        const fresh = page.events.filter((event) => event.id > follower.last);
-        if (fresh.length > 0) deliver(follower, { events: fresh });
+        const fresh = framesAfter(page, follower.last);
+        if (fresh) deliver(follower, { frames: fresh });
       }
-      if (page.events.length < pageSize) return;
-      from = page.events.at(-1)!.id;
+      if (!full) return;
+      from = page.lastId;
     }
   };
 
@@ -159,9 +171,9 @@ export function createThreadFeeds({
       const stopListening = await events.subscribe(threadId, () => {
         missed = true;
       });
-      let first: Awaited<ReturnType<typeof readThreadEventsAfter>>;
+      let first: Awaited<ReturnType<typeof readThreadEventFrames>>;
       try {
-        first = await readThreadEventsAfter(db, { threadId, userId, afterId, limit: pageSize });
+        first = await readThreadEventFrames(db, { threadId, userId, afterId, limit: pageLimit });
       } catch (error) {
         stopListening();
         throw error;
@@ -193,7 +205,7 @@ export function createThreadFeeds({
       const joined = feed;
       const follower: Follower = { last: afterId, queue: [], queued: 0, wake: () => undefined, done: false };
       // Queued before joining: a read of the feed meanwhile hands this follower only what comes after.
-      if (first.events.length > 0) deliver(follower, { events: first.events });
+      if (first.page) deliver(follower, { frames: first.page });
       joined.followers.add(follower);
       try {
         await joined.listening;
@@ -204,13 +216,13 @@ export function createThreadFeeds({
         stopListening();
       }
       // The feed reads on only when the backlog is longer than a page or something committed since the first read.
-      if (missed || first.events.length === pageSize) void read(joined);
+      if (missed || first.full) void read(joined);
       return {
         next: async (timeoutMs) => {
           for (;;) {
             const delivery = follower.queue.shift();
             if (delivery) {
-              if ("events" in delivery) follower.queued -= delivery.events.length;
+              if ("frames" in delivery) follower.queued -= delivery.frames.count;
               return delivery;
             }
             if (follower.done || events.closed) return { closed: true };

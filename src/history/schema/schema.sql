@@ -88,6 +88,7 @@ CREATE TABLE thread_events (
   event text NOT NULL,
   data jsonb NOT NULL,
   created_at timestamp with time zone DEFAULT now() NOT NULL,
+  data_text text,
   CONSTRAINT thread_events_pkey PRIMARY KEY (thread_id, id),
   CONSTRAINT thread_events_run_id_attempt_key_key UNIQUE (run_id, attempt, key),
   CONSTRAINT thread_events_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE
@@ -304,9 +305,10 @@ BEGIN
 
   UPDATE thread_event_counters c SET last_id = c.last_id + v_count WHERE c.thread_id = p_thread_id
     RETURNING c.last_id - v_count INTO v_first;
-  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data)
-    SELECT p_thread_id, v_first + e.ord, p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event', coalesce(e.item -> 'data', '{}'::jsonb)
-    FROM jsonb_array_elements(v_new) WITH ORDINALITY AS e(item, ord);
+  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text)
+    SELECT p_thread_id, v_first + e.ord, p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event', d.data, threadline_event_text(d.data)
+    FROM jsonb_array_elements(v_new) WITH ORDINALITY AS e(item, ord)
+    CROSS JOIN LATERAL (SELECT coalesce(e.item -> 'data', '{}'::jsonb) AS data) d;
   PERFORM pg_notify('threadline_events', p_thread_id::text || ' ' || (v_first + v_count)::text);
   RETURN v_first + v_count;
 END
@@ -524,6 +526,39 @@ BEGIN
     'key', 'tool.approval.decided.' || p_id, 'event', 'tool.approval.decided',
     'data', threadline_approval_event(v_row))));
   RETURN QUERY SELECT NULL::text, v_row;
+END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_event_text(p_data jsonb)
+ RETURNS text
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+DECLARE
+  v_parts text[];
+BEGIN
+  CASE jsonb_typeof(p_data)
+  WHEN 'object' THEN
+    SELECT array_agg(CASE WHEN e.key !~ '^[0-9]+$' THEN to_json(e.key)::text || ':' || CASE jsonb_typeof(e.value)
+        WHEN 'number' THEN CASE WHEN e.value::text !~ '[.]|[0-9]{16}' THEN e.value::text END
+        WHEN 'object' THEN threadline_event_text(e.value)
+        WHEN 'array' THEN threadline_event_text(e.value)
+        ELSE e.value::text END END)
+      INTO v_parts FROM jsonb_each(p_data) e;
+    RETURN CASE WHEN v_parts IS NULL THEN '{}' WHEN array_position(v_parts, NULL) IS NULL THEN '{' || array_to_string(v_parts, ',') || '}' END;
+  WHEN 'array' THEN
+    SELECT array_agg(CASE jsonb_typeof(e.value)
+        WHEN 'number' THEN CASE WHEN e.value::text !~ '[.]|[0-9]{16}' THEN e.value::text END
+        WHEN 'object' THEN threadline_event_text(e.value)
+        WHEN 'array' THEN threadline_event_text(e.value)
+        ELSE e.value::text END)
+      INTO v_parts FROM jsonb_array_elements(p_data) e;
+    RETURN CASE WHEN v_parts IS NULL THEN '[]' WHEN array_position(v_parts, NULL) IS NULL THEN '[' || array_to_string(v_parts, ',') || ']' END;
+  WHEN 'number' THEN
+    RETURN CASE WHEN p_data::text !~ '[.]|[0-9]{16}' THEN p_data::text END;
+  ELSE
+    RETURN p_data::text;
+  END CASE;
 END
 $function$;
 

@@ -3,8 +3,9 @@
 -- already wrote. The thread's row is share-locked first (a concurrent delete waits or goes first,
 -- never deadlocks with the counter), then the counter row, before looking for the keys, so two
 -- writers of the same key cannot both miss the other. NOTIFY carries the thread and the last id
--- only: listeners re-read the table. Returns the last id written (NULL: nothing written, or the
--- thread is gone).
+-- only: listeners re-read the table. Each row also keeps its payload as the stream sends it
+-- (threadline_event_text). Returns the last id written (NULL: nothing written, or the thread is
+-- gone).
 CREATE OR REPLACE FUNCTION threadline_append_events(p_thread_id uuid, p_run_id text, p_attempt integer, p_events jsonb)
 RETURNS bigint
 LANGUAGE plpgsql AS $$
@@ -31,9 +32,10 @@ BEGIN
 
   UPDATE thread_event_counters c SET last_id = c.last_id + v_count WHERE c.thread_id = p_thread_id
     RETURNING c.last_id - v_count INTO v_first;
-  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data)
-    SELECT p_thread_id, v_first + e.ord, p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event', coalesce(e.item -> 'data', '{}'::jsonb)
-    FROM jsonb_array_elements(v_new) WITH ORDINALITY AS e(item, ord);
+  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text)
+    SELECT p_thread_id, v_first + e.ord, p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event', d.data, threadline_event_text(d.data)
+    FROM jsonb_array_elements(v_new) WITH ORDINALITY AS e(item, ord)
+    CROSS JOIN LATERAL (SELECT coalesce(e.item -> 'data', '{}'::jsonb) AS data) d;
   PERFORM pg_notify('threadline_events', p_thread_id::text || ' ' || (v_first + v_count)::text);
   RETURN v_first + v_count;
 END
