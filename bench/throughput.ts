@@ -73,6 +73,8 @@ type Measured = Case & {
   appCpuMs: number;
   pgCpuMs: number | undefined;
   result: DriveResult;
+  /** The app's CPU per kind of request it served (1 in flight only). */
+  requests: Map<string, RequestCpu>;
   load: number[];
 };
 
@@ -128,7 +130,8 @@ async function measureMode(pool: pg.Pool, mode: Mode): Promise<Measured[]> {
       functions: [createChatTurn({ db: pool, model: choice }), createModelInference({ model: choice })],
       sendEvent: (event) => client.send(event),
     });
-    const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+    const perRequest = requestCpu();
+    const server = serve({ fetch: perRequest.wrap(app.fetch), port: 0, hostname: "127.0.0.1" }) as Server;
     await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
     const appUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
     await executor.ask({ type: "register", appUrl: `${appUrl}/api/inngest` }, "registered");
@@ -160,9 +163,12 @@ async function measureMode(pool: pg.Pool, mode: Mode): Promise<Measured[]> {
         const pgBefore = await backendCpuNs(pids);
         const cpuBefore = process.cpuUsage();
         const started = performance.now();
+        // One turn at a time, requests do not overlap: each one's CPU is its own.
+        if (c.inFlight === 1) perRequest.start();
         const result = await drive(c, threads);
         const wallMs = performance.now() - started;
         const cpu = process.cpuUsage(cpuBefore);
+        const requests = perRequest.stop();
         const pgCpuMs = backendCpuDelta(pgBefore, await backendCpuNs(await backendPids(pool)));
         sent.push(...result.turns);
         results.push({
@@ -172,6 +178,7 @@ async function measureMode(pool: pg.Pool, mode: Mode): Promise<Measured[]> {
           appCpuMs: (cpu.user + cpu.system) / 1000,
           pgCpuMs,
           result,
+          requests,
           load: os.loadavg(),
         });
         console.log(
@@ -218,6 +225,44 @@ function startExecutor() {
         child.once("exit", () => resolve());
         child.send({ type: "stop" } satisfies ToExecutor);
       }),
+  };
+}
+
+type RequestCpu = { count: number; cpuMs: number };
+
+/**
+ * The CPU of each request the app serves while started, by kind (the function a serve request
+ * runs, else the route): from the request's arrival to its response, the work it awaited included.
+ * Only meaningful while requests do not overlap.
+ */
+function requestCpu() {
+  let byKind: Map<string, RequestCpu> | undefined;
+  return {
+    start: () => {
+      byKind = new Map();
+    },
+    stop: () => {
+      const measured = byKind ?? new Map<string, RequestCpu>();
+      byKind = undefined;
+      return measured;
+    },
+    wrap:
+      (fetch: (request: Request, env: unknown) => Response | Promise<Response>) =>
+      async (request: Request, env: unknown) => {
+        const counting = byKind;
+        if (!counting) return fetch(request, env);
+        const before = process.cpuUsage();
+        const response = await fetch(request, env);
+        const cpu = process.cpuUsage(before);
+        const url = new URL(request.url);
+        const fn = url.searchParams.get("fnId")?.replace(`${inngest.id}-`, "");
+        const kind = fn ? `serve ${fn}` : `${request.method} ${url.pathname}`;
+        const entry = counting.get(kind) ?? { count: 0, cpuMs: 0 };
+        entry.count += 1;
+        entry.cpuMs += (cpu.user + cpu.system) / 1000;
+        counting.set(kind, entry);
+        return response;
+      },
   };
 }
 
@@ -369,6 +414,25 @@ function printResults(measured: Measured[]) {
         m.load[0]!.toFixed(2),
       ];
     }),
+    2,
+  );
+  console.log(
+    "\nThe app's CPU by kind of request, 1 in flight (requests do not overlap; a request's awaited work included):\n",
+  );
+  printTable(
+    ["mode", "request", "per turn", "CPU ms/request", "CPU ms/turn", "share of app CPU"],
+    measured
+      .filter((m) => m.requests.size > 0)
+      .flatMap((m) =>
+        [...m.requests].map(([kind, { count, cpuMs }]) => [
+          m.mode,
+          kind,
+          (count / m.turns).toFixed(1),
+          (cpuMs / count).toFixed(2),
+          (cpuMs / m.turns).toFixed(2),
+          `${((100 * cpuMs) / m.appCpuMs).toFixed(0)}%`,
+        ]),
+      ),
     2,
   );
   console.log("");
