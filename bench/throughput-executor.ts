@@ -40,7 +40,7 @@ export type TurnResult = {
   checkpoints: number;
 };
 
-/** `ops`: the steps of the drive's first turn, in order, as `<id> [<kind>]`. */
+/** `ops`: the steps of the drive's first turn, in order, as `<id> [<kind>, <memoized bytes>]`. */
 export type DriveResult = { turns: TurnResult[]; executorCpuMs: number; ops: string[] };
 
 export type ToExecutor =
@@ -112,7 +112,10 @@ async function drive(engine: EngineStandIn, model: ModelServer, request: DriveRe
     await run.ended;
     const latencyMs = performance.now() - started;
     const invoked = engine.runs.filter((r) => r.invokedBy === run);
-    if (ops.length === 0) ops = run.order.map((o) => `${o.id} [${o.kind.replace(/^step\./, "")}]`);
+    if (ops.length === 0)
+      ops = run.order.map(
+        (o) => `${o.id} [${o.kind.replace(/^step\./, "")}, ${JSON.stringify(run.steps[o.hashedId] ?? null).length} B]`,
+      );
     results.push({
       threadId: thread.threadId,
       messageId,

@@ -17,7 +17,8 @@
  * PostgreSQL's backend CPU per turn (/proc/<pid>/schedstat, when the server is local), the child's
  * CPU per turn, p50/p95 latency from the POST to the run's end, requests per turn (stand-in to
  * app), and the load average. Afterwards every thread is checked: each message sent stored once,
- * answered once, its turn completed once.
+ * answered once, its turn completed once. The npm script runs node with the app's production
+ * heap flag (--max-semi-space-size, docs/operations.md), printed at the start.
  */
 import { fork } from "node:child_process";
 import { readFile } from "node:fs/promises";
@@ -79,12 +80,16 @@ type Measured = Case & {
 };
 
 async function main() {
+  // npm run adds its npm_* variables to this process's environment; the app runs without them in
+  // production (node dist/src/main.js), and the Inngest SDK reads the whole environment on every request.
+  for (const name of Object.keys(process.env)) if (name.startsWith("npm_")) delete process.env[name];
   for (const n of [TURNS, ...IN_FLIGHT])
     if (!Number.isInteger(n) || n < 1) throw new Error(`bench: --turns and --in-flight take positive integers`);
   const { pool, close } = await openBenchDatabase();
   const measured: Measured[] = [];
   try {
-    console.log(`uptime at start: ${uptime()}`);
+    const flags = [...process.execArgv, process.env.NODE_OPTIONS ?? ""].filter((a) => a.startsWith("--max-"));
+    console.log(`uptime at start: ${uptime()}; node ${process.version} ${flags.join(" ") || "(default heap flags)"}`);
     for (const mode of MODES) measured.push(...(await measureMode(pool, mode)));
   } finally {
     await close();
