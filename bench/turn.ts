@@ -13,6 +13,8 @@
  * (b) durable: the same, each history step sending one trivial indexed statement (an INSERT for a
  *     step that writes, a SELECT for one that reads) on the same database.
  *
+ * Both floors report their steps in checkpoint mode as the turn functions do (TURN_CHECKPOINTING).
+ *
  * Each round runs turn, (a) and (b) in a rotating order, so all three meet the same load on a
  * shared machine; ratios are taken within a round and reported as p10/p50/p90. CPU is this
  * process's (app, SDK, stand-in and model server alike); PostgreSQL CPU is the on-CPU time of the
@@ -35,7 +37,7 @@ import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createModelInference, type ModelInference } from "../src/functions/model-inference.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import { CHAT_TURN_ID } from "../src/functions/turn-lifecycle.js";
+import { CHAT_TURN_ID, TURN_CHECKPOINTING } from "../src/functions/turn-lifecycle.js";
 import * as sql from "../src/history/store-sql.js";
 import { countingPool } from "../test/helpers/counting-pool.js";
 import { type EngineStandIn, startEngineStandIn, type StandInRun } from "../test/helpers/engine-stand-in.js";
@@ -242,7 +244,8 @@ function floorFunction(
   const event = `bench/floor.${name}`;
   const writes = name === "durable" ? ops.filter((op) => WRITES.test(op.id)).length : 0;
   const fn = inngest.createFunction(
-    { id: `bench-floor-${name}`, triggers: [{ event }], retries: 0 },
+    // Checkpoint mode: the floors report their steps to the executor as the turn does.
+    { id: `bench-floor-${name}`, triggers: [{ event }], retries: 0, checkpointing: TURN_CHECKPOINTING },
     async ({ event: { data }, step }) => {
       const run = String(data.run);
       let seq = 0;

@@ -63,11 +63,13 @@ export const cancelOnDeletion = [
   { event: userDeleted, if: "async.data.userId == event.data.userId" },
 ];
 
-/** Steps the SDK holds before it reports them to Inngest in checkpoint mode: more than a turn runs between its invokes. */
-const TURN_CHECKPOINT_STEPS = 10;
-
-/** The longest the SDK holds a finished step unreported in checkpoint mode. */
-const TURN_CHECKPOINT_INTERVAL = "1s";
+/**
+ * Checkpoint mode: the steps a request runs are reported to Inngest together (before the model's
+ * invoke, with the run's end, at the latest after maxInterval), not one HTTP call each. A crash in
+ * between reruns those steps, which are idempotent like any retry. bufferedSteps: more than a turn
+ * runs between its invokes.
+ */
+export const TURN_CHECKPOINTING = { bufferedSteps: 10, maxInterval: "1s" } as const;
 
 /** Middleware as a tuple, so the handler's context is typed with what each adds (inferenceStream). */
 const inOrder = <const T extends Middleware.Class[]>(...middleware: T) => middleware;
@@ -91,10 +93,7 @@ export const turnOptions = ({
   // No per-thread concurrency key: turns of a thread are ordered by the durable wait before
   // history.get (src/history/turn-waits.ts), so a stop frees the thread at once (docs/engine.md).
   retries: TURN_RETRIES,
-  // Checkpoint mode: the steps a request runs are reported to Inngest together (before the
-  // model's invoke, with the run's end, at the latest after TURN_CHECKPOINT_INTERVAL), not one
-  // HTTP call each. A crash in between reruns those steps, which are idempotent like any retry.
-  checkpointing: { bufferedSteps: TURN_CHECKPOINT_STEPS, maxInterval: TURN_CHECKPOINT_INTERVAL },
+  checkpointing: TURN_CHECKPOINTING,
   // The user's stop (POST /api/threads/:threadId/stop) ends the run; so do the thread's deletion
   // and the user's erasure.
   cancelOn: [...cancelOnStop, ...cancelOnDeletion],
