@@ -93,9 +93,10 @@ export async function runTurn(
       await history.appendUserMessage!(args);
       if (turnSkipReason(args.state)) return;
       const threadId = args.threadId!;
-      // busy interrupt or rollback: history.find-turns-to-interrupt, then (when some run)
-      // history.interrupt-turns and history.announce-interrupted, before the wait in history.get.
-      if (busy === "interrupt" || busy === "rollback")
+      // busy interrupt or rollback, when an unfinished turn was ahead as the message was stored:
+      // history.find-turns-to-interrupt, then (when some run) history.interrupt-turns and
+      // history.announce-interrupted, before the wait in history.get.
+      if ((busy === "interrupt" || busy === "rollback") && history.turnAhead())
         await interruptEarlierTurns(step, db, {
           threadId,
           userId,
@@ -110,8 +111,9 @@ export async function runTurn(
       // memory.<component>.new-message.<messageId>
       await memory.newMessage(threadId, { id: args.userMessage.id, role: "user", agentName: "user", text });
     },
-    // history.find-earlier-turn, history.wait-for-turn (rounds .2, .3, …), history.get. AgentKit
-    // calls no get for a new thread or a conversation the client sent.
+    // history.find-earlier-turn, history.wait-for-turn (rounds .2, .3, …) when an unfinished turn
+    // was ahead as the message was stored, then history.get. AgentKit calls no get for a new thread
+    // or a conversation the client sent.
     get: history.get,
     // agent-state.load: before the first agent (beforeFirstAgent, below).
     // Then, for each inference: generate-agent-ids-<k> (AgentKit), memory.<component>.context.<agent>.<k>,

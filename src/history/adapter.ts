@@ -62,6 +62,11 @@ type HistoryReadArgs = Pick<Parameters<NonNullable<HistoryConfig<StateData>["get
 export type TurnHistory = HistoryConfig<StateData> & {
   /** The load of this run (set from memoized steps, so the same on every replay). */
   load: () => HistoryLoad;
+  /**
+   * Whether an unfinished turn was ahead of this one when its message was stored; true too before
+   * that, and for a start memoized before the statement reported it (memoized: same on every replay).
+   */
+  turnAhead: () => boolean;
 };
 
 /**
@@ -100,8 +105,10 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
     if (!started) throw new Error("history.get ran before the user message was stored");
     // An empty client conversation is still the client's word: nothing is read.
     if (started.status === "skipped" || turn.clientMessages !== undefined) return [];
-    // The earlier turns of the thread finish first, so their answers are part of what is read.
-    const { skipReason } = await waitForEarlierTurns(step, db, turn.runId);
+    // The earlier turns of the thread finish first, so their answers are part of what is read. With
+    // none ahead when the message was stored (under the thread's lock), there is nothing to look for.
+    // A start memoized before the begin statement reported it (a run in flight over a deploy) looks.
+    const { skipReason } = started.turnAhead === false ? {} : await waitForEarlierTurns(step, db, turn.runId);
     if (skipReason) {
       started = { ...started, status: "skipped", skipReason };
       // Two chat runs of one message share its first variant: the other run stored it.
@@ -140,6 +147,8 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
 
   return {
     load: () => loaded,
+
+    turnAhead: () => started?.turnAhead !== false,
 
     // A new thread takes its first message's id: a re-run of the same event finds the same thread.
     // No database work: append-user-message creates or checks the thread with the message.

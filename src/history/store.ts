@@ -25,6 +25,11 @@ export type TurnStart = {
   /** "skipped": the message already has its answer (a re-run), or left the current path. */
   status: "running" | "skipped";
   skipReason?: string;
+  /**
+   * An unfinished turn of the thread was ahead of this one when it began (threadline_begin_turn,
+   * under the thread's lock): false, the turn has nothing to wait for and skips the lookup.
+   */
+  turnAhead: boolean;
 };
 
 export async function transaction<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
@@ -177,6 +182,7 @@ export async function beginTurn(
     variant: row.variant,
     status: row.status,
     ...(row.skip_reason ? { skipReason: row.skip_reason } : {}),
+    turnAhead: row.turn_ahead === true,
   };
 }
 
