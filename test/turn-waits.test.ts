@@ -5,6 +5,7 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { createTurnCancellation } from "../src/functions/turn-lifecycle.js";
 import { InngestExecutionEngine } from "inngest/internals";
 import { beginTurn } from "../src/history/store.js";
+import { storeModelTitle } from "../src/history/titles.js";
 import { PATIENCE_ROUNDS, roundTimeout } from "../src/history/turn-waits.js";
 import { ABANDONED_TURN_ERROR } from "../src/history/turns.js";
 import { execute, type Execution, type SentEvent, type Wait } from "./helpers/engine.js";
@@ -264,7 +265,40 @@ describe("a turn waits for the earlier turn of its thread", () => {
   });
 });
 
-describe("a turn whose message found no unfinished turn ahead as it was stored", () => {
+describe("a turn's finish is announced when a later turn may wait for it", () => {
+  it("on a titled thread, a turn that finishes while a later one waits announces it, releasing the wait; the later turn, with none after it, announces nothing", async () => {
+    const chatTurn = createChatTurn(deps());
+    const { threadId, earlier, attempt } = await threadWithRunningTurn(chatTurn);
+    // Titled: no title is wanted, so only the waiting turn makes the earlier one announce its finish.
+    expect(await storeModelTitle(bed.db.pool, threadId, "Ada and compilers")).toEqual({ stored: true });
+    const later = chatEvent({ threadId, content: "What do I like?" });
+
+    const waits: Wait[] = [];
+    let earlierRetry: Execution | undefined;
+    const run = await execute(chatTurn, later, {
+      waits: async (wait) => {
+        waits.push(wait);
+        bed.model.script({ text: "Compilers are great." }, { text: "You like compilers." });
+        earlierRetry = await execute(chatTurn, earlier, {
+          memo: attempt.memo,
+          runId: attempt.runId,
+          waits: neverWaits,
+        });
+        return finishedEvent(earlierRetry) ?? null;
+      },
+    });
+
+    expect(run.error).toBeUndefined();
+    expect(finishedEvent(earlierRetry!)?.data).toMatchObject({
+      status: "completed",
+      messageId: earlier.data.messageId,
+    });
+    // Released by that event in its first round, then the lookup after it finds the thread clear.
+    expect(waits.map((w) => w.match?.value)).toEqual([attempt.runId]);
+    expect(run.result).toMatchObject({ status: "completed", answer: "You like compilers." });
+    expect(run.sentEvents.map((e) => e.name)).not.toContain("threadline/turn.finished");
+  });
+
   it("a replay takes the path its memoized start chose: no lookup when it found none ahead, a lookup when it predates that answer", async () => {
     const chatTurn = createChatTurn(deps());
     const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);

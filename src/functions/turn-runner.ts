@@ -30,8 +30,9 @@ import { announceTurnFinished, turnOutcome } from "./turn-lifecycle.js";
 /*
  * One turn, for both turn functions (chat-turn.ts, regenerate.ts): the user's message is stored,
  * the turn waits for the thread's earlier turns and reads its history, the agent network answers,
- * the answer is stored, and the turn announces that it finished. Each storage call is its own
- * step; this file creates the turn's steps, or the hooks that do, in the order a run takes them.
+ * the answer is stored, and the turn announces that it finished when a later turn or a title
+ * waits for that. Each storage call is its own step; this file creates the turn's steps, or the
+ * hooks that do, in the order a run takes them.
  * How a turn ends otherwise (stop, deletion, failure, cancellation) is in turn-lifecycle.ts.
  */
 
@@ -169,8 +170,9 @@ export async function runTurn(
   const threadId = run.state.threadId!;
   const outcome = turnOutcome(run.state, messageId);
 
-  // turn.finished: releases the thread's next turn, and asks for a title.
-  await announceTurnFinished(step, { threadId, runId, messageId, status: outcome.status });
+  // turn.finished: releases the thread's next turn, and asks for a title; not sent when the
+  // answer's store found neither a later turn unfinished nor the thread untitled.
+  if (history.finishAwaited()) await announceTurnFinished(step, { threadId, runId, messageId, status: outcome.status });
 
   // A chat turn's requests to other functions (a regenerate sends none), so their failures never reach it.
   // history.request-summary: the summary is built by summarize-thread.

@@ -67,6 +67,13 @@ export type TurnHistory = HistoryConfig<StateData> & {
    * that, and for a start memoized before the statement reported it (memoized: same on every replay).
    */
   turnAhead: () => boolean;
+  /**
+   * Whether this run's threadline/turn.finished may be waited for: false only when its answer's
+   * store (memoized: the same on every replay) completed the turn with no later turn of the thread
+   * unfinished and the thread titled. A turn that ended otherwise (skipped, stopped, failed,
+   * cancelled) always announces, as does one whose memoized store predates these fields.
+   */
+  finishAwaited: () => boolean;
 };
 
 /**
@@ -93,6 +100,8 @@ export type TurnHistory = HistoryConfig<StateData> & {
 export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
   // Set from the memoized append-user-message step, so it is the same on every replay.
   let started: TurnStart | undefined;
+  // Set from the memoized append-results step, likewise.
+  let stored: StoredAnswer | undefined;
   // AgentKit calls get only when the event named the thread; createThread tells which (the same on every replay).
   let namedByEvent = true;
   let loaded: HistoryLoad =
@@ -149,6 +158,12 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
     load: () => loaded,
 
     turnAhead: () => started?.turnAhead !== false,
+
+    finishAwaited: () =>
+      stored === undefined ||
+      (stored.status !== "completed" && stored.status !== "superseded") ||
+      stored.laterUnfinished !== false ||
+      stored.untitled !== false,
 
     // A new thread takes its first message's id: a re-run of the same event finds the same thread.
     // No database work: append-user-message creates or checks the thread with the message.
@@ -209,7 +224,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
         agentName: result.agentName,
         content: toAgentContent(result),
       }));
-      const stored = (await durably(step, "history.append-results", () =>
+      stored = (await durably(step, "history.append-results", () =>
         storeAnswer(db, {
           threadId: threadId!,
           userId: turn.userId,

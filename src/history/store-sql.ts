@@ -53,10 +53,12 @@ export type BeginTurnRow = {
  * superseded, when its user message left the path meanwhile) and the turn completed; nothing for
  * a turn ended by another hand (stopped, cancelled, failed). Source:
  * src/history/schema/functions/threadline_store_answer.sql.
- * Returns one row: a refusal code, or rows inserted and the turn's status.
+ * Returns one row: a refusal code, or rows inserted and the turn's status; for a stored answer,
+ * whether a later turn of the thread is unfinished (it may wait for this run's turn.finished) and
+ * whether the thread is untitled (title-thread wants the event), both read under the thread's lock.
  */
 export const storeAnswer = `
-  SELECT refusal, inserted, status
+  SELECT refusal, inserted, status, later_unfinished, untitled
   FROM threadline_store_answer($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
 /** The prepared name of storeAnswer (history.append-results). */
 export const storeAnswerName = "history.store-answer";
@@ -64,6 +66,8 @@ export type StoreAnswerRow = {
   refusal: string | null;
   inserted: number;
   status: "completed" | "superseded" | "stopped" | "cancelled" | "failed";
+  later_unfinished: boolean | null;
+  untitled: boolean | null;
 };
 
 /**

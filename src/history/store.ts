@@ -257,7 +257,14 @@ export async function readHistory(
  */
 /** How a turn ended by another hand than its run: its late answer is not stored. */
 export type EndedTurnStatus = "stopped" | "cancelled" | "failed";
-export type StoredAnswer = { inserted: number; status: sql.StoreAnswerRow["status"] };
+export type StoredAnswer = {
+  inserted: number;
+  status: sql.StoreAnswerRow["status"];
+  /** A later turn of the thread was unfinished when the answer was stored: it may wait for this run. */
+  laterUnfinished: boolean;
+  /** The thread had no title yet: title-thread, started by this run's turn.finished, writes one. */
+  untitled: boolean;
+};
 
 export async function storeAnswer(
   db: pg.Pool,
@@ -293,7 +300,12 @@ export async function storeAnswer(
   });
   const row = rows[0]!;
   if (row.refusal) throw refusal(row.refusal, { threadId, messageId });
-  return { inserted: row.inserted, status: row.status };
+  return {
+    inserted: row.inserted,
+    status: row.status,
+    laterUnfinished: row.later_unfinished === true,
+    untitled: row.untitled === true,
+  };
 }
 
 /** A user message of the user's thread, or the refusal that says which of those it is not. */

@@ -1,11 +1,13 @@
 -- Up Migration
 
--- The statement that begins a turn also answers what the turn used to ask in a step of its own
--- (issue 19): threadline_begin_turn says whether an unfinished turn is ahead (turn_ahead: a turn on
--- an idle thread skips history.find-earlier-turn). A new result column is a new signature, which
--- CREATE OR REPLACE cannot make: the old function is dropped and the new one created here, in one
--- transaction, so it is never missing for an instance still running (its statement names the
--- columns it reads, all still there). Current body: src/history/schema/functions/.
+-- The two statements of a turn that write now also answer what the turn used to ask in steps of
+-- its own (issue 19): threadline_begin_turn whether an unfinished turn is ahead (turn_ahead: a turn
+-- on an idle thread skips history.find-earlier-turn), threadline_store_answer whether a later turn
+-- is unfinished and whether the thread still wants a title (later_unfinished, untitled: a run
+-- sends turn.finished only when someone wants it). New result columns are a new signature, which
+-- CREATE OR REPLACE cannot make: each old function is dropped and the new one created here, in one
+-- transaction, so neither is ever missing for an instance still running (its statements name the
+-- columns they read, all still there). Current bodies: src/history/schema/functions/.
 
 DROP FUNCTION IF EXISTS threadline_begin_turn(uuid, text, uuid, text, timestamptz, text, text, text, jsonb, text);
 CREATE FUNCTION threadline_begin_turn(
@@ -170,6 +172,56 @@ BEGIN
   refusal := NULL;
   message_seq := v_message.seq;
   stored_text := v_message.content ->> 'text';
+  RETURN NEXT;
+END
+$$;
+
+DROP FUNCTION IF EXISTS threadline_store_answer(uuid, text, text, uuid, bigint, integer, boolean, jsonb, jsonb);
+CREATE FUNCTION threadline_store_answer(
+  p_thread_id uuid, p_user_id text, p_run_id text, p_message_id uuid, p_message_seq bigint, p_variant integer,
+  p_detach_later_turns boolean, p_results jsonb, p_context jsonb
+) RETURNS TABLE (refusal text, inserted integer, status text, later_unfinished boolean, untitled boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_owner text;
+  v_on_path boolean;
+  v_ended text;
+BEGIN
+  SELECT t.user_id, t.title IS NULL INTO v_owner, untitled FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
+  IF v_owner IS NULL THEN
+    RETURN QUERY SELECT 'thread_not_found', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
+  END IF;
+  IF v_owner <> p_user_id THEN
+    RETURN QUERY SELECT 'thread_not_owned', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
+  END IF;
+  SELECT m.on_path INTO v_on_path FROM messages m WHERE m.id = p_message_id AND m.thread_id = p_thread_id AND m.kind = 'user';
+  IF v_on_path IS NULL THEN
+    RETURN QUERY SELECT 'message_not_found', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
+  END IF;
+  SELECT t.status INTO v_ended FROM turns t WHERE t.run_id = p_run_id AND t.status IN ('stopped', 'cancelled', 'failed');
+  IF v_ended IS NOT NULL THEN
+    RETURN QUERY SELECT NULL::text, 0, v_ended, NULL::boolean, NULL::boolean; RETURN;
+  END IF;
+
+  inserted := threadline_insert_answer(p_thread_id, p_message_id, p_message_seq, v_on_path, p_variant, p_detach_later_turns, p_results, false);
+  status := CASE WHEN v_on_path THEN 'completed' ELSE 'superseded' END;
+  UPDATE turns t SET status = threadline_store_answer.status, error = NULL, finished_at = now(),
+    context = CASE WHEN p_context IS NULL THEN t.context ELSE coalesce(t.context, '{}'::jsonb) || p_context END
+    WHERE t.run_id = p_run_id;
+  -- The stream ends in the transaction that stores the answer: a reader that sees it finds the answer.
+  PERFORM threadline_append_events(p_thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
+    'key', 'stream.ended', 'event', 'stream.ended',
+    'data', jsonb_build_object('scope', 'network', 'status', status, 'runId', p_run_id, 'messageId', p_message_id, 'variant', p_variant))));
+  -- later_unfinished: whether a turn that may wait for this one is unfinished (one on this message
+  -- or a later one, a superset of those history.find-earlier-turn puts behind it). False lets the
+  -- run skip its turn.finished when nothing else wants it (untitled: title-thread does). It is
+  -- race-free because the thread's row lock is held: a turn that began before this statement is
+  -- seen here, and one that begins after it sees this turn finished, in threadline_begin_turn
+  -- (under the same lock) and in every lookup after, so it never waits for this run.
+  later_unfinished := EXISTS (
+    SELECT 1 FROM turns t JOIN messages m ON m.id = t.message_id
+    WHERE t.thread_id = p_thread_id AND t.status = 'running' AND t.run_id <> p_run_id AND m.seq >= p_message_seq);
+  refusal := NULL;
   RETURN NEXT;
 END
 $$;
