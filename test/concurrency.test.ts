@@ -109,9 +109,10 @@ describe("many writers appending to one thread at once", () => {
       );
     }
 
+    // The first store found the other run of the message unfinished (it may wait for this one); the second, none.
     expect(stored).toEqual([
-      { inserted: 1, status: "completed" },
-      { inserted: 0, status: "completed" },
+      { inserted: 1, status: "completed", laterUnfinished: true, untitled: true },
+      { inserted: 0, status: "completed", laterUnfinished: false, untitled: true },
     ]);
     const answers = (await threadRows(bed.db.pool, threadId)).filter((r) => r.kind === "agent");
     expect(

@@ -7,6 +7,7 @@ import { createFunctions } from "../src/functions/index.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createSummarizeThread } from "../src/functions/summarize-thread.js";
 import { ensureThread } from "../src/history/store.js";
+import { storeModelTitle } from "../src/history/titles.js";
 import { NO_MEMORY } from "../src/memory/components.js";
 import { memoryIdFor } from "../src/history/memories.js";
 import { execute, type Execution, type ExecuteOptions, type WaitResolver } from "./helpers/engine.js";
@@ -102,23 +103,42 @@ describe("golden step ids of each turn kind", () => {
     ]);
   });
 
-  it("an existing thread", async () => {
+  it("an existing thread, not titled yet (its turn.finished asks for a title)", async () => {
     const userId = `user-${randomUUID()}`;
     bed.model.script({ text: "Hello, Ada." }, { text: "Your name is Ada." });
     const first = chatEvent({ userId, content: "My name is Ada." });
     await stepsOf(chatTurn, first);
     const second = chatEvent({ userId, threadId: first.data.messageId, content: "What is my name?" });
     const { steps } = await stepsOf(chatTurn, second);
+    // No turn was ahead as the message was stored: no history.find-earlier-turn.
     expect(steps).toEqual([
       "generate-network-id",
       "history.append-user-message",
-      "history.find-earlier-turn",
       "history.get",
       "generate-agent-ids-0",
       "assistant",
       "usage.assistant",
       "history.append-results",
       "turn.finished",
+    ]);
+  });
+
+  it("an existing titled thread with no later message (the common turn): no lookup, no turn.finished", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Hello, Ada." }, { text: "Your name is Ada." });
+    const first = chatEvent({ userId, content: "My name is Ada." });
+    await stepsOf(chatTurn, first);
+    await storeModelTitle(bed.db.pool, first.data.messageId, "Ada's name");
+    const second = chatEvent({ userId, threadId: first.data.messageId, content: "What is my name?" });
+    const { steps } = await stepsOf(chatTurn, second);
+    expect(steps).toEqual([
+      "generate-network-id",
+      "history.append-user-message",
+      "history.get",
+      "generate-agent-ids-0",
+      "assistant",
+      "usage.assistant",
+      "history.append-results",
     ]);
   });
 
@@ -188,7 +208,6 @@ describe("golden step ids of each turn kind", () => {
       "history.load-message",
       "generate-network-id",
       "history.append-user-message",
-      "history.find-earlier-turn",
       "history.get",
       "generate-agent-ids-0",
       "assistant",
@@ -209,7 +228,6 @@ describe("golden step ids of each turn kind", () => {
     expect(steps).toEqual([
       "generate-network-id",
       "history.append-user-message",
-      "history.find-earlier-turn",
       "history.get",
       "generate-agent-ids-0",
       "assistant",
@@ -329,7 +347,6 @@ describe("golden step ids of each turn kind", () => {
     expect(turn.steps).toEqual([
       "generate-network-id",
       "history.append-user-message",
-      "history.find-earlier-turn",
       "history.get",
       "generate-agent-ids-0",
       "assistant",

@@ -185,8 +185,8 @@ describe("a regenerate racing a new message", () => {
       detachLaterTurns: false,
       results: answer("answer to three", threeId, three.variant),
     };
-    expect(await storeAnswer(bed.db.pool, late)).toEqual({ inserted: 1, status: "superseded" });
-    expect(await storeAnswer(bed.db.pool, late)).toEqual({ inserted: 0, status: "superseded" });
+    expect(await storeAnswer(bed.db.pool, late)).toMatchObject({ inserted: 1, status: "superseded" });
+    expect(await storeAnswer(bed.db.pool, late)).toMatchObject({ inserted: 0, status: "superseded" });
 
     expect(await shownPath(threadId)).toEqual([
       ["user", "question 1"],
@@ -386,7 +386,7 @@ describe("a summarizer racing a regenerate", () => {
       });
       expect(await settled(storing)).toBe(false);
       await summarizing.query("COMMIT");
-      expect(await storing).toEqual({ inserted: 1, status: "completed" });
+      expect(await storing).toMatchObject({ inserted: 1, status: "completed" });
     } finally {
       summarizing.release();
     }

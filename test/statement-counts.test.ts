@@ -41,7 +41,7 @@ describe("SQL statements per history step and per turn", () => {
     expect((await threadRows(bed.db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user", "agent"]);
   });
 
-  it("an existing 100-message thread: 5 statements, the earlier-turn check, then history.get (19 earlier turns under lastN 20) and its summary check in one, the usage", async () => {
+  it("an existing 100-message thread: 4 statements, the question (which finds no earlier turn unfinished, so none is looked for), history.get (19 earlier turns under lastN 20) and its summary check in one, the usage, the answer", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 50 });
     expect(await threadRows(bed.db.pool, thread.threadId)).toHaveLength(100);
     const counting = statementsPerStep(bed.db.pool);
@@ -60,15 +60,14 @@ describe("SQL statements per history step and per turn", () => {
     });
     expectOneStatementPerHistoryStep(counting.perStep, [
       "history.append-user-message",
-      "history.find-earlier-turn",
       "history.get",
       "history.append-results",
     ]);
     expect(counting.perStep.get("usage.assistant")).toBe(1);
-    expect(totalStatements(counting.perStep)).toBe(5);
+    expect(totalStatements(counting.perStep)).toBe(4);
   });
 
-  it("a regenerate on that thread: 6 statements, the message check before the turn's five", async () => {
+  it("a regenerate on that thread: 5 statements, the message check before the turn's four", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 50 });
     const messageId = (await threadRows(bed.db.pool, thread.threadId)).filter((r) => r.kind === "user").at(-1)!.id;
     const counting = statementsPerStep(bed.db.pool);
@@ -83,12 +82,11 @@ describe("SQL statements per history step and per turn", () => {
     expectOneStatementPerHistoryStep(counting.perStep, [
       "history.load-message",
       "history.append-user-message",
-      "history.find-earlier-turn",
       "history.get",
       "history.append-results",
     ]);
     expect(counting.perStep.get("usage.assistant")).toBe(1);
-    expect(totalStatements(counting.perStep)).toBe(6);
+    expect(totalStatements(counting.perStep)).toBe(5);
   });
 
   it("a message sent with busy rollback while a turn runs: 7 statements, its stop of that turn one of them, the usage another", async () => {
@@ -115,7 +113,7 @@ describe("SQL statements per history step and per turn", () => {
     expect(totalStatements(counting.perStep)).toBe(7);
   });
 
-  it("an edit of that thread's 25th message: 5 statements, the existing thread's (the edit rides in the message's store)", async () => {
+  it("an edit of that thread's 25th message: 4 statements, the existing thread's (the edit rides in the message's store)", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 50 });
     const edited = (await threadRows(bed.db.pool, thread.threadId)).filter((r) => r.kind === "user")[24]!.id;
     const counting = statementsPerStep(bed.db.pool);
@@ -130,12 +128,11 @@ describe("SQL statements per history step and per turn", () => {
     expect(run.result).toMatchObject({ status: "completed", history: { from: "database", read: 38 } });
     expectOneStatementPerHistoryStep(counting.perStep, [
       "history.append-user-message",
-      "history.find-earlier-turn",
       "history.get",
       "history.append-results",
     ]);
     expect(counting.perStep.get("usage.assistant")).toBe(1);
-    expect(totalStatements(counting.perStep)).toBe(5);
+    expect(totalStatements(counting.perStep)).toBe(4);
     expect((await threadRows(bed.db.pool, thread.threadId)).filter((r) => r.on_path)).toHaveLength(50);
   });
 

@@ -131,11 +131,16 @@ describe("thread titles (title-thread function)", () => {
     });
     expect(created.status).toBe(201);
     bed.model.script({ text: "An answer" });
-    const turn = await execute(chatTurn, chatEvent({ content: "A question", threadId, userId: USER }));
+    const event = chatEvent({ content: "A question", threadId, userId: USER });
+    const turn = await execute(chatTurn, event);
     expect(turn.error).toBeUndefined();
     bed.model.reset();
+    // A titled thread with nothing waiting: the turn announces no finish, so asks for no title.
+    expect(turn.sentEvents.map((e) => e.name)).not.toContain("threadline/turn.finished");
 
-    const run = await execute(titleThread, finishedEvent(turn));
+    // Asked all the same (a finish announced for a later turn), title-thread keeps the user's title.
+    const finished = { threadId, runId: turn.runId, messageId: event.data.messageId, status: "completed" };
+    const run = await execute(titleThread, { name: "threadline/turn.finished", data: finished });
     expect(run.result).toMatchObject({ status: "titled" });
     expect(bed.model.requests).toHaveLength(0);
     expect(await threadTitle(threadId)).toEqual({ title: "My own title", title_source: "user" });

@@ -3,7 +3,9 @@ import { describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { createTurnCancellation } from "../src/functions/turn-lifecycle.js";
+import { InngestExecutionEngine } from "inngest/internals";
 import { beginTurn } from "../src/history/store.js";
+import { storeModelTitle } from "../src/history/titles.js";
 import { PATIENCE_ROUNDS, roundTimeout } from "../src/history/turn-waits.js";
 import { ABANDONED_TURN_ERROR } from "../src/history/turns.js";
 import { execute, type Execution, type SentEvent, type Wait } from "./helpers/engine.js";
@@ -19,6 +21,7 @@ import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
+const hashId = (id: string) => InngestExecutionEngine._internals.hashId(id);
 const deps = () => ({ db: bed.db.pool, model: scriptedModel(bed.model) });
 
 const finishedEvent = (run: Execution) =>
@@ -259,6 +262,76 @@ describe("a turn waits for the earlier turn of its thread", () => {
       ["turn.skipped", undefined],
       ["stream.ended", "skipped"],
     ]);
+  });
+});
+
+describe("a turn's finish is announced when a later turn may wait for it", () => {
+  it("on a titled thread, a turn that finishes while a later one waits announces it, releasing the wait; the later turn, with none after it, announces nothing", async () => {
+    const chatTurn = createChatTurn(deps());
+    const { threadId, earlier, attempt } = await threadWithRunningTurn(chatTurn);
+    // Titled: no title is wanted, so only the waiting turn makes the earlier one announce its finish.
+    expect(await storeModelTitle(bed.db.pool, threadId, "Ada and compilers")).toEqual({ stored: true });
+    const later = chatEvent({ threadId, content: "What do I like?" });
+
+    const waits: Wait[] = [];
+    let earlierRetry: Execution | undefined;
+    const run = await execute(chatTurn, later, {
+      waits: async (wait) => {
+        waits.push(wait);
+        bed.model.script({ text: "Compilers are great." }, { text: "You like compilers." });
+        earlierRetry = await execute(chatTurn, earlier, {
+          memo: attempt.memo,
+          runId: attempt.runId,
+          waits: neverWaits,
+        });
+        return finishedEvent(earlierRetry) ?? null;
+      },
+    });
+
+    expect(run.error).toBeUndefined();
+    expect(finishedEvent(earlierRetry!)?.data).toMatchObject({
+      status: "completed",
+      messageId: earlier.data.messageId,
+    });
+    // Released by that event in its first round, then the lookup after it finds the thread clear.
+    expect(waits.map((w) => w.match?.value)).toEqual([attempt.runId]);
+    expect(run.result).toMatchObject({ status: "completed", answer: "You like compilers." });
+    expect(run.sentEvents.map((e) => e.name)).not.toContain("threadline/turn.finished");
+  });
+
+  it("a replay takes the path its memoized start chose: no lookup when it found none ahead, a lookup when it predates that answer", async () => {
+    const chatTurn = createChatTurn(deps());
+    const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
+    const first = (await threadRows(bed.db.pool, threadId)).find((r) => r.kind === "user")!;
+    const later = chatEvent({ threadId, content: "What is my name?" });
+    const cutOff = async (id: string) => {
+      if (id === "history.get") throw new Error("cut off");
+    };
+    const attempt = await execute(chatTurn, later, { beforeStep: cutOff });
+    expect(attempt.stepIds).toEqual(["generate-network-id", "history.append-user-message", "history.get"]);
+
+    // A start memoized before the statement said whether a turn was ahead: the replay looks.
+    const begun = hashId("history.append-user-message");
+    const predating = attempt.memo.map((step) => {
+      if (step.id !== begun) return step;
+      const { turnAhead: _, ...data } = step.handler() as Record<string, unknown>;
+      return { ...step, handler: () => data };
+    });
+    const looked = await execute(chatTurn, later, { memo: predating, runId: attempt.runId, beforeStep: cutOff });
+    expect(looked.stepIds).toContain("history.find-earlier-turn");
+
+    // A regenerate of the first message begins now and stays running, ahead of the later message.
+    await beginTurn(bed.db.pool, {
+      threadId,
+      userId: "user-1",
+      message: { id: first.id, text: "My name is Ada." },
+      turn: { runId: `regenerate-${randomUUID()}`, kind: "regenerate" },
+    });
+    bed.model.script({ text: "Your name is Ada." });
+    const replayed = await execute(chatTurn, later, { memo: attempt.memo, runId: attempt.runId, waits: neverWaits });
+    expect(replayed.error).toBeUndefined();
+    expect(replayed.stepIds.filter((id) => id.startsWith("history.find-earlier-turn"))).toEqual([]);
+    expect(replayed.result).toMatchObject({ status: "completed", answer: "Your name is Ada." });
   });
 });
 

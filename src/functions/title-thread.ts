@@ -11,8 +11,9 @@ import { answerText } from "./turn-lifecycle.js";
 /**
  * Names a thread after its first answer. Its own function, started by the turn's
  * threadline/turn.finished event, so a model failure here leaves the thread untitled and never
- * touches the chat turn. Every completed turn of an untitled thread asks; a titled thread is a
- * cheap no-op (one read), and a title the user set is never overwritten (storeModelTitle).
+ * touches the chat turn. Every completed turn of an untitled thread asks; a turn of a titled
+ * thread announces its finish only for a later turn that waits, and then this is a cheap no-op
+ * (one read). A title the user set is never overwritten (storeModelTitle).
  */
 export function createTitleThread({ db, model, inference }: FunctionDeps) {
   return inngest.createFunction(

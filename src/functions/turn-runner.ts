@@ -30,8 +30,9 @@ import { announceTurnFinished, turnOutcome } from "./turn-lifecycle.js";
 /*
  * One turn, for both turn functions (chat-turn.ts, regenerate.ts): the user's message is stored,
  * the turn waits for the thread's earlier turns and reads its history, the agent network answers,
- * the answer is stored, and the turn announces that it finished. Each storage call is its own
- * step; this file creates the turn's steps, or the hooks that do, in the order a run takes them.
+ * the answer is stored, and the turn announces that it finished when a later turn or a title
+ * waits for that. Each storage call is its own step; this file creates the turn's steps, or the
+ * hooks that do, in the order a run takes them.
  * How a turn ends otherwise (stop, deletion, failure, cancellation) is in turn-lifecycle.ts.
  */
 
@@ -93,9 +94,10 @@ export async function runTurn(
       await history.appendUserMessage!(args);
       if (turnSkipReason(args.state)) return;
       const threadId = args.threadId!;
-      // busy interrupt or rollback: history.find-turns-to-interrupt, then (when some run)
-      // history.interrupt-turns and history.announce-interrupted, before the wait in history.get.
-      if (busy === "interrupt" || busy === "rollback")
+      // busy interrupt or rollback, when an unfinished turn was ahead as the message was stored:
+      // history.find-turns-to-interrupt, then (when some run) history.interrupt-turns and
+      // history.announce-interrupted, before the wait in history.get.
+      if ((busy === "interrupt" || busy === "rollback") && history.turnAhead())
         await interruptEarlierTurns(step, db, {
           threadId,
           userId,
@@ -110,8 +112,9 @@ export async function runTurn(
       // memory.<component>.new-message.<messageId>
       await memory.newMessage(threadId, { id: args.userMessage.id, role: "user", agentName: "user", text });
     },
-    // history.find-earlier-turn, history.wait-for-turn (rounds .2, .3, …), history.get. AgentKit
-    // calls no get for a new thread or a conversation the client sent.
+    // history.find-earlier-turn, history.wait-for-turn (rounds .2, .3, …) when an unfinished turn
+    // was ahead as the message was stored, then history.get. AgentKit calls no get for a new thread
+    // or a conversation the client sent.
     get: history.get,
     // agent-state.load: before the first agent (beforeFirstAgent, below).
     // Then, for each inference: generate-agent-ids-<k> (AgentKit), memory.<component>.context.<agent>.<k>,
@@ -167,8 +170,9 @@ export async function runTurn(
   const threadId = run.state.threadId!;
   const outcome = turnOutcome(run.state, messageId);
 
-  // turn.finished: releases the thread's next turn, and asks for a title.
-  await announceTurnFinished(step, { threadId, runId, messageId, status: outcome.status });
+  // turn.finished: releases the thread's next turn, and asks for a title; not sent when the
+  // answer's store found neither a later turn unfinished nor the thread untitled.
+  if (history.finishAwaited()) await announceTurnFinished(step, { threadId, runId, messageId, status: outcome.status });
 
   // A chat turn's requests to other functions (a regenerate sends none), so their failures never reach it.
   // history.request-summary: the summary is built by summarize-thread.

@@ -62,6 +62,18 @@ type HistoryReadArgs = Pick<Parameters<NonNullable<HistoryConfig<StateData>["get
 export type TurnHistory = HistoryConfig<StateData> & {
   /** The load of this run (set from memoized steps, so the same on every replay). */
   load: () => HistoryLoad;
+  /**
+   * Whether an unfinished turn was ahead of this one when its message was stored; true too before
+   * that, and for a start memoized before the statement reported it (memoized: same on every replay).
+   */
+  turnAhead: () => boolean;
+  /**
+   * Whether this run's threadline/turn.finished may be waited for: false only when its answer's
+   * store (memoized: the same on every replay) completed the turn with no later turn of the thread
+   * unfinished and the thread titled. A turn that ended otherwise (skipped, stopped, failed,
+   * cancelled) always announces, as does one whose memoized store predates these fields.
+   */
+  finishAwaited: () => boolean;
 };
 
 /**
@@ -88,6 +100,8 @@ export type TurnHistory = HistoryConfig<StateData> & {
 export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
   // Set from the memoized append-user-message step, so it is the same on every replay.
   let started: TurnStart | undefined;
+  // Set from the memoized append-results step, likewise.
+  let stored: StoredAnswer | undefined;
   // AgentKit calls get only when the event named the thread; createThread tells which (the same on every replay).
   let namedByEvent = true;
   let loaded: HistoryLoad =
@@ -100,8 +114,10 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
     if (!started) throw new Error("history.get ran before the user message was stored");
     // An empty client conversation is still the client's word: nothing is read.
     if (started.status === "skipped" || turn.clientMessages !== undefined) return [];
-    // The earlier turns of the thread finish first, so their answers are part of what is read.
-    const { skipReason } = await waitForEarlierTurns(step, db, turn.runId);
+    // The earlier turns of the thread finish first, so their answers are part of what is read. With
+    // none ahead when the message was stored (under the thread's lock), there is nothing to look for.
+    // A start memoized before the begin statement reported it (a run in flight over a deploy) looks.
+    const { skipReason } = started.turnAhead === false ? {} : await waitForEarlierTurns(step, db, turn.runId);
     if (skipReason) {
       started = { ...started, status: "skipped", skipReason };
       // Two chat runs of one message share its first variant: the other run stored it.
@@ -140,6 +156,14 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
 
   return {
     load: () => loaded,
+
+    turnAhead: () => started?.turnAhead !== false,
+
+    finishAwaited: () =>
+      stored === undefined ||
+      (stored.status !== "completed" && stored.status !== "superseded") ||
+      stored.laterUnfinished !== false ||
+      stored.untitled !== false,
 
     // A new thread takes its first message's id: a re-run of the same event finds the same thread.
     // No database work: append-user-message creates or checks the thread with the message.
@@ -200,7 +224,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
         agentName: result.agentName,
         content: toAgentContent(result),
       }));
-      const stored = (await durably(step, "history.append-results", () =>
+      stored = (await durably(step, "history.append-results", () =>
         storeAnswer(db, {
           threadId: threadId!,
           userId: turn.userId,

@@ -28,11 +28,13 @@ export type SelectThreadOwnerRow = { user_id: string };
  * history.append-user-message in one statement: the thread's owner checked (a new thread created,
  * named after its first message, only when nothing refuses), the user message stored once, the
  * run recorded as a turn. Source: src/history/schema/functions/threadline_begin_turn.sql.
- * Returns one row: a refusal code, or the message's seq, stored text, and the turn's variant and status.
+ * Returns one row: a refusal code, or the message's seq, stored text, the turn's variant and status,
+ * and whether an unfinished turn is ahead of it (the lookup history.find-earlier-turn would make,
+ * race-free under the thread's lock: a turn on an idle thread skips that step).
  * $10: the busy policy (raises TL409 for reject while another turn is unfinished: busy.ts).
  */
 export const beginTurn = `
-  SELECT refusal, message_seq, stored_text, variant, status, skip_reason
+  SELECT refusal, message_seq, stored_text, variant, status, skip_reason, turn_ahead
   FROM threadline_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`;
 /** The prepared name of beginTurn (history.append-user-message). */
 export const beginTurnName = "history.begin-turn";
@@ -43,6 +45,7 @@ export type BeginTurnRow = {
   variant: number;
   status: "running" | "skipped";
   skip_reason: string | null;
+  turn_ahead: boolean | null;
 };
 
 /**
@@ -50,10 +53,12 @@ export type BeginTurnRow = {
  * superseded, when its user message left the path meanwhile) and the turn completed; nothing for
  * a turn ended by another hand (stopped, cancelled, failed). Source:
  * src/history/schema/functions/threadline_store_answer.sql.
- * Returns one row: a refusal code, or rows inserted and the turn's status.
+ * Returns one row: a refusal code, or rows inserted and the turn's status; for a stored answer,
+ * whether a later turn of the thread is unfinished (it may wait for this run's turn.finished) and
+ * whether the thread is untitled (title-thread wants the event), both read under the thread's lock.
  */
 export const storeAnswer = `
-  SELECT refusal, inserted, status
+  SELECT refusal, inserted, status, later_unfinished, untitled
   FROM threadline_store_answer($1, $2, $3, $4, $5, $6, $7, $8, $9)`;
 /** The prepared name of storeAnswer (history.append-results). */
 export const storeAnswerName = "history.store-answer";
@@ -61,6 +66,8 @@ export type StoreAnswerRow = {
   refusal: string | null;
   inserted: number;
   status: "completed" | "superseded" | "stopped" | "cancelled" | "failed";
+  later_unfinished: boolean | null;
+  untitled: boolean | null;
 };
 
 /**

@@ -25,6 +25,11 @@ export type TurnStart = {
   /** "skipped": the message already has its answer (a re-run), or left the current path. */
   status: "running" | "skipped";
   skipReason?: string;
+  /**
+   * An unfinished turn of the thread was ahead of this one when it began (threadline_begin_turn,
+   * under the thread's lock): false, the turn has nothing to wait for and skips the lookup.
+   */
+  turnAhead: boolean;
 };
 
 export async function transaction<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
@@ -177,6 +182,7 @@ export async function beginTurn(
     variant: row.variant,
     status: row.status,
     ...(row.skip_reason ? { skipReason: row.skip_reason } : {}),
+    turnAhead: row.turn_ahead === true,
   };
 }
 
@@ -251,7 +257,14 @@ export async function readHistory(
  */
 /** How a turn ended by another hand than its run: its late answer is not stored. */
 export type EndedTurnStatus = "stopped" | "cancelled" | "failed";
-export type StoredAnswer = { inserted: number; status: sql.StoreAnswerRow["status"] };
+export type StoredAnswer = {
+  inserted: number;
+  status: sql.StoreAnswerRow["status"];
+  /** A later turn of the thread was unfinished when the answer was stored: it may wait for this run. */
+  laterUnfinished: boolean;
+  /** The thread had no title yet: title-thread, started by this run's turn.finished, writes one. */
+  untitled: boolean;
+};
 
 export async function storeAnswer(
   db: pg.Pool,
@@ -287,7 +300,12 @@ export async function storeAnswer(
   });
   const row = rows[0]!;
   if (row.refusal) throw refusal(row.refusal, { threadId, messageId });
-  return { inserted: row.inserted, status: row.status };
+  return {
+    inserted: row.inserted,
+    status: row.status,
+    laterUnfinished: row.later_unfinished === true,
+    untitled: row.untitled === true,
+  };
 }
 
 /** A user message of the user's thread, or the refusal that says which of those it is not. */

@@ -11,8 +11,11 @@ import { findEarlierTurn, PATIENCE_MINUTES } from "./turns.js";
  * (docs/engine.md). The order is kept here instead: before reading the history, a turn waits
  * durably for every unfinished turn ahead of it. A wait is a step.waitForEvent on the earlier
  * run's `threadline/turn.finished` event, which costs no retry and holds no worker. The turn
- * functions send that event when a turn completes or is skipped, their onFailure handler when it
- * fails, the cancellation handler when it is cancelled, the stop route when it is stopped.
+ * functions send that event when a turn is skipped, or completes while a later turn of the thread
+ * is unfinished (or the thread untitled: threadline_store_answer tells, under the thread's lock,
+ * so a turn that begins after it never waits for it), their onFailure handler when it fails, the
+ * cancellation handler when it is cancelled, the stop route when it is stopped. A turn that finds
+ * no unfinished turn ahead as its message is stored (threadline_begin_turn) never comes here.
  *
  * Rounds: a lookup, then a wait of QUICK_ROUND for the first QUICK_ROUNDS rounds and WAIT_ROUND
  * after. A turn waited for is presumed lost once it has shown no finish for PATIENCE_MINUTES (the

@@ -1,7 +1,7 @@
 -- history.append-user-message, one statement: checks the thread's owner (creating a new thread,
 -- named after its first message, only once nothing refuses), stores the user message once under
--- the client's id, and records the run as a turn on it. Returns the stored text: the words the
--- model answers.
+-- the client's id, and records the run as a turn on it. Returns the stored text (the words the
+-- model answers) and whether an unfinished turn is ahead of this one (turn_ahead, below).
 --
 -- A new user message follows the last user message on the path (parent_id, with the variant of
 -- its answer then current: parent_variant). An edit (a chat turn whose context names the message
@@ -24,7 +24,9 @@
 CREATE OR REPLACE FUNCTION threadline_begin_turn(
   p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamptz,
   p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue'
-) RETURNS TABLE (refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text)
+) RETURNS TABLE (
+  refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text, turn_ahead boolean
+)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_owner text;
@@ -50,10 +52,10 @@ BEGIN
     -- useAgent make thread ids themselves); a new thread without a given id is named after its
     -- first message, so a re-run of the event finds the same thread. A regenerate needs a thread.
     IF p_kind <> 'chat' OR v_edits IS NOT NULL THEN
-      RETURN QUERY SELECT 'thread_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+      RETURN QUERY SELECT 'thread_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
     END IF;
     IF v_message.id IS NOT NULL THEN
-      RETURN QUERY SELECT 'message_in_use', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+      RETURN QUERY SELECT 'message_in_use', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
     END IF;
     -- A concurrent first run of the same message may create it first: then lock what it created.
     INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;
@@ -61,19 +63,19 @@ BEGIN
     SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
   END IF;
   IF v_owner <> p_user_id THEN
-    RETURN QUERY SELECT 'thread_not_owned', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+    RETURN QUERY SELECT 'thread_not_owned', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
   END IF;
 
   IF v_message.id IS NOT NULL AND (v_message.thread_id <> p_thread_id OR v_message.kind <> 'user') THEN
-    RETURN QUERY SELECT 'message_in_use', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+    RETURN QUERY SELECT 'message_in_use', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
   END IF;
   -- A chat message re-sent under its id must carry the same words; a regenerate answers the stored ones.
   IF v_message.id IS NOT NULL AND p_kind = 'chat' AND v_message.content ->> 'text' IS DISTINCT FROM p_text THEN
-    RETURN QUERY SELECT 'message_text_differs', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+    RETURN QUERY SELECT 'message_text_differs', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
   END IF;
   IF v_message.id IS NULL THEN
     IF p_kind = 'regenerate' THEN
-      RETURN QUERY SELECT 'message_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+      RETURN QUERY SELECT 'message_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
     END IF;
     IF p_busy = 'reject' THEN
       SELECT t.run_id, t.message_id INTO v_busy FROM turns t JOIN messages m ON m.id = t.message_id
@@ -87,10 +89,10 @@ BEGIN
     IF v_edits IS NOT NULL THEN
       SELECT * INTO v_edited FROM messages m WHERE m.id = v_edits AND m.thread_id = p_thread_id AND m.kind = 'user';
       IF v_edited.id IS NULL THEN
-        RETURN QUERY SELECT 'edited_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+        RETURN QUERY SELECT 'edited_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
       END IF;
       IF NOT v_edited.on_path THEN
-        RETURN QUERY SELECT 'edited_not_on_path', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text; RETURN;
+        RETURN QUERY SELECT 'edited_not_on_path', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
       END IF;
       v_parent_id := v_edited.parent_id;
       v_parent_variant := v_edited.parent_variant;
@@ -122,48 +124,62 @@ BEGIN
   -- The same run asking again (a retried step) gets the same answer back.
   SELECT * INTO v_turn FROM turns t WHERE t.run_id = p_run_id;
   IF FOUND THEN
-    RETURN QUERY SELECT NULL::text, v_message.seq, v_message.content ->> 'text', v_turn.variant,
-      CASE WHEN v_turn.status = 'skipped' THEN 'skipped' ELSE 'running' END,
-      CASE WHEN v_turn.status = 'skipped' THEN 'already recorded as skipped' END;
-    RETURN;
-  END IF;
-
-  -- Which variant the run writes, or why it writes nothing:
-  -- - a chat turn answers a message once; running its event again (a re-run) is a recorded no-op,
-  --   and two chat runs on an unanswered message share the first variant (the first to store wins);
-  -- - a regenerate writes a new variant, past any variant a running or completed turn holds, so two
-  --   regenerates started together each keep their answer; running the same regenerate event again
-  --   reuses its variant (a failed turn stored nothing, so its number may be used again).
-  SELECT max(m.variant) FILTER (WHERE m.on_path), coalesce(max(m.variant), 0) INTO v_current, v_max
-    FROM messages m WHERE m.answers = p_message_id;
-  variant := NULL;
-  skip_reason := NULL;
-  IF NOT v_message.on_path THEN
-    variant := v_max; status := 'skipped'; skip_reason := 'the message is no longer on the thread''s current path';
-  ELSIF p_kind = 'chat' THEN
-    IF v_current IS NOT NULL THEN
-      variant := v_current; status := 'skipped'; skip_reason := 'the message already has an answer: regenerate it for a new one';
-    ELSE
-      variant := v_max + 1; status := 'running';
-    END IF;
+    variant := v_turn.variant;
+    status := CASE WHEN v_turn.status = 'skipped' THEN 'skipped' ELSE 'running' END;
+    skip_reason := CASE WHEN v_turn.status = 'skipped' THEN 'already recorded as skipped' END;
   ELSE
-    SELECT t.variant INTO v_earlier FROM turns t
-      WHERE p_event_id IS NOT NULL AND t.event_id = p_event_id AND t.message_id = p_message_id
-      ORDER BY t.started_at LIMIT 1;
-    IF v_earlier IS NULL THEN
-      SELECT coalesce(max(t.variant), 0) INTO v_max_turn FROM turns t
-        WHERE t.message_id = p_message_id AND t.status IN ('running', 'completed');
-      variant := greatest(v_max, v_max_turn) + 1; status := 'running';
-    ELSIF EXISTS (SELECT 1 FROM messages m WHERE m.answers = p_message_id AND m.variant = v_earlier) THEN
-      variant := v_earlier; status := 'skipped'; skip_reason := 'this regenerate event already produced its answer';
+    -- Which variant the run writes, or why it writes nothing:
+    -- - a chat turn answers a message once; running its event again (a re-run) is a recorded no-op,
+    --   and two chat runs on an unanswered message share the first variant (the first to store wins);
+    -- - a regenerate writes a new variant, past any variant a running or completed turn holds, so two
+    --   regenerates started together each keep their answer; running the same regenerate event again
+    --   reuses its variant (a failed turn stored nothing, so its number may be used again).
+    SELECT max(m.variant) FILTER (WHERE m.on_path), coalesce(max(m.variant), 0) INTO v_current, v_max
+      FROM messages m WHERE m.answers = p_message_id;
+    variant := NULL;
+    skip_reason := NULL;
+    IF NOT v_message.on_path THEN
+      variant := v_max; status := 'skipped'; skip_reason := 'the message is no longer on the thread''s current path';
+    ELSIF p_kind = 'chat' THEN
+      IF v_current IS NOT NULL THEN
+        variant := v_current; status := 'skipped'; skip_reason := 'the message already has an answer: regenerate it for a new one';
+      ELSE
+        variant := v_max + 1; status := 'running';
+      END IF;
     ELSE
-      variant := v_earlier; status := 'running';
+      SELECT t.variant INTO v_earlier FROM turns t
+        WHERE p_event_id IS NOT NULL AND t.event_id = p_event_id AND t.message_id = p_message_id
+        ORDER BY t.started_at LIMIT 1;
+      IF v_earlier IS NULL THEN
+        SELECT coalesce(max(t.variant), 0) INTO v_max_turn FROM turns t
+          WHERE t.message_id = p_message_id AND t.status IN ('running', 'completed');
+        variant := greatest(v_max, v_max_turn) + 1; status := 'running';
+      ELSIF EXISTS (SELECT 1 FROM messages m WHERE m.answers = p_message_id AND m.variant = v_earlier) THEN
+        variant := v_earlier; status := 'skipped'; skip_reason := 'this regenerate event already produced its answer';
+      ELSE
+        variant := v_earlier; status := 'running';
+      END IF;
     END IF;
+
+    INSERT INTO turns (run_id, thread_id, message_id, kind, event_id, variant, status, context, finished_at)
+      VALUES (p_run_id, p_thread_id, p_message_id, p_kind, p_event_id, variant, status, p_context,
+              CASE WHEN status = 'running' THEN NULL ELSE now() END)
+      RETURNING * INTO v_turn;
   END IF;
 
-  INSERT INTO turns (run_id, thread_id, message_id, kind, event_id, variant, status, context, finished_at)
-    VALUES (p_run_id, p_thread_id, p_message_id, p_kind, p_event_id, variant, status, p_context,
-            CASE WHEN status = 'running' THEN NULL ELSE now() END);
+  -- turn_ahead: whether an unfinished turn is ahead of this one, by the order of
+  -- history.find-earlier-turn (src/history/turns-sql.ts: message seq, then started_at, run_id).
+  -- False lets a turn on an idle thread skip that lookup and go straight to its history. Made
+  -- here it is race-free: under the thread's row lock, which every turn takes to begin and to
+  -- store its answer (threadline_store_answer), it sees every turn begun before this one as of
+  -- now. A turn begun later is behind this one (a later seq, or a later run of the same message),
+  -- except a regenerate of an earlier message, which the separate lookup, made a moment earlier,
+  -- would miss just the same. A turn that does not run (skipped) waits for nothing.
+  turn_ahead := status = 'running' AND EXISTS (
+    SELECT 1 FROM turns t JOIN messages m ON m.id = t.message_id AND m.on_path
+    WHERE t.thread_id = p_thread_id AND t.status = 'running' AND t.run_id <> p_run_id
+      AND (m.seq < v_message.seq
+        OR (m.seq = v_message.seq AND (t.started_at, t.run_id) < (v_turn.started_at, v_turn.run_id))));
   refusal := NULL;
   message_seq := v_message.seq;
   stored_text := v_message.content ->> 'text';

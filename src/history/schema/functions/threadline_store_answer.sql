@@ -3,7 +3,9 @@
 -- message still on the current path becomes its current answer (a regenerate also takes the later
 -- turns off the path); the answer of a message that left the path meanwhile is stored off the path
 -- and its turn marked superseded, so the path never holds an answer without its question. The
--- stream ends (stream.ended) in the transaction that stores the answer.
+-- stream ends (stream.ended) in the transaction that stores the answer. It also reports whether
+-- the run's threadline/turn.finished is wanted: by a later turn (later_unfinished, below), or by
+-- title-thread (untitled: the thread has no title yet).
 --
 -- Except for a turn ended meanwhile by another hand, which stays as recorded: stopped by the user,
 -- cancelled, or failed (presumed lost by a later turn, or its failure recorded). Its run may go on
@@ -15,27 +17,27 @@
 CREATE OR REPLACE FUNCTION threadline_store_answer(
   p_thread_id uuid, p_user_id text, p_run_id text, p_message_id uuid, p_message_seq bigint, p_variant integer,
   p_detach_later_turns boolean, p_results jsonb, p_context jsonb
-) RETURNS TABLE (refusal text, inserted integer, status text)
+) RETURNS TABLE (refusal text, inserted integer, status text, later_unfinished boolean, untitled boolean)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_owner text;
   v_on_path boolean;
   v_ended text;
 BEGIN
-  SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
+  SELECT t.user_id, t.title IS NULL INTO v_owner, untitled FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
-    RETURN QUERY SELECT 'thread_not_found', NULL::integer, NULL::text; RETURN;
+    RETURN QUERY SELECT 'thread_not_found', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
   END IF;
   IF v_owner <> p_user_id THEN
-    RETURN QUERY SELECT 'thread_not_owned', NULL::integer, NULL::text; RETURN;
+    RETURN QUERY SELECT 'thread_not_owned', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
   END IF;
   SELECT m.on_path INTO v_on_path FROM messages m WHERE m.id = p_message_id AND m.thread_id = p_thread_id AND m.kind = 'user';
   IF v_on_path IS NULL THEN
-    RETURN QUERY SELECT 'message_not_found', NULL::integer, NULL::text; RETURN;
+    RETURN QUERY SELECT 'message_not_found', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
   END IF;
   SELECT t.status INTO v_ended FROM turns t WHERE t.run_id = p_run_id AND t.status IN ('stopped', 'cancelled', 'failed');
   IF v_ended IS NOT NULL THEN
-    RETURN QUERY SELECT NULL::text, 0, v_ended; RETURN;
+    RETURN QUERY SELECT NULL::text, 0, v_ended, NULL::boolean, NULL::boolean; RETURN;
   END IF;
 
   inserted := threadline_insert_answer(p_thread_id, p_message_id, p_message_seq, v_on_path, p_variant, p_detach_later_turns, p_results, false);
@@ -47,6 +49,15 @@ BEGIN
   PERFORM threadline_append_events(p_thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
     'key', 'stream.ended', 'event', 'stream.ended',
     'data', jsonb_build_object('scope', 'network', 'status', status, 'runId', p_run_id, 'messageId', p_message_id, 'variant', p_variant))));
+  -- later_unfinished: whether a turn that may wait for this one is unfinished (one on this message
+  -- or a later one, a superset of those history.find-earlier-turn puts behind it). False lets the
+  -- run skip its turn.finished when nothing else wants it (untitled: title-thread does). It is
+  -- race-free because the thread's row lock is held: a turn that began before this statement is
+  -- seen here, and one that begins after it sees this turn finished, in threadline_begin_turn
+  -- (under the same lock) and in every lookup after, so it never waits for this run.
+  later_unfinished := EXISTS (
+    SELECT 1 FROM turns t JOIN messages m ON m.id = t.message_id
+    WHERE t.thread_id = p_thread_id AND t.status = 'running' AND t.run_id <> p_run_id AND m.seq >= p_message_seq);
   refusal := NULL;
   RETURN NEXT;
 END
