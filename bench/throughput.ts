@@ -278,7 +278,8 @@ async function seedThreads(pool: pg.Pool, count: number, label: string): Promise
     const batch = await Promise.all(
       Array.from({ length: Math.min(10, count - i) }, async (_, j) => {
         const userId = `bench-${label}-${i + j}`;
-        const { threadId } = await seedThread(pool, { turns: SEEDED_TURNS, userId });
+        // Titled, as a thread is after its first turn (title-thread).
+        const { threadId } = await seedThread(pool, { turns: SEEDED_TURNS, userId, title: "Bench thread" });
         return { threadId, token: await tokenFor(userId) };
       }),
     );

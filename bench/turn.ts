@@ -121,7 +121,10 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
   const served: InngestFunction.Any[] = [chatTurn, modelInference];
   const app = await serveApp(counting.pool, engine, served);
   try {
-    const threads = await Promise.all(Array.from({ length: THREADS }, () => seedThread(pool, { turns: SEEDED_TURNS })));
+    // Titled, as a thread is after its first turn (title-thread): no title to ask for.
+    const threads = await Promise.all(
+      Array.from({ length: THREADS }, () => seedThread(pool, { turns: SEEDED_TURNS, title: "What to read next" })),
+    );
     const sent: { threadId: string; messageId: string }[] = [];
     const runOnce = async (fn: string, event: { name: string; data: Record<string, unknown> }) => {
       model.script({ text: "An answer." });

@@ -64,11 +64,15 @@ export async function seedThread(
     longQuestion?: { turn: number; text: string };
     /** Each turn's texts in place of "question i" / "answer i". */
     texts?: (turn: number) => { question: string; answer: string };
+    /** A title, as title-thread gives a thread after its first turn (default: none). */
+    title?: string;
   },
 ): Promise<SeededThread> {
   const userId = options.userId ?? "user-1";
   const threadId = randomUUID();
   await ensureThread(db, threadId, userId);
+  if (options.title !== undefined)
+    await db.query("UPDATE threads SET title = $2, title_source = 'model' WHERE id = $1", [threadId, options.title]);
   const entries: SeededEntry[] = [];
   for (let i = 1; i <= options.turns; i += 1) {
     if (options.systemBefore?.includes(i)) {
