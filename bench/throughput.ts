@@ -21,7 +21,6 @@
  * heap flag (--max-semi-space-size, docs/operations.md), printed at the start.
  */
 import { fork } from "node:child_process";
-import { readFile } from "node:fs/promises";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import os from "node:os";
@@ -36,6 +35,7 @@ import { CHAT_TURN_ID } from "../src/functions/turn-lifecycle.js";
 import { inngestClient } from "../src/platform/inngest-serve.js";
 import { createTestApp, tokenFor } from "../test/helpers/http.js";
 import { seedThread } from "../test/helpers/seed.js";
+import { backendCpuDelta, backendCpuNs, backendPids } from "./postgres-cpu.js";
 import { openBenchDatabase } from "./bench-database.js";
 import { percentile, printTable } from "./report.js";
 import type {
@@ -332,37 +332,6 @@ async function checkThreads(pool: pg.Pool, mode: Mode, threadIds: string[], sent
   console.log(
     `${mode} mode: checked ${threadIds.length} threads: ${sent.length} messages sent (warm-up included), each stored, answered and its turn completed once`,
   );
-}
-
-/** The server processes of this database's connections (empty when PostgreSQL runs elsewhere). */
-async function backendPids(pool: pg.Pool): Promise<number[]> {
-  const { rows } = await pool.query("SELECT pid FROM pg_stat_activity WHERE datname = current_database()");
-  return rows.map((r) => r.pid as number);
-}
-
-/** Nanoseconds each of these backends has spent on a CPU (schedstat), for those whose /proc entry is readable. */
-async function backendCpuNs(pids: number[]): Promise<Map<number, number>> {
-  const cpu = new Map<number, number>();
-  for (const pid of pids) {
-    try {
-      cpu.set(pid, Number((await readFile(`/proc/${pid}/schedstat`, "utf8")).split(" ")[0]));
-    } catch {
-      // Not local, or the connection closed meanwhile.
-    }
-  }
-  return cpu;
-}
-
-/**
- * Milliseconds of backend CPU between two readings: a backend read both times counts its
- * difference, one that started in between all of its time (a closed one is missed); undefined
- * when none could be read.
- */
-function backendCpuDelta(before: Map<number, number>, after: Map<number, number>): number | undefined {
-  if (after.size === 0) return undefined;
-  let ns = 0;
-  for (const [pid, end] of after) ns += end - (before.get(pid) ?? 0);
-  return ns / 1e6;
 }
 
 /** What `uptime` prints: the time and the 1, 5 and 15 minute load averages. */

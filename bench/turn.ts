@@ -25,7 +25,6 @@
  * turn) and the plans of the history read and of the latest-turn lookup.
  */
 import { randomUUID } from "node:crypto";
-import { readFile } from "node:fs/promises";
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
@@ -45,6 +44,7 @@ import { createTestApp } from "../test/helpers/http.js";
 import { type ModelServer, startModelServer } from "../test/helpers/model-server.js";
 import { seedThread } from "../test/helpers/seed.js";
 import { statementsPerStep, totalStatements } from "../test/helpers/step-statements.js";
+import { backendCpuDelta, backendCpuNs, backendPids } from "./postgres-cpu.js";
 import { openBenchDatabase } from "./bench-database.js";
 import { percentile, printTable } from "./report.js";
 
@@ -338,38 +338,6 @@ async function checkThreads(
   console.log(
     `${mode} mode: checked ${threads.length} threads: ${sent.length} messages sent, each stored, answered and its turn completed once; ${floorRuns.length} durable floor runs wrote ${floorWrites} rows each`,
   );
-}
-
-/** The server processes of this database's connections (empty when PostgreSQL runs elsewhere). */
-async function backendPids(pool: pg.Pool): Promise<number[]> {
-  const { rows } = await pool.query("SELECT pid FROM pg_stat_activity WHERE datname = current_database()");
-  return rows.map((r) => r.pid as number);
-}
-
-/** Nanoseconds each of these backends has spent on a CPU (schedstat), for those whose /proc entry is readable. */
-async function backendCpuNs(pids: number[]): Promise<Map<number, number>> {
-  const cpu = new Map<number, number>();
-  for (const pid of pids) {
-    try {
-      cpu.set(pid, Number((await readFile(`/proc/${pid}/schedstat`, "utf8")).split(" ")[0]));
-    } catch {
-      // Not local, or the connection closed (the pool ends idle ones): it did no work for this run.
-    }
-  }
-  return cpu;
-}
-
-/** Milliseconds of backend CPU between two readings, over the backends read both times; undefined if none was. */
-function backendCpuDelta(before: Map<number, number>, after: Map<number, number>): number | undefined {
-  let ns = 0;
-  let read = 0;
-  for (const [pid, end] of after) {
-    const start = before.get(pid);
-    if (start === undefined) continue;
-    ns += end - start;
-    read += 1;
-  }
-  return read > 0 ? ns / 1e6 : undefined;
 }
 
 const p = (values: number[], digits = 1) => [10, 50, 90].map((q) => percentile(values, q).toFixed(digits)).join(" / ");
