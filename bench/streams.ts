@@ -9,7 +9,8 @@
  *    to its last row at the client, ÷ a plain SELECT of the same rows through the same pool,
  *    paired rounds (p10 / p50 / p90 of the rounds' ratios). Target: ≤ 1.2× at 1,000 and 5,000
  *    rows. Beside it, the floor of any replay over HTTP: a bare node:http server's one frame, read
- *    by the same client, and the replay ÷ (SELECT + that floor).
+ *    by the same client, and the replay ÷ (SELECT + that floor). Then where this checkout's
+ *    1,000-row replay goes: the frames read alone, the app in process (no socket), over HTTP.
  * 3. Shares: does one user holding every stream they may open slow another user's requests down?
  *    Another user's GET /api/threads latency is measured idle and while one user holds their
  *    share of event streams (STREAM_MAX_PER_USER, default 16, each on its own thread, the worst
@@ -33,7 +34,7 @@ import { pathToFileURL } from "node:url";
 import { serve } from "@hono/node-server";
 import { streamCompletion } from "../src/agents/streamed-completion.js";
 import { createPool } from "../src/platform/database.js";
-import { appendEvents } from "../src/history/events.js";
+import { appendEvents, readThreadEventFrames } from "../src/history/events.js";
 import { selectEventsAfter } from "../src/history/events-sql.js";
 import { createThread } from "../src/history/threads.js";
 import { createApp } from "../src/server.js";
@@ -65,6 +66,9 @@ const REPLAY_ROWS = [100, 1_000, 5_000];
 const REPLAY_ROUNDS = 30;
 const REPLAY_WARMUP = 5;
 const REPLAY_TARGET = 1.2;
+/** The breakdown of this checkout's replay: its size and rounds. */
+const BREAKDOWN_ROWS = 1_000;
+const BREAKDOWN_ROUNDS = 100;
 
 const database = await openBenchDatabase();
 // The writer stands for the turns writing answers (Inngest's calls, or another app instance): its
@@ -253,12 +257,86 @@ bareHttp.listen(0, "127.0.0.1");
 await new Promise((resolve) => bareHttp.once("listening", resolve));
 const bareHttpUrl = `http://127.0.0.1:${(bareHttp.address() as AddressInfo).port}/`;
 
+/** Reads until `rows` frames arrived. */
+async function readFrames(reader: ReadableStreamDefaultReader<Uint8Array>, rows: number) {
+  // Frames end with a blank line (no raw line break inside a frame's data): count "\n\n".
+  let frames = 0;
+  let previous = 0;
+  while (frames < rows) {
+    const { done, value } = await reader.read();
+    if (done) throw new Error(`the replay ended after ${frames} of ${rows} rows`);
+    if (previous === 10 && value[0] === 10) frames += 1;
+    for (let at = value.indexOf(10); at >= 0; at = value.indexOf(10, at + 1)) {
+      if (value[at + 1] === 10) {
+        frames += 1;
+        at += 1;
+      }
+    }
+    previous = value.at(-1)!;
+  }
+}
+
+/**
+ * Where this checkout's replay of a thread's `rows` rows goes, paired rounds, order rotating: the
+ * frames read alone (the route's one statement), the app in process (app.fetch to the last row,
+ * no socket), and over HTTP (as the replay table measures it).
+ */
+async function replayBreakdown(threadId: string, rows: number) {
+  const url = `${base}/api/threads/${threadId}/events?after=0`;
+  const sides = {
+    read: async () => {
+      const started = performance.now();
+      // The feeds' page (src/stream/thread-feeds.ts).
+      const first = await readThreadEventFrames(database.pool, {
+        threadId,
+        userId: "bench-replay",
+        afterId: 0,
+        limit: { rows: 5_000, bytes: 4 * 1024 * 1024 },
+      });
+      if (first?.page?.count !== rows) throw new Error(`the read brought ${first?.page?.count} rows, not ${rows}`);
+      return performance.now() - started;
+    },
+    app: async () => {
+      const controller = new AbortController();
+      const started = performance.now();
+      const response = await app.fetch(new Request(url, { headers: as("bench-replay"), signal: controller.signal }));
+      const reader = response.body!.getReader();
+      await readFrames(reader, rows);
+      const elapsed = performance.now() - started;
+      controller.abort();
+      await reader.cancel().catch(() => undefined);
+      return elapsed;
+    },
+    http: async () => {
+      const controller = new AbortController();
+      const started = performance.now();
+      const response = await fetch(url, { headers: as("bench-replay"), signal: controller.signal });
+      const reader = response.body!.getReader();
+      await readFrames(reader, rows);
+      const elapsed = performance.now() - started;
+      controller.abort();
+      await reader.cancel().catch(() => undefined);
+      return elapsed;
+    },
+  };
+  const names = Object.keys(sides) as (keyof typeof sides)[];
+  const measured = { read: [] as number[], app: [] as number[], http: [] as number[] };
+  for (let round = 0; round < REPLAY_WARMUP + BREAKDOWN_ROUNDS; round += 1) {
+    const rotated = [...names.slice(round % names.length), ...names.slice(0, round % names.length)];
+    for (const name of rotated) {
+      const ms = await sides[name]();
+      if (round >= REPLAY_WARMUP) measured[name].push(ms);
+    }
+  }
+  return { read: median(measured.read), app: median(measured.app), http: median(measured.http) };
+}
+
 /**
  * Replay: per size, REPLAY_ROUNDS paired rounds of a plain SELECT, the bare HTTP floor and each
  * variant's replay, order rotating.
  */
 async function measureReplay(): Promise<
-  { rows: number; select: number[]; http: number[]; replay: Map<string, number[]> }[]
+  { rows: number; threadId: string; select: number[]; http: number[]; replay: Map<string, number[]> }[]
 > {
   const results = [];
   for (const rows of REPLAY_ROWS) {
@@ -293,21 +371,7 @@ async function measureReplay(): Promise<
       const started = performance.now();
       const response = await fetch(url, { headers: as("bench-replay"), signal: controller.signal });
       const reader = response.body!.getReader();
-      // Frames end with a blank line (no raw line break inside a frame's data): count "\n\n".
-      let frames = 0;
-      let previous = 0;
-      while (frames < rows) {
-        const { done, value } = await reader.read();
-        if (done) throw new Error(`the replay ended after ${frames} of ${rows} rows`);
-        if (previous === 10 && value[0] === 10) frames += 1;
-        for (let at = value.indexOf(10); at >= 0; at = value.indexOf(10, at + 1)) {
-          if (value[at + 1] === 10) {
-            frames += 1;
-            at += 1;
-          }
-        }
-        previous = value.at(-1)!;
-      }
+      await readFrames(reader, rows);
       const elapsed = performance.now() - started;
       controller.abort();
       await reader.cancel().catch(() => undefined);
@@ -315,6 +379,7 @@ async function measureReplay(): Promise<
     };
     const measured = {
       rows,
+      threadId,
       select: [] as number[],
       http: [] as number[],
       replay: new Map(variants.map((v) => [v.name, [] as number[]])),
@@ -382,6 +447,12 @@ try {
   );
   console.log(
     "HTTP floor: a bare node:http server answering one frame, read by the same client (a new connection each time).",
+  );
+  const breakdown = await replayBreakdown(replays.find((r) => r.rows === BREAKDOWN_ROWS)!.threadId, BREAKDOWN_ROWS);
+  console.log(
+    `This checkout's replay of ${BREAKDOWN_ROWS.toLocaleString("en")} rows, ${BREAKDOWN_ROUNDS} rounds (medians): the frames read alone ${breakdown.read.toFixed(2)} ms; ` +
+      `the app in process (app.fetch to the last row, no socket) ${breakdown.app.toFixed(2)} ms (+${(breakdown.app - breakdown.read).toFixed(2)}); ` +
+      `over HTTP ${breakdown.http.toFixed(2)} ms (+${(breakdown.http - breakdown.app).toFixed(2)}).`,
   );
   console.log("");
 

@@ -1,6 +1,6 @@
 import { Hono } from "hono";
 import { SSEStreamingApi } from "hono/streaming";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, vi } from "vitest";
 import { eventRoutes } from "../src/api/events.js";
 import type { AuthEnv } from "../src/auth/identity.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
@@ -9,9 +9,10 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
 import { storeModelTitle } from "../src/history/titles.js";
 import { cancelTurn, failTurn, findEarlierTurn } from "../src/history/turns.js";
+import { logger } from "../src/platform/logger.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { createStreamSlots } from "../src/stream/stream-slots.js";
-import { createThreadFeeds } from "../src/stream/thread-feeds.js";
+import { createThreadFeeds, type ThreadFeeds } from "../src/stream/thread-feeds.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
 import { asUser, createTestApp, headersFor } from "./helpers/http.js";
@@ -163,6 +164,41 @@ describe("GET /api/threads/:threadId/events", () => {
     await stream.waitForHeartbeat();
     expect(stream.received).toEqual([]);
     await stream.close();
+  });
+
+  it("a failed read ends the stream with an error event, logs the failure and frees the caller's slot", async () => {
+    const logged = vi.spyOn(logger, "error");
+    const failure = new Error("the read failed");
+    // A feed whose read fails mid-stream (as when the database does), behind the route alone.
+    const feeds: ThreadFeeds = {
+      feeds: 0,
+      follow: async () => ({ next: async () => ({ failed: failure }), close: () => undefined }),
+    };
+    const events = createEventNotifier(bed.db.pool);
+    notifiers.push(events);
+    const app = new Hono<AuthEnv>()
+      .use(async (c, next) => {
+        c.set("identity", { userId: "user-1" } as AuthEnv["Variables"]["identity"]);
+        await next();
+      })
+      .route(
+        "/api/threads",
+        eventRoutes({
+          db: bed.db.pool,
+          sendEvent: async () => ({ ids: [] }),
+          events,
+          feeds,
+          slots: createStreamSlots({ perUser: 1, perProcess: 10 }),
+        }),
+      );
+    const threadId = crypto.randomUUID();
+    // One stream a user at a time: the second is answered only if the first gave its slot back.
+    for (const _ of [1, 2]) {
+      const response = await app.request(`/api/threads/${threadId}/events`);
+      expect(response.status).toBe(200);
+      expect(await response.text()).toBe("event: error\ndata: the read failed\n\n");
+    }
+    expect(logged).toHaveBeenCalledWith(expect.objectContaining({ err: failure, threadId }), "event stream failed");
   });
 
   it("another user's thread answers 404 like an unknown one; a bad Last-Event-ID is a 400", async () => {

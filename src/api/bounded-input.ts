@@ -17,11 +17,18 @@ const SDK_FIELDS_BYTES = 1024;
 export const MAX_BODY_BYTES = MAX_EVENT_BYTES;
 
 /**
+ * GET and HEAD never carry a body (the Fetch API gives them none, and so does @hono/node-server):
+ * they pass the body checks untouched. Asking for their body would only build the request's
+ * Fetch object (node-server defers it), ~0.15 ms of every event stream's reconnect.
+ */
+const bodiless = (method: string) => method === "GET" || method === "HEAD";
+
+/**
  * Refuses a body over MAX_BODY_BYTES with 413: at once when its Content-Length says so, and for a
  * streamed body as soon as the bytes read pass the limit (the rest is never read).
  */
-export const limitBody = (): MiddlewareHandler =>
-  bodyLimit({
+export const limitBody = (): MiddlewareHandler => {
+  const limit = bodyLimit({
     maxSize: MAX_BODY_BYTES,
     onError: (c) =>
       c.json(
@@ -31,6 +38,8 @@ export const limitBody = (): MiddlewareHandler =>
         413,
       ),
   });
+  return (c, next) => (bodiless(c.req.method) ? next() : limit(c, next));
+};
 
 /** A JSON media type: application/json, with or without parameters such as charset. */
 const isJson = (contentType: string) => contentType.split(";")[0]!.trim().toLowerCase() === "application/json";
@@ -82,12 +91,11 @@ function withBody(request: Request, body: ReadableStream<Uint8Array> | null): Re
  * and answered that every field is missing.
  */
 export const requireJsonBody = (): MiddlewareHandler => async (c, next) => {
+  // Left as they came (an event stream keeps its request).
+  if (bodiless(c.req.method)) return next();
   const body = await presentBody(c.req.raw);
   if (body === null) {
-    // GET and HEAD never carry a body: they are left as they came (an event stream keeps its request).
-    const bodyless = c.req.method === "GET" || c.req.method === "HEAD";
-    if (!bodyless && (c.req.raw.body !== null || c.req.raw.headers.has("content-type")))
-      c.req.raw = withBody(c.req.raw, null);
+    if (c.req.raw.body !== null || c.req.raw.headers.has("content-type")) c.req.raw = withBody(c.req.raw, null);
     return next();
   }
   if (body !== c.req.raw.body) c.req.raw = withBody(c.req.raw, body);

@@ -1,6 +1,5 @@
 import { Hono } from "hono";
 import { describeRoute, resolver } from "hono-openapi";
-import { streamSSE } from "hono/streaming";
 import { z } from "zod";
 import { callerId, type AuthEnv } from "../auth/identity.js";
 import { HistoryRefusal } from "../history/errors.js";
@@ -112,39 +111,69 @@ export function eventRoutes({ feeds, slots }: ApiDeps & StreamDeps, heartbeatMs 
         slot.release();
         throw error;
       }
-      return streamSSE(
-        c,
-        async (stream) => {
-          stream.onAbort(() => follower.close());
-          try {
-            // Never complete: the stream stays open across turns until the client, the thread or the process ends it.
-            while (!stream.aborted) {
-              const delivery = await follower.next(heartbeatMs);
-              if (delivery === null) {
-                await stream.write(": heartbeat\n\n");
-              } else if ("frames" in delivery) {
-                // A page as the database built it (src/history/events.ts): one write.
-                await stream.write(delivery.frames.frames);
-              } else if ("deleted" in delivery) {
-                await stream.writeSSE({ event: THREAD_DELETED, data: JSON.stringify({ threadId }) });
-                return;
-              } else if ("failed" in delivery) {
-                throw delivery.failed;
-              } else {
-                // Behind (a stalled client: it resumes with Last-Event-ID) or closed (shutdown).
-                return;
-              }
-            }
-          } finally {
-            follower.close();
-            slot.release();
-          }
-        },
-        async (error) => {
-          // Headers are sent: the client sees the stream end and resumes with Last-Event-ID.
-          logger.error({ err: error, threadId }, "event stream failed");
-        },
-      );
+      // Headers as hono's streamSSE sends them: chunked, so @hono/node-server writes each page as it comes.
+      for (const [name, value] of Object.entries(SSE_HEADERS)) c.header(name, value);
+      return c.body(eventStream(follower, slot, threadId, heartbeatMs));
     },
   );
+}
+
+const SSE_HEADERS = {
+  "Transfer-Encoding": "chunked",
+  "Content-Type": "text/event-stream",
+  "Cache-Control": "no-cache",
+  Connection: "keep-alive",
+};
+
+/** One Server-Sent Event as hono's writeSSE writes it (each line of `data` on its own data line). */
+const sseFrame = (event: string, data: string) =>
+  `event: ${event}\n${data
+    .split(/\r\n|\r|\n/)
+    .map((line) => `data: ${line}`)
+    .join("\n")}\n\n`;
+
+/**
+ * The follower's deliveries as the response body, one chunk each (a page is the database's string,
+ * encoded once): one web stream, pulled by @hono/node-server as the socket takes it. It never
+ * completes on its own: the client, the thread or the process ends it. The follower and the slot
+ * are released once, when it ends or the client leaves.
+ */
+function eventStream(
+  follower: FeedFollower,
+  slot: { release: () => void },
+  threadId: string,
+  heartbeatMs: number,
+): ReadableStream<Uint8Array> {
+  let ended = false;
+  const end = (controller?: ReadableStreamDefaultController<Uint8Array>) => {
+    if (ended) return;
+    ended = true;
+    follower.close();
+    slot.release();
+    controller?.close();
+  };
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      try {
+        const delivery = await follower.next(heartbeatMs);
+        if (ended) return;
+        if (delivery === null) controller.enqueue(Buffer.from(": heartbeat\n\n"));
+        else if ("frames" in delivery) {
+          // A page as the database built it (src/history/events.ts): one chunk.
+          controller.enqueue(Buffer.from(delivery.frames.frames));
+        } else if ("deleted" in delivery) {
+          controller.enqueue(Buffer.from(sseFrame(THREAD_DELETED, JSON.stringify({ threadId }))));
+          end(controller);
+        } else if ("failed" in delivery) throw delivery.failed;
+        // Behind (a stalled client: it resumes with Last-Event-ID) or closed (shutdown).
+        else end(controller);
+      } catch (error) {
+        // Headers are sent: the client sees the stream end and resumes with Last-Event-ID.
+        logger.error({ err: error, threadId }, "event stream failed");
+        if (error instanceof Error) controller.enqueue(Buffer.from(sseFrame("error", error.message)));
+        end(controller);
+      }
+    },
+    cancel: () => end(),
+  });
 }
