@@ -166,9 +166,9 @@ describe("GET /api/threads/:threadId/events", () => {
     await stream.close();
   });
 
-  it("a failed read ends the stream with an error event, logs the failure and frees the caller's slot", async () => {
+  it("a failed read ends the stream with an error event (its cause logged, not sent), frees the caller's slot", async () => {
     const logged = vi.spyOn(logger, "error");
-    const failure = new Error("the read failed");
+    const failure = new Error('relation "thread_events" does not exist');
     // A feed whose read fails mid-stream (as when the database does), behind the route alone.
     const feeds: ThreadFeeds = {
       feeds: 0,
@@ -196,7 +196,9 @@ describe("GET /api/threads/:threadId/events", () => {
     for (const _ of [1, 2]) {
       const response = await app.request(`/api/threads/${threadId}/events`);
       expect(response.status).toBe(200);
-      expect(await response.text()).toBe("event: error\ndata: the read failed\n\n");
+      expect(await response.text()).toBe(
+        "event: error\ndata: The event stream failed: reconnect with Last-Event-ID to resume where it stopped.\n\n",
+      );
     }
     expect(logged).toHaveBeenCalledWith(expect.objectContaining({ err: failure, threadId }), "event stream failed");
   });

@@ -132,6 +132,9 @@ const sseFrame = (event: string, data: string) =>
     .map((line) => `data: ${line}`)
     .join("\n")}\n\n`;
 
+/** What a client is told when the stream fails after its headers were sent. */
+const STREAM_FAILED = "The event stream failed: reconnect with Last-Event-ID to resume where it stopped.";
+
 /**
  * The follower's deliveries as the response body, one chunk each (a page is the database's string,
  * encoded once): one web stream, pulled by @hono/node-server as the socket takes it. It never
@@ -170,7 +173,8 @@ function eventStream(
       } catch (error) {
         // Headers are sent: the client sees the stream end and resumes with Last-Event-ID.
         logger.error({ err: error, threadId }, "event stream failed");
-        if (error instanceof Error) controller.enqueue(Buffer.from(sseFrame("error", error.message)));
+        // The cause is logged, never sent: it may be the database's own words.
+        controller.enqueue(Buffer.from(sseFrame("error", STREAM_FAILED)));
         end(controller);
       }
     },
