@@ -114,12 +114,13 @@ describe("a regenerate racing a new message", () => {
     ]);
   });
 
-  it("new message sent while the regenerate waits on the model: its turn waits for the regenerate, whose answer takes it off the path; its own answer is stored off the path", async () => {
+  it("new message sent while the regenerate waits on the model: its turn waits for the regenerate and follows its answer on the path", async () => {
     const { threadId, messageIds } = await conversation(chatTurn, bed.model, [
       ["one", "ONE"],
       ["two", "TWO"],
     ]);
     const three = chatEvent({ threadId, content: "three" });
+    bed.model.reset();
     bed.model.script({ text: "ONE (regenerated)", delayMs: 400 }, { text: "answer to three" });
 
     const regenerating = execute(regenerate, regenerateEvent(threadId, messageIds[0]!));
@@ -130,14 +131,26 @@ describe("a regenerate racing a new message", () => {
     expect((await regenerating).error).toBeUndefined();
     expect(answered.stepIds.some((id) => id.startsWith("history.wait-for-turn"))).toBe(true);
 
+    // The regenerate replaced what followed "one" when it began ("two"), not the message sent since.
     expect(await shownPath(threadId)).toEqual([
       ["user", "one"],
       ["assistant", "ONE (regenerated)"],
+      ["user", "three"],
+      ["assistant", "answer to three"],
     ]);
     expect(await answersWithoutQuestion(threadId)).toEqual([]);
-    expect(await turnsOf(bed.db.pool, three.data.messageId)).toMatchObject([{ status: "superseded" }]);
-    const answerToThree = (await threadRows(bed.db.pool, threadId)).find((r) => r.answers === three.data.messageId)!;
-    expect([textOf(answerToThree.content), answerToThree.on_path]).toEqual(["answer to three", false]);
+    expect(await turnsOf(bed.db.pool, three.data.messageId)).toMatchObject([{ status: "completed" }]);
+    // The model answered "three" after the regenerated answer, as the path now shows it.
+    expect(bed.model.requests[1]!.messages.slice(1)).toEqual([
+      { role: "user", content: "one" },
+      { role: "assistant", content: "ONE (regenerated)" },
+      { role: "user", content: "three" },
+    ]);
+    // In the tree, "three" follows the regenerated variant of "one".
+    const { rows } = await bed.db.pool.query("SELECT parent_id, parent_variant FROM messages WHERE id = $1", [
+      three.data.messageId,
+    ]);
+    expect(rows[0]).toEqual({ parent_id: messageIds[0], parent_variant: 2 });
   });
 
   it("driven through the store directly: an answer whose question left the path is stored off it, and a retry stores nothing twice", async () => {

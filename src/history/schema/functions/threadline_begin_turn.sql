@@ -161,8 +161,14 @@ BEGIN
       END IF;
     END IF;
 
+    -- A regenerate records how far the thread went when it began (regeneratedThroughSeq): its
+    -- answer replaces the turns after its message up to there, not the messages sent while it ran
+    -- (threadline_store_answer).
     INSERT INTO turns (run_id, thread_id, message_id, kind, event_id, variant, status, context, finished_at)
-      VALUES (p_run_id, p_thread_id, p_message_id, p_kind, p_event_id, variant, status, p_context,
+      VALUES (p_run_id, p_thread_id, p_message_id, p_kind, p_event_id, variant, status,
+              CASE WHEN p_kind = 'regenerate' THEN coalesce(p_context, '{}'::jsonb) || jsonb_build_object(
+                'regeneratedThroughSeq', (SELECT t.last_seq FROM threads t WHERE t.id = p_thread_id))
+              ELSE p_context END,
               CASE WHEN status = 'running' THEN NULL ELSE now() END)
       RETURNING * INTO v_turn;
   END IF;
