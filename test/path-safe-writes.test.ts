@@ -153,6 +153,34 @@ describe("a regenerate racing a new message", () => {
     expect(rows[0]).toEqual({ parent_id: messageIds[0], parent_variant: 2 });
   });
 
+  it("new message sent while the last answer is regenerated: it follows the new variant", async () => {
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [
+      ["one", "ONE"],
+      ["two", "TWO"],
+    ]);
+    const three = chatEvent({ threadId, content: "three" });
+    bed.model.reset();
+    bed.model.script({ text: "TWO (regenerated)", delayMs: 400 }, { text: "answer to three" });
+
+    const regenerating = execute(regenerate, regenerateEvent(threadId, messageIds[1]!));
+    await modelReached(1);
+    expect((await execute(chatTurn, three)).error).toBeUndefined();
+    expect((await regenerating).error).toBeUndefined();
+
+    expect(await shownPath(threadId)).toEqual([
+      ["user", "one"],
+      ["assistant", "ONE"],
+      ["user", "two"],
+      ["assistant", "TWO (regenerated)"],
+      ["user", "three"],
+      ["assistant", "answer to three"],
+    ]);
+    const { rows } = await bed.db.pool.query("SELECT parent_id, parent_variant FROM messages WHERE id = $1", [
+      three.data.messageId,
+    ]);
+    expect(rows[0]).toEqual({ parent_id: messageIds[1], parent_variant: 2 });
+  });
+
   it("driven through the store directly: an answer whose question left the path is stored off it, and a retry stores nothing twice", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 2 });
     const { threadId, userId } = thread;

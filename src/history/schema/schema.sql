@@ -592,6 +592,7 @@ DECLARE
   v_rows integer;
   v_first bigint;
   v_inserted integer;
+  v_through bigint;
 BEGIN
   IF v_count = 0 OR EXISTS (SELECT 1 FROM messages m WHERE m.answers = p_message_id AND m.variant = p_variant) THEN
     RETURN 0;
@@ -600,8 +601,15 @@ BEGIN
     UPDATE messages m SET on_path = false WHERE m.answers = p_message_id AND m.on_path;
     GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
     IF p_detach_later_turns THEN
-      UPDATE messages m SET on_path = false WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq > p_message_seq;
+      SELECT max((t.context ->> 'regeneratedThroughSeq')::bigint) INTO v_through FROM turns t
+        WHERE t.message_id = p_message_id AND t.variant = p_variant AND t.kind = 'regenerate';
+      UPDATE messages m SET on_path = false WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq > p_message_seq
+        AND (v_through IS NULL OR m.turn_seq <= v_through);
       GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+      -- The first message sent since follows this answer: what it was sent after just left the path.
+      UPDATE messages m SET parent_id = p_message_id, parent_variant = p_variant
+        WHERE m.thread_id = p_thread_id AND m.on_path AND m.kind = 'user' AND m.turn_seq > v_through
+          AND NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = m.parent_id AND p.on_path AND p.turn_seq > v_through);
     END IF;
     -- A new answer to a message the summary covers changes what the summary stands for.
     DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq;
@@ -658,8 +666,9 @@ BEGIN
     END IF;
     SELECT * INTO v_stop FROM threadline_stop_turn(p_thread_id, p_user_id, v_turn.run_id, (v_item ->> 'resultId')::uuid, p_agent_name);
     -- A stopped regenerate's partial answer takes the turns after its message off the path, as its
-    -- answer would: those it was to replace, and also this message, sent after it began and asking
-    -- to be answered next. This message is put back.
+    -- answer would: those it was to replace. One begun before it recorded regeneratedThroughSeq
+    -- (threadline_insert_answer) also takes this message, sent after it began and asking to be
+    -- answered next: it is put back.
     IF v_turn.kind = 'regenerate' AND v_stop.refusal IS NULL THEN
       UPDATE messages m SET on_path = true WHERE m.id = p_message_id AND NOT m.on_path;
       IF FOUND THEN
@@ -870,8 +879,6 @@ DECLARE
   v_owner text;
   v_on_path boolean;
   v_ended text;
-  v_through bigint;
-  v_sent_since uuid[];
 BEGIN
   SELECT t.user_id, t.title IS NULL INTO v_owner, untitled FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
@@ -889,22 +896,7 @@ BEGIN
     RETURN QUERY SELECT NULL::text, 0, v_ended, NULL::boolean, NULL::boolean; RETURN;
   END IF;
 
-  -- A regenerate's answer takes the later turns off the path, but not the messages sent while it
-  -- ran (their turns waited for it and read its answer, under busy enqueue): those, and whatever
-  -- answers them, stay on the path after the new answer. A regenerate begun before the thread
-  -- recorded regeneratedThroughSeq (threadline_begin_turn) detaches all, as it did then.
-  IF p_detach_later_turns AND v_on_path THEN
-    SELECT (t.context ->> 'regeneratedThroughSeq')::bigint INTO v_through FROM turns t WHERE t.run_id = p_run_id;
-    v_sent_since := ARRAY(SELECT m.id FROM messages m
-      WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq > p_message_seq AND m.turn_seq > v_through);
-  END IF;
   inserted := threadline_insert_answer(p_thread_id, p_message_id, p_message_seq, v_on_path, p_variant, p_detach_later_turns, p_results, false);
-  IF cardinality(v_sent_since) > 0 THEN
-    UPDATE messages m SET on_path = true WHERE m.id = ANY (v_sent_since);
-    -- The first of them now follows this answer: the message and variant it was sent after left the path.
-    UPDATE messages m SET parent_id = p_message_id, parent_variant = p_variant
-      WHERE m.id = ANY (v_sent_since) AND m.kind = 'user' AND NOT (m.parent_id = ANY (v_sent_since));
-  END IF;
   status := CASE WHEN v_on_path THEN 'completed' ELSE 'superseded' END;
   UPDATE turns t SET status = threadline_store_answer.status, error = NULL, finished_at = now(),
     context = CASE WHEN p_context IS NULL THEN t.context ELSE coalesce(t.context, '{}'::jsonb) || p_context END

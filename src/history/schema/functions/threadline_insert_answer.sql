@@ -2,6 +2,12 @@
 -- storing twice inserts nothing): the current answer of a user message still on the path (a
 -- regenerate also takes the later turns off it), else off the path. The caller holds the thread's
 -- row lock. Shared by threadline_store_answer and threadline_stop_turn; returns the rows inserted.
+--
+-- A regenerate takes off the path only the turns the thread held when it began
+-- (regeneratedThroughSeq, recorded in its turn's context by threadline_begin_turn): a message sent
+-- while it ran (under busy enqueue its turn waits for the regenerate and answers after its answer;
+-- under interrupt it stopped it) stays on the path, the first such message now following this
+-- answer. A regenerate begun before that was recorded takes every later turn off, as it did then.
 CREATE OR REPLACE FUNCTION threadline_insert_answer(
   p_thread_id uuid, p_message_id uuid, p_message_seq bigint, p_on_path boolean, p_variant integer,
   p_detach_later_turns boolean, p_results jsonb, p_stopped boolean
@@ -13,6 +19,7 @@ DECLARE
   v_rows integer;
   v_first bigint;
   v_inserted integer;
+  v_through bigint;
 BEGIN
   IF v_count = 0 OR EXISTS (SELECT 1 FROM messages m WHERE m.answers = p_message_id AND m.variant = p_variant) THEN
     RETURN 0;
@@ -21,8 +28,15 @@ BEGIN
     UPDATE messages m SET on_path = false WHERE m.answers = p_message_id AND m.on_path;
     GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
     IF p_detach_later_turns THEN
-      UPDATE messages m SET on_path = false WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq > p_message_seq;
+      SELECT max((t.context ->> 'regeneratedThroughSeq')::bigint) INTO v_through FROM turns t
+        WHERE t.message_id = p_message_id AND t.variant = p_variant AND t.kind = 'regenerate';
+      UPDATE messages m SET on_path = false WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq > p_message_seq
+        AND (v_through IS NULL OR m.turn_seq <= v_through);
       GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+      -- The first message sent since follows this answer: what it was sent after just left the path.
+      UPDATE messages m SET parent_id = p_message_id, parent_variant = p_variant
+        WHERE m.thread_id = p_thread_id AND m.on_path AND m.kind = 'user' AND m.turn_seq > v_through
+          AND NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = m.parent_id AND p.on_path AND p.turn_seq > v_through);
     END IF;
     -- A new answer to a message the summary covers changes what the summary stands for.
     DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq;

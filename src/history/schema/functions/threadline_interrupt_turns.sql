@@ -47,8 +47,9 @@ BEGIN
     END IF;
     SELECT * INTO v_stop FROM threadline_stop_turn(p_thread_id, p_user_id, v_turn.run_id, (v_item ->> 'resultId')::uuid, p_agent_name);
     -- A stopped regenerate's partial answer takes the turns after its message off the path, as its
-    -- answer would: those it was to replace, and also this message, sent after it began and asking
-    -- to be answered next. This message is put back.
+    -- answer would: those it was to replace. One begun before it recorded regeneratedThroughSeq
+    -- (threadline_insert_answer) also takes this message, sent after it began and asking to be
+    -- answered next: it is put back.
     IF v_turn.kind = 'regenerate' AND v_stop.refusal IS NULL THEN
       UPDATE messages m SET on_path = true WHERE m.id = p_message_id AND NOT m.on_path;
       IF FOUND THEN

@@ -23,8 +23,6 @@ DECLARE
   v_owner text;
   v_on_path boolean;
   v_ended text;
-  v_through bigint;
-  v_sent_since uuid[];
 BEGIN
   SELECT t.user_id, t.title IS NULL INTO v_owner, untitled FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
@@ -42,22 +40,7 @@ BEGIN
     RETURN QUERY SELECT NULL::text, 0, v_ended, NULL::boolean, NULL::boolean; RETURN;
   END IF;
 
-  -- A regenerate's answer takes the later turns off the path, but not the messages sent while it
-  -- ran (their turns waited for it and read its answer, under busy enqueue): those, and whatever
-  -- answers them, stay on the path after the new answer. A regenerate begun before the thread
-  -- recorded regeneratedThroughSeq (threadline_begin_turn) detaches all, as it did then.
-  IF p_detach_later_turns AND v_on_path THEN
-    SELECT (t.context ->> 'regeneratedThroughSeq')::bigint INTO v_through FROM turns t WHERE t.run_id = p_run_id;
-    v_sent_since := ARRAY(SELECT m.id FROM messages m
-      WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq > p_message_seq AND m.turn_seq > v_through);
-  END IF;
   inserted := threadline_insert_answer(p_thread_id, p_message_id, p_message_seq, v_on_path, p_variant, p_detach_later_turns, p_results, false);
-  IF cardinality(v_sent_since) > 0 THEN
-    UPDATE messages m SET on_path = true WHERE m.id = ANY (v_sent_since);
-    -- The first of them now follows this answer: the message and variant it was sent after left the path.
-    UPDATE messages m SET parent_id = p_message_id, parent_variant = p_variant
-      WHERE m.id = ANY (v_sent_since) AND m.kind = 'user' AND NOT (m.parent_id = ANY (v_sent_since));
-  END IF;
   status := CASE WHEN v_on_path THEN 'completed' ELSE 'superseded' END;
   UPDATE turns t SET status = threadline_store_answer.status, error = NULL, finished_at = now(),
     context = CASE WHEN p_context IS NULL THEN t.context ELSE coalesce(t.context, '{}'::jsonb) || p_context END
