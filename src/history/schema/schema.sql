@@ -1070,25 +1070,29 @@ CREATE OR REPLACE FUNCTION public.threadline_turn_ended_approvals()
  LANGUAGE plpgsql
 AS $function$
 DECLARE
+  v_expired uuid;
   v_approval tool_approvals%ROWTYPE;
-  v_event text;
 BEGIN
+  -- Another run answering the same message (a regenerate) still may run the calls.
+  IF EXISTS (SELECT 1 FROM turns r WHERE r.message_id = NEW.message_id AND r.status = 'running' AND r.run_id <> NEW.run_id) THEN
+    RETURN NEW;
+  END IF;
+  -- Past its expiry: recorded expired, as the turn's own check records it.
+  FOR v_expired IN
+    SELECT a.id FROM tool_approvals a
+    WHERE a.thread_id = NEW.thread_id AND a.message_id = NEW.message_id AND a.status = 'pending' AND a.expires_at <= now()
+  LOOP
+    PERFORM threadline_settle_approval(v_expired, false);
+  END LOOP;
   FOR v_approval IN
-    UPDATE tool_approvals a SET
-      status = CASE WHEN a.expires_at <= now() THEN 'expired' ELSE 'denied' END,
-      decided_by = CASE WHEN a.expires_at <= now() THEN 'expiry' ELSE 'turn-ended' END,
-      reason = CASE WHEN a.expires_at <= now() THEN NULL
-        ELSE 'the turn ' || CASE NEW.status WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END END,
-      decided_at = now()
+    UPDATE tool_approvals a SET status = 'denied', decided_by = 'turn-ended',
+      reason = 'the turn ' || CASE NEW.status WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END, decided_at = now()
       WHERE a.thread_id = NEW.thread_id AND a.message_id = NEW.message_id AND a.status = 'pending'
-        -- Another run answering the same message (a regenerate) still may run the call.
-        AND NOT EXISTS (SELECT 1 FROM turns r
-          WHERE r.message_id = NEW.message_id AND r.status = 'running' AND r.run_id <> NEW.run_id)
       RETURNING a.*
   LOOP
-    v_event := CASE v_approval.status WHEN 'expired' THEN 'tool.approval.expired' ELSE 'tool.approval.decided' END;
     PERFORM threadline_append_events(NEW.thread_id, NEW.run_id, 0, jsonb_build_array(jsonb_build_object(
-      'key', v_event || '.' || v_approval.id, 'event', v_event, 'data', threadline_approval_event(v_approval))));
+      'key', 'tool.approval.decided.' || v_approval.id, 'event', 'tool.approval.decided',
+      'data', threadline_approval_event(v_approval))));
   END LOOP;
   RETURN NEW;
 END $function$;
