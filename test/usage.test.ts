@@ -9,6 +9,7 @@ import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { NO_MEMORY } from "../src/memory/components.js";
+import type { SelectUserUsageRow } from "../src/history/export-sql.js";
 import { budgetRefusal, setUserBudget, turnUsage } from "../src/history/usage.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel } from "./helpers/fixtures.js";
@@ -22,25 +23,8 @@ const prices = { "scripted-model": { input: 1, output: 4, cachedInput: 0.5 } };
 const gateway = () => ({ db: bed.db.pool, model: scriptedModel(bed.model), prices });
 const streaming = () => ({ ...gateway(), inference: "stream" as const });
 
-type LedgerRow = {
-  key: string;
-  user_id: string;
-  thread_id: string;
-  message_id: string;
-  variant: number | null;
-  run_id: string;
-  step_id: string;
-  attempt: number;
-  provider: string;
-  model: string;
-  input_tokens: string;
-  output_tokens: string;
-  cached_tokens: string | null;
-  reasoning_tokens: string | null;
-  latency_ms: number | null;
-  cost_usd: string | null;
-  failed: boolean;
-};
+/** A usage_records row: the export's row type, with its owner (the export reads one user's rows). */
+type LedgerRow = Omit<SelectUserUsageRow, "cursor_at"> & { user_id: string };
 
 const ledger = async (where: { runId?: string; userId?: string }) =>
   (
