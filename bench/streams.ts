@@ -277,6 +277,24 @@ async function readFrames(reader: ReadableStreamDefaultReader<Uint8Array>, rows:
 }
 
 /**
+ * The time from a replay's request (sent by `request`, which aborts with the signal) until `rows`
+ * frames arrived; the stream is then dropped.
+ */
+async function timeReplay(
+  request: (signal: AbortSignal) => Response | Promise<Response>,
+  rows: number,
+): Promise<number> {
+  const controller = new AbortController();
+  const started = performance.now();
+  const reader = (await request(controller.signal)).body!.getReader();
+  await readFrames(reader, rows);
+  const elapsed = performance.now() - started;
+  controller.abort();
+  await reader.cancel().catch(() => undefined);
+  return elapsed;
+}
+
+/**
  * Where this checkout's replay of a thread's `rows` rows goes, paired rounds, order rotating: the
  * frames read alone (the route's one statement), the app in process (app.fetch to the last row,
  * no socket), and over HTTP (as the replay table measures it).
@@ -296,28 +314,8 @@ async function replayBreakdown(threadId: string, rows: number) {
       if (first?.page?.count !== rows) throw new Error(`the read brought ${first?.page?.count} rows, not ${rows}`);
       return performance.now() - started;
     },
-    app: async () => {
-      const controller = new AbortController();
-      const started = performance.now();
-      const response = await app.fetch(new Request(url, { headers: as("bench-replay"), signal: controller.signal }));
-      const reader = response.body!.getReader();
-      await readFrames(reader, rows);
-      const elapsed = performance.now() - started;
-      controller.abort();
-      await reader.cancel().catch(() => undefined);
-      return elapsed;
-    },
-    http: async () => {
-      const controller = new AbortController();
-      const started = performance.now();
-      const response = await fetch(url, { headers: as("bench-replay"), signal: controller.signal });
-      const reader = response.body!.getReader();
-      await readFrames(reader, rows);
-      const elapsed = performance.now() - started;
-      controller.abort();
-      await reader.cancel().catch(() => undefined);
-      return elapsed;
-    },
+    app: () => timeReplay((signal) => app.fetch(new Request(url, { headers: as("bench-replay"), signal })), rows),
+    http: () => timeReplay((signal) => fetch(url, { headers: as("bench-replay"), signal }), rows),
   };
   const names = Object.keys(sides) as (keyof typeof sides)[];
   const measured = { read: [] as number[], app: [] as number[], http: [] as number[] };
@@ -366,17 +364,8 @@ async function measureReplay(): Promise<
       return performance.now() - started;
     };
     /** Reads `url` until `rows` frames arrived: the time from the request to the last. */
-    const replay = async (url: string, rows: number) => {
-      const controller = new AbortController();
-      const started = performance.now();
-      const response = await fetch(url, { headers: as("bench-replay"), signal: controller.signal });
-      const reader = response.body!.getReader();
-      await readFrames(reader, rows);
-      const elapsed = performance.now() - started;
-      controller.abort();
-      await reader.cancel().catch(() => undefined);
-      return elapsed;
-    };
+    const replay = (url: string, rows: number) =>
+      timeReplay((signal) => fetch(url, { headers: as("bench-replay"), signal }), rows);
     const measured = {
       rows,
       threadId,
