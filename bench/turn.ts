@@ -25,9 +25,6 @@
  * turn) and the plans of the history read and of the latest-turn lookup.
  */
 import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
 import type { InngestFunction } from "inngest";
 import type pg from "pg";
 import { inngest } from "../inngest.config.js";
@@ -39,8 +36,8 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { CHAT_TURN_ID, TURN_CHECKPOINTING } from "../src/functions/turn-lifecycle.js";
 import * as sql from "../src/history/store-sql.js";
 import { countingPool } from "../test/helpers/counting-pool.js";
-import { type EngineStandIn, startEngineStandIn, type StandInRun } from "../test/helpers/engine-stand-in.js";
-import { createTestApp } from "../test/helpers/http.js";
+import { startEngineStandIn, type StandInRun } from "../test/helpers/engine-stand-in.js";
+import { serveToStandIn } from "../test/helpers/http.js";
 import { type ModelServer, startModelServer } from "../test/helpers/model-server.js";
 import { seedThread } from "../test/helpers/seed.js";
 import { statementsPerStep, totalStatements } from "../test/helpers/step-statements.js";
@@ -119,7 +116,7 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
   // The app's Inngest client is built when the app is: it sends events and checkpoints to the stand-in.
   process.env.INNGEST_BASE_URL = engine.url;
   const served: InngestFunction.Any[] = [chatTurn, modelInference];
-  const app = await serveApp(counting.pool, engine, served);
+  const app = await serveToStandIn(counting.pool, engine, served);
   try {
     // Titled, as a thread is after its first turn (title-thread): no title to ask for.
     const threads = await Promise.all(
@@ -175,7 +172,7 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
       durable: floorFunction("durable", ops, inference, counting.pool),
     };
     await app.close();
-    const floorApp = await serveApp(counting.pool, engine, [
+    const floorApp = await serveToStandIn(counting.pool, engine, [
       chatTurn,
       modelInference,
       floors.bare.fn,
@@ -209,24 +206,6 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
   } finally {
     await engine.close();
   }
-}
-
-/** The app as deployed, serving `functions` on a loopback port, registered with the stand-in. */
-async function serveApp(db: pg.Pool, engine: EngineStandIn, functions: InngestFunction.Any[]) {
-  const { app } = createTestApp(db, {
-    functions,
-    sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
-  });
-  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
-  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
-  await engine.registerApp(`http://127.0.0.1:${(server.address() as AddressInfo).port}/api/inngest`);
-  return {
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
 }
 
 /** History steps that write (the others read); the durable floor sends an INSERT for these, a SELECT for the rest. */

@@ -1,7 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "../src/agents/model.js";
@@ -11,7 +8,7 @@ import { createModelInference } from "../src/functions/model-inference.js";
 import { CHAT_TURN_ID } from "../src/functions/turn-lifecycle.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { type EngineStandIn, startEngineStandIn } from "./helpers/engine-stand-in.js";
-import { createTestApp } from "./helpers/http.js";
+import { serveToStandIn } from "./helpers/http.js";
 import { type ModelServer, startModelServer } from "./helpers/model-server.js";
 import { seedThread } from "./helpers/seed.js";
 
@@ -23,7 +20,7 @@ import { seedThread } from "./helpers/seed.js";
 let db: TestDatabase;
 let model: ModelServer;
 let engine: EngineStandIn;
-let server: Server;
+let app: Awaited<ReturnType<typeof serveToStandIn>>;
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -34,19 +31,15 @@ beforeAll(async () => {
   const choice = chooseModel(
     readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "test", MODEL: "test-model" }),
   );
-  const { app } = createTestApp(db.pool, {
-    functions: [createChatTurn({ db: db.pool, model: choice }), createModelInference({ model: choice })],
-    sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
-  });
-  server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
-  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
-  await engine.registerApp(`http://127.0.0.1:${(server.address() as AddressInfo).port}/api/inngest`);
+  app = await serveToStandIn(db.pool, engine, [
+    createChatTurn({ db: db.pool, model: choice }),
+    createModelInference({ model: choice }),
+  ]);
 });
 
 afterAll(async () => {
   await engine?.close();
-  server?.closeAllConnections();
-  await new Promise((resolve) => server?.close(resolve));
+  await app?.close();
   await model?.close();
   await db?.drop();
 });

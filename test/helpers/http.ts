@@ -1,3 +1,6 @@
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
 import type pg from "pg";
 import { SignJWT } from "jose";
 import type { InngestFunction } from "inngest";
@@ -9,6 +12,7 @@ import type { RealtimePublisher } from "../../src/stream/realtime-publisher.js";
 import type { EventNotifier } from "../../src/stream/notifier.js";
 import type { StreamLimits } from "../../src/stream/stream-slots.js";
 import type { SentEvent } from "./engine.js";
+import type { EngineStandIn } from "./engine-stand-in.js";
 import type { EngineProbe } from "../../src/platform/inngest-engine.js";
 
 /** The shared secret, issuer and audience the test app verifies JWTs with (HS256). */
@@ -93,6 +97,27 @@ export function createTestApp(
     ...(overrides.streams ? { streams: overrides.streams } : {}),
   });
   return { app, sent };
+}
+
+/**
+ * The app as deployed, serving `functions` over HTTP on a loopback port and registered with the
+ * engine stand-in, which runs them over the SDK's serve protocol and receives the app's events.
+ */
+export async function serveToStandIn(db: pg.Pool, engine: EngineStandIn, functions: InngestFunction.Any[]) {
+  const { app } = createTestApp(db, {
+    functions,
+    sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
+  });
+  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
+  await engine.registerApp(`http://127.0.0.1:${(server.address() as AddressInfo).port}/api/inngest`);
+  return {
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
 }
 
 type App = Pick<ReturnType<typeof createApp>, "request">;
