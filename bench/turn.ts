@@ -22,7 +22,9 @@
  * is checked: each message sent stored once, answered once, its turn completed once.
  *
  * Also prints the statements each step of a turn sends (InngestTestEngine, one run per kind of
- * turn) and the plans of the history read and of the latest-turn lookup.
+ * turn), what each of them costs PostgreSQL (backend CPU and WAL bytes, sent one after another by
+ * the storage functions the steps call, beside the durable floor's statements), and the plans of
+ * the history read and of the latest-turn lookup.
  */
 import { randomUUID } from "node:crypto";
 import type { InngestFunction } from "inngest";
@@ -30,11 +32,17 @@ import type pg from "pg";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "../src/agents/model.js";
 import { readEnvironment } from "../src/config.js";
+import { ASSISTANT_NAME } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createModelInference, type ModelInference } from "../src/functions/model-inference.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { CHAT_TURN_ID, TURN_CHECKPOINTING } from "../src/functions/turn-lifecycle.js";
+import { resultId } from "../src/history/ids.js";
+import { historyWindow, resolveHistoryPolicy } from "../src/history/policy.js";
+import { beginTurn, storeAnswer } from "../src/history/store.js";
 import * as sql from "../src/history/store-sql.js";
+import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES } from "../src/history/summaries.js";
+import { recordUsage } from "../src/history/usage.js";
 import { countingPool } from "../test/helpers/counting-pool.js";
 import { startEngineStandIn, type StandInRun } from "../test/helpers/engine-stand-in.js";
 import { serveToStandIn } from "../test/helpers/http.js";
@@ -82,6 +90,7 @@ async function main() {
       "CREATE TABLE bench_floor (id uuid PRIMARY KEY, run text NOT NULL, seq int NOT NULL, body text NOT NULL)",
     );
     await pool.query("CREATE INDEX bench_floor_run_idx ON bench_floor (run, seq)");
+    await printStatementCosts(pool);
     const results = new Map<Mode, Map<Kind, Sample[]>>();
     const turnOps = new Map<Mode, Op[]>();
     for (const mode of MODES) {
@@ -465,6 +474,136 @@ async function printStatementsPerStep(pool: pg.Pool, model: ModelServer) {
   const most = Math.max(...counted.map((c) => totalStatements(c.perStep)));
   console.log(
     `\nmost statements in one history step: ${worst} (target ≤ 1: ${worst <= 1 ? "met" : "MISSED"}); most per turn: ${most} (target ≤ 6: ${most <= 6 ? "met" : "MISSED"})`,
+  );
+}
+
+/** Turns whose statements are measured one by one (after STATEMENT_WARMUP turns). */
+const STATEMENT_TURNS = 200;
+const STATEMENT_WARMUP = 20;
+
+/**
+ * What each statement of a turn costs PostgreSQL: a turn's four statements sent by the storage
+ * functions its steps call (no Inngest, nothing else in flight), turn after turn on seeded
+ * threads, with the durable floor's INSERT and SELECT after each. Per statement: the backends' CPU
+ * (schedstat around it alone) and the WAL it wrote (insert position before and after, read outside
+ * the CPU reading). Where the turn's PostgreSQL excess over the floor goes, statement by statement.
+ */
+async function printStatementCosts(pool: pg.Pool) {
+  const threads = await Promise.all(
+    Array.from({ length: THREADS }, () => seedThread(pool, { turns: SEEDED_TURNS, title: "What to read next" })),
+  );
+  const policy = resolveHistoryPolicy({});
+  const window = historyWindow(policy)!;
+  const costs = new Map<string, { cpuMs: number[]; walBytes: number[] }>();
+  const measure = async <T>(name: string, counted: boolean, statement: () => Promise<T>): Promise<T> => {
+    const pids = await backendPids(pool);
+    const lsn = (await pool.query("SELECT pg_current_wal_insert_lsn() AS lsn")).rows[0].lsn;
+    const before = await backendCpuNs(pids);
+    const result = await statement();
+    const cpuMs = backendCpuDelta(before, await backendCpuNs(pids));
+    const { rows } = await pool.query("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), $1)::int AS bytes", [lsn]);
+    if (counted && cpuMs !== undefined) {
+      const cost = costs.get(name) ?? { cpuMs: [], walBytes: [] };
+      cost.cpuMs.push(cpuMs);
+      cost.walBytes.push(rows[0].bytes);
+      costs.set(name, cost);
+    }
+    return result;
+  };
+  for (let i = 0; i < STATEMENT_WARMUP + STATEMENT_TURNS; i++) {
+    const counted = i >= STATEMENT_WARMUP;
+    const { threadId, userId } = threads[i % THREADS]!;
+    const messageId = randomUUID();
+    const runId = `bench-statements-${messageId}`;
+    const start = await measure("history.append-user-message (threadline_begin_turn)", counted, () =>
+      beginTurn(pool, {
+        threadId,
+        userId,
+        message: { id: messageId, text: "What should I read next?" },
+        turn: { runId, kind: "chat", eventId: randomUUID() },
+        context: { policy, model: { provider: "openai", name: "bench-model" } },
+      }),
+    );
+    const read = await measure("history.get (selectHistoryWindow)", counted, () =>
+      readHistoryWithSummary(pool, {
+        threadId,
+        userId,
+        beforeSeq: start.messageSeq,
+        window,
+        countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1,
+      }),
+    );
+    await measure("usage.assistant (usage_records insert)", counted, () =>
+      recordUsage(pool, {
+        key: `${runId}:assistant`,
+        userId,
+        threadId,
+        messageId,
+        runId,
+        stepId: "assistant",
+        attempt: 0,
+        provider: "openai",
+        model: "bench-model",
+        inputTokens: 500,
+        outputTokens: 20,
+        cachedTokens: null,
+        reasoningTokens: null,
+        latencyMs: null,
+        costUsd: null,
+        failed: false,
+      }),
+    );
+    await measure("history.append-results (threadline_store_answer)", counted, () =>
+      storeAnswer(pool, {
+        threadId,
+        userId,
+        runId,
+        messageId,
+        messageSeq: start.messageSeq,
+        variant: start.variant,
+        detachLaterTurns: false,
+        results: [
+          {
+            id: resultId(messageId, start.variant, 0),
+            agentName: ASSISTANT_NAME,
+            content: { output: [{ type: "text", role: "assistant", content: "An answer." }], toolCalls: [] },
+          },
+        ],
+        context: { history: { from: "database", read: read.rows.length, sent: read.rows.length } },
+      }),
+    );
+    await measure("durable floor INSERT", counted, () =>
+      pool.query("INSERT INTO bench_floor (id, run, seq, body) VALUES ($1, $2, $3, $4)", [
+        randomUUID(),
+        runId,
+        1,
+        "What should I read next?",
+      ]),
+    );
+    await measure("durable floor SELECT", counted, () =>
+      pool.query("SELECT id, seq FROM bench_floor WHERE run = $1 ORDER BY seq DESC LIMIT 1", [runId]),
+    );
+  }
+  if (costs.size === 0) {
+    console.log("\nPostgreSQL cost per statement: not measured (PostgreSQL is not local).");
+    return;
+  }
+  console.log(
+    `\nPostgreSQL cost per statement, ${STATEMENT_TURNS} turns sent one statement at a time (after ${STATEMENT_WARMUP}), ${SEEDED_TURNS * 2}-message threads:\n`,
+  );
+  printTable(
+    ["statement", "backend CPU ms p10 / p50 / p90", "WAL bytes p50"],
+    [...costs].map(([name, cost]) => [name, p(cost.cpuMs, 3), `${percentile(cost.walBytes, 50)}`]),
+    1,
+  );
+  const p50 = (name: string) => percentile(costs.get(name)!.cpuMs, 50);
+  const turnMs = [...costs.keys()]
+    .filter((name) => !name.startsWith("durable floor"))
+    .reduce((ms, name) => ms + p50(name), 0);
+  // The floor of a turn on an existing thread sends two INSERTs (the steps that write) and one SELECT.
+  const floorMs = 2 * p50("durable floor INSERT") + p50("durable floor SELECT");
+  console.log(
+    `\nsum of p50s: the turn's statements ${turnMs.toFixed(2)} ms, the floor's (2 INSERTs, 1 SELECT) ${floorMs.toFixed(2)} ms`,
   );
 }
 

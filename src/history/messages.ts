@@ -66,7 +66,7 @@ export const assistantTexts = (content: unknown): string[] =>
       message.type === "text" && message.role === "assistant" ? [textOf(message.content)] : [],
     );
 
-/** A history row as the get step returns it (JSON: dates are strings). */
+/** A history row as the get step returns it (JSON: dates are milliseconds since the epoch, ISO strings in steps memoized before). */
 const historyRow = z.object({
   id: z.string(),
   kind: z.enum(["user", "agent", "system", "summary"]),

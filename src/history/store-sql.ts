@@ -102,8 +102,10 @@ export type SelectSendableRow = {
  * messages_path_system_idx, however long the thread. The window start is used as a scalar
  * subquery, not joined: the planner then estimates the turn_seq range as narrow and keeps the
  * index scan; joined, it guessed a third of the thread and, on long threads, chose a sequential
- * scan of every message (40x slower at 100,000). Rows come back as one JSON array, dates as ISO
- * strings, in thread order.
+ * scan of every message (40x slower at 100,000). Rows come back as one JSON array, dates as
+ * milliseconds since the epoch (what the step output carries: shorter than ISO strings), in
+ * thread order. json, not jsonb: json_agg appends each row's text where jsonb_agg built a binary
+ * document and printed it again, and to_char per row cost as much (together a third of the read).
  */
 export const selectHistoryWindow = `
   WITH window_start AS (
@@ -127,10 +129,10 @@ export const selectHistoryWindow = `
     SELECT coalesce((SELECT min(turn_seq) FROM window_rows WHERE kind IN ('user', 'agent')), $2) AS turn_seq
   )
   SELECT t.user_id,
-    (SELECT coalesce(jsonb_agg(jsonb_build_object(
+    (SELECT coalesce(json_agg(json_build_object(
         'id', r.id, 'kind', r.kind, 'agentName', r.agent_name, 'content', r.content,
-        'createdAt', to_char(r.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"')
-      ) ORDER BY r.turn_seq, r.seq), '[]'::jsonb) FROM window_rows r) AS rows,
+        'createdAt', floor(extract(epoch FROM r.created_at) * 1000)::bigint
+      ) ORDER BY r.turn_seq, r.seq), '[]'::json) FROM window_rows r) AS rows,
     w.turn_seq AS window_start, s.covers_through_turn_seq, s.text AS summary_text, s.updated_at AS summary_updated_at,
     (SELECT count(*)::int FROM (
        SELECT 1 FROM messages m

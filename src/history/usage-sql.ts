@@ -13,6 +13,8 @@ export const insertUsage = `
   SELECT $1, $2, $3, $4, (SELECT variant FROM turns WHERE run_id = $5), $5, $6, $7, $8, $9,
     $10, $11, $12, $13, $14, $15, $16
   ON CONFLICT (key) DO NOTHING`;
+/** The prepared name of insertUsage (a turn's usage step): parsed and planned once per connection. */
+export const insertUsageName = "usage.insert";
 
 /** The sums every usage read returns, over the rows `u`. Numbers as text: bigint and numeric stay exact. */
 const sums = `

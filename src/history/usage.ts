@@ -31,24 +31,28 @@ export type UsageRecord = {
 
 /** Records a call's usage; the same key again inserts nothing. One statement. */
 export async function recordUsage(db: pg.Pool, record: UsageRecord): Promise<void> {
-  await db.query(sql.insertUsage, [
-    record.key,
-    record.userId,
-    record.threadId,
-    record.messageId,
-    record.runId,
-    record.stepId,
-    record.attempt,
-    record.provider,
-    record.model,
-    record.inputTokens,
-    record.outputTokens,
-    record.cachedTokens,
-    record.reasoningTokens,
-    record.latencyMs,
-    record.costUsd,
-    record.failed,
-  ]);
+  await db.query({
+    name: sql.insertUsageName,
+    text: sql.insertUsage,
+    values: [
+      record.key,
+      record.userId,
+      record.threadId,
+      record.messageId,
+      record.runId,
+      record.stepId,
+      record.attempt,
+      record.provider,
+      record.model,
+      record.inputTokens,
+      record.outputTokens,
+      record.cachedTokens,
+      record.reasoningTokens,
+      record.latencyMs,
+      record.costUsd,
+      record.failed,
+    ],
+  });
 }
 
 /** Summed usage: tokens and calls, and the cost of the priced calls (null when none was priced). */

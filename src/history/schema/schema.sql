@@ -593,13 +593,21 @@ DECLARE
   v_first bigint;
   v_inserted integer;
   v_through bigint;
+  v_stored boolean;
+  v_answered boolean;
 BEGIN
-  IF v_count = 0 OR EXISTS (SELECT 1 FROM messages m WHERE m.answers = p_message_id AND m.variant = p_variant) THEN
+  SELECT coalesce(bool_or(m.variant = p_variant), false), coalesce(bool_or(m.on_path), false) INTO v_stored, v_answered
+    FROM messages m WHERE m.answers = p_message_id;
+  IF v_count = 0 OR v_stored THEN
     RETURN 0;
   END IF;
   IF p_on_path THEN
-    UPDATE messages m SET on_path = false WHERE m.answers = p_message_id AND m.on_path;
-    GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+    -- Updates of messages only where a row changes: each UPDATE statement fires messages_path_changed,
+    -- even on no row (a first answer has no current one to replace, nor a message waiting for it).
+    IF v_answered THEN
+      UPDATE messages m SET on_path = false WHERE m.answers = p_message_id AND m.on_path;
+      GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+    END IF;
     IF p_detach_later_turns THEN
       SELECT max((t.context ->> 'regeneratedThroughSeq')::bigint) INTO v_through FROM turns t
         WHERE t.message_id = p_message_id AND t.variant = p_variant AND t.kind = 'regenerate';
@@ -615,8 +623,11 @@ BEGIN
     DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq;
     GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
     -- A message sent while this one had no answer yet follows this answer (the conversation tree).
-    UPDATE messages m SET parent_variant = p_variant
-      WHERE m.parent_id = p_message_id AND m.kind = 'user' AND m.on_path AND m.parent_variant IS NULL;
+    IF EXISTS (SELECT 1 FROM messages m
+               WHERE m.parent_id = p_message_id AND m.kind = 'user' AND m.on_path AND m.parent_variant IS NULL) THEN
+      UPDATE messages m SET parent_variant = p_variant
+        WHERE m.parent_id = p_message_id AND m.kind = 'user' AND m.on_path AND m.parent_variant IS NULL;
+    END IF;
   END IF;
   UPDATE threads t SET last_seq = t.last_seq + v_count, path_version = t.path_version + CASE WHEN v_changed > 0 THEN 1 ELSE 0 END, updated_at = now()
     WHERE t.id = p_thread_id RETURNING t.last_seq - v_count + 1 INTO v_first;
@@ -710,17 +721,19 @@ $function$;
 
 CREATE OR REPLACE FUNCTION public.threadline_message_text(p_content jsonb)
  RETURNS text
- LANGUAGE sql
+ LANGUAGE plpgsql
  IMMUTABLE PARALLEL SAFE
 AS $function$
-  SELECT left(concat_ws(E'\n',
+BEGIN
+  RETURN left(concat_ws(E'\n',
     p_content ->> 'text',
     (SELECT string_agg(piece, E'\n')
      FROM jsonb_path_query(p_content, '$.output[*] ? (@.type == "text").content') AS output(content),
           LATERAL (SELECT output.content #>> '{}' WHERE jsonb_typeof(output.content) = 'string'
                    UNION ALL
                    SELECT part ->> 'text' FROM jsonb_array_elements(CASE jsonb_typeof(output.content) WHEN 'array' THEN output.content ELSE '[]' END) AS part
-                   WHERE part ->> 'type' = 'text') AS pieces(piece))), 100000)
+                   WHERE part ->> 'type' = 'text') AS pieces(piece))), 100000);
+END
 $function$;
 
 CREATE OR REPLACE FUNCTION public.threadline_messages_inserted()

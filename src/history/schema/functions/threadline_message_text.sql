@@ -8,13 +8,15 @@
 -- keep the vector they were written with (a change that must reach them needs a migration that
 -- rewrites the column).
 CREATE OR REPLACE FUNCTION threadline_message_text(p_content jsonb) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-  SELECT left(concat_ws(E'\n',
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+  RETURN left(concat_ws(E'\n',
     p_content ->> 'text',
     (SELECT string_agg(piece, E'\n')
      FROM jsonb_path_query(p_content, '$.output[*] ? (@.type == "text").content') AS output(content),
           LATERAL (SELECT output.content #>> '{}' WHERE jsonb_typeof(output.content) = 'string'
                    UNION ALL
                    SELECT part ->> 'text' FROM jsonb_array_elements(CASE jsonb_typeof(output.content) WHEN 'array' THEN output.content ELSE '[]' END) AS part
-                   WHERE part ->> 'type' = 'text') AS pieces(piece))), 100000)
+                   WHERE part ->> 'type' = 'text') AS pieces(piece))), 100000);
+END
 $$;
