@@ -4,7 +4,7 @@
  * durable step. Stores nothing itself: store.ts, summaries.ts and turn-waits.ts do.
  * Imports: storage modules of src/history, the run-state contract of src/agents, never routes or functions.
  */
-import { AgentResult, type HistoryConfig, type StateData } from "@inngest/agent-kit";
+import type { AgentResult, HistoryConfig, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
 import {
   markTurnSkipped,
@@ -84,24 +84,24 @@ const parsedHistories = new Map<string, readonly AgentResult[]>();
  * The AgentResults of a run's memoized history.get output. A run's function replays on every
  * request (async mode: one per step), and parsing the rows again each time (zod, every string
  * checked) is a good part of a replay's CPU. A memoized output never changes for its run, so it
- * is parsed once per run and process; each replay gets its own AgentResult objects around the
- * parsed messages, frozen since every replay shares them.
+ * is parsed once per run and process; each replay gets its own array of the same results, frozen
+ * since every replay shares them (AgentKit only writes to the results of the running turn).
  */
 function historyResults(runId: string, rows: Parameters<typeof toAgentResults>[0]): AgentResult[] {
-  let parsed = parsedHistories.get(runId);
+  // The row ids too: a test engine may pin a run id across runs that read other rows.
+  const key = `${runId}:${rows.map((row) => row.id).join(",")}`;
+  let parsed = parsedHistories.get(key);
   if (!parsed) {
     parsed = toAgentResults(rows).map((result) => {
-      for (const message of [...result.output, ...result.toolCalls]) deepFreeze(message);
-      Object.freeze(result.output);
-      Object.freeze(result.toolCalls);
+      deepFreeze(result.output);
+      deepFreeze(result.toolCalls);
+      Object.freeze(result);
       return result;
     });
     if (parsedHistories.size >= PARSED_HISTORIES) parsedHistories.delete(parsedHistories.keys().next().value!);
-    parsedHistories.set(runId, parsed);
+    parsedHistories.set(key, parsed);
   }
-  return parsed.map(
-    (r) => new AgentResult(r.agentName, r.output, r.toolCalls, r.createdAt, undefined, undefined, undefined, r.id),
-  );
+  return [...parsed];
 }
 
 function deepFreeze(value: unknown): void {
