@@ -1,4 +1,4 @@
-import { eventType, type GetStepTools, Inngest } from "inngest";
+import { eventType, type GetStepTools, Inngest, type StandardSchemaV1 } from "inngest";
 import { z } from "zod";
 import { busyPolicy } from "./src/history/busy-policy.js";
 import { message } from "./src/history/messages.js";
@@ -168,7 +168,45 @@ export const chatMessageSentData = z.object({
 });
 export type ChatMessageSent = z.infer<typeof chatMessageSentData>;
 
-export const chatMessageSent = eventType("chat/message.sent", { schema: chatMessageSentData });
+/** Events whose validation a process remembers, and the largest remembered (JSON characters): at most ~8 MB. */
+const REMEMBERED_EVENTS = 1_000;
+const REMEMBERED_EVENT_CHARS = 8_192;
+
+/**
+ * A trigger's schema for the turn functions. The SDK validates a run's event against it on every
+ * request of the run (async mode: one per step, each replaying the run), though a run's event never
+ * changes; these schemas check every string (safeString, refinements), a noticeable share of a
+ * replay's CPU. So an event that passed is remembered by its data's JSON, and the run's later
+ * requests find it there. Validation is a pure function of that JSON (events arrive as JSON), so
+ * the answer is the same; what fails is never remembered, nor is data over REMEMBERED_EVENT_CHARS.
+ */
+function validatedOnce<Input extends Record<string, unknown>, Output>(
+  schema: StandardSchemaV1<Input, Output>,
+): StandardSchemaV1<Input, Output> {
+  const passed = new Map<string, StandardSchemaV1.SuccessResult<Output>>();
+  const standard = schema["~standard"];
+  return {
+    "~standard": {
+      ...standard,
+      validate: (value) => {
+        const json = JSON.stringify(value);
+        const known = json !== undefined && json.length <= REMEMBERED_EVENT_CHARS ? json : undefined;
+        const remembered = known === undefined ? undefined : passed.get(known);
+        if (remembered) return remembered;
+        const result = standard.validate(value);
+        const remember = (checked: StandardSchemaV1.Result<Output>) => {
+          if (known === undefined || checked.issues) return checked;
+          if (passed.size >= REMEMBERED_EVENTS) passed.delete(passed.keys().next().value!);
+          passed.set(known, checked);
+          return checked;
+        };
+        return result instanceof Promise ? result.then(remember) : remember(result);
+      },
+    },
+  };
+}
+
+export const chatMessageSent = eventType("chat/message.sent", { schema: validatedOnce(chatMessageSentData) });
 
 export const chatMessageRegenerateData = z.object({
   threadId: z.uuid({ error: "threadId must be the UUID of the thread the message belongs to" }),
@@ -191,7 +229,9 @@ export const chatMessageRegenerateData = z.object({
 });
 export type ChatMessageRegenerate = z.infer<typeof chatMessageRegenerateData>;
 
-export const chatMessageRegenerate = eventType("chat/message.regenerate", { schema: chatMessageRegenerateData });
+export const chatMessageRegenerate = eventType("chat/message.regenerate", {
+  schema: validatedOnce(chatMessageRegenerateData),
+});
 
 export const threadSummarizeRequestedData = z.object({
   threadId: z.uuid({ error: "threadId must be the UUID of the thread to summarize" }),

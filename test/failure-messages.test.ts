@@ -148,7 +148,7 @@ describe("under Inngest's server, a failed inference", () => {
     const stepError = new StepError("assistant", raw);
     // The SDK alone keeps the server's sentence, not the provider's.
     expect(stepError.message).toBe(raw.message);
-    const wrapped = middleware.wrapStep({
+    const wrapped = middleware.wrapStep!({
       next: () => Promise.reject(stepError),
       stepInfo: { hashedId: "hashed", stepType },
     } as unknown as Middleware.WrapStepArgs);

@@ -148,6 +148,15 @@ describe("NUL and lone surrogates are refused at the edge, naming the field", ()
     },
   );
 
+  it("an event refused once is refused again: the turn triggers remember only events that passed", async () => {
+    const data = chatData({ content: `hello${NUL}` });
+    for (let delivery = 0; delivery < 2; delivery++) {
+      const run = await execute(functions().chat, { name: "chat/message.sent", data });
+      expect((run.error as { name: string }).name).toBe("EventValidationError");
+    }
+    expect(bed.model.requests).toHaveLength(0);
+  });
+
   it("over HTTP the same schemas answer 400 naming the field, and send nothing", async () => {
     const { app, sent } = createTestApp(bed.db.pool);
     // The user is the caller (a verified token), never a field of the body.

@@ -72,15 +72,24 @@ function notRun(toolName: string, decision: ApprovalDecision) {
   };
 }
 
+type OnResponse = (args: { result: AgentResult }) => AgentResult;
+
 /**
  * The agent's tools with approval in front of those that need it, and the agent's onResponse
  * hook that hands each call its id. AgentKit calls a handler with the call's input only; the
  * calls of an inference are read from its result (onResponse runs after the inference, before
  * the tools, which AgentKit invokes in the order the model listed them).
  */
+export function gateTools(tools: Tool.Any[], approvals: ToolApprovals): { tools: Tool.Any[]; onResponse: OnResponse };
+export function gateTools(
+  tools: Tool.Any[],
+  approvals: ToolApprovals | undefined,
+): { tools: Tool.Any[]; onResponse?: OnResponse };
 export function gateTools(tools: Tool.Any[], approvals: ToolApprovals | undefined) {
+  // Nothing to gate: no hook, so the agent holds no state of a turn and may serve every turn.
+  if (!approvals) return { tools };
   const queued = new Map<string, { id: string; input: unknown }[]>();
-  const onResponse = ({ result }: { result: AgentResult }) => {
+  const onResponse: OnResponse = ({ result }) => {
     queued.clear();
     for (const message of result.output) {
       if (message.type !== "tool_call") continue;
@@ -89,7 +98,6 @@ export function gateTools(tools: Tool.Any[], approvals: ToolApprovals | undefine
     }
     return result;
   };
-  if (!approvals) return { tools, onResponse };
   const gated = tools.map((tool): Tool.Any => {
     const rule = approvals.rules[tool.name];
     if (rule === undefined || rule === false) return tool;

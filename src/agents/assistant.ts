@@ -22,6 +22,6 @@ export function createAssistant(choice: ModelChoice, memory?: AgentMemory, appro
     system: ASSISTANT_SYSTEM_PROMPT,
     tools,
     ...(choice.configured ? { model: choice.model } : {}),
-    lifecycle: { onStart: threadView(ASSISTANT_NAME, memory), onResponse },
+    lifecycle: { onStart: threadView(ASSISTANT_NAME, memory), ...(onResponse ? { onResponse } : {}) },
   });
 }

@@ -27,10 +27,14 @@ export class ModelErrorMiddleware extends Middleware.BaseMiddleware {
     for (const [hashedId, memoized] of Object.entries(arg.steps)) {
       if (memoized.type === "error") this.rawErrors.set(hashedId, memoized.error);
     }
+    // An inference's error reaches the run only memoized: a request with none has nothing to
+    // rewrite, and leaves every step unwrapped (the SDK wraps each step, memoized ones included,
+    // on every replay, for any middleware with a wrapStep).
+    if (this.rawErrors.size > 0) this.wrapStep = this.keepModelReason;
     return arg;
   }
 
-  override wrapStep({ next, stepInfo }: Middleware.WrapStepArgs) {
+  private keepModelReason({ next, stepInfo }: Middleware.WrapStepArgs) {
     if (stepInfo.stepType !== "ai.infer" && stepInfo.stepType !== "invoke") return next();
     return next().catch(async (error: unknown) => {
       const raw: unknown = await this.rawErrors.get(stepInfo.hashedId);

@@ -58,8 +58,18 @@ export function createChatNetwork({
   approvals,
   beforeFirstAgent,
 }: ChatNetworkOptions) {
-  const assistant = createAssistant(model, memory?.(ASSISTANT_NAME), approvals);
-  const reviewer = network === "pair" ? createReviewer(model, memory?.(REVIEWER_NAME)) : undefined;
+  const assistantMemory = memory?.(ASSISTANT_NAME);
+  const assistant =
+    assistantMemory || approvals
+      ? createAssistant(model, assistantMemory, approvals)
+      : sharedAgent(model, ASSISTANT_NAME, () => createAssistant(model));
+  const reviewerMemory = network === "pair" ? memory?.(REVIEWER_NAME) : undefined;
+  const reviewer =
+    network !== "pair"
+      ? undefined
+      : reviewerMemory
+        ? createReviewer(model, reviewerMemory)
+        : sharedAgent(model, REVIEWER_NAME, () => createReviewer(model));
   return createNetwork({
     name: `threadline-${network}`,
     agents: reviewer ? [assistant, reviewer] : [assistant],
@@ -78,6 +88,21 @@ export function createChatNetwork({
       return nextAgent(run, lastResult, { assistant, reviewer });
     },
   });
+}
+
+/**
+ * Agents without memory or approvals hold nothing of a turn (their hooks read the run's state
+ * from their arguments), so one per model serves every turn: a turn's function replays the
+ * network on each request, and building the agents again each time is wasted work.
+ */
+const sharedAgents = new WeakMap<ModelChoice, Map<string, Agent<StateData>>>();
+
+function sharedAgent(model: ModelChoice, name: string, create: () => Agent<StateData>): Agent<StateData> {
+  const agents = sharedAgents.get(model) ?? new Map<string, Agent<StateData>>();
+  sharedAgents.set(model, agents);
+  const agent = agents.get(name) ?? create();
+  agents.set(name, agent);
+  return agent;
 }
 
 /** After the first inference: tools pending go back to the agent that asked; the assistant's final answer goes to the reviewer, if any. */

@@ -1,6 +1,5 @@
 import { Middleware, NonRetriableError } from "inngest";
 import type pg from "pg";
-import { z } from "zod";
 import { isRetriableModelFailure } from "../agents/model-errors.js";
 import { streamCompletion, type ModelCall } from "../agents/streamed-completion.js";
 import { answeringModel, costOf, type PriceTable, providerOf, reportedUsage } from "../agents/usage.js";
@@ -20,8 +19,17 @@ export type InferenceStream = { writeTo: (state: { threadId?: string | undefined
 type StepTools = Middleware.StepTools;
 type InferInput = { model: ModelCall; body: Record<string, unknown> };
 
-/** Whose turn an inference belongs to: the ids both turn events carry (a new thread takes its first message's id). */
-const turnEvent = z.object({ userId: z.string(), messageId: z.string(), threadId: z.string().optional() });
+/**
+ * Whose turn an inference belongs to: the ids both turn events carry (a new thread takes its first
+ * message's id). Read on every request of a run, so by hand rather than with a schema.
+ */
+function turnEvent(data: unknown): { userId: string; messageId: string; threadId?: string } | undefined {
+  if (typeof data !== "object" || data === null) return undefined;
+  const { userId, messageId, threadId } = data as Record<string, unknown>;
+  if (typeof userId !== "string" || typeof messageId !== "string") return undefined;
+  if (threadId !== undefined && typeof threadId !== "string") return undefined;
+  return threadId === undefined ? { userId, messageId } : { userId, messageId, threadId };
+}
 
 /** What an inference's usage is recorded with: the turn's ids, the run, and the price table. */
 type UsageContext = {
@@ -77,7 +85,7 @@ export function inferenceMiddleware(
       };
       const { step, runId, attempt } = arg.ctx;
       // An event its trigger's schema refuses is refused by the SDK after this, before any inference.
-      const event = prices ? turnEvent.safeParse(arg.ctx.event.data).data : undefined;
+      const event = prices ? turnEvent(arg.ctx.event.data) : undefined;
       const usage = (): UsageContext | undefined =>
         prices && event
           ? {

@@ -19,8 +19,8 @@ import { durably } from "../history/durable.js";
 import { resolveHistoryPolicy } from "../history/policy.js";
 import { loadUserMessage } from "../history/store.js";
 import { SUMMARIZE_AFTER_MESSAGES } from "../history/summaries.js";
-import type { MemoryContext, ThreadMessage } from "../memory/component.js";
-import { type AgentComponents, memoryComponents, NO_MEMORY } from "../memory/components.js";
+import type { MemoryComponent, MemoryContext, ThreadMessage } from "../memory/component.js";
+import { type AgentComponents, type MemoryConfig, memoryComponents, NO_MEMORY } from "../memory/components.js";
 import { turnLog } from "../stream/publish.js";
 import type { AgentsConfig, FunctionDeps } from "./chat-turn.js";
 import type { InferenceStream } from "./streaming-inference.js";
@@ -81,7 +81,7 @@ export async function runTurn(
     model: deps.model.configured ? { provider: deps.model.provider, name: deps.model.name } : undefined,
     busy,
   });
-  const memory = turnMemory({ db, userId, step, components: memoryComponents(agents.memory) });
+  const memory = turnMemory({ db, userId, step, ...configuredMemory(agents.memory) });
   const agentState = agentThreadState(db, { userId, declared: NETWORK_AGENTS[agents.network] });
 
   // AgentKit calls these in this order, around the agents' inferences.
@@ -192,6 +192,28 @@ export async function runTurn(
 }
 
 /**
+ * The memory components a deployment configured, each agent's and the distinct ones: the same for
+ * every turn of a configuration (components are stateless), so built once per configuration
+ * rather than on each of a run's requests.
+ */
+const builtMemory = new WeakMap<MemoryConfig, { components: AgentComponents; distinct: MemoryComponent[] }>();
+
+function configuredMemory(config: MemoryConfig) {
+  const built = builtMemory.get(config);
+  if (built) return built;
+  const components = memoryComponents(config);
+  const distinct = [
+    ...new Map(
+      Object.values(components)
+        .flat()
+        .map((component) => [component.name, component]),
+    ).values(),
+  ];
+  builtMemory.set(config, { components, distinct });
+  return { components, distinct };
+}
+
+/**
  * The memory components of one turn, their hooks run as steps with stable ids: a retried step
  * runs its hook again (hooks are idempotent), a memoized one is not run again. Thread-level hooks
  * run once per component, however many agents it is attached to.
@@ -201,20 +223,14 @@ function turnMemory({
   userId,
   step,
   components,
+  distinct,
 }: {
   db: pg.Pool;
   userId: string;
   step: StepTools;
   components: AgentComponents;
+  distinct: MemoryComponent[];
 }) {
-  const distinct = [
-    ...new Map(
-      Object.values(components)
-        .flat()
-        .map((component) => [component.name, component]),
-    ).values(),
-  ];
-
   return {
     forAgent: (agentName: string): AgentMemory | undefined => {
       const attached = components[agentName] ?? [];

@@ -76,6 +76,40 @@ export type TurnHistory = HistoryConfig<StateData> & {
   finishAwaited: () => boolean;
 };
 
+/** Runs whose history a process keeps parsed, oldest dropped first: each holds at most one history step's output. */
+const PARSED_HISTORIES = 100;
+const parsedHistories = new Map<string, readonly AgentResult[]>();
+
+/**
+ * The AgentResults of a run's memoized history.get output. A run's function replays on every
+ * request (async mode: one per step), and parsing the rows again each time (zod, every string
+ * checked) is a good part of a replay's CPU. A memoized output never changes for its run, so it
+ * is parsed once per run and process; each replay gets its own array of the same results, frozen
+ * since every replay shares them (AgentKit only writes to the results of the running turn).
+ */
+function historyResults(runId: string, rows: Parameters<typeof toAgentResults>[0]): AgentResult[] {
+  // The row ids too: a test engine may pin a run id across runs that read other rows.
+  const key = `${runId}:${rows.map((row) => row.id).join(",")}`;
+  let parsed = parsedHistories.get(key);
+  if (!parsed) {
+    parsed = toAgentResults(rows).map((result) => {
+      deepFreeze(result.output);
+      deepFreeze(result.toolCalls);
+      Object.freeze(result);
+      return result;
+    });
+    if (parsedHistories.size >= PARSED_HISTORIES) parsedHistories.delete(parsedHistories.keys().next().value!);
+    parsedHistories.set(key, parsed);
+  }
+  return [...parsed];
+}
+
+function deepFreeze(value: unknown): void {
+  if (typeof value !== "object" || value === null || Object.isFrozen(value)) return;
+  Object.freeze(value);
+  for (const item of Object.values(value)) deepFreeze(item);
+}
+
 /**
  * AgentKit's HistoryConfig over PostgreSQL, for one turn.
  *
@@ -142,7 +176,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
       return { ...applyHistoryBudgets(rows, { maxBytes, maxTokens }), summaryLag, read: rows.length };
     })) as HistoryRead & { read: number; bytes: ByteBudgetReport; budget?: BudgetReport };
     setSummaryLag(state, read.summaryLag);
-    const results = toAgentResults(read.rows);
+    const results = historyResults(turn.runId, read.rows);
     loaded = {
       from: "database",
       read: read.read,
@@ -219,11 +253,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
     appendResults: async ({ state, step, newResults, threadId }) => {
       if (!started || started.status === "skipped") return;
       const { messageSeq, variant } = started;
-      const results = newResults.map((result, position) => ({
-        id: resultId(turn.messageId, variant, position),
-        agentName: result.agentName,
-        content: toAgentContent(result),
-      }));
+      // The stored form of the results is built inside the step: a replay that finds it memoized needs none.
       stored = (await durably(step, "history.append-results", () =>
         storeAnswer(db, {
           threadId: threadId!,
@@ -233,7 +263,11 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           messageSeq,
           variant,
           detachLaterTurns: turn.kind === "regenerate",
-          results,
+          results: newResults.map((result, position) => ({
+            id: resultId(turn.messageId, variant, position),
+            agentName: result.agentName,
+            content: toAgentContent(result),
+          })),
           context: { history: loaded },
         }),
       )) as StoredAnswer;
