@@ -5,6 +5,7 @@ import { Inngest, type InngestFunction } from "inngest";
 import { serve } from "inngest/hono";
 import { inngest } from "../../inngest.config.js";
 import { type Environment, isProduction } from "../config.js";
+import { keepAliveFetch } from "./keep-alive-fetch.js";
 import { logger } from "./logger.js";
 
 /** Where the app serves Inngest unless INNGEST_SERVE_PATH says otherwise (a proxy's prefix). */
@@ -94,18 +95,23 @@ export function signatureHeaderRefusal(header: string | undefined, nowSeconds = 
   return undefined;
 }
 
+/** Every Inngest client of the process calls Inngest through one pool of keep-alive connections. */
+const inngestFetch = keepAliveFetch();
+
 /**
  * The client the process sends events and serves functions with, built at start-up from the
  * configuration. The SDK reads the environment when a client is constructed, so a client built
  * while modules load (inngest.config.ts) would keep whatever the environment said then: dev or
  * cloud mode, event key, base URL. This one is built at the point of use, with the mode explicit,
- * so nothing depends on the order in which modules are imported or the environment is set.
+ * so nothing depends on the order in which modules are imported or the environment is set. Its
+ * calls to Inngest (events, checkpoints, syncs) go through a keep-alive fetch (keep-alive-fetch.ts).
  */
 export function inngestClient(serving: InngestServing) {
   return new Inngest({
     id: inngest.id,
     logger,
     internalLogger: logger,
+    fetch: inngestFetch,
     isDev: serving.mode === "dev",
     ...(serving.mode === "cloud" && { signingKey: serving.signingKey, signingKeyFallback: serving.signingKeyFallback }),
   });
