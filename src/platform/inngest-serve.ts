@@ -1,10 +1,10 @@
 import type { IncomingMessage } from "node:http";
 import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
-import { Inngest, type InngestFunction } from "inngest";
-import { serve } from "inngest/hono";
+import { Inngest, InngestCommHandler, type InngestFunction, type ServeHandlerOptions } from "inngest";
 import { inngest } from "../../inngest.config.js";
 import { type Environment, isProduction } from "../config.js";
+import { keepAliveFetch } from "./keep-alive-fetch.js";
 import { logger } from "./logger.js";
 
 /** Where the app serves Inngest unless INNGEST_SERVE_PATH says otherwise (a proxy's prefix). */
@@ -37,6 +37,18 @@ function closeAfterAnswer(c: Context): void {
     socket.resume();
     setTimeout(() => socket.destroy(), LINGER_MS).unref();
   };
+}
+
+/** The answer to a body larger than Inngest's largest request. */
+function tooLarge(c: Context) {
+  closeAfterAnswer(c);
+  return c.json(
+    {
+      error: `Request body too large: Inngest's requests are at most ${INNGEST_MAX_REQUEST_BYTES} bytes.`,
+      code: "too_large",
+    },
+    413,
+  );
 }
 
 /** How far a signature's timestamp may be from now: the SDK's own window for expired signatures. */
@@ -94,21 +106,48 @@ export function signatureHeaderRefusal(header: string | undefined, nowSeconds = 
   return undefined;
 }
 
+/** Every Inngest client of the process calls Inngest through one pool of keep-alive connections. */
+const inngestFetch = keepAliveFetch();
+
 /**
  * The client the process sends events and serves functions with, built at start-up from the
  * configuration. The SDK reads the environment when a client is constructed, so a client built
  * while modules load (inngest.config.ts) would keep whatever the environment said then: dev or
  * cloud mode, event key, base URL. This one is built at the point of use, with the mode explicit,
- * so nothing depends on the order in which modules are imported or the environment is set.
+ * so nothing depends on the order in which modules are imported or the environment is set. Its
+ * calls to Inngest (events, checkpoints, syncs) go through a keep-alive fetch (keep-alive-fetch.ts).
  */
 export function inngestClient(serving: InngestServing) {
   return new Inngest({
     id: inngest.id,
     logger,
     internalLogger: logger,
+    fetch: inngestFetch,
     isDev: serving.mode === "dev",
     ...(serving.mode === "cloud" && { signingKey: serving.signingKey, signingKeyFallback: serving.signingKeyFallback }),
   });
+}
+
+/**
+ * The SDK's Hono adapter (inngest/hono) without its `env` action. On Node that action hands the
+ * SDK the whole of process.env, which the SDK copies on every request beside its own copy of the
+ * variables it reads (INNGEST_*, a platform's branch names), and again for each set of headers it
+ * builds. Without it the SDK reads the same variables from process.env.
+ */
+function serveOnHono(options: ServeHandlerOptions) {
+  return new InngestCommHandler({
+    frameworkName: "hono",
+    ...options,
+    handler: (c: Context) => ({
+      transformResponse: ({ headers, status, body }) => c.body(body, { headers, status: status as 200 }),
+      // @hono/node-server's request URLs are absolute (the Host header's origin unless serveOrigin is given).
+      url: () => new URL(c.req.url),
+      queryString: (key: string) => c.req.query(key),
+      headers: (key: string) => c.req.header(key),
+      method: () => c.req.method,
+      body: () => c.req.text(),
+    }),
+  }).createHandler() as (c: Context) => Promise<Response>;
 }
 
 /**
@@ -119,7 +158,7 @@ export function inngestClient(serving: InngestServing) {
  * refused before its body is read, and a body is read only up to Inngest's largest request.
  */
 export function inngestHandler(functions: InngestFunction.Any[], serving: InngestServing): MiddlewareHandler[] {
-  const handler = serve({
+  const handler = serveOnHono({
     client: inngestClient(serving),
     functions,
     ...(serving.serveOrigin && { serveOrigin: serving.serveOrigin }),
@@ -146,18 +185,18 @@ export function inngestHandler(functions: InngestFunction.Any[], serving: Innges
       401,
     );
   };
-  const limit = bodyLimit({
+  const bounded = bodyLimit({
     maxSize: INNGEST_MAX_REQUEST_BYTES,
-    onError: (c) => {
-      closeAfterAnswer(c);
-      return c.json(
-        {
-          error: `Request body too large: Inngest's requests are at most ${INNGEST_MAX_REQUEST_BYTES} bytes.`,
-          code: "too_large",
-        },
-        413,
-      );
-    },
+    onError: (c) => tooLarge(c),
   });
+  // A declared length is judged from the header (Node's parser reads no more than it), leaving the
+  // body to the handler's c.req.text(), which @hono/node-server reads straight from the socket;
+  // bodyLimit would first build a Fetch Request and a web stream over it. A chunked body is read by
+  // bodyLimit, up to the bound.
+  const limit: MiddlewareHandler = async (c, next) => {
+    const length = c.req.header("content-length");
+    if (length === undefined || c.req.header("transfer-encoding") !== undefined) return bounded(c, next);
+    return Number(length) > INNGEST_MAX_REQUEST_BYTES ? tooLarge(c) : next();
+  };
   return [requireSignature, limit, serveRequest];
 }
