@@ -8,9 +8,15 @@
  * 2. Replay: a reconnect (?after=0) of a thread holding 100 / 1,000 / 5,000 rows, from the request
  *    to its last row at the client, ÷ a plain SELECT of the same rows through the same pool,
  *    paired rounds (p10 / p50 / p90 of the rounds' ratios). Target: ≤ 1.2× at 1,000 and 5,000
- *    rows. Beside it, the floor of any replay over HTTP: a bare node:http server's one frame, read
- *    by the same client, and the replay ÷ (SELECT + that floor). Then where this checkout's
- *    1,000-row replay goes: the frames read alone, the app in process (no socket), over HTTP.
+ *    rows. Measured by two clients, each on a new connection per replay (as a reconnect is), and
+ *    both printed: Node's fetch (undici: a web-stream body, ~1 ms of its own CPU per 1,000-row
+ *    replay, twice node:http's) and node:http. The target is checked against node:http: a
+ *    browser's EventSource, what real clients reconnect with, reads the stream with the
+ *    browser's native HTTP stack, which node:http stands closer to than fetch's JavaScript
+ *    client; the fetch figure says what a Node client using fetch sees. Beside each, the floor of
+ *    any replay over HTTP: a bare node:http server's one frame, read by the same client, and the
+ *    replay ÷ (SELECT + that floor). Then where this checkout's 1,000-row replay goes: the frames
+ *    read alone, the app in process (no socket), over HTTP (fetch).
  * 3. Shares: does one user holding every stream they may open slow another user's requests down?
  *    Another user's GET /api/threads latency is measured idle and while one user holds their
  *    share of event streams (STREAM_MAX_PER_USER, default 16, each on its own thread, the worst
@@ -26,7 +32,7 @@
  * Runs on a database created for the run (on DATABASE_URL's server, or the embedded PostgreSQL),
  * dropped at the end.
  */
-import { createServer, type Server } from "node:http";
+import http, { createServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
 import path from "node:path";
@@ -73,7 +79,8 @@ const BREAKDOWN_ROUNDS = 100;
 const database = await openBenchDatabase();
 // The writer stands for the turns writing answers (Inngest's calls, or another app instance): its
 // own connections, so what is measured is the streams' cost, not a writer queueing on the app's pool.
-const writerPool = createPool((database.pool.options as { connectionString: string }).connectionString);
+const { connectionString } = database.pool.options as { connectionString: string };
+const writerPool = createPool(connectionString);
 const events = createEventNotifier(database.pool);
 const app = createApp({
   db: database.pool,
@@ -89,10 +96,20 @@ await new Promise((resolve) => server.once("listening", resolve));
 const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 const as = (userId: string) => ({ "X-Threadline-User": userId });
 
-/** One app under measure: its base URL and the delta writer its code has. */
-type Variant = { name: string; base: string; deltaWriter: typeof deltaWriter; close: () => Promise<void> };
+/** One app under measure: its base URL, its pool and the delta writer its code has. */
+type Variant = {
+  name: string;
+  base: string;
+  pool: typeof database.pool;
+  deltaWriter: typeof deltaWriter;
+  close: () => Promise<void>;
+};
 
-/** The app of another checkout (BENCH_STREAMS_BASELINE), on the same database and pool, its own notifier. */
+/**
+ * The app of another checkout (BENCH_STREAMS_BASELINE), on the same database, its own notifier and
+ * pool of the same size: a prepared statement's name is per connection, and the two checkouts may
+ * prepare different text under one name.
+ */
 async function baselineVariant(root: string): Promise<Variant> {
   const from = (file: string) => import(pathToFileURL(path.resolve(root, "src", file)).href);
   const [{ createApp: createBaselineApp }, notifier, writer, slots] = await Promise.all([
@@ -101,9 +118,10 @@ async function baselineVariant(root: string): Promise<Variant> {
     from("stream/delta-writer.js"),
     from("stream/stream-slots.js"),
   ]);
-  const baselineEvents = notifier.createEventNotifier(database.pool);
+  const baselinePool = createPool(connectionString);
+  const baselineEvents = notifier.createEventNotifier(baselinePool);
   const baselineApp = createBaselineApp({
-    db: database.pool,
+    db: baselinePool,
     functions: [],
     sendEvent: async () => ({ ids: [] }),
     auth: { dev: true },
@@ -116,11 +134,13 @@ async function baselineVariant(root: string): Promise<Variant> {
   return {
     name: "before",
     base: `http://127.0.0.1:${(baselineServer.address() as AddressInfo).port}`,
+    pool: baselinePool,
     deltaWriter: writer.deltaWriter,
     close: async () => {
       await baselineEvents.close();
       baselineServer.closeAllConnections();
       await new Promise((resolve) => baselineServer.close(resolve));
+      await baselinePool.end();
     },
   };
 }
@@ -128,7 +148,13 @@ async function baselineVariant(root: string): Promise<Variant> {
 const baselineRoot = process.env.BENCH_STREAMS_BASELINE?.trim();
 const variants: Variant[] = [
   ...(baselineRoot ? [await baselineVariant(baselineRoot)] : []),
-  { name: baselineRoot ? "after" : "this checkout", base, deltaWriter, close: async () => undefined },
+  {
+    name: baselineRoot ? "after" : "this checkout",
+    base,
+    pool: database.pool,
+    deltaWriter,
+    close: async () => undefined,
+  },
 ];
 
 /**
@@ -221,7 +247,7 @@ async function measureFirstToken(): Promise<Map<string, number[]>> {
             const runId = `${variant.name}-${round}-${i}`;
             const seen = new Promise<void>((resolve) => waiting.set(runId, resolve));
             const writer = variant.deltaWriter(
-              database.pool,
+              variant.pool,
               { threadId, runId, stepId: "assistant", attempt: 0 },
               (error: unknown) => {
                 throw error;
@@ -295,6 +321,46 @@ async function timeReplay(
 }
 
 /**
+ * timeReplay with node:http as the client (its default agent; the socket is destroyed at the end,
+ * so each replay is a new connection, as with fetch).
+ */
+function timeNodeReplay(url: string, rows: number): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    let finished = false;
+    const request = http.get(url, { headers: as("bench-replay") }, (response) => {
+      let frames = 0;
+      let previous = 0;
+      response.on("data", (value: Buffer) => {
+        if (previous === 10 && value[0] === 10) frames += 1;
+        for (let at = value.indexOf(10); at >= 0; at = value.indexOf(10, at + 1)) {
+          if (value[at + 1] === 10) {
+            frames += 1;
+            at += 1;
+          }
+        }
+        previous = value.at(-1)!;
+        if (frames < rows || finished) return;
+        finished = true;
+        resolve(performance.now() - started);
+        request.destroy();
+      });
+      response.on("end", () => finished || reject(new Error(`the replay ended after ${frames} of ${rows} rows`)));
+    });
+    request.on("error", (error) => finished || reject(error));
+  });
+}
+
+/** The two clients a replay is measured with (see the header). */
+const CLIENTS = ["node:http", "fetch"] as const;
+type Client = (typeof CLIENTS)[number];
+/** The time from a replay's request by `client` until `rows` frames arrived. */
+const replayBy = (client: Client, url: string, rows: number) =>
+  client === "fetch"
+    ? timeReplay((signal) => fetch(url, { headers: as("bench-replay"), signal }), rows)
+    : timeNodeReplay(url, rows);
+
+/**
  * Where this checkout's replay of a thread's `rows` rows goes, paired rounds, order rotating: the
  * frames read alone (the route's one statement), the app in process (app.fetch to the last row,
  * no socket), and over HTTP (as the replay table measures it).
@@ -329,12 +395,15 @@ async function replayBreakdown(threadId: string, rows: number) {
   return { read: median(measured.read), app: median(measured.app), http: median(measured.http) };
 }
 
+/** One client's figures at one size: its HTTP floor and each variant's replays, paired with `select`. */
+type ClientReplays = { http: number[]; replay: Map<string, number[]> };
+
 /**
- * Replay: per size, REPLAY_ROUNDS paired rounds of a plain SELECT, the bare HTTP floor and each
- * variant's replay, order rotating.
+ * Replay: per size, REPLAY_ROUNDS paired rounds of a plain SELECT and, by each client, the bare
+ * HTTP floor and each variant's replay, order rotating.
  */
 async function measureReplay(): Promise<
-  { rows: number; threadId: string; select: number[]; http: number[]; replay: Map<string, number[]> }[]
+  { rows: number; threadId: string; select: number[]; clients: Map<Client, ClientReplays> }[]
 > {
   const results = [];
   for (const rows of REPLAY_ROWS) {
@@ -363,31 +432,36 @@ async function measureReplay(): Promise<
       if (rowCount !== rows) throw new Error(`the SELECT read ${rowCount} rows, not ${rows}`);
       return performance.now() - started;
     };
-    /** Reads `url` until `rows` frames arrived: the time from the request to the last. */
-    const replay = (url: string, rows: number) =>
-      timeReplay((signal) => fetch(url, { headers: as("bench-replay"), signal }), rows);
     const measured = {
       rows,
       threadId,
       select: [] as number[],
-      http: [] as number[],
-      replay: new Map(variants.map((v) => [v.name, [] as number[]])),
+      clients: new Map(
+        CLIENTS.map((client) => [
+          client,
+          { http: [] as number[], replay: new Map(variants.map((v) => [v.name, [] as number[]])) },
+        ]),
+      ),
     };
+    type Side = "select" | { client: Client; variant: Variant | "http" };
+    const order: Side[] = [
+      "select",
+      ...CLIENTS.flatMap((client) => (["http", ...variants] as const).map((variant) => ({ client, variant }))),
+    ];
     for (let round = 0; round < REPLAY_WARMUP + REPLAY_ROUNDS; round += 1) {
-      const order: (Variant | "select" | "http")[] = ["select", "http", ...variants];
       // Rotating who goes first, so no side always runs on a warmer cache.
       const rotated = [...order.slice(round % order.length), ...order.slice(0, round % order.length)];
       for (const side of rotated) {
         const ms =
           side === "select"
             ? await select()
-            : side === "http"
-              ? await replay(bareHttpUrl, 1)
-              : await replay(`${side.base}/api/threads/${threadId}/events?after=0`, rows);
+            : side.variant === "http"
+              ? await replayBy(side.client, bareHttpUrl, 1)
+              : await replayBy(side.client, `${side.variant.base}/api/threads/${threadId}/events?after=0`, rows);
         if (round < REPLAY_WARMUP) continue;
         if (side === "select") measured.select.push(ms);
-        else if (side === "http") measured.http.push(ms);
-        else measured.replay.get(side.name)!.push(ms);
+        else if (side.variant === "http") measured.clients.get(side.client)!.http.push(ms);
+        else measured.clients.get(side.client)!.replay.get(side.variant.name)!.push(ms);
       }
     }
     results.push(measured);
@@ -407,33 +481,43 @@ try {
   );
 
   const replays = await measureReplay();
-  console.log(
-    `\nReplay (?after=0, request to last row at the client) ÷ a plain SELECT of the same rows, ${REPLAY_ROUNDS} paired rounds: medians, and p10 / p50 / p90 of each round's ratio (target ≤ ${REPLAY_TARGET}× at 1,000 and 5,000 rows):`,
-  );
   const ratios = (replay: number[], select: number[]) => {
     const paired = replay.map((ms, i) => ms / select[i]!);
     return [10, 50, 90].map((p) => `${percentile(paired, p).toFixed(2)}×`).join(" / ");
   };
-  printTable(
-    [
-      "rows",
-      "SELECT ms",
-      "HTTP floor ms",
-      ...variants.flatMap((v) => [`${v.name} ms`, `${v.name} ÷ SELECT`, "p10 / p50 / p90", "÷ (SELECT + HTTP floor)"]),
-    ],
-    replays.map(({ rows, select, http, replay }) => [
-      rows.toLocaleString("en"),
-      median(select).toFixed(2),
-      median(http).toFixed(2),
-      ...variants.flatMap((v) => [
-        median(replay.get(v.name)!).toFixed(2),
-        `${(median(replay.get(v.name)!) / median(select)).toFixed(2)}×`,
-        ratios(replay.get(v.name)!, select),
-        `${(median(replay.get(v.name)!) / (median(select) + median(http))).toFixed(2)}×`,
-      ]),
-    ]),
-    1,
-  );
+  for (const client of CLIENTS) {
+    console.log(
+      `\nReplay (?after=0, request to last row at the client) ÷ a plain SELECT of the same rows, client ${client}${client === "node:http" ? " (the target's client, see the header)" : " (printed beside it, see the header)"}, ${REPLAY_ROUNDS} paired rounds: medians, and p10 / p50 / p90 of each round's ratio (target ≤ ${REPLAY_TARGET}× at 1,000 and 5,000 rows):`,
+    );
+    printTable(
+      [
+        "rows",
+        "SELECT ms",
+        "HTTP floor ms",
+        ...variants.flatMap((v) => [
+          `${v.name} ms`,
+          `${v.name} ÷ SELECT`,
+          "p10 / p50 / p90",
+          "÷ (SELECT + HTTP floor)",
+        ]),
+      ],
+      replays.map(({ rows, select, clients }) => {
+        const { http, replay } = clients.get(client)!;
+        return [
+          rows.toLocaleString("en"),
+          median(select).toFixed(2),
+          median(http).toFixed(2),
+          ...variants.flatMap((v) => [
+            median(replay.get(v.name)!).toFixed(2),
+            `${(median(replay.get(v.name)!) / median(select)).toFixed(2)}×`,
+            ratios(replay.get(v.name)!, select),
+            `${(median(replay.get(v.name)!) / (median(select) + median(http))).toFixed(2)}×`,
+          ]),
+        ];
+      }),
+      1,
+    );
+  }
   console.log(
     "HTTP floor: a bare node:http server answering one frame, read by the same client (a new connection each time).",
   );

@@ -1,3 +1,6 @@
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
 import { SSEStreamingApi } from "hono/streaming";
 import { afterAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
@@ -14,14 +17,35 @@ import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
 const notifiers: EventNotifier[] = [];
+const servers: Server[] = [];
 afterAll(async () => {
+  for (const server of servers) {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
   await Promise.all(notifiers.map((notifier) => notifier.close()));
 });
 
 type App = { request: (path: string, init?: RequestInit) => Response | Promise<Response> };
 
-/** The app, or with `pageLimit` its event route alone, reading pages that small. */
-function appInstance(pageLimit?: PageLimit): App {
+/**
+ * The app, or with `pageLimit` its event route alone, reading pages that small; in process
+ * (app.request: the route answers with a web stream) or over HTTP (a listening server, where the
+ * route writes Node's response itself).
+ */
+async function appInstance(transport: Transport, pageLimit?: PageLimit): Promise<App> {
+  const app = routes(pageLimit);
+  if (transport === "in process") return app;
+  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+  servers.push(server);
+  await new Promise((resolve) => server.once("listening", resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return { request: (path, init) => fetch(`${url}${path}`, init) };
+}
+
+type Transport = "in process" | "over HTTP";
+
+function routes(pageLimit?: PageLimit) {
   const events = createEventNotifier(bed.db.pool);
   notifiers.push(events);
   if (!pageLimit) return createTestApp(bed.db.pool, { events }).app;
@@ -121,12 +145,14 @@ const payloads: NewEvent[] = [
 ];
 
 describe.each([
-  ["in one page", undefined],
-  ["in pages of 3 rows or 120 bytes", { rows: 3, bytes: 120 }],
-])("a reconnect's replay %s", (_, pageLimit?: PageLimit) => {
+  ["in one page", "in process", undefined],
+  ["in pages of 3 rows or 120 bytes", "in process", { rows: 3, bytes: 120 }],
+  ["in one page", "over HTTP", undefined],
+  ["in pages of 3 rows or 120 bytes", "over HTTP", { rows: 3, bytes: 120 }],
+] as const)("a reconnect's replay %s, %s", (_, transport: Transport, pageLimit?: PageLimit) => {
   /** A thread of user-1 streamed live while `write` writes `frames` rows, then replayed from 0 and from `resumeAfter`. */
   async function liveAndReplayed(frames: number, resumeAfter: number, write: (threadId: string) => Promise<void>) {
-    const app = appInstance(pageLimit);
+    const app = await appInstance(transport, pageLimit);
     const threadId = crypto.randomUUID();
     await bed.db.pool.query("INSERT INTO threads (id, user_id) VALUES ($1, 'user-1')", [threadId]);
     const live = await rawStream(app, threadId, 0, frames);

@@ -1,3 +1,6 @@
+import type { Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { serve } from "@hono/node-server";
 import { Hono } from "hono";
 import { SSEStreamingApi } from "hono/streaming";
 import { afterAll, describe, expect, it, vi } from "vitest";
@@ -21,9 +24,23 @@ import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
 const notifiers: EventNotifier[] = [];
+const servers: Server[] = [];
 afterAll(async () => {
+  for (const server of servers) {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  }
   await Promise.all(notifiers.map((notifier) => notifier.close()));
 });
+
+/** The app in process and over HTTP (a listening server, where the event route writes Node's response itself). */
+async function bothTransports(app: Hono<AuthEnv>) {
+  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+  servers.push(server);
+  await new Promise((resolve) => server.once("listening", resolve));
+  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return [app, { request: (path: string, init?: RequestInit) => fetch(`${url}${path}`, init) }];
+}
 
 /** An app instance as a process runs it: its own LISTEN connection. */
 function appInstance() {
@@ -160,10 +177,12 @@ describe("GET /api/threads/:threadId/events", () => {
           20,
         ),
       );
-    const stream = await openEventStream(app, threadId);
-    await stream.waitForHeartbeat();
-    expect(stream.received).toEqual([]);
-    await stream.close();
+    for (const transport of await bothTransports(app)) {
+      const stream = await openEventStream(transport, threadId);
+      await stream.waitForHeartbeat();
+      expect(stream.received).toEqual([]);
+      await stream.close();
+    }
   });
 
   it("a failed read ends the stream with an error event (its cause logged, not sent), frees the caller's slot", async () => {
@@ -172,7 +191,7 @@ describe("GET /api/threads/:threadId/events", () => {
     // A feed whose read fails mid-stream (as when the database does), behind the route alone.
     const feeds: ThreadFeeds = {
       feeds: 0,
-      follow: async () => ({ next: async () => ({ failed: failure }), close: () => undefined }),
+      follow: async () => ({ next: async () => ({ failed: failure }), ready: () => true, close: () => undefined }),
     };
     const events = createEventNotifier(bed.db.pool);
     notifiers.push(events);
@@ -193,8 +212,8 @@ describe("GET /api/threads/:threadId/events", () => {
       );
     const threadId = crypto.randomUUID();
     // One stream a user at a time: the second is answered only if the first gave its slot back.
-    for (const _ of [1, 2]) {
-      const response = await app.request(`/api/threads/${threadId}/events`);
+    for (const transport of [...(await bothTransports(app)), ...(await bothTransports(app))]) {
+      const response = await transport.request(`/api/threads/${threadId}/events`);
       expect(response.status).toBe(200);
       expect(await response.text()).toBe(
         "event: error\ndata: The event stream failed: reconnect with Last-Event-ID to resume where it stopped.\n\n",

@@ -1,3 +1,4 @@
+import type { HttpBindings } from "@hono/node-server";
 import { Hono } from "hono";
 import { describeRoute, resolver } from "hono-openapi";
 import { z } from "zod";
@@ -111,13 +112,17 @@ export function eventRoutes({ feeds, slots }: ApiDeps & StreamDeps, heartbeatMs 
         slot.release();
         throw error;
       }
-      // Headers as hono's streamSSE sends them: chunked, so @hono/node-server writes each page as it comes.
-      for (const [name, value] of Object.entries(SSE_HEADERS)) c.header(name, value);
-      return c.body(eventStream(follower, slot, threadId, heartbeatMs));
+      const events = eventSource(follower, slot, threadId, heartbeatMs);
+      // Served by @hono/node-server: written to Node's response directly (writeEvents).
+      const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+      if (!outgoing) return c.body(webStream(events), 200, SSE_HEADERS);
+      writeEvents(events, c.body(null, 200, SSE_HEADERS).headers, outgoing);
+      return alreadySent();
     },
   );
 }
 
+/** Headers as hono's streamSSE sends them: chunked, so each page is written as it comes. */
 const SSE_HEADERS = {
   "Transfer-Encoding": "chunked",
   "Content-Type": "text/event-stream",
@@ -132,52 +137,137 @@ const sseFrame = (event: string, data: string) =>
     .map((line) => `data: ${line}`)
     .join("\n")}\n\n`;
 
+const HEARTBEAT = Buffer.from(": heartbeat\n\n");
+
 /** What a client is told when the stream fails after its headers were sent. */
 const STREAM_FAILED = "The event stream failed: reconnect with Last-Event-ID to resume where it stopped.";
 
 /**
- * The follower's deliveries as the response body, one chunk each (a page is the database's string,
- * encoded once): one web stream, pulled by @hono/node-server as the socket takes it. It never
- * completes on its own: the client, the thread or the process ends it. The follower and the slot
- * are released once, when it ends or the client leaves.
+ * A stream's body, chunk by chunk: `next` gives the next chunk, or null once it has ended;
+ * `ready` tells whether it answers at once (a delivery is queued).
  */
-function eventStream(
+type EventSource = { next: () => Promise<Uint8Array | null>; ready: () => boolean; end: () => void };
+
+/**
+ * The follower's deliveries as the response body, one chunk each (a page is the database's string,
+ * encoded once). It never ends on its own: the client, the thread or the process ends it. The
+ * follower and the slot are released once, when it ends or the client leaves (`end`).
+ */
+function eventSource(
   follower: FeedFollower,
   slot: { release: () => void },
   threadId: string,
   heartbeatMs: number,
-): ReadableStream<Uint8Array> {
+): EventSource {
   let ended = false;
-  const end = (controller?: ReadableStreamDefaultController<Uint8Array>) => {
+  const end = () => {
     if (ended) return;
     ended = true;
     follower.close();
     slot.release();
-    controller?.close();
   };
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
+  return {
+    end,
+    ready: () => ended || follower.ready(),
+    async next() {
+      if (ended) return null;
       try {
         const delivery = await follower.next(heartbeatMs);
-        if (ended) return;
-        if (delivery === null) controller.enqueue(Buffer.from(": heartbeat\n\n"));
-        else if ("frames" in delivery) {
-          // A page as the database built it (src/history/events.ts): one chunk.
-          controller.enqueue(Buffer.from(delivery.frames.frames));
-        } else if ("deleted" in delivery) {
-          controller.enqueue(Buffer.from(sseFrame(THREAD_DELETED, JSON.stringify({ threadId }))));
-          end(controller);
-        } else if ("failed" in delivery) throw delivery.failed;
+        if (ended) return null;
+        if (delivery === null) return HEARTBEAT;
+        // A page as the database built it (src/history/events.ts): one chunk.
+        if ("frames" in delivery) return Buffer.from(delivery.frames.frames);
+        if ("deleted" in delivery) {
+          end();
+          return Buffer.from(sseFrame(THREAD_DELETED, JSON.stringify({ threadId })));
+        }
+        if ("failed" in delivery) throw delivery.failed;
         // Behind (a stalled client: it resumes with Last-Event-ID) or closed (shutdown).
-        else end(controller);
+        end();
+        return null;
       } catch (error) {
         // Headers are sent: the client sees the stream end and resumes with Last-Event-ID.
         logger.error({ err: error, threadId }, "event stream failed");
+        end();
         // The cause is logged, never sent: it may be the database's own words.
-        controller.enqueue(Buffer.from(sseFrame("error", STREAM_FAILED)));
-        end(controller);
+        return Buffer.from(sseFrame("error", STREAM_FAILED));
       }
     },
-    cancel: () => end(),
+  };
+}
+
+/**
+ * Writes the stream to Node's response: a reconnect's first page (queued by the feed's first read)
+ * in one write with the headers, then each chunk as the socket takes it; with nothing queued, the
+ * headers at once. Through a web stream, @hono/node-server would flush the headers alone first
+ * (one more packet and wake-up of the client) and each chunk would cross the stream (~0.2 ms of a
+ * reconnect, issue 19). A client that leaves ends the stream, even before the first write.
+ */
+function writeEvents(events: EventSource, headers: Headers, outgoing: HttpBindings["outgoing"]) {
+  // Gone while the first page was read: its close came and went.
+  if (outgoing.destroyed) return events.end();
+  let closed = false;
+  const left = () => {
+    closed = true;
+    events.end();
+  };
+  outgoing.once("close", left);
+  // Lowercase and in order, as @hono/node-server writes a Response's headers.
+  const head: Record<string, string> = {};
+  for (const [name, value] of headers) head[name] = value;
+  outgoing.writeHead(200, head);
+  if (!events.ready()) outgoing.flushHeaders();
+  const written = async () => {
+    for (let chunk = await events.next(); chunk !== null && !closed; chunk = await events.next()) {
+      if (outgoing.write(chunk) || closed) continue;
+      // Full: wait until the socket takes more, or the client leaves.
+      await new Promise<void>((resolve) => {
+        const go = () => {
+          outgoing.off("drain", go);
+          outgoing.off("close", go);
+          resolve();
+        };
+        outgoing.on("drain", go);
+        outgoing.on("close", go);
+      });
+    }
+    if (closed) return;
+    outgoing.off("close", left);
+    outgoing.end();
+  };
+  written().catch((error: unknown) => {
+    logger.error({ err: error }, "event stream failed");
+    events.end();
+    outgoing.destroy();
   });
 }
+
+/**
+ * Tells @hono/node-server that the response is written (its RESPONSE_ALREADY_SENT: a bodiless
+ * response with this header), made with the runtime's own Response class each time. Once the
+ * server has replaced the global Response with its lightweight subclass, a lightweight one would
+ * be written again (headers twice: an error in the body); RESPONSE_ALREADY_SENT is made on import,
+ * which may be after that.
+ */
+function alreadySent(): Response {
+  const parent: unknown = Object.getPrototypeOf(Response);
+  const Native = parent === Function.prototype ? Response : (parent as typeof Response);
+  return new Native(null, { headers: { "x-hono-already-sent": "true" } });
+}
+
+/** The stream as a web stream (a response not served by Node's HTTP server, such as app.request's). */
+const webStream = (events: EventSource) => {
+  let cancelled = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      const chunk = await events.next();
+      if (cancelled) return;
+      if (chunk) controller.enqueue(chunk);
+      else controller.close();
+    },
+    cancel: () => {
+      cancelled = true;
+      events.end();
+    },
+  });
+};

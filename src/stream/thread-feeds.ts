@@ -25,6 +25,8 @@ type FeedDelivery =
 export type FeedFollower = {
   /** The next delivery, or null when nothing came for `timeoutMs` (time for a heartbeat). */
   next: (timeoutMs: number) => Promise<FeedDelivery | null>;
+  /** Whether next() answers at once: a delivery is queued (a reconnect's first page), or the follower is done. */
+  ready: () => boolean;
   /** Leaves the feed (idempotent); a pending next() answers closed. */
   close: () => void;
 };
@@ -237,6 +239,7 @@ export function createThreadFeeds({
             if (!woken) return null;
           }
         },
+        ready: () => follower.queue.length > 0 || follower.done || events.closed,
         close: () => leave(key, joined, follower),
       };
     },
