@@ -399,6 +399,43 @@ describe("reported usage and prices", () => {
     expect(reportedUsage("gemini", {})).toBeUndefined();
   });
 
+  it("records no usage from a malformed report, and reads absent or null optional fields as none", () => {
+    const openAi = (usage: unknown) => reportedUsage("openai-chat", { usage });
+    expect(openAi({ prompt_tokens: 5, completion_tokens: 2, prompt_tokens_details: null })).toEqual({
+      inputTokens: 5,
+      outputTokens: 2,
+      cachedTokens: null,
+      reasoningTokens: null,
+    });
+    expect(
+      openAi({ prompt_tokens: 5, completion_tokens: 2, completion_tokens_details: {} })?.reasoningTokens,
+    ).toBeNull();
+    for (const malformed of [
+      { prompt_tokens: 5, completion_tokens: 2, prompt_tokens_details: { cached_tokens: null } },
+      { prompt_tokens: 5, completion_tokens: 2, completion_tokens_details: [] },
+      { prompt_tokens: 5.5, completion_tokens: 2 },
+      { prompt_tokens: 2 ** 53, completion_tokens: 2 },
+      { prompt_tokens: -1, completion_tokens: 2 },
+      { prompt_tokens: "5", completion_tokens: 2 },
+      [5, 2],
+      null,
+    ])
+      expect(openAi(malformed)).toBeUndefined();
+    expect(
+      reportedUsage("anthropic", {
+        usage: { input_tokens: 10, output_tokens: 4, cache_creation_input_tokens: null, cache_read_input_tokens: null },
+      }),
+    ).toEqual({ inputTokens: 10, outputTokens: 4, cachedTokens: null, reasoningTokens: null });
+    expect(reportedUsage("anthropic", { usage: { input_tokens: 10, output_tokens: Number.NaN } })).toBeUndefined();
+    expect(reportedUsage("gemini", { usageMetadata: {} })).toEqual({
+      inputTokens: 0,
+      outputTokens: 0,
+      cachedTokens: null,
+      reasoningTokens: null,
+    });
+    expect(reportedUsage("gemini", { usageMetadata: { promptTokenCount: null } })).toBeUndefined();
+  });
+
   it("prices a dated model name by its family's entry, and none without one; MODEL_PRICES adds to the defaults", async () => {
     const usage = { inputTokens: 1_000_000, outputTokens: 1_000_000, cachedTokens: 0, reasoningTokens: null };
     expect(costOf(DEFAULT_PRICES, "gpt-4o-mini-2024-07-18", usage)).toBeCloseTo(0.75, 9);

@@ -14,61 +14,71 @@ export type ReportedUsage = {
   reasoningTokens: number | null;
 };
 
-const count = z.number().int().nonnegative();
-const openAiUsage = z.object({
-  prompt_tokens: count,
-  completion_tokens: count,
-  prompt_tokens_details: z.object({ cached_tokens: count.optional() }).nullish(),
-  completion_tokens_details: z.object({ reasoning_tokens: count.optional() }).nullish(),
-});
+/*
+ * Read by hand rather than with zod: under INFERENCE=gateway a turn reads its inference's usage on
+ * every replay past the inference (whether the usage step exists), and a schema parse there was a
+ * visible share of a replay's CPU. Same rules as the schemas they replace: a count is a safe
+ * non-negative integer, a field an object (not null, not an array), optional fields absent or
+ * undefined, nullish details also null; anything else means no usage was reported.
+ */
+type Fields = Record<string, unknown>;
+const isFields = (value: unknown): value is Fields =>
+  typeof value === "object" && value !== null && !Array.isArray(value);
+const isCount = (value: unknown): value is number => Number.isSafeInteger(value) && (value as number) >= 0;
+const isOptionalCount = (value: unknown): value is number | undefined => value === undefined || isCount(value);
+const isNullishCount = (value: unknown): value is number | null | undefined => value === null || isOptionalCount(value);
+
+/** An optional details object holding an optional count: the count, null when the details are absent; false when malformed. */
+function detailCount(details: unknown, key: string): number | null | false {
+  if (details === undefined || details === null) return null;
+  if (!isFields(details) || !isOptionalCount(details[key])) return false;
+  return (details[key] as number | undefined) ?? null;
+}
+
 /** Anthropic's input_tokens leaves out what was read from or written to the prompt cache. */
-const anthropicUsage = z.object({
-  input_tokens: count,
-  output_tokens: count,
-  cache_creation_input_tokens: count.nullish(),
-  cache_read_input_tokens: count.nullish(),
-});
-/** Gemini's candidatesTokenCount leaves out the thinking tokens. */
-const geminiUsage = z.object({
-  promptTokenCount: count.default(0),
-  candidatesTokenCount: count.default(0),
-  cachedContentTokenCount: count.optional(),
-  thoughtsTokenCount: count.optional(),
-});
+function anthropicUsage(usage: unknown): ReportedUsage | undefined {
+  if (!isFields(usage)) return undefined;
+  const { input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens } = usage;
+  if (!isCount(input_tokens) || !isCount(output_tokens)) return undefined;
+  if (!isNullishCount(cache_creation_input_tokens) || !isNullishCount(cache_read_input_tokens)) return undefined;
+  return {
+    inputTokens: input_tokens + (cache_creation_input_tokens ?? 0) + (cache_read_input_tokens ?? 0),
+    outputTokens: output_tokens,
+    cachedTokens: cache_read_input_tokens ?? null,
+    reasoningTokens: null,
+  };
+}
+
+/** Gemini's candidatesTokenCount leaves out the thinking tokens; absent counts are 0. */
+function geminiUsage(usage: unknown): ReportedUsage | undefined {
+  if (!isFields(usage)) return undefined;
+  const { promptTokenCount = 0, candidatesTokenCount = 0, cachedContentTokenCount, thoughtsTokenCount } = usage;
+  if (!isCount(promptTokenCount) || !isCount(candidatesTokenCount)) return undefined;
+  if (!isOptionalCount(cachedContentTokenCount) || !isOptionalCount(thoughtsTokenCount)) return undefined;
+  return {
+    inputTokens: promptTokenCount,
+    outputTokens: candidatesTokenCount + (thoughtsTokenCount ?? 0),
+    cachedTokens: cachedContentTokenCount ?? null,
+    reasoningTokens: thoughtsTokenCount ?? null,
+  };
+}
+
+function openAiUsage(usage: unknown): ReportedUsage | undefined {
+  if (!isFields(usage)) return undefined;
+  const { prompt_tokens, completion_tokens } = usage;
+  if (!isCount(prompt_tokens) || !isCount(completion_tokens)) return undefined;
+  const cachedTokens = detailCount(usage.prompt_tokens_details, "cached_tokens");
+  const reasoningTokens = detailCount(usage.completion_tokens_details, "reasoning_tokens");
+  if (cachedTokens === false || reasoningTokens === false) return undefined;
+  return { inputTokens: prompt_tokens, outputTokens: completion_tokens, cachedTokens, reasoningTokens };
+}
 
 /** The usage a provider's answer (or a stream's usage so far) reports, in the adapter's format; undefined when it reports none. */
 export function reportedUsage(format: string, answer: unknown): ReportedUsage | undefined {
   const fields = (answer ?? {}) as { usage?: unknown; usageMetadata?: unknown };
-  if (format === "anthropic") {
-    const usage = anthropicUsage.safeParse(fields.usage);
-    if (!usage.success) return undefined;
-    const { input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens } = usage.data;
-    return {
-      inputTokens: input_tokens + (cache_creation_input_tokens ?? 0) + (cache_read_input_tokens ?? 0),
-      outputTokens: output_tokens,
-      cachedTokens: cache_read_input_tokens ?? null,
-      reasoningTokens: null,
-    };
-  }
-  if (format === "gemini") {
-    const usage = geminiUsage.safeParse(fields.usageMetadata);
-    if (!usage.success || fields.usageMetadata === undefined) return undefined;
-    const { promptTokenCount, candidatesTokenCount, cachedContentTokenCount, thoughtsTokenCount } = usage.data;
-    return {
-      inputTokens: promptTokenCount,
-      outputTokens: candidatesTokenCount + (thoughtsTokenCount ?? 0),
-      cachedTokens: cachedContentTokenCount ?? null,
-      reasoningTokens: thoughtsTokenCount ?? null,
-    };
-  }
-  const usage = openAiUsage.safeParse(fields.usage);
-  if (!usage.success) return undefined;
-  return {
-    inputTokens: usage.data.prompt_tokens,
-    outputTokens: usage.data.completion_tokens,
-    cachedTokens: usage.data.prompt_tokens_details?.cached_tokens ?? null,
-    reasoningTokens: usage.data.completion_tokens_details?.reasoning_tokens ?? null,
-  };
+  if (format === "anthropic") return anthropicUsage(fields.usage);
+  if (format === "gemini") return geminiUsage(fields.usageMetadata);
+  return openAiUsage(fields.usage);
 }
 
 /** The provider an adapter format speaks to, as the ledger names it. */
