@@ -283,14 +283,14 @@ bareHttp.listen(0, "127.0.0.1");
 await new Promise((resolve) => bareHttp.once("listening", resolve));
 const bareHttpUrl = `http://127.0.0.1:${(bareHttp.address() as AddressInfo).port}/`;
 
-/** Reads until `rows` frames arrived. */
-async function readFrames(reader: ReadableStreamDefaultReader<Uint8Array>, rows: number) {
-  // Frames end with a blank line (no raw line break inside a frame's data): count "\n\n".
+/**
+ * Counts the frames of a stream read chunk by chunk: frames end with a blank line (no raw line
+ * break inside a frame's data), so it counts "\n\n", also across two chunks. Returns the total so far.
+ */
+function frameCounter(): (chunk: Uint8Array) => number {
   let frames = 0;
   let previous = 0;
-  while (frames < rows) {
-    const { done, value } = await reader.read();
-    if (done) throw new Error(`the replay ended after ${frames} of ${rows} rows`);
+  return (value) => {
     if (previous === 10 && value[0] === 10) frames += 1;
     for (let at = value.indexOf(10); at >= 0; at = value.indexOf(10, at + 1)) {
       if (value[at + 1] === 10) {
@@ -299,6 +299,17 @@ async function readFrames(reader: ReadableStreamDefaultReader<Uint8Array>, rows:
       }
     }
     previous = value.at(-1)!;
+    return frames;
+  };
+}
+
+/** Reads until `rows` frames arrived. */
+async function readFrames(reader: ReadableStreamDefaultReader<Uint8Array>, rows: number) {
+  const count = frameCounter();
+  for (let frames = 0; frames < rows; ) {
+    const { done, value } = await reader.read();
+    if (done) throw new Error(`the replay ended after ${frames} of ${rows} rows`);
+    frames = count(value);
   }
 }
 
@@ -329,17 +340,10 @@ function timeNodeReplay(url: string, rows: number): Promise<number> {
     const started = performance.now();
     let finished = false;
     const request = http.get(url, { headers: as("bench-replay") }, (response) => {
+      const count = frameCounter();
       let frames = 0;
-      let previous = 0;
       response.on("data", (value: Buffer) => {
-        if (previous === 10 && value[0] === 10) frames += 1;
-        for (let at = value.indexOf(10); at >= 0; at = value.indexOf(10, at + 1)) {
-          if (value[at + 1] === 10) {
-            frames += 1;
-            at += 1;
-          }
-        }
-        previous = value.at(-1)!;
+        frames = count(value);
         if (frames < rows || finished) return;
         finished = true;
         resolve(performance.now() - started);
