@@ -4,6 +4,7 @@ import { busyPolicy } from "./src/history/busy-policy.js";
 import { message } from "./src/history/messages.js";
 import { historyRequest } from "./src/history/policy.js";
 import { safeString } from "./src/history/safe-text.js";
+import { setBounded } from "./src/platform/bounded-map.js";
 import { logger } from "./src/platform/logger.js";
 
 /**
@@ -196,8 +197,7 @@ function validatedOnce<Input extends Record<string, unknown>, Output>(
         const result = standard.validate(value);
         const remember = (checked: StandardSchemaV1.Result<Output>) => {
           if (known === undefined || checked.issues) return checked;
-          if (passed.size >= REMEMBERED_EVENTS) passed.delete(passed.keys().next().value!);
-          passed.set(known, checked);
+          setBounded(passed, known, checked, REMEMBERED_EVENTS);
           return checked;
         };
         return result instanceof Promise ? result.then(remember) : remember(result);

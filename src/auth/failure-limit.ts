@@ -1,5 +1,6 @@
 import type { Context } from "hono";
 import { getConnInfo } from "@hono/node-server/conninfo";
+import { setBounded } from "../platform/bounded-map.js";
 
 /**
  * How many failed authentications a client address may make: a burst of `perMinute`, refilled at
@@ -43,9 +44,7 @@ export function failureLimiter(settings: FailureLimitSettings, now: () => number
       const bucket = refilled(address) ?? { tokens: settings.perMinute, at: now() };
       bucket.tokens -= 1;
       // Re-inserted last: the Map's order is then least recently failed first.
-      buckets.delete(address);
-      buckets.set(address, bucket);
-      if (buckets.size > MAX_TRACKED_ADDRESSES) buckets.delete(buckets.keys().next().value!);
+      setBounded(buckets, address, bucket, MAX_TRACKED_ADDRESSES);
     },
   };
 }

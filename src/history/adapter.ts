@@ -22,6 +22,7 @@ import { beginTurn, storeAnswer, type StoredAnswer, type TurnKind, type TurnStar
 import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES, type HistoryRead } from "./summaries.js";
 import { applyHistoryBudgets, type BudgetReport, type ByteBudgetReport } from "./token-budget.js";
 import { waitForEarlierTurns } from "./turn-waits.js";
+import { setBounded } from "../platform/bounded-map.js";
 
 /** The run a history adapter serves: one turn on one user message. */
 export type TurnContext = {
@@ -98,8 +99,7 @@ function historyResults(runId: string, rows: Parameters<typeof toAgentResults>[0
       Object.freeze(result);
       return result;
     });
-    if (parsedHistories.size >= PARSED_HISTORIES) parsedHistories.delete(parsedHistories.keys().next().value!);
-    parsedHistories.set(key, parsed);
+    setBounded(parsedHistories, key, parsed, PARSED_HISTORIES);
   }
   return [...parsed];
 }
