@@ -32,12 +32,11 @@
  * Runs on a database created for the run (on DATABASE_URL's server, or the embedded PostgreSQL),
  * dropped at the end.
  */
-import http, { createServer, type Server } from "node:http";
+import http, { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import { randomUUID } from "node:crypto";
 import path from "node:path";
 import { pathToFileURL } from "node:url";
-import { serve } from "@hono/node-server";
 import { streamCompletion } from "../src/agents/streamed-completion.js";
 import { createPool } from "../src/platform/database.js";
 import { appendEvents, readThreadEventFrames } from "../src/history/events.js";
@@ -49,6 +48,7 @@ import { createEventNotifier } from "../src/stream/notifier.js";
 import { DEFAULT_STREAM_LIMITS } from "../src/stream/stream-slots.js";
 import { openBenchDatabase } from "./bench-database.js";
 import { median, percentile, printTable } from "./report.js";
+import { listen } from "../test/helpers/http.js";
 
 const HEAVY = "bench-heavy";
 const OTHER = "bench-other";
@@ -91,9 +91,7 @@ const app = createApp({
   events,
   streams: DEFAULT_STREAM_LIMITS,
 });
-const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
-await new Promise((resolve) => server.once("listening", resolve));
-const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+const { server, url: base } = await listen(app.fetch);
 const as = (userId: string) => ({ "X-Threadline-User": userId });
 
 /** One app under measure: its base URL, its pool and the delta writer its code has. */
@@ -129,11 +127,10 @@ async function baselineVariant(root: string): Promise<Variant> {
     events: baselineEvents,
     streams: slots.DEFAULT_STREAM_LIMITS,
   });
-  const baselineServer = serve({ fetch: baselineApp.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
-  await new Promise((resolve) => baselineServer.once("listening", resolve));
+  const { server: baselineServer, url: baselineBase } = await listen(baselineApp.fetch);
   return {
     name: "before",
-    base: `http://127.0.0.1:${(baselineServer.address() as AddressInfo).port}`,
+    base: baselineBase,
     pool: baselinePool,
     deltaWriter: writer.deltaWriter,
     close: async () => {

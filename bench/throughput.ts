@@ -21,10 +21,7 @@
  * heap flag (--max-semi-space-size, docs/operations.md), printed at the start.
  */
 import { fork } from "node:child_process";
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
 import os from "node:os";
-import { serve } from "@hono/node-server";
 import type pg from "pg";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "../src/agents/model.js";
@@ -33,7 +30,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createModelInference } from "../src/functions/model-inference.js";
 import { CHAT_TURN_ID } from "../src/functions/turn-lifecycle.js";
 import { inngestClient } from "../src/platform/inngest-serve.js";
-import { createTestApp, tokenFor } from "../test/helpers/http.js";
+import { createTestApp, tokenFor, listen } from "../test/helpers/http.js";
 import { seedThread } from "../test/helpers/seed.js";
 import { backendCpuDelta, backendCpuNs, backendPids } from "./postgres-cpu.js";
 import { openBenchDatabase } from "./bench-database.js";
@@ -136,9 +133,7 @@ async function measureMode(pool: pg.Pool, mode: Mode): Promise<Measured[]> {
       sendEvent: (event) => client.send(event),
     });
     const perRequest = requestCpu();
-    const server = serve({ fetch: perRequest.wrap(app.fetch), port: 0, hostname: "127.0.0.1" }) as Server;
-    await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
-    const appUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    const { server, url: appUrl } = await listen(perRequest.wrap(app.fetch));
     await executor.ask({ type: "register", appUrl: `${appUrl}/api/inngest` }, "registered");
     const drive = (c: Case, threads: DriveThread[]) =>
       executor.ask(

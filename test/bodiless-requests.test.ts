@@ -1,13 +1,12 @@
 import { randomUUID } from "node:crypto";
-import type { AddressInfo } from "node:net";
 import net from "node:net";
-import { serve, type ServerType } from "@hono/node-server";
+import type { ServerType } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { ensureThread } from "../src/history/store.js";
 import { remember } from "../src/history/memories.js";
 import { scriptedModel, threadWithRunningTurn, turnsOf } from "./helpers/fixtures.js";
-import { createTestApp, tokenFor } from "./helpers/http.js";
+import { createTestApp, tokenFor, listen } from "./helpers/http.js";
 import { storeAnsweredTurn } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -23,9 +22,7 @@ let chatTurn: ReturnType<typeof createChatTurn>;
 beforeAll(async () => {
   chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
   const { app } = createTestApp(bed.db.pool);
-  server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
-  await new Promise((resolve) => server.once("listening", resolve));
-  port = (server.address() as AddressInfo).port;
+  ({ server, port } = await listen(app.fetch));
 });
 afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
 

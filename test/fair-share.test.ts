@@ -1,11 +1,9 @@
 import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { failureLimiter } from "../src/auth/failure-limit.js";
 import { authSettings, readEnvironment } from "../src/config.js";
 import { createPool } from "../src/platform/database.js";
-import { createTestApp, testAuth, tokenFor } from "./helpers/http.js";
+import { createTestApp, testAuth, tokenFor, listen } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -46,9 +44,7 @@ describe("failed authentications per client address", () => {
     const { app } = createTestApp(bed.db.pool, {
       auth: { ...testAuth, failureLimit: { perMinute: 3, addressHeader: "x-forwarded-for" } },
     });
-    server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
-    await new Promise((resolve) => server.once("listening", resolve));
-    url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    ({ server, url } = await listen(app.fetch));
   });
   afterAll(async () => {
     server.closeAllConnections();

@@ -1,7 +1,5 @@
 import { randomUUID } from "node:crypto";
 import http from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
 import pg from "pg";
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { checkEventSize, MAX_BODY_BYTES, MAX_EVENT_BYTES } from "../src/api/bounded-input.js";
@@ -9,7 +7,7 @@ import { EventTooLarge } from "../src/api/errors.js";
 import { logger } from "../src/platform/logger.js";
 import { createApp } from "../src/server.js";
 import { countRows } from "./helpers/fixtures.js";
-import { testAuth, tokenFor } from "./helpers/http.js";
+import { testAuth, tokenFor, listen } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -104,10 +102,8 @@ describe("body size", () => {
   });
 
   it("over real HTTP, answers 413 on a Content-Length over the limit while the client has sent only its first bytes", async () => {
-    const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
-    await new Promise((resolve) => server.once("listening", resolve));
+    const { server, port } = await listen(app.fetch);
     try {
-      const { port } = server.address() as AddressInfo;
       const declared = 64 * 1024 * 1024;
       const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
         const request = http.request({

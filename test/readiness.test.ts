@@ -1,12 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { createServer as createHttpServer, type Server } from "node:http";
 import { createServer as createNetServer, type AddressInfo, type Server as NetServer, type Socket } from "node:net";
-import { serve } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readEnvironment } from "../src/config.js";
 import { engineAdvice, engineProbe, inngestEngine, type InngestEngine } from "../src/platform/inngest-engine.js";
 import { createApp } from "../src/server.js";
-import { headersFor, testAuth } from "./helpers/http.js";
+import { headersFor, testAuth, listen } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -53,10 +52,9 @@ beforeAll(async () => {
     engine,
     engineProbe: engineProbe(engine, { intervalMs: INTERVAL_MS, now: () => now }),
   });
-  const server = serve({ fetch: hono.fetch, port: 0, hostname: "127.0.0.1" });
-  await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+  const { server, url } = await listen(hono.fetch);
   app = {
-    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    url,
     close: () => new Promise<void>((resolve) => server.close(() => resolve())),
   };
 });

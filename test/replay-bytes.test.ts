@@ -1,18 +1,14 @@
 import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
 import { SSEStreamingApi } from "hono/streaming";
 import { afterAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
-import { Hono } from "hono";
 import { eventRoutes } from "../src/api/events.js";
-import type { AuthEnv } from "../src/auth/identity.js";
 import { appendEvents, framesAfter, readEventsAfter, type NewEvent, type PageLimit } from "../src/history/events.js";
 import { storeModelTitle } from "../src/history/titles.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { createStreamSlots } from "../src/stream/stream-slots.js";
 import { createThreadFeeds } from "../src/stream/thread-feeds.js";
-import { createTestApp, headersFor } from "./helpers/http.js";
+import { createTestApp, headersFor, listen, routesAs } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -36,10 +32,8 @@ type App = { request: (path: string, init?: RequestInit) => Response | Promise<R
 async function appInstance(transport: Transport, pageLimit?: PageLimit): Promise<App> {
   const app = routes(pageLimit);
   if (transport === "in process") return app;
-  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+  const { server, url } = await listen(app.fetch);
   servers.push(server);
-  await new Promise((resolve) => server.once("listening", resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return { request: (path, init) => fetch(`${url}${path}`, init) };
 }
 
@@ -49,21 +43,17 @@ function routes(pageLimit?: PageLimit) {
   const events = createEventNotifier(bed.db.pool);
   notifiers.push(events);
   if (!pageLimit) return createTestApp(bed.db.pool, { events }).app;
-  return new Hono<AuthEnv>()
-    .use(async (c, next) => {
-      c.set("identity", { userId: "user-1" } as AuthEnv["Variables"]["identity"]);
-      await next();
-    })
-    .route(
-      "/api/threads",
-      eventRoutes({
-        db: bed.db.pool,
-        sendEvent: async () => ({ ids: [] }),
-        events,
-        feeds: createThreadFeeds({ db: bed.db.pool, events, pageLimit }),
-        slots: createStreamSlots(),
-      }),
-    );
+  return routesAs(
+    "user-1",
+    "/api/threads",
+    eventRoutes({
+      db: bed.db.pool,
+      sendEvent: async () => ({ ids: [] }),
+      events,
+      feeds: createThreadFeeds({ db: bed.db.pool, events, pageLimit }),
+      slots: createStreamSlots(),
+    }),
+  );
 }
 
 /**

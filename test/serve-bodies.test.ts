@@ -1,11 +1,9 @@
 import { createHmac } from "node:crypto";
 import { request, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
 import { INNGEST_MAX_REQUEST_BYTES } from "../src/platform/inngest-serve.js";
-import { createTestApp } from "./helpers/http.js";
+import { createTestApp, listen } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 // The serve endpoint reads a signed request's body straight from Node's request when its length
@@ -26,9 +24,7 @@ beforeAll(async () => {
     functions: [double],
     serving: { mode: "cloud", signingKey: SIGNING_KEY },
   });
-  server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
-  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
-  port = (server.address() as AddressInfo).port;
+  ({ server, port } = await listen(app.fetch));
 });
 afterAll(async () => {
   server.closeAllConnections();

@@ -1,7 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
 import { afterAll, describe, expect, it } from "vitest";
 import { appendEvents } from "../src/history/events.js";
 import * as eventsSql from "../src/history/events-sql.js";
@@ -9,7 +6,7 @@ import { createThread } from "../src/history/threads.js";
 import { createEventNotifier } from "../src/stream/notifier.js";
 import type { StreamLimits } from "../src/stream/stream-slots.js";
 import { countingPool } from "./helpers/counting-pool.js";
-import { createTestApp, headersFor } from "./helpers/http.js";
+import { createTestApp, headersFor, listen } from "./helpers/http.js";
 import { openEventStream } from "./helpers/sse.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -31,9 +28,7 @@ async function listeningApp(streams: StreamLimits) {
   });
   const events = createEventNotifier(bed.db.pool);
   const { app } = createTestApp(pool, { events, streams });
-  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
-  await new Promise((resolve) => server.once("listening", resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { server, url } = await listen(app.fetch);
   closers.push(async () => {
     await events.close();
     server.closeAllConnections();

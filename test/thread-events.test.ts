@@ -1,7 +1,5 @@
 import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
-import { Hono } from "hono";
+import type { Hono } from "hono";
 import { SSEStreamingApi } from "hono/streaming";
 import { afterAll, describe, expect, it, vi } from "vitest";
 import { eventRoutes } from "../src/api/events.js";
@@ -18,7 +16,7 @@ import { createStreamSlots } from "../src/stream/stream-slots.js";
 import { createThreadFeeds, type ThreadFeeds } from "../src/stream/thread-feeds.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
-import { asUser, createTestApp, headersFor } from "./helpers/http.js";
+import { asUser, createTestApp, headersFor, listen, routesAs } from "./helpers/http.js";
 import { expectConsecutive, openEventStream } from "./helpers/sse.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -35,10 +33,8 @@ afterAll(async () => {
 
 /** The app in process and over HTTP (a listening server, where the event route writes Node's response itself). */
 async function bothTransports(app: Hono<AuthEnv>) {
-  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+  const { server, url } = await listen(app.fetch);
   servers.push(server);
-  await new Promise((resolve) => server.once("listening", resolve));
-  const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return [app, { request: (path: string, init?: RequestInit) => fetch(`${url}${path}`, init) }];
 }
 
@@ -159,24 +155,20 @@ describe("GET /api/threads/:threadId/events", () => {
     const { events } = appInstance();
     const threadId = await newThread();
     // The route alone, its heartbeat shortened, behind a stand-in for the authentication middleware.
-    const app = new Hono<AuthEnv>()
-      .use(async (c, next) => {
-        c.set("identity", { userId: "user-1" } as AuthEnv["Variables"]["identity"]);
-        await next();
-      })
-      .route(
-        "/api/threads",
-        eventRoutes(
-          {
-            db: bed.db.pool,
-            sendEvent: async () => ({ ids: [] }),
-            events,
-            feeds: createThreadFeeds({ db: bed.db.pool, events }),
-            slots: createStreamSlots(),
-          },
-          20,
-        ),
-      );
+    const app = routesAs(
+      "user-1",
+      "/api/threads",
+      eventRoutes(
+        {
+          db: bed.db.pool,
+          sendEvent: async () => ({ ids: [] }),
+          events,
+          feeds: createThreadFeeds({ db: bed.db.pool, events }),
+          slots: createStreamSlots(),
+        },
+        20,
+      ),
+    );
     for (const transport of await bothTransports(app)) {
       const stream = await openEventStream(transport, threadId);
       await stream.waitForHeartbeat();
@@ -195,21 +187,17 @@ describe("GET /api/threads/:threadId/events", () => {
     };
     const events = createEventNotifier(bed.db.pool);
     notifiers.push(events);
-    const app = new Hono<AuthEnv>()
-      .use(async (c, next) => {
-        c.set("identity", { userId: "user-1" } as AuthEnv["Variables"]["identity"]);
-        await next();
-      })
-      .route(
-        "/api/threads",
-        eventRoutes({
-          db: bed.db.pool,
-          sendEvent: async () => ({ ids: [] }),
-          events,
-          feeds,
-          slots: createStreamSlots({ perUser: 1, perProcess: 10 }),
-        }),
-      );
+    const app = routesAs(
+      "user-1",
+      "/api/threads",
+      eventRoutes({
+        db: bed.db.pool,
+        sendEvent: async () => ({ ids: [] }),
+        events,
+        feeds,
+        slots: createStreamSlots({ perUser: 1, perProcess: 10 }),
+      }),
+    );
     const threadId = crypto.randomUUID();
     // One stream a user at a time: the second is answered only if the first gave its slot back.
     for (const transport of [...(await bothTransports(app)), ...(await bothTransports(app))]) {

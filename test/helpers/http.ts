@@ -1,10 +1,12 @@
 import type { Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { serve } from "@hono/node-server";
+import { Hono } from "hono";
 import type pg from "pg";
 import { SignJWT } from "jose";
 import type { InngestFunction } from "inngest";
 import type { SendEvent } from "../../src/api/deps.js";
+import type { AuthEnv } from "../../src/auth/identity.js";
 import type { AuthSettings } from "../../src/auth/settings.js";
 import type { InngestServing } from "../../src/platform/inngest-serve.js";
 import { createApp } from "../../src/server.js";
@@ -14,6 +16,30 @@ import type { StreamLimits } from "../../src/stream/stream-slots.js";
 import type { SentEvent } from "./engine.js";
 import type { EngineStandIn } from "./engine-stand-in.js";
 import type { EngineProbe } from "../../src/platform/inngest-engine.js";
+
+/**
+ * Serves `fetch` (an app's, as @hono/node-server takes it) on a free loopback port, once it
+ * listens: the server (to close), its port and its base URL.
+ */
+export async function listen(fetch: Parameters<typeof serve>[0]["fetch"]) {
+  const server = serve({ fetch, port: 0, hostname: "127.0.0.1" }) as Server;
+  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
+  const { port } = server.address() as AddressInfo;
+  return { server, port, url: `http://127.0.0.1:${port}` };
+}
+
+/**
+ * `routes` mounted at `path` alone, behind a stand-in for the authentication middleware: every
+ * request is `userId`'s.
+ */
+export function routesAs(userId: string, path: string, routes: Hono<AuthEnv>) {
+  return new Hono<AuthEnv>()
+    .use(async (c, next) => {
+      c.set("identity", { userId } as AuthEnv["Variables"]["identity"]);
+      await next();
+    })
+    .route(path, routes);
+}
 
 /** The shared secret, issuer and audience the test app verifies JWTs with (HS256). */
 export const TEST_JWT = {
@@ -108,9 +134,8 @@ export async function serveToStandIn(db: pg.Pool, engine: EngineStandIn, functio
     functions,
     sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
   });
-  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
-  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
-  await engine.registerApp(`http://127.0.0.1:${(server.address() as AddressInfo).port}/api/inngest`);
+  const { server, url } = await listen(app.fetch);
+  await engine.registerApp(`${url}/api/inngest`);
   return {
     close: () =>
       new Promise<void>((resolve) => {

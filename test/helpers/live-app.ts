@@ -1,7 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
 import type { InngestFunction } from "inngest";
 import type pg from "pg";
 import { chatMessageRegenerate, chatMessageSent, inngest, toolApprovalDecided } from "../../inngest.config.js";
@@ -25,6 +22,7 @@ import {
 import { scriptedModel } from "./fixtures.js";
 import { createApp } from "../../src/server.js";
 import type { ModelServer } from "./model-server.js";
+import { listen } from "./http.js";
 
 /**
  * A turn the app started: its run id, its event and its execution (settled when the run ends);
@@ -120,12 +118,10 @@ export async function startLiveApp(
       return { ids: [`evt-${randomUUID()}`] };
     },
   });
-  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
-  await new Promise((resolve) => server.once("listening", resolve));
-  const { port } = server.address() as AddressInfo;
+  const { server, url } = await listen(app.fetch);
 
   return {
-    url: `http://127.0.0.1:${port}`,
+    url,
     runs,
     dropConnections: () => server.closeAllConnections(),
     close: async () => {

@@ -1,11 +1,8 @@
-import type { Server } from "node:http";
-import type { AddressInfo } from "node:net";
-import { serve } from "@hono/node-server";
 import type { InngestFunction } from "inngest";
 import type pg from "pg";
 import { vi } from "vitest";
 import { startEngineStandIn, type EngineStandIn, type StandInOptions } from "./engine-stand-in.js";
-import { createTestApp } from "./http.js";
+import { createTestApp, listen } from "./http.js";
 
 export type LiveEngine = { engine: EngineStandIn; appUrl: string; close: () => Promise<void> };
 
@@ -25,9 +22,7 @@ export async function startLiveEngine(
     functions,
     sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
   });
-  const server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" }) as Server;
-  await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
-  const appUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { server, url: appUrl } = await listen(app.fetch);
   await engine.registerApp(`${appUrl}/api/inngest`);
   return {
     engine,
