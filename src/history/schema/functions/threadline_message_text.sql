@@ -10,6 +10,11 @@
 CREATE OR REPLACE FUNCTION threadline_message_text(p_content jsonb) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 BEGIN
+  -- An object without output (a user message's content) has nothing but its text (concat_ws of
+  -- it and NULL): no query over the output, run for every message stored.
+  IF jsonb_typeof(p_content) = 'object' AND NOT p_content ? 'output' THEN
+    RETURN left(coalesce(p_content ->> 'text', ''), 100000);
+  END IF;
   RETURN left(concat_ws(E'\n',
     p_content ->> 'text',
     (SELECT string_agg(piece, E'\n')
