@@ -254,11 +254,7 @@ CREATE INDEX threads_activity_idx ON public.threads USING btree (last_activity_a
 
 CREATE INDEX threads_user_activity_idx ON public.threads USING btree (user_id, last_activity_at DESC, id DESC);
 
-CREATE INDEX threads_user_idx ON public.threads USING btree (user_id, updated_at DESC);
-
 CREATE INDEX tool_approvals_thread_idx ON public.tool_approvals USING btree (thread_id, status, requested_at);
-
-CREATE INDEX turns_event_idx ON public.turns USING btree (event_id) WHERE (event_id IS NOT NULL);
 
 CREATE INDEX turns_message_idx ON public.turns USING btree (message_id, started_at);
 
@@ -283,7 +279,6 @@ CREATE OR REPLACE FUNCTION public.threadline_append_events(p_thread_id uuid, p_r
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  v_new jsonb;
   v_count integer;
   v_last bigint;
 BEGIN
@@ -298,20 +293,21 @@ BEGIN
     SELECT c.last_id INTO v_last FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
   END IF;
 
-  SELECT coalesce(jsonb_agg(e.item ORDER BY e.ord), '[]'::jsonb) INTO v_new
+  -- The new events get the ids after the counter's, in order; an event this run and attempt
+  -- already wrote is skipped. This statement's snapshot is taken under the counter's lock: it sees
+  -- every writer of the thread's events that went before.
+  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text)
+    SELECT p_thread_id, v_last + row_number() OVER (ORDER BY e.ord), p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event',
+           d.data, threadline_event_text(d.data)
     FROM jsonb_array_elements(p_events) WITH ORDINALITY AS e(item, ord)
+    CROSS JOIN LATERAL (SELECT coalesce(e.item -> 'data', '{}'::jsonb) AS data) d
     WHERE p_run_id IS NULL OR NOT EXISTS (
       SELECT 1 FROM thread_events x WHERE x.run_id = p_run_id AND x.attempt = p_attempt AND x.key = e.item ->> 'key');
-  v_count := jsonb_array_length(v_new);
+  GET DIAGNOSTICS v_count = ROW_COUNT;
   IF v_count = 0 THEN
     RETURN NULL;
   END IF;
-
   UPDATE thread_event_counters c SET last_id = v_last + v_count WHERE c.thread_id = p_thread_id;
-  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text)
-    SELECT p_thread_id, v_last + e.ord, p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event', d.data, threadline_event_text(d.data)
-    FROM jsonb_array_elements(v_new) WITH ORDINALITY AS e(item, ord)
-    CROSS JOIN LATERAL (SELECT coalesce(e.item -> 'data', '{}'::jsonb) AS data) d;
   PERFORM pg_notify('threadline_events', p_thread_id::text || ' ' || (v_last + v_count)::text);
   RETURN v_last + v_count;
 END

@@ -17,3 +17,11 @@ CREATE TRIGGER messages_inserted AFTER INSERT ON messages
   REFERENCING NEW TABLE AS inserted
   FOR EACH STATEMENT WHEN (coalesce(current_setting('threadline.writer_thread', true), '') = '')
   EXECUTE FUNCTION threadline_messages_inserted();
+
+-- Indexes no query reads, entered on every write of their rows: threads by (user_id, updated_at)
+-- (a user's threads are listed and deleted through threads_user_activity_idx; nothing orders by
+-- updated_at, and without it an update of a thread's title or path is HOT), and turns by event_id
+-- (its one lookup, a regenerate re-run in threadline_begin_turn, names the message too:
+-- turns_message_idx).
+DROP INDEX threads_user_idx;
+DROP INDEX turns_event_idx;
