@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { beginTurn, ensureThread, readHistory } from "../src/history/store.js";
+import { ASSISTANT_NAME } from "../src/agents/assistant.js";
+import { resultId } from "../src/history/ids.js";
+import { beginTurn, ensureThread, readHistory, storeAnswer } from "../src/history/store.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { countRows } from "./helpers/fixtures.js";
 
@@ -88,5 +90,90 @@ describe("thread storage", () => {
     await expect(beginTurn(db.pool, { threadId: b, userId: "u1", message, turn: turn() })).rejects.toThrow(
       /already used/,
     );
+  });
+
+  it("keeps a thread's list values and its messages' owner as the message triggers do, whoever writes", async () => {
+    const threadId = randomUUID();
+    await ensureThread(db.pool, threadId, "u1");
+    // What the triggers derive (migration 0008), recomputed from the rows.
+    const derived = async () => {
+      const { rows } = await db.pool.query(
+        `SELECT t.message_count, t.last_message_at, t.last_activity_at,
+                (SELECT count(*) FILTER (WHERE m.on_path)::int FROM messages m WHERE m.thread_id = t.id) AS on_path,
+                (SELECT max(m.created_at) FROM messages m WHERE m.thread_id = t.id) AS newest,
+                (SELECT count(*)::int FROM messages m WHERE m.thread_id = t.id AND m.user_id <> t.user_id) AS foreign_owned
+         FROM threads t WHERE t.id = $1`,
+        [threadId],
+      );
+      const row = rows[0];
+      expect(row.message_count).toBe(row.on_path);
+      expect(row.last_message_at).toEqual(row.newest);
+      expect(row.last_activity_at.getTime()).toBe(Math.trunc(row.newest.getTime()));
+      expect(row.foreign_owned).toBe(0);
+      return row.message_count as number;
+    };
+    const answer = async (messageId: string, runId: string, seq: number, variant: number, text: string) =>
+      storeAnswer(db.pool, {
+        threadId,
+        userId: "u1",
+        runId,
+        messageId,
+        messageSeq: seq,
+        variant,
+        detachLaterTurns: false,
+        results: [
+          {
+            id: resultId(messageId, variant, 0),
+            agentName: ASSISTANT_NAME,
+            content: { output: [{ type: "text", role: "assistant", content: text }], toolCalls: [] },
+          },
+        ],
+      });
+
+    const first = { id: randomUUID(), run: `run-${randomUUID()}` };
+    const start = await beginTurn(db.pool, {
+      threadId,
+      userId: "u1",
+      message: { id: first.id, text: "first" },
+      turn: { runId: first.run, kind: "chat" },
+    });
+    expect(await derived()).toBe(1);
+    await answer(first.id, first.run, start.messageSeq, start.variant, "an answer");
+    expect(await derived()).toBe(2);
+    // Stored again (a retried step): nothing inserted, nothing counted.
+    expect((await answer(first.id, first.run, start.messageSeq, start.variant, "an answer")).inserted).toBe(0);
+    expect(await derived()).toBe(2);
+    // A regenerate's answer replaces the current one: the count stays.
+    const regenerate = `run-${randomUUID()}`;
+    const again = await beginTurn(db.pool, {
+      threadId,
+      userId: "u1",
+      message: { id: first.id, text: "first" },
+      turn: { runId: regenerate, kind: "regenerate" },
+    });
+    await answer(first.id, regenerate, again.messageSeq, again.variant, "another answer");
+    expect(await derived()).toBe(2);
+
+    // Another writer in the same transaction as a turn's writer: the triggers still fill its owner
+    // (whatever it names) and count its message.
+    const client = await db.pool.connect();
+    try {
+      await client.query("BEGIN");
+      await client.query("SELECT * FROM threadline_begin_turn($1, 'u1', $2, 'second', NULL, $3, 'chat', NULL, NULL)", [
+        threadId,
+        randomUUID(),
+        `run-${randomUUID()}`,
+      ]);
+      await client.query(
+        `INSERT INTO messages (id, thread_id, user_id, seq, turn_seq, kind, agent_name, content)
+         SELECT $2, $1, 'mallory', last_seq + 1, last_seq + 1, 'system', 'system', '{"text": "a note"}' FROM threads WHERE id = $1`,
+        [threadId, randomUUID()],
+      );
+      await client.query("UPDATE threads SET last_seq = last_seq + 1 WHERE id = $1", [threadId]);
+      await client.query("COMMIT");
+    } finally {
+      client.release();
+    }
+    expect(await derived()).toBe(4);
   });
 });

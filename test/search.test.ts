@@ -187,6 +187,66 @@ describe("searching one's messages", () => {
     expect((await search(userId, { q: "pelican or flamingo or current_time" })).results).toEqual([]);
   });
 
+  it("takes from any content the text the former query over the output took (threadline_message_text)", async () => {
+    // The function's body before it became expressions only, as the reference.
+    const former = `left(concat_ws(E'\\n', c ->> 'text',
+      (SELECT string_agg(piece, E'\\n')
+       FROM jsonb_path_query(c, '$.output[*] ? (@.type == "text").content') AS output(content),
+            LATERAL (SELECT output.content #>> '{}' WHERE jsonb_typeof(output.content) = 'string'
+                     UNION ALL
+                     SELECT part ->> 'text' FROM jsonb_array_elements(CASE jsonb_typeof(output.content) WHEN 'array' THEN output.content ELSE '[]' END) AS part
+                     WHERE part ->> 'type' = 'text') AS pieces(piece))), 100000)`;
+    const contents = [
+      { text: "What should I read next?" },
+      { output: [{ type: "text", role: "assistant", content: "An answer." }], toolCalls: [] },
+      {
+        output: [
+          { type: "text", content: "a" },
+          { type: "tool_call", content: "not this" },
+          {
+            type: "text",
+            content: [
+              "bare",
+              { type: "text", text: "b" },
+              { type: "image", text: "no" },
+              { type: "text" },
+              { type: "text", text: "" },
+              { type: "text", text: 5 },
+            ],
+          },
+        ],
+      },
+      {
+        output: [
+          { type: "text", content: "" },
+          { type: "text", content: "c" },
+          { type: "text", content: null },
+          { type: "text", content: { a: 1 } },
+        ],
+      },
+      { output: { type: "text", content: "one object, not a list" } },
+      { text: "both", output: [{ type: "text", content: "kinds" }] },
+      { output: [] },
+      { output: "x" },
+      { output: [{ type: "text", content: [] }] },
+      { output: [{ type: "text", content: 'quote " backslash \\ line\nbreak é' }] },
+      {},
+      { text: null },
+      [{ output: [{ type: "text", content: "in a list" }] }],
+      ["output"],
+      "output",
+      5,
+      null,
+      { text: "x".repeat(100_010) },
+    ];
+    const { rows } = await bed.db.pool.query(
+      `SELECT threadline_message_text(c) AS now, ${former} AS former FROM jsonb_array_elements($1::jsonb) AS e(c)`,
+      [JSON.stringify(contents)],
+    );
+    expect(rows).toHaveLength(contents.length);
+    for (const row of rows) expect(row.now).toBe(row.former);
+  });
+
   it("never shows another user's messages, however well they match", async () => {
     const mine = newUser();
     const theirs = newUser();

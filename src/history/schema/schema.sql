@@ -254,11 +254,7 @@ CREATE INDEX threads_activity_idx ON public.threads USING btree (last_activity_a
 
 CREATE INDEX threads_user_activity_idx ON public.threads USING btree (user_id, last_activity_at DESC, id DESC);
 
-CREATE INDEX threads_user_idx ON public.threads USING btree (user_id, updated_at DESC);
-
 CREATE INDEX tool_approvals_thread_idx ON public.tool_approvals USING btree (thread_id, status, requested_at);
-
-CREATE INDEX turns_event_idx ON public.turns USING btree (event_id) WHERE (event_id IS NOT NULL);
 
 CREATE INDEX turns_message_idx ON public.turns USING btree (message_id, started_at);
 
@@ -283,34 +279,37 @@ CREATE OR REPLACE FUNCTION public.threadline_append_events(p_thread_id uuid, p_r
  LANGUAGE plpgsql
 AS $function$
 DECLARE
-  v_new jsonb;
   v_count integer;
-  v_first bigint;
+  v_last bigint;
 BEGIN
   PERFORM 1 FROM threads t WHERE t.id = p_thread_id FOR KEY SHARE;
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  INSERT INTO thread_event_counters (thread_id) VALUES (p_thread_id) ON CONFLICT (thread_id) DO NOTHING;
-  PERFORM 1 FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
+  -- The counter row exists after the thread's first event: created only when missing.
+  SELECT c.last_id INTO v_last FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO thread_event_counters (thread_id) VALUES (p_thread_id) ON CONFLICT (thread_id) DO NOTHING;
+    SELECT c.last_id INTO v_last FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
+  END IF;
 
-  SELECT coalesce(jsonb_agg(e.item ORDER BY e.ord), '[]'::jsonb) INTO v_new
+  -- The new events get the ids after the counter's, in order; an event this run and attempt
+  -- already wrote is skipped. This statement's snapshot is taken under the counter's lock: it sees
+  -- every writer of the thread's events that went before.
+  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text)
+    SELECT p_thread_id, v_last + row_number() OVER (ORDER BY e.ord), p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event',
+           d.data, threadline_event_text(d.data)
     FROM jsonb_array_elements(p_events) WITH ORDINALITY AS e(item, ord)
+    CROSS JOIN LATERAL (SELECT coalesce(e.item -> 'data', '{}'::jsonb) AS data) d
     WHERE p_run_id IS NULL OR NOT EXISTS (
       SELECT 1 FROM thread_events x WHERE x.run_id = p_run_id AND x.attempt = p_attempt AND x.key = e.item ->> 'key');
-  v_count := jsonb_array_length(v_new);
+  GET DIAGNOSTICS v_count = ROW_COUNT;
   IF v_count = 0 THEN
     RETURN NULL;
   END IF;
-
-  UPDATE thread_event_counters c SET last_id = c.last_id + v_count WHERE c.thread_id = p_thread_id
-    RETURNING c.last_id - v_count INTO v_first;
-  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text)
-    SELECT p_thread_id, v_first + e.ord, p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event', d.data, threadline_event_text(d.data)
-    FROM jsonb_array_elements(v_new) WITH ORDINALITY AS e(item, ord)
-    CROSS JOIN LATERAL (SELECT coalesce(e.item -> 'data', '{}'::jsonb) AS data) d;
-  PERFORM pg_notify('threadline_events', p_thread_id::text || ' ' || (v_first + v_count)::text);
-  RETURN v_first + v_count;
+  UPDATE thread_event_counters c SET last_id = v_last + v_count WHERE c.thread_id = p_thread_id;
+  PERFORM pg_notify('threadline_events', p_thread_id::text || ' ' || (v_last + v_count)::text);
+  RETURN v_last + v_count;
 END
 $function$;
 
@@ -356,6 +355,7 @@ DECLARE
   v_detached integer;
   v_version bigint;
   v_busy record;
+  v_stored_now boolean := false;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -414,13 +414,15 @@ BEGIN
       -- No summary covers a detached turn: one that reaches the edited message goes.
       DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= v_edited.seq;
     ELSE
-      SELECT m.id INTO v_parent_id FROM messages m
-        WHERE m.thread_id = p_thread_id AND m.on_path AND m.kind = 'user' ORDER BY m.seq DESC LIMIT 1;
-      SELECT max(a.variant) INTO v_parent_variant FROM messages a WHERE a.answers = v_parent_id AND a.on_path;
+      SELECT m.id, (SELECT max(a.variant) FROM messages a WHERE a.answers = m.id AND a.on_path) INTO v_parent_id, v_parent_variant
+        FROM messages m WHERE m.thread_id = p_thread_id AND m.on_path AND m.kind = 'user' ORDER BY m.seq DESC LIMIT 1;
       v_detached := 0;
     END IF;
+    -- With the list values of the message inserted below (one on-path row, created now()): the
+    -- thread's one update here (threadline_messages_inserted.sql says why and skips it).
     UPDATE threads t SET last_seq = t.last_seq + 1, path_version = t.path_version + CASE WHEN v_detached > 0 THEN 1 ELSE 0 END,
-        updated_at = now()
+        updated_at = now(), message_count = t.message_count + 1, last_message_at = greatest(t.last_message_at, now()),
+        last_activity_at = greatest(t.last_activity_at, date_trunc('milliseconds', now()))
       WHERE t.id = p_thread_id
       RETURNING t.last_seq, t.path_version INTO v_message.seq, v_version;
     IF v_detached > 0 THEN
@@ -428,15 +430,21 @@ BEGIN
         'key', 'thread.path.changed', 'event', 'thread.path.changed',
         'data', jsonb_build_object('messageId', p_message_id, 'pathVersion', v_version))));
     END IF;
-    INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp, parent_id, parent_variant)
-      VALUES (p_message_id, p_thread_id, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp,
+    PERFORM set_config('threadline.writer_thread', p_thread_id::text, true);
+    INSERT INTO messages (id, thread_id, user_id, seq, turn_seq, kind, agent_name, content, client_timestamp, parent_id, parent_variant)
+      VALUES (p_message_id, p_thread_id, v_owner, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp,
               v_parent_id, v_parent_variant)
       RETURNING * INTO v_message;
+    PERFORM set_config('threadline.writer_thread', '', true);
+    v_stored_now := true;
   END IF;
 
-  -- The same run asking again (a retried step) gets the same answer back.
-  SELECT * INTO v_turn FROM turns t WHERE t.run_id = p_run_id;
-  IF FOUND THEN
+  -- The same run asking again (a retried step) gets the same answer back. A message stored just
+  -- now has neither: a turn's row names its message (a run answers one message), as does an answer.
+  IF NOT v_stored_now THEN
+    SELECT * INTO v_turn FROM turns t WHERE t.run_id = p_run_id;
+  END IF;
+  IF v_turn.run_id IS NOT NULL THEN
     variant := v_turn.variant;
     status := CASE WHEN v_turn.status = 'skipped' THEN 'skipped' ELSE 'running' END;
     skip_reason := CASE WHEN v_turn.status = 'skipped' THEN 'already recorded as skipped' END;
@@ -447,8 +455,12 @@ BEGIN
     -- - a regenerate writes a new variant, past any variant a running or completed turn holds, so two
     --   regenerates started together each keep their answer; running the same regenerate event again
     --   reuses its variant (a failed turn stored nothing, so its number may be used again).
-    SELECT max(m.variant) FILTER (WHERE m.on_path), coalesce(max(m.variant), 0) INTO v_current, v_max
-      FROM messages m WHERE m.answers = p_message_id;
+    IF v_stored_now THEN
+      v_current := NULL; v_max := 0;
+    ELSE
+      SELECT max(m.variant) FILTER (WHERE m.on_path), coalesce(max(m.variant), 0) INTO v_current, v_max
+        FROM messages m WHERE m.answers = p_message_id;
+    END IF;
     variant := NULL;
     skip_reason := NULL;
     IF NOT v_message.on_path THEN
@@ -590,14 +602,27 @@ DECLARE
   v_count integer := jsonb_array_length(p_results);
   v_changed integer := 0;
   v_rows integer;
-  v_first bigint;
+  v_owner text;
+  v_last bigint;
   v_inserted integer;
   v_through bigint;
   v_stored boolean;
   v_answered boolean;
+  v_summarized boolean;
+  v_waiting boolean;
 BEGIN
-  SELECT coalesce(bool_or(m.variant = p_variant), false), coalesce(bool_or(m.on_path), false) INTO v_stored, v_answered
-    FROM messages m WHERE m.answers = p_message_id;
+  -- What the steps below depend on, read at once (each statement of a function costs its own
+  -- executor start): the thread's owner and last seq (nothing below but the insert moves it), the
+  -- message's answers, whether a summary covers it, and whether a message waits for its answer (a
+  -- detach below may take such a message off the path first: the update then changes no row).
+  SELECT t.user_id, t.last_seq, coalesce(a.stored, false), coalesce(a.answered, false),
+         EXISTS (SELECT 1 FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq),
+         EXISTS (SELECT 1 FROM messages m
+                 WHERE m.parent_id = p_message_id AND m.kind = 'user' AND m.on_path AND m.parent_variant IS NULL)
+    INTO v_owner, v_last, v_stored, v_answered, v_summarized, v_waiting
+    FROM threads t, LATERAL (SELECT bool_or(m.variant = p_variant) AS stored, bool_or(m.on_path) AS answered
+                             FROM messages m WHERE m.answers = p_message_id) a
+    WHERE t.id = p_thread_id;
   IF v_count = 0 OR v_stored THEN
     RETURN 0;
   END IF;
@@ -620,23 +645,31 @@ BEGIN
           AND NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = m.parent_id AND p.on_path AND p.turn_seq > v_through);
     END IF;
     -- A new answer to a message the summary covers changes what the summary stands for.
-    DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq;
-    GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+    IF v_summarized THEN
+      DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq;
+      GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+    END IF;
     -- A message sent while this one had no answer yet follows this answer (the conversation tree).
-    IF EXISTS (SELECT 1 FROM messages m
-               WHERE m.parent_id = p_message_id AND m.kind = 'user' AND m.on_path AND m.parent_variant IS NULL) THEN
+    IF v_waiting THEN
       UPDATE messages m SET parent_variant = p_variant
         WHERE m.parent_id = p_message_id AND m.kind = 'user' AND m.on_path AND m.parent_variant IS NULL;
     END IF;
   END IF;
-  UPDATE threads t SET last_seq = t.last_seq + v_count, path_version = t.path_version + CASE WHEN v_changed > 0 THEN 1 ELSE 0 END, updated_at = now()
-    WHERE t.id = p_thread_id RETURNING t.last_seq - v_count + 1 INTO v_first;
-  INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped)
-    SELECT (r.item ->> 'id')::uuid, p_thread_id, v_first + r.ord - 1, p_message_seq, 'agent', r.item ->> 'agentName',
+  -- The thread's one update comes after the insert, with the list values of the rows it inserted
+  -- (threadline_messages_inserted.sql says why and skips the insert).
+  PERFORM set_config('threadline.writer_thread', p_thread_id::text, true);
+  INSERT INTO messages (id, thread_id, user_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped)
+    SELECT (r.item ->> 'id')::uuid, p_thread_id, v_owner, v_last + r.ord, p_message_seq, 'agent', r.item ->> 'agentName',
            r.item -> 'content', p_message_id, p_variant, r.ord - 1, p_on_path, p_stopped
     FROM jsonb_array_elements(p_results) WITH ORDINALITY AS r(item, ord)
     ON CONFLICT (id) DO NOTHING;
   GET DIAGNOSTICS v_inserted = ROW_COUNT;
+  PERFORM set_config('threadline.writer_thread', '', true);
+  UPDATE threads t SET last_seq = t.last_seq + v_count, path_version = t.path_version + CASE WHEN v_changed > 0 THEN 1 ELSE 0 END,
+      updated_at = now(), message_count = t.message_count + CASE WHEN p_on_path THEN v_inserted ELSE 0 END,
+      last_message_at = CASE WHEN v_inserted > 0 THEN greatest(t.last_message_at, now()) ELSE t.last_message_at END,
+      last_activity_at = CASE WHEN v_inserted > 0 THEN greatest(t.last_activity_at, date_trunc('milliseconds', now())) ELSE t.last_activity_at END
+    WHERE t.id = p_thread_id;
   RETURN v_inserted;
 END
 $function$;
@@ -724,15 +757,39 @@ CREATE OR REPLACE FUNCTION public.threadline_message_text(p_content jsonb)
  LANGUAGE plpgsql
  IMMUTABLE PARALLEL SAFE
 AS $function$
+DECLARE
+  v_contents jsonb;
+  v_content jsonb;
+  v_part jsonb;
+  v_pieces text;
 BEGIN
-  RETURN left(concat_ws(E'\n',
-    p_content ->> 'text',
-    (SELECT string_agg(piece, E'\n')
-     FROM jsonb_path_query(p_content, '$.output[*] ? (@.type == "text").content') AS output(content),
-          LATERAL (SELECT output.content #>> '{}' WHERE jsonb_typeof(output.content) = 'string'
-                   UNION ALL
-                   SELECT part ->> 'text' FROM jsonb_array_elements(CASE jsonb_typeof(output.content) WHEN 'array' THEN output.content ELSE '[]' END) AS part
-                   WHERE part ->> 'type' = 'text') AS pieces(piece))), 100000);
+  -- Expressions only, no query: this runs for every message stored (the generated column), and a
+  -- query's executor start cost more than all the rest. An object without output (a user
+  -- message's content) has nothing but its text (concat_ws of it and NULL).
+  IF jsonb_typeof(p_content) = 'object' AND NOT p_content ? 'output' THEN
+    RETURN left(coalesce(p_content ->> 'text', ''), 100000);
+  END IF;
+  -- The output's text contents in order (lax: an output that is one object counts as a list of
+  -- it); each is a string, or parts of which those of type text count; their texts joined by
+  -- newlines (concat_ws skips a NULL, as string_agg did).
+  v_contents := jsonb_path_query_array(p_content, '$.output[*] ? (@.type == "text").content');
+  FOR i IN 0 .. jsonb_array_length(v_contents) - 1 LOOP
+    v_content := v_contents -> i;
+    CASE jsonb_typeof(v_content)
+    WHEN 'string' THEN
+      v_pieces := concat_ws(E'\n', v_pieces, v_content #>> '{}');
+    WHEN 'array' THEN
+      FOR j IN 0 .. jsonb_array_length(v_content) - 1 LOOP
+        v_part := v_content -> j;
+        IF v_part ->> 'type' = 'text' THEN
+          v_pieces := concat_ws(E'\n', v_pieces, v_part ->> 'text');
+        END IF;
+      END LOOP;
+    ELSE
+      -- Content of another type has no text.
+    END CASE;
+  END LOOP;
+  RETURN left(concat_ws(E'\n', p_content ->> 'text', v_pieces), 100000);
 END
 $function$;
 
@@ -900,11 +957,12 @@ BEGIN
   IF v_owner <> p_user_id THEN
     RETURN QUERY SELECT 'thread_not_owned', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
   END IF;
-  SELECT m.on_path INTO v_on_path FROM messages m WHERE m.id = p_message_id AND m.thread_id = p_thread_id AND m.kind = 'user';
+  SELECT m.on_path, (SELECT t.status FROM turns t WHERE t.run_id = p_run_id AND t.status IN ('stopped', 'cancelled', 'failed'))
+    INTO v_on_path, v_ended
+    FROM messages m WHERE m.id = p_message_id AND m.thread_id = p_thread_id AND m.kind = 'user';
   IF v_on_path IS NULL THEN
     RETURN QUERY SELECT 'message_not_found', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
   END IF;
-  SELECT t.status INTO v_ended FROM turns t WHERE t.run_id = p_run_id AND t.status IN ('stopped', 'cancelled', 'failed');
   IF v_ended IS NOT NULL THEN
     RETURN QUERY SELECT NULL::text, 0, v_ended, NULL::boolean, NULL::boolean; RETURN;
   END IF;
@@ -1139,9 +1197,9 @@ AS $function$
   SELECT p_status IN ('running')
 $function$;
 
-CREATE TRIGGER messages_inserted AFTER INSERT ON public.messages REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT EXECUTE FUNCTION threadline_messages_inserted();
+CREATE TRIGGER messages_inserted AFTER INSERT ON public.messages REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT WHEN ((COALESCE(current_setting('threadline.writer_thread'::text, true), ''::text) = ''::text)) EXECUTE FUNCTION threadline_messages_inserted();
 
-CREATE TRIGGER messages_owner BEFORE INSERT ON public.messages FOR EACH ROW EXECUTE FUNCTION threadline_message_owner();
+CREATE TRIGGER messages_owner BEFORE INSERT ON public.messages FOR EACH ROW WHEN (((new.thread_id)::text IS DISTINCT FROM current_setting('threadline.writer_thread'::text, true))) EXECUTE FUNCTION threadline_message_owner();
 
 CREATE TRIGGER messages_path_changed AFTER UPDATE ON public.messages REFERENCING OLD TABLE AS updated_old NEW TABLE AS updated_new FOR EACH STATEMENT EXECUTE FUNCTION threadline_messages_path_changed();
 

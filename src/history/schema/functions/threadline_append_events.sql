@@ -10,33 +10,36 @@ CREATE OR REPLACE FUNCTION threadline_append_events(p_thread_id uuid, p_run_id t
 RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_new jsonb;
   v_count integer;
-  v_first bigint;
+  v_last bigint;
 BEGIN
   PERFORM 1 FROM threads t WHERE t.id = p_thread_id FOR KEY SHARE;
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
-  INSERT INTO thread_event_counters (thread_id) VALUES (p_thread_id) ON CONFLICT (thread_id) DO NOTHING;
-  PERFORM 1 FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
+  -- The counter row exists after the thread's first event: created only when missing.
+  SELECT c.last_id INTO v_last FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
+  IF NOT FOUND THEN
+    INSERT INTO thread_event_counters (thread_id) VALUES (p_thread_id) ON CONFLICT (thread_id) DO NOTHING;
+    SELECT c.last_id INTO v_last FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
+  END IF;
 
-  SELECT coalesce(jsonb_agg(e.item ORDER BY e.ord), '[]'::jsonb) INTO v_new
+  -- The new events get the ids after the counter's, in order; an event this run and attempt
+  -- already wrote is skipped. This statement's snapshot is taken under the counter's lock: it sees
+  -- every writer of the thread's events that went before.
+  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text)
+    SELECT p_thread_id, v_last + row_number() OVER (ORDER BY e.ord), p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event',
+           d.data, threadline_event_text(d.data)
     FROM jsonb_array_elements(p_events) WITH ORDINALITY AS e(item, ord)
+    CROSS JOIN LATERAL (SELECT coalesce(e.item -> 'data', '{}'::jsonb) AS data) d
     WHERE p_run_id IS NULL OR NOT EXISTS (
       SELECT 1 FROM thread_events x WHERE x.run_id = p_run_id AND x.attempt = p_attempt AND x.key = e.item ->> 'key');
-  v_count := jsonb_array_length(v_new);
+  GET DIAGNOSTICS v_count = ROW_COUNT;
   IF v_count = 0 THEN
     RETURN NULL;
   END IF;
-
-  UPDATE thread_event_counters c SET last_id = c.last_id + v_count WHERE c.thread_id = p_thread_id
-    RETURNING c.last_id - v_count INTO v_first;
-  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text)
-    SELECT p_thread_id, v_first + e.ord, p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event', d.data, threadline_event_text(d.data)
-    FROM jsonb_array_elements(v_new) WITH ORDINALITY AS e(item, ord)
-    CROSS JOIN LATERAL (SELECT coalesce(e.item -> 'data', '{}'::jsonb) AS data) d;
-  PERFORM pg_notify('threadline_events', p_thread_id::text || ' ' || (v_first + v_count)::text);
-  RETURN v_first + v_count;
+  UPDATE thread_event_counters c SET last_id = v_last + v_count WHERE c.thread_id = p_thread_id;
+  PERFORM pg_notify('threadline_events', p_thread_id::text || ' ' || (v_last + v_count)::text);
+  RETURN v_last + v_count;
 END
 $$;

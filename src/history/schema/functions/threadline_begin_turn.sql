@@ -43,6 +43,7 @@ DECLARE
   v_detached integer;
   v_version bigint;
   v_busy record;
+  v_stored_now boolean := false;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -101,13 +102,15 @@ BEGIN
       -- No summary covers a detached turn: one that reaches the edited message goes.
       DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= v_edited.seq;
     ELSE
-      SELECT m.id INTO v_parent_id FROM messages m
-        WHERE m.thread_id = p_thread_id AND m.on_path AND m.kind = 'user' ORDER BY m.seq DESC LIMIT 1;
-      SELECT max(a.variant) INTO v_parent_variant FROM messages a WHERE a.answers = v_parent_id AND a.on_path;
+      SELECT m.id, (SELECT max(a.variant) FROM messages a WHERE a.answers = m.id AND a.on_path) INTO v_parent_id, v_parent_variant
+        FROM messages m WHERE m.thread_id = p_thread_id AND m.on_path AND m.kind = 'user' ORDER BY m.seq DESC LIMIT 1;
       v_detached := 0;
     END IF;
+    -- With the list values of the message inserted below (one on-path row, created now()): the
+    -- thread's one update here (threadline_messages_inserted.sql says why and skips it).
     UPDATE threads t SET last_seq = t.last_seq + 1, path_version = t.path_version + CASE WHEN v_detached > 0 THEN 1 ELSE 0 END,
-        updated_at = now()
+        updated_at = now(), message_count = t.message_count + 1, last_message_at = greatest(t.last_message_at, now()),
+        last_activity_at = greatest(t.last_activity_at, date_trunc('milliseconds', now()))
       WHERE t.id = p_thread_id
       RETURNING t.last_seq, t.path_version INTO v_message.seq, v_version;
     IF v_detached > 0 THEN
@@ -115,15 +118,21 @@ BEGIN
         'key', 'thread.path.changed', 'event', 'thread.path.changed',
         'data', jsonb_build_object('messageId', p_message_id, 'pathVersion', v_version))));
     END IF;
-    INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, client_timestamp, parent_id, parent_variant)
-      VALUES (p_message_id, p_thread_id, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp,
+    PERFORM set_config('threadline.writer_thread', p_thread_id::text, true);
+    INSERT INTO messages (id, thread_id, user_id, seq, turn_seq, kind, agent_name, content, client_timestamp, parent_id, parent_variant)
+      VALUES (p_message_id, p_thread_id, v_owner, v_message.seq, v_message.seq, 'user', 'user', jsonb_build_object('text', p_text), p_client_timestamp,
               v_parent_id, v_parent_variant)
       RETURNING * INTO v_message;
+    PERFORM set_config('threadline.writer_thread', '', true);
+    v_stored_now := true;
   END IF;
 
-  -- The same run asking again (a retried step) gets the same answer back.
-  SELECT * INTO v_turn FROM turns t WHERE t.run_id = p_run_id;
-  IF FOUND THEN
+  -- The same run asking again (a retried step) gets the same answer back. A message stored just
+  -- now has neither: a turn's row names its message (a run answers one message), as does an answer.
+  IF NOT v_stored_now THEN
+    SELECT * INTO v_turn FROM turns t WHERE t.run_id = p_run_id;
+  END IF;
+  IF v_turn.run_id IS NOT NULL THEN
     variant := v_turn.variant;
     status := CASE WHEN v_turn.status = 'skipped' THEN 'skipped' ELSE 'running' END;
     skip_reason := CASE WHEN v_turn.status = 'skipped' THEN 'already recorded as skipped' END;
@@ -134,8 +143,12 @@ BEGIN
     -- - a regenerate writes a new variant, past any variant a running or completed turn holds, so two
     --   regenerates started together each keep their answer; running the same regenerate event again
     --   reuses its variant (a failed turn stored nothing, so its number may be used again).
-    SELECT max(m.variant) FILTER (WHERE m.on_path), coalesce(max(m.variant), 0) INTO v_current, v_max
-      FROM messages m WHERE m.answers = p_message_id;
+    IF v_stored_now THEN
+      v_current := NULL; v_max := 0;
+    ELSE
+      SELECT max(m.variant) FILTER (WHERE m.on_path), coalesce(max(m.variant), 0) INTO v_current, v_max
+        FROM messages m WHERE m.answers = p_message_id;
+    END IF;
     variant := NULL;
     skip_reason := NULL;
     IF NOT v_message.on_path THEN

@@ -17,14 +17,27 @@ DECLARE
   v_count integer := jsonb_array_length(p_results);
   v_changed integer := 0;
   v_rows integer;
-  v_first bigint;
+  v_owner text;
+  v_last bigint;
   v_inserted integer;
   v_through bigint;
   v_stored boolean;
   v_answered boolean;
+  v_summarized boolean;
+  v_waiting boolean;
 BEGIN
-  SELECT coalesce(bool_or(m.variant = p_variant), false), coalesce(bool_or(m.on_path), false) INTO v_stored, v_answered
-    FROM messages m WHERE m.answers = p_message_id;
+  -- What the steps below depend on, read at once (each statement of a function costs its own
+  -- executor start): the thread's owner and last seq (nothing below but the insert moves it), the
+  -- message's answers, whether a summary covers it, and whether a message waits for its answer (a
+  -- detach below may take such a message off the path first: the update then changes no row).
+  SELECT t.user_id, t.last_seq, coalesce(a.stored, false), coalesce(a.answered, false),
+         EXISTS (SELECT 1 FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq),
+         EXISTS (SELECT 1 FROM messages m
+                 WHERE m.parent_id = p_message_id AND m.kind = 'user' AND m.on_path AND m.parent_variant IS NULL)
+    INTO v_owner, v_last, v_stored, v_answered, v_summarized, v_waiting
+    FROM threads t, LATERAL (SELECT bool_or(m.variant = p_variant) AS stored, bool_or(m.on_path) AS answered
+                             FROM messages m WHERE m.answers = p_message_id) a
+    WHERE t.id = p_thread_id;
   IF v_count = 0 OR v_stored THEN
     RETURN 0;
   END IF;
@@ -47,23 +60,31 @@ BEGIN
           AND NOT EXISTS (SELECT 1 FROM messages p WHERE p.id = m.parent_id AND p.on_path AND p.turn_seq > v_through);
     END IF;
     -- A new answer to a message the summary covers changes what the summary stands for.
-    DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq;
-    GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+    IF v_summarized THEN
+      DELETE FROM thread_summaries s WHERE s.thread_id = p_thread_id AND s.covers_through_turn_seq >= p_message_seq;
+      GET DIAGNOSTICS v_rows = ROW_COUNT; v_changed := v_changed + v_rows;
+    END IF;
     -- A message sent while this one had no answer yet follows this answer (the conversation tree).
-    IF EXISTS (SELECT 1 FROM messages m
-               WHERE m.parent_id = p_message_id AND m.kind = 'user' AND m.on_path AND m.parent_variant IS NULL) THEN
+    IF v_waiting THEN
       UPDATE messages m SET parent_variant = p_variant
         WHERE m.parent_id = p_message_id AND m.kind = 'user' AND m.on_path AND m.parent_variant IS NULL;
     END IF;
   END IF;
-  UPDATE threads t SET last_seq = t.last_seq + v_count, path_version = t.path_version + CASE WHEN v_changed > 0 THEN 1 ELSE 0 END, updated_at = now()
-    WHERE t.id = p_thread_id RETURNING t.last_seq - v_count + 1 INTO v_first;
-  INSERT INTO messages (id, thread_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped)
-    SELECT (r.item ->> 'id')::uuid, p_thread_id, v_first + r.ord - 1, p_message_seq, 'agent', r.item ->> 'agentName',
+  -- The thread's one update comes after the insert, with the list values of the rows it inserted
+  -- (threadline_messages_inserted.sql says why and skips the insert).
+  PERFORM set_config('threadline.writer_thread', p_thread_id::text, true);
+  INSERT INTO messages (id, thread_id, user_id, seq, turn_seq, kind, agent_name, content, answers, variant, position, on_path, stopped)
+    SELECT (r.item ->> 'id')::uuid, p_thread_id, v_owner, v_last + r.ord, p_message_seq, 'agent', r.item ->> 'agentName',
            r.item -> 'content', p_message_id, p_variant, r.ord - 1, p_on_path, p_stopped
     FROM jsonb_array_elements(p_results) WITH ORDINALITY AS r(item, ord)
     ON CONFLICT (id) DO NOTHING;
   GET DIAGNOSTICS v_inserted = ROW_COUNT;
+  PERFORM set_config('threadline.writer_thread', '', true);
+  UPDATE threads t SET last_seq = t.last_seq + v_count, path_version = t.path_version + CASE WHEN v_changed > 0 THEN 1 ELSE 0 END,
+      updated_at = now(), message_count = t.message_count + CASE WHEN p_on_path THEN v_inserted ELSE 0 END,
+      last_message_at = CASE WHEN v_inserted > 0 THEN greatest(t.last_message_at, now()) ELSE t.last_message_at END,
+      last_activity_at = CASE WHEN v_inserted > 0 THEN greatest(t.last_activity_at, date_trunc('milliseconds', now())) ELSE t.last_activity_at END
+    WHERE t.id = p_thread_id;
   RETURN v_inserted;
 END
 $$;

@@ -9,6 +9,16 @@
 -- index in list order. Statement-level triggers with transition tables: a bulk insert updates each
 -- thread once, not once per row. Messages are never deleted on their own (only with their thread),
 -- so no delete trigger is needed.
+--
+-- The turn's own writers (threadline_begin_turn, threadline_insert_answer) set these values in the
+-- UPDATE of the thread they make anyway (last_seq), and the trigger skips their insert (WHEN,
+-- migration 0025): a second update of the row would write a second version of it and enter it in
+-- the thread list's indexes again, every turn. The contract, kept by both: a writer sets
+-- threadline.writer_thread (transaction-local) to its thread's id right before an INSERT of rows
+-- of that thread only and clears it right after (an error in between aborts the (sub)transaction,
+-- which undoes the setting); holding the thread's row lock, it gives each row the thread's owner
+-- and adds exactly what this function would: the inserted on-path rows to message_count, and
+-- now() (their created_at) to last_message_at and last_activity_at when it inserted any.
 CREATE OR REPLACE FUNCTION threadline_messages_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
   UPDATE threads t SET

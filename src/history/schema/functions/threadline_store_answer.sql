@@ -31,11 +31,12 @@ BEGIN
   IF v_owner <> p_user_id THEN
     RETURN QUERY SELECT 'thread_not_owned', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
   END IF;
-  SELECT m.on_path INTO v_on_path FROM messages m WHERE m.id = p_message_id AND m.thread_id = p_thread_id AND m.kind = 'user';
+  SELECT m.on_path, (SELECT t.status FROM turns t WHERE t.run_id = p_run_id AND t.status IN ('stopped', 'cancelled', 'failed'))
+    INTO v_on_path, v_ended
+    FROM messages m WHERE m.id = p_message_id AND m.thread_id = p_thread_id AND m.kind = 'user';
   IF v_on_path IS NULL THEN
     RETURN QUERY SELECT 'message_not_found', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
   END IF;
-  SELECT t.status INTO v_ended FROM turns t WHERE t.run_id = p_run_id AND t.status IN ('stopped', 'cancelled', 'failed');
   IF v_ended IS NOT NULL THEN
     RETURN QUERY SELECT NULL::text, 0, v_ended, NULL::boolean, NULL::boolean; RETURN;
   END IF;
