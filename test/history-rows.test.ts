@@ -1,6 +1,15 @@
+import { AgentResult, type Message } from "@inngest/agent-kit";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { compactRow, expandRow, type HistoryRow, toAgentResults } from "../src/history/messages.js";
+import {
+  agentContent,
+  compactRow,
+  expandRow,
+  type HistoryRow,
+  toAgentContent,
+  toAgentResults,
+} from "../src/history/messages.js";
+import { sanitizeJson } from "../src/history/safe-text.js";
 
 /*
  * history.get returns its rows as tuples (compactRow), and toAgentResults checks the common rows
@@ -105,6 +114,43 @@ describe("history rows", () => {
               ? agent(text(words, stop === undefined ? {} : { stop_reason: stop }))
               : row(kind as HistoryRow["kind"], { text: words });
           expect(rebuilt(viaJson([compactRow(original)]))).toEqual(throughSchemas([original]));
+        },
+      ),
+    );
+  });
+});
+
+describe("an answer's stored content", () => {
+  /** What the schema path stores: the result through JSON, sanitized, parsed. */
+  const throughSchema = (result: AgentResult) =>
+    agentContent.parse(
+      sanitizeJson(JSON.parse(JSON.stringify({ output: result.output, toolCalls: result.toolCalls }))),
+    );
+  const answer = (...output: unknown[]) => new AgentResult("assistant", output as Message[], [], new Date());
+
+  it("is what the schema stores, for text answers built directly and any other through the schema", () => {
+    const answers = [
+      answer(text("Try Middlemarch.", { stop_reason: "stop", extra: 1 })),
+      answer(text("NUL \u0000 and a lone \ud800 surrogate", { stop_reason: undefined })),
+      answer(text("One."), { type: "text", role: "system", content: "Two.", stop_reason: "tool" }),
+      answer(),
+      answer(text([{ type: "text", text: "In parts." }])),
+      answer({ type: "tool_call", role: "assistant", tools: [toolCall], stop_reason: "tool" }),
+    ];
+    for (const result of answers) expect(toAgentContent(result)).toEqual(throughSchema(result));
+    expect(toAgentContent(answers[1]!).output[0]!).toMatchObject({ content: "NUL \ufffd and a lone \ufffd surrogate" });
+    for (const bad of [answer(text("odd stop", { stop_reason: "later" })), answer(text("x", { role: "tool" }))])
+      expect(() => toAgentContent(bad)).toThrow();
+  });
+
+  it("is what the schema stores for any text", () => {
+    fc.assert(
+      fc.property(
+        fc.string({ unit: "binary", maxLength: 40 }),
+        fc.constantFrom(undefined, "stop", "tool"),
+        (words, stop) => {
+          const result = answer(text(words, stop === undefined ? {} : { stop_reason: stop }));
+          expect(toAgentContent(result)).toEqual(throughSchema(result));
         },
       ),
     );

@@ -241,6 +241,31 @@ export function fencedContext(what: string, label: string, text: string): string
  * answer is stored and sent to the model on later turns instead of failing the step on every retry.
  */
 export function toAgentContent(result: AgentResult): AgentContent {
+  const plain = plainTextContent(result);
+  if (plain) return plain;
   const stored = JSON.parse(JSON.stringify({ output: result.output, toolCalls: result.toolCalls })) as unknown;
   return agentContent.parse(sanitizeJson(stored));
+}
+
+/**
+ * An answer of text messages alone (the usual one) as toAgentContent stores it, built directly:
+ * the same fields, each text sanitized. Anything else (tool calls, text parts, a field the
+ * schema would refuse) is left to the schema: undefined.
+ */
+function plainTextContent({ output, toolCalls }: AgentResult): AgentContent | undefined {
+  if (toolCalls.length > 0) return undefined;
+  const messages: AgentContent["output"] = [];
+  for (const message of output as unknown[]) {
+    if (!isRecord(message) || message.type !== "text") return undefined;
+    const { role, content, stop_reason } = message;
+    if (typeof role !== "string" || !TEXT_ROLES.has(role) || typeof content !== "string") return undefined;
+    if (stop_reason !== undefined && stop_reason !== "tool" && stop_reason !== "stop") return undefined;
+    messages.push({
+      type: "text",
+      role: role as "system" | "user" | "assistant",
+      content: sanitizeText(content),
+      ...(stop_reason === undefined ? {} : { stop_reason }),
+    });
+  }
+  return { output: messages, toolCalls: [] };
 }
