@@ -16,7 +16,7 @@ import {
 import type { BusyPolicy } from "./busy-policy.js";
 import { durably } from "./durable.js";
 import { resultId } from "./ids.js";
-import { toAgentContent, toAgentResults } from "./messages.js";
+import { compactRow, type StoredHistoryRow, toAgentContent, toAgentResults } from "./messages.js";
 import { historyWindow, type ResolvedHistoryPolicy } from "./policy.js";
 import { beginTurn, storeAnswer, type StoredAnswer, type TurnKind, type TurnStart } from "./store.js";
 import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES, type HistoryRead } from "./summaries.js";
@@ -79,7 +79,7 @@ export type TurnHistory = HistoryConfig<StateData> & {
 
 /** Runs whose history a process keeps parsed, oldest dropped first: each holds at most one history step's output. */
 const PARSED_HISTORIES = 100;
-const parsedHistories = new Map<string, readonly AgentResult[]>();
+const parsedHistories = new Map<string, { ids: readonly string[]; results: readonly AgentResult[] }>();
 
 /**
  * The AgentResults of a run's memoized history.get output. A run's function replays on every
@@ -88,21 +88,24 @@ const parsedHistories = new Map<string, readonly AgentResult[]>();
  * is parsed once per run and process; each replay gets its own array of the same results, frozen
  * since every replay shares them (AgentKit only writes to the results of the running turn).
  */
-function historyResults(runId: string, rows: Parameters<typeof toAgentResults>[0]): AgentResult[] {
+function historyResults(runId: string, rows: readonly StoredHistoryRow[]): AgentResult[] {
+  const known = parsedHistories.get(runId);
   // The row ids too: a test engine may pin a run id across runs that read other rows.
-  const key = `${runId}:${rows.map((row) => row.id).join(",")}`;
-  let parsed = parsedHistories.get(key);
-  if (!parsed) {
-    parsed = toAgentResults(rows).map((result) => {
-      deepFreeze(result.output);
-      deepFreeze(result.toolCalls);
-      Object.freeze(result);
-      return result;
-    });
-    setBounded(parsedHistories, key, parsed, PARSED_HISTORIES);
-  }
-  return [...parsed];
+  if (known && sameIds(known.ids, rows)) return [...known.results];
+  const results = toAgentResults(rows).map((result) => {
+    deepFreeze(result.output);
+    deepFreeze(result.toolCalls);
+    Object.freeze(result);
+    return result;
+  });
+  setBounded(parsedHistories, runId, { ids: rows.map(rowId), results }, PARSED_HISTORIES);
+  return [...results];
 }
+
+const rowId = (row: StoredHistoryRow) => (Array.isArray(row) ? row[1] : row.id);
+
+const sameIds = (ids: readonly string[], rows: readonly StoredHistoryRow[]) =>
+  ids.length === rows.length && rows.every((row, index) => rowId(row) === ids[index]);
 
 function deepFreeze(value: unknown): void {
   if (typeof value !== "object" || value === null || Object.isFrozen(value)) return;
@@ -173,8 +176,15 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
         window,
         countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1,
       });
-      return { ...applyHistoryBudgets(rows, { maxBytes, maxTokens }), summaryLag, read: rows.length };
-    })) as HistoryRead & { read: number; bytes: ByteBudgetReport; budget?: BudgetReport };
+      const budgeted = applyHistoryBudgets(rows, { maxBytes, maxTokens });
+      // Tuples: every later request of the run carries this output (outputs memoized before hold row objects).
+      return { ...budgeted, rows: budgeted.rows.map(compactRow), summaryLag, read: rows.length };
+    })) as Omit<HistoryRead, "rows"> & {
+      rows: StoredHistoryRow[];
+      read: number;
+      bytes: ByteBudgetReport;
+      budget?: BudgetReport;
+    };
     setSummaryLag(state, read.summaryLag);
     const results = historyResults(turn.runId, read.rows);
     loaded = {

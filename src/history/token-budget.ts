@@ -152,6 +152,10 @@ export function applyByteBudget(
   rows: readonly HistoryRow[],
   maxBytes: number,
 ): { rows: HistoryRow[]; report: ByteBudgetReport } {
+  // The rows' costs (each row's JSON and its comma) sum to the array's JSON less its brackets and
+  // one comma: when that fits, every row is kept, measured in one pass rather than row by row.
+  const whole = rows.length > 0 ? jsonBytes(rows) - 1 : 0;
+  if (whole <= maxBytes) return { rows: [...rows], report: { maxBytes, bytes: whole, droppedRows: 0, truncated: [] } };
   const { kept, used, truncated } = applyBudget(rows, maxBytes, byteMeasure);
   const cuts = truncated.map(({ id, omitted }) => ({ id, omittedCharacters: omitted }));
   return { rows: kept, report: { maxBytes, bytes: used, droppedRows: rows.length - kept.length, truncated: cuts } };
