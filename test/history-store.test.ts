@@ -2,9 +2,10 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ASSISTANT_NAME } from "../src/agents/assistant.js";
 import { resultId } from "../src/history/ids.js";
-import { beginTurn, ensureThread, readHistory, storeAnswer } from "../src/history/store.js";
+import { beginTurn, ensureThread, readHistory, readHistoryWindow, storeAnswer } from "../src/history/store.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { countRows } from "./helpers/fixtures.js";
+import { seedThread } from "./helpers/seed.js";
 
 let db: TestDatabase;
 beforeAll(async () => {
@@ -90,6 +91,44 @@ describe("thread storage", () => {
     await expect(beginTurn(db.pool, { threadId: b, userId: "u1", message, turn: turn() })).rejects.toThrow(
       /already used/,
     );
+  });
+
+  it("reads a window with the system rows older than it, its turns starting at its oldest user message", async () => {
+    // seq: system 1, turns 1-3 at 2-7, system 8, turns 4-6 at 9-14 (questions at 9, 11, 13).
+    const { threadId } = await seedThread(db.pool, { turns: 6, systemBefore: [1, 4], userId: "u1" });
+    const read = (countUnsummarizedUpTo: number) =>
+      readHistoryWindow(db.pool, {
+        threadId,
+        userId: "u1",
+        beforeSeq: 15,
+        window: { userMessages: 3, preserveSystemMessages: true },
+        countUnsummarizedUpTo,
+      });
+    const window = await read(100);
+    expect(window.rows.map((row) => [row.kind, row.content])).toEqual([
+      ["system", { text: "System note before turn 1." }],
+      ["system", { text: "System note before turn 4." }],
+      ["user", { text: "question 5" }],
+      ["agent", expect.objectContaining({ output: [expect.objectContaining({ content: "answer 5" })] })],
+      ["user", { text: "question 6" }],
+      ["agent", expect.objectContaining({ output: [expect.objectContaining({ content: "answer 6" })] })],
+    ]);
+    expect(window.rows.every((row) => typeof row.createdAt === "number" && typeof row.agentName === "string")).toBe(
+      true,
+    );
+    // The system rows before it neither move where its turns begin nor escape the count before it.
+    expect(window).toMatchObject({ windowStart: 11, summary: null, unsummarized: 10 });
+    expect((await read(4)).unsummarized).toBe(4);
+    await db.pool.query(
+      "INSERT INTO thread_summaries (thread_id, covers_through_turn_seq, text) VALUES ($1, 6, 'so far')",
+      [threadId],
+    );
+    // After turn 3 (turn_seq 6): system 8 and turn 4.
+    expect(await read(100)).toMatchObject({
+      windowStart: 11,
+      summary: { coversThrough: 6, text: "so far" },
+      unsummarized: 3,
+    });
   });
 
   it("keeps a thread's list values and its messages' owner as the message triggers do, whoever writes", async () => {

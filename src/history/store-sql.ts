@@ -106,6 +106,10 @@ export type SelectSendableRow = {
  * milliseconds since the epoch (what the step output carries: shorter than ISO strings), in
  * thread order. json, not jsonb: json_agg appends each row's text where jsonb_agg built a binary
  * document and printed it again, and to_char per row cost as much (together a third of the read).
+ * The window's rows are read once: one aggregate both builds the array and finds where the turns
+ * begin (a CTE read twice is stored first, and each read is another scan), and each row is the
+ * LATERAL subquery's columns, named as the keys, which json_agg prints cheaper than a
+ * json_build_object per row (together an eighth of the statement's CPU).
  */
 export const selectHistoryWindow = `
   WITH window_start AS (
@@ -124,16 +128,9 @@ export const selectHistoryWindow = `
     SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
     FROM messages m
     WHERE $4 AND m.thread_id = $1 AND m.on_path AND m.kind IN ('system', 'summary') AND m.turn_seq < (SELECT turn_seq FROM window_start)
-  ), turns_start AS (
-    -- Where the window's turns begin: its oldest user message or answer, else the current message.
-    SELECT coalesce((SELECT min(turn_seq) FROM window_rows WHERE kind IN ('user', 'agent')), $2) AS turn_seq
   )
-  SELECT t.user_id,
-    (SELECT coalesce(json_agg(json_build_object(
-        'id', r.id, 'kind', r.kind, 'agentName', r.agent_name, 'content', r.content,
-        'createdAt', floor(extract(epoch FROM r.created_at) * 1000)::bigint
-      ) ORDER BY r.turn_seq, r.seq), '[]'::json) FROM window_rows r) AS rows,
-    w.turn_seq AS window_start, s.covers_through_turn_seq, s.text AS summary_text, s.updated_at AS summary_updated_at,
+  SELECT t.user_id, w.rows, w.turn_seq AS window_start,
+    s.covers_through_turn_seq, s.text AS summary_text, s.updated_at AS summary_updated_at,
     (SELECT count(*)::int FROM (
        SELECT 1 FROM messages m
        WHERE m.thread_id = $1 AND m.on_path
@@ -141,7 +138,16 @@ export const selectHistoryWindow = `
        LIMIT $5
      ) unsummarized) AS unsummarized
   FROM threads t
-  CROSS JOIN turns_start w
+  CROSS JOIN (
+    SELECT coalesce(json_agg(r ORDER BY m.turn_seq, m.seq), '[]'::json) AS rows,
+      -- Where the window's turns begin: its oldest user message or answer, else the current message.
+      coalesce(min(m.turn_seq) FILTER (WHERE m.kind IN ('user', 'agent')), $2) AS turn_seq
+    FROM window_rows m
+    CROSS JOIN LATERAL (
+      SELECT m.id, m.kind, m.agent_name AS "agentName", m.content,
+        floor(extract(epoch FROM m.created_at) * 1000)::bigint AS "createdAt"
+    ) r
+  ) w
   LEFT JOIN thread_summaries s ON s.thread_id = t.id
   WHERE t.id = $1`;
 /** The prepared name of selectHistoryWindow (history.get). */
