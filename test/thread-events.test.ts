@@ -183,7 +183,11 @@ describe("GET /api/threads/:threadId/events", () => {
     // A feed whose read fails mid-stream (as when the database does), behind the route alone.
     const feeds: ThreadFeeds = {
       feeds: 0,
-      follow: async () => ({ next: async () => ({ failed: failure }), ready: () => true, close: () => undefined }),
+      follow: async () => ({
+        next: async () => ({ failed: failure }),
+        take: () => ({ failed: failure }),
+        close: () => undefined,
+      }),
     };
     const events = createEventNotifier(bed.db.pool);
     notifiers.push(events);

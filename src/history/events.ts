@@ -116,10 +116,11 @@ async function readOwnedEventsAfter(
 
 /**
  * A page of a thread's log as its event stream sends it: `frames` holds one Server-Sent Event per
- * row (`event`, `data`, `id` lines, as hono's writeSSE writes them), `count` rows from `firstId`
- * to `lastId`, in id order.
+ * row (`event`, `data`, `id` lines, as hono's writeSSE writes them), in pieces to write one after
+ * the other (as the database sent them: see framesOf), `count` rows from `firstId` to `lastId`,
+ * in id order.
  */
-export type EventFrames = { frames: string; count: number; firstId: number; lastId: number };
+export type EventFrames = { frames: string[]; count: number; firstId: number; lastId: number };
 
 /** How much one page holds at most: rows, and bytes of payload (the first row whatever its size). */
 export type PageLimit = { rows: number; bytes: number };
@@ -135,7 +136,9 @@ const framesOfRows = (rows: readonly ThreadEvent[]): EventFrames | null =>
   rows.length === 0
     ? null
     : {
-        frames: rows.map((row) => `event: ${row.event}\ndata: ${JSON.stringify(row.data)}\nid: ${row.id}\n\n`).join(""),
+        frames: [
+          rows.map((row) => `event: ${row.event}\ndata: ${JSON.stringify(row.data)}\nid: ${row.id}\n\n`).join(""),
+        ],
         count: rows.length,
         firstId: rows[0]!.id,
         lastId: rows.at(-1)!.id,
@@ -163,7 +166,8 @@ async function readFrames(
     const { incarnation, events } = await readRows(row.count);
     return { incarnation, page: framesOfRows(events), full: events.length === row.count };
   }
-  const page = { frames: row.frames!, count: row.count, firstId: Number(row.first_id), lastId: Number(row.last_id) };
+  const frames = row.more_frames === null ? [row.frames!] : [row.frames!, row.more_frames];
+  const page = { frames, count: row.count, firstId: Number(row.first_id), lastId: Number(row.last_id) };
   return { incarnation: row.incarnation, page, full: row.count < row.read || row.read === limit.rows };
 }
 
@@ -220,12 +224,13 @@ export function framesAfter(page: EventFrames, afterId: number): EventFrames | n
   if (afterId >= page.lastId) return null;
   if (afterId < page.firstId) return page;
   // Each frame ends with its id line and a blank line; no other line break is in a frame.
+  const frames = page.frames.join("");
   let start = 0;
   let count = page.count;
   for (;;) {
-    const end = page.frames.indexOf("\n\n", start);
-    const id = Number(page.frames.slice(page.frames.lastIndexOf("\nid: ", end) + "\nid: ".length, end));
-    if (id > afterId) return { frames: page.frames.slice(start), count, firstId: id, lastId: page.lastId };
+    const end = frames.indexOf("\n\n", start);
+    const id = Number(frames.slice(frames.lastIndexOf("\nid: ", end) + "\nid: ".length, end));
+    if (id > afterId) return { frames: [frames.slice(start)], count, firstId: id, lastId: page.lastId };
     start = end + 2;
     count -= 1;
   }
