@@ -162,12 +162,17 @@ async function readFrames(
   });
   const row = rows[0]!;
   if (row.incarnation === null || row.count === 0) return { incarnation: row.incarnation, page: null, full: false };
-  if (!row.complete) {
+  if (row.with_text < row.read) {
     const { incarnation, events } = await readRows(row.count);
     return { incarnation, page: framesOfRows(events), full: events.length === row.count };
   }
   const frames = row.more_frames === null ? [row.frames!] : [row.frames!, row.more_frames];
-  const page = { frames, count: row.count, firstId: Number(row.first_id), lastId: Number(row.last_id) };
+  const page = {
+    frames,
+    count: row.count,
+    firstId: idOfFrameAt(frames[0]!, 0),
+    lastId: idOfFrameAt(frames.at(-1)!, -1),
+  };
   return { incarnation: row.incarnation, page, full: row.count < row.read || row.read === limit.rows };
 }
 
@@ -217,6 +222,15 @@ export async function readOwnedEventFrames(
     },
   );
   return { present: incarnation !== null, ...read };
+}
+
+/**
+ * The id of the frame of `frames` that ends first (`at` 0) or last (-1). Each frame ends with its id
+ * line and a blank line; no other line break is in a frame.
+ */
+function idOfFrameAt(frames: string, at: 0 | -1): number {
+  const end = at === 0 ? frames.indexOf("\n\n") : frames.length - 2;
+  return Number(frames.slice(frames.lastIndexOf("\nid: ", end) + "\nid: ".length, end));
 }
 
 /** The frames of `page` after id `afterId` (null: none), for a reader that already has the rows up to it. */
