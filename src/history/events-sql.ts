@@ -96,13 +96,13 @@ const frameOf = (p: string) =>
  * were read, how many the page holds (fewer: the page is full) and how many of those read have
  * their data_text (fewer than read: the page is read again as rows, see readThreadEventFrames),
  * and the frames in two pieces: `frames`, the rows starting in the page's first FIRST_PIECE_BYTES
- * of data_text, and `more_frames`, the rest (NULL: none); the first and last id are the frames'
- * (each aggregate costs ~0.05 ms a 1,000-row page). A row's `piece` is 0 or 1, NULL past the
- * page. string_agg takes the rows in the order of the sorted subquery,
- * as PostgreSQL's documentation allows with no join or grouping between them; an ORDER BY in the
- * aggregate would sort the page again, frames and all (half the read's time at 5,000 rows). The
- * running sum (computed once for its two uses) is over a ROWS frame: ids are unique, so RANGE's
- * peer lookups (the default) find nothing and cost ~0.1 ms a 1,000-row page.
+ * of data_text, and `more_frames`, the rest (NULL: none). The first and last id are read from the
+ * frames: each aggregate costs ~0.05 ms a 1,000-row page. A row's `piece` is 0 or 1, NULL past
+ * the page. string_agg takes the rows in the order of the sorted subquery, as PostgreSQL's
+ * documentation allows with no join or grouping between them; an ORDER BY in the aggregate would
+ * sort the page again, frames and all (half the read's time at 5,000 rows). The running sum
+ * (computed once for its two uses) is over a ROWS frame: ids are unique, so RANGE's peer lookups
+ * (the default) find nothing and cost ~0.1 ms a 1,000-row page.
  */
 const framesOf = (owner: string, after: string, rows: string, bytes: string) => `
   SELECT (SELECT t.created_at::text FROM threads t WHERE t.id = $1 AND ${owner}) AS incarnation,

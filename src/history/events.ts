@@ -178,7 +178,7 @@ async function readFrames(
 
 /**
  * readThreadEventsAfter as a page of frames, which the database builds in the read: the app
- * writes one value instead of parsing and printing each row.
+ * writes the database's strings instead of parsing and printing each row.
  */
 export async function readThreadEventFrames(
   db: pg.Pool,
