@@ -142,8 +142,8 @@ const HEARTBEAT = [Buffer.from(": heartbeat\n\n")];
 /** What a client is told when the stream fails after its headers were sent. */
 const STREAM_FAILED = "The event stream failed: reconnect with Last-Event-ID to resume where it stopped.";
 
-/** What a delivery writes, in order (text as UTF-8). */
-type Chunks = readonly (string | Uint8Array)[];
+/** What a delivery writes, in order. */
+type Chunks = readonly Uint8Array[];
 
 /**
  * A stream's body, delivery by delivery: `next` gives the next one's chunks, or null once it has
@@ -152,8 +152,8 @@ type Chunks = readonly (string | Uint8Array)[];
 type EventSource = { next: () => Promise<Chunks | null>; take: () => Chunks | null | undefined; end: () => void };
 
 /**
- * The follower's deliveries as the response body (a page is the database's strings, encoded once,
- * as they are written). It never ends on its own: the client, the thread or the process ends it.
+ * The follower's deliveries as the response body. It never ends on its own: the client, the
+ * thread or the process ends it.
  * The follower and the slot are released once, when it ends or the client leaves (`end`).
  */
 function eventSource(
@@ -173,11 +173,12 @@ function eventSource(
     if (ended) return null;
     try {
       if (delivery === null) return HEARTBEAT;
-      // A page as the database built it (src/history/events.ts).
-      if ("frames" in delivery) return delivery.frames.frames;
+      // A page as the database built it (src/history/events.ts), each piece as a Buffer: Node writes
+      // it as it is, a string into a buffer sized for 3 bytes a character (~0.02 ms a 1,000-row page).
+      if ("frames" in delivery) return delivery.frames.frames.map((piece) => Buffer.from(piece));
       if ("deleted" in delivery) {
         end();
-        return [sseFrame(THREAD_DELETED, JSON.stringify({ threadId }))];
+        return [Buffer.from(sseFrame(THREAD_DELETED, JSON.stringify({ threadId })))];
       }
       if ("failed" in delivery) throw delivery.failed;
       // Behind (a stalled client: it resumes with Last-Event-ID) or closed (shutdown).
@@ -188,7 +189,7 @@ function eventSource(
       logger.error({ err: error, threadId }, "event stream failed");
       end();
       // The cause is logged, never sent: it may be the database's own words.
-      return [sseFrame("error", STREAM_FAILED)];
+      return [Buffer.from(sseFrame("error", STREAM_FAILED))];
     }
   };
   return {
@@ -278,7 +279,7 @@ const webStream = (events: EventSource) => {
       const chunks = await events.next();
       if (cancelled) return;
       if (!chunks) return controller.close();
-      for (const chunk of chunks) controller.enqueue(typeof chunk === "string" ? Buffer.from(chunk) : chunk);
+      for (const chunk of chunks) controller.enqueue(chunk);
     },
     cancel: () => {
       cancelled = true;
