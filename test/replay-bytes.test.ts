@@ -180,6 +180,28 @@ describe.each([
     expect(await withText(threadId)).toEqual([1, 2, 3, 4, 5, 6]);
   });
 
+  it("is byte for byte what writeSSE wrote for a page whose frames come in two pieces (over 64 KiB of data_text)", async () => {
+    const rows = 600;
+    await liveAndReplayed(rows, 350, async (threadId) => {
+      const deltas = Array.from({ length: rows }, (_, i) => ({
+        key: `long-${i}`,
+        event: "text.delta" as const,
+        data: {
+          runId: "r",
+          stepId: "assistant",
+          attempt: 0,
+          delta: `${awkward[i % awkward.length]} ${"x".repeat(80)} ${i}`,
+        },
+      }));
+      await appendEvents(bed.db.pool, { threadId, runId: threadId, attempt: 0, events: deltas });
+      const { rows: sizes } = await bed.db.pool.query<{ bytes: number }>(
+        "SELECT sum(octet_length(data_text))::int AS bytes FROM thread_events WHERE thread_id = $1",
+        [threadId],
+      );
+      expect(sizes[0]!.bytes).toBeGreaterThan(64 * 1024);
+    });
+  });
+
   it("sends rows without data_text (written before migration 0022, or numbers the database prints otherwise) as before", async () => {
     const threadId = await liveAndReplayed(payloads.length, 4, async (threadId) => {
       await appendEvents(bed.db.pool, { threadId, runId: threadId, attempt: 0, events: payloads.slice(0, 3) });
@@ -217,9 +239,12 @@ describe("threadline_event_text", () => {
 });
 
 describe("framesAfter", () => {
-  it("cuts a page after a row a reader already has", () => {
+  it("cuts a page, in pieces as the database sends it, after a row a reader already has", () => {
     const page = {
-      frames: 'event: a\ndata: {}\nid: 3\n\nevent: b\ndata: {"x":"id: 5"}\nid: 4\n\nevent: c\ndata: {}\nid: 6\n\n',
+      frames: [
+        'event: a\ndata: {}\nid: 3\n\nevent: b\ndata: {"x":"id: 5"}\nid: 4\n\n',
+        "event: c\ndata: {}\nid: 6\n\n",
+      ],
       count: 3,
       firstId: 3,
       lastId: 6,
@@ -227,11 +252,16 @@ describe("framesAfter", () => {
     expect(framesAfter(page, 2)).toBe(page);
     expect(framesAfter(page, 3)).toEqual({
       ...page,
-      frames: page.frames.slice(page.frames.indexOf("event: b")),
+      frames: ['event: b\ndata: {"x":"id: 5"}\nid: 4\n\nevent: c\ndata: {}\nid: 6\n\n'],
       count: 2,
       firstId: 4,
     });
-    expect(framesAfter(page, 5)).toEqual({ frames: "event: c\ndata: {}\nid: 6\n\n", count: 1, firstId: 6, lastId: 6 });
+    expect(framesAfter(page, 5)).toEqual({
+      frames: ["event: c\ndata: {}\nid: 6\n\n"],
+      count: 1,
+      firstId: 6,
+      lastId: 6,
+    });
     expect(framesAfter(page, 6)).toBeNull();
   });
 });

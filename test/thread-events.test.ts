@@ -183,7 +183,11 @@ describe("GET /api/threads/:threadId/events", () => {
     // A feed whose read fails mid-stream (as when the database does), behind the route alone.
     const feeds: ThreadFeeds = {
       feeds: 0,
-      follow: async () => ({ next: async () => ({ failed: failure }), ready: () => true, close: () => undefined }),
+      follow: async () => ({
+        next: async () => ({ failed: failure }),
+        take: () => ({ failed: failure }),
+        close: () => undefined,
+      }),
     };
     const events = createEventNotifier(bed.db.pool);
     notifiers.push(events);
@@ -220,6 +224,23 @@ describe("GET /api/threads/:threadId/events", () => {
         .status,
     ).toBe(401);
     expect((await asUser(app, "user-1").get(`/api/threads/${threadId}/events?after=-1`)).status).toBe(400);
+  });
+
+  it("answers a malformed thread id, ?after= or Last-Event-ID with a 400 naming the field", async () => {
+    const { app } = appInstance();
+    const threadId = await newThread();
+    const headers = await headersFor("user-1");
+    const refused = async (path: string, lastEventId?: string) => {
+      const response = await app.request(path, {
+        headers: lastEventId === undefined ? headers : { ...headers, "last-event-id": lastEventId },
+      });
+      expect(response.status).toBe(400);
+      return ((await response.json()) as { issues: { field: string }[] }).issues.map((issue) => issue.field);
+    };
+    expect(await refused("/api/threads/not-a-uuid/events")).toEqual(["threadId"]);
+    expect(await refused(`/api/threads/${threadId}/events?after=1&after=2`)).toEqual(["after"]);
+    expect(await refused(`/api/threads/${threadId}/events?after=1234567890123456`)).toEqual(["after"]);
+    expect(await refused(`/api/threads/${threadId}/events?after=1`, "one")).toEqual(["last-event-id"]);
   });
 
   it("keeps following after the LISTEN connection drops, and ends every stream when its notifier closes", async () => {

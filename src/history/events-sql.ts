@@ -77,43 +77,60 @@ export const selectOwnedEventsAfter = ownedEventsAfter(
 export type SelectOwnedEventsAfterRow = OwnedEventsAfterRow;
 
 /**
- * A page of thread $1's log after id `after`, `rows` rows at most, as one value: the Server-Sent
- * Events a stream sends for them, byte for byte what hono's writeSSE writes for each row (`event`,
- * `data`, `id` lines; the JSON holds no line break), read only while the thread is its owner's
- * (`owner`: the condition on `t`). The page ends before the row that would start past `bytes` of
- * data_text (the first row is always in it), so a page of large rows stays bounded. One row
- * always: the thread's incarnation (NULL: not, or no longer, that owner's thread, and no rows),
- * how many rows the page holds and how many were read (fewer held: the page is full), the first
- * and last id, and whether every row has its data_text (false: the page is read again as rows,
- * see readThreadEventFrames). string_agg takes the rows in the order of the sorted subquery, as
- * PostgreSQL's documentation allows with no join or grouping between them; an ORDER BY in the
- * aggregate would sort the page again, frames and all (half the read's time at 5,000 rows). The
- * running sum's frame is ROWS: ids are unique, so RANGE's peer lookups (the default) find nothing
- * and cost ~0.1 ms a 1,000-row page.
+ * How much data_text a page's first piece of frames holds at most (framesOf): a page of small rows
+ * arrives as strings below V8's large-object size (128 KiB), which node-pg decodes for a tenth of
+ * what one longer string costs (~0.1 ms of a 1,000-row replay, issue 19).
+ */
+const FIRST_PIECE_BYTES = 64 * 1024;
+
+/** One row's Server-Sent Event, as hono's writeSSE writes it (`event`, `data`, `id` lines; the JSON holds no line break). */
+const frameOf = (p: string) =>
+  `'event: ' || ${p}.event || E'\\ndata: ' || ${p}.data_text || E'\\nid: ' || ${p}.id || E'\\n\\n'`;
+
+/**
+ * A page of thread $1's log after id `after`, `rows` rows at most, as one row: the Server-Sent
+ * Events a stream sends for them (frameOf), read only while the thread is its owner's (`owner`:
+ * the condition on `t`). The page ends before the row that would start past `bytes` of data_text
+ * (the first row is always in it), so a page of large rows stays bounded. One row always: the
+ * thread's incarnation (NULL: not, or no longer, that owner's thread, and no rows), how many rows
+ * were read, how many the page holds (fewer: the page is full) and how many of those read have
+ * their data_text (fewer than read: the page is read again as rows, see readThreadEventFrames),
+ * and the frames in two pieces: `frames`, the rows starting in the page's first FIRST_PIECE_BYTES
+ * of data_text, and `more_frames`, the rest (NULL: none). The first and last id are read from the
+ * frames: each aggregate costs ~0.05 ms a 1,000-row page. A row's `piece` is 0 or 1, NULL past
+ * the page. string_agg takes the rows in the order of the sorted subquery, as PostgreSQL's
+ * documentation allows with no join or grouping between them; an ORDER BY in the aggregate would
+ * sort the page again, frames and all (half the read's time at 5,000 rows). The running sum
+ * (computed once for its two uses) is over a ROWS frame: ids are unique, so RANGE's peer lookups
+ * (the default) find nothing and cost ~0.1 ms a 1,000-row page.
  */
 const framesOf = (owner: string, after: string, rows: string, bytes: string) => `
   SELECT (SELECT t.created_at::text FROM threads t WHERE t.id = $1 AND ${owner}) AS incarnation,
-    count(*) FILTER (WHERE p.within)::int AS count, count(*)::int AS read,
-    min(p.id) AS first_id, max(p.id) FILTER (WHERE p.within) AS last_id,
-    bool_and(p.data_text IS NOT NULL) FILTER (WHERE p.within) AS complete,
-    string_agg('event: ' || p.event || E'\\ndata: ' || p.data_text || E'\\nid: ' || p.id || E'\\n\\n', '')
-      FILTER (WHERE p.within) AS frames
+    count(*)::int AS read, count(p.piece)::int AS count, count(p.data_text)::int AS with_text,
+    string_agg(${frameOf("p")}, '') FILTER (WHERE p.piece = 0) AS frames,
+    string_agg(${frameOf("p")}, '') FILTER (WHERE p.piece = 1) AS more_frames
   FROM (
     SELECT r.*,
-      sum(coalesce(octet_length(r.data_text), 0)) OVER (ORDER BY r.id ROWS UNBOUNDED PRECEDING) - coalesce(octet_length(r.data_text), 0) < ${bytes}
-        AS within
+      CASE WHEN sum(coalesce(octet_length(r.data_text), 0)) OVER running - coalesce(octet_length(r.data_text), 0) < ${bytes}
+        THEN least((sum(coalesce(octet_length(r.data_text), 0)) OVER running - coalesce(octet_length(r.data_text), 0)) / ${FIRST_PIECE_BYTES}, 1)
+      END AS piece
     FROM (
       SELECT x.id, x.event, x.data_text FROM thread_events x
       WHERE x.thread_id = $1 AND x.id > ${after} AND EXISTS (SELECT 1 FROM threads t WHERE t.id = $1 AND ${owner})
       ORDER BY x.id
       LIMIT ${rows}
     ) r
+    WINDOW running AS (ORDER BY r.id ROWS UNBOUNDED PRECEDING)
   ) p`;
 /** A page as framesOf reads it (bigint ids arrive as text). */
-export type EventFramesRow = { incarnation: string | null } & (
-  | { count: 0; read: 0; first_id: null; last_id: null; complete: null; frames: null }
-  | { count: number; read: number; first_id: string; last_id: string; complete: boolean; frames: string | null }
-);
+export type EventFramesRow = {
+  incarnation: string | null;
+  read: number;
+  count: number;
+  with_text: number;
+  frames: string | null;
+  more_frames: string | null;
+};
 
 /**
  * selectThreadEventsAfter as a page of frames (framesOf): the user's ($2) thread ($1) and its

@@ -116,10 +116,11 @@ async function readOwnedEventsAfter(
 
 /**
  * A page of a thread's log as its event stream sends it: `frames` holds one Server-Sent Event per
- * row (`event`, `data`, `id` lines, as hono's writeSSE writes them), `count` rows from `firstId`
- * to `lastId`, in id order.
+ * row (`event`, `data`, `id` lines, as hono's writeSSE writes them), in pieces to write one after
+ * the other (as the database sent them: see framesOf), `count` rows from `firstId` to `lastId`,
+ * in id order.
  */
-export type EventFrames = { frames: string; count: number; firstId: number; lastId: number };
+export type EventFrames = { frames: string[]; count: number; firstId: number; lastId: number };
 
 /** How much one page holds at most: rows, and bytes of payload (the first row whatever its size). */
 export type PageLimit = { rows: number; bytes: number };
@@ -135,7 +136,9 @@ const framesOfRows = (rows: readonly ThreadEvent[]): EventFrames | null =>
   rows.length === 0
     ? null
     : {
-        frames: rows.map((row) => `event: ${row.event}\ndata: ${JSON.stringify(row.data)}\nid: ${row.id}\n\n`).join(""),
+        frames: [
+          rows.map((row) => `event: ${row.event}\ndata: ${JSON.stringify(row.data)}\nid: ${row.id}\n\n`).join(""),
+        ],
         count: rows.length,
         firstId: rows[0]!.id,
         lastId: rows.at(-1)!.id,
@@ -159,17 +162,23 @@ async function readFrames(
   });
   const row = rows[0]!;
   if (row.incarnation === null || row.count === 0) return { incarnation: row.incarnation, page: null, full: false };
-  if (!row.complete) {
+  if (row.with_text < row.read) {
     const { incarnation, events } = await readRows(row.count);
     return { incarnation, page: framesOfRows(events), full: events.length === row.count };
   }
-  const page = { frames: row.frames!, count: row.count, firstId: Number(row.first_id), lastId: Number(row.last_id) };
+  const frames = row.more_frames === null ? [row.frames!] : [row.frames!, row.more_frames];
+  const page = {
+    frames,
+    count: row.count,
+    firstId: idOfFrameAt(frames[0]!, 0),
+    lastId: idOfFrameAt(frames.at(-1)!, -1),
+  };
   return { incarnation: row.incarnation, page, full: row.count < row.read || row.read === limit.rows };
 }
 
 /**
  * readThreadEventsAfter as a page of frames, which the database builds in the read: the app
- * writes one value instead of parsing and printing each row.
+ * writes the database's strings instead of parsing and printing each row.
  */
 export async function readThreadEventFrames(
   db: pg.Pool,
@@ -215,17 +224,27 @@ export async function readOwnedEventFrames(
   return { present: incarnation !== null, ...read };
 }
 
+/**
+ * The id of the frame of `frames` that ends first (`at` 0) or last (-1). Each frame ends with its id
+ * line and a blank line; no other line break is in a frame.
+ */
+function idOfFrameAt(frames: string, at: 0 | -1): number {
+  const end = at === 0 ? frames.indexOf("\n\n") : frames.length - 2;
+  return Number(frames.slice(frames.lastIndexOf("\nid: ", end) + "\nid: ".length, end));
+}
+
 /** The frames of `page` after id `afterId` (null: none), for a reader that already has the rows up to it. */
 export function framesAfter(page: EventFrames, afterId: number): EventFrames | null {
   if (afterId >= page.lastId) return null;
   if (afterId < page.firstId) return page;
   // Each frame ends with its id line and a blank line; no other line break is in a frame.
+  const frames = page.frames.join("");
   let start = 0;
   let count = page.count;
   for (;;) {
-    const end = page.frames.indexOf("\n\n", start);
-    const id = Number(page.frames.slice(page.frames.lastIndexOf("\nid: ", end) + "\nid: ".length, end));
-    if (id > afterId) return { frames: page.frames.slice(start), count, firstId: id, lastId: page.lastId };
+    const end = frames.indexOf("\n\n", start);
+    const id = Number(frames.slice(frames.lastIndexOf("\nid: ", end) + "\nid: ".length, end));
+    if (id > afterId) return { frames: [frames.slice(start)], count, firstId: id, lastId: page.lastId };
     start = end + 2;
     count -= 1;
   }

@@ -10,7 +10,7 @@ import {
 import type { EventNotifier } from "./notifier.js";
 
 /** What a follower of a thread gets next. */
-type FeedDelivery =
+export type FeedDelivery =
   /** New rows of the thread's log as the stream sends them, in id order, each once. */
   | { frames: EventFrames }
   /** The thread is gone (deleted, or deleted and created again): nothing more comes. */
@@ -25,8 +25,8 @@ type FeedDelivery =
 export type FeedFollower = {
   /** The next delivery, or null when nothing came for `timeoutMs` (time for a heartbeat). */
   next: (timeoutMs: number) => Promise<FeedDelivery | null>;
-  /** Whether next() answers at once: a delivery is queued (a reconnect's first page), or the follower is done. */
-  ready: () => boolean;
+  /** The next delivery if there is one at once (a reconnect's first page is queued, or the follower is done), else undefined. */
+  take: () => FeedDelivery | undefined;
   /** Leaves the feed (idempotent); a pending next() answers closed. */
   close: () => void;
 };
@@ -219,15 +219,17 @@ export function createThreadFeeds({
       }
       // The feed reads on only when the backlog is longer than a page or something committed since the first read.
       if (missed || first.full) void read(joined);
+      const take = (): FeedDelivery | undefined => {
+        const delivery = follower.queue.shift();
+        if (delivery && "frames" in delivery) follower.queued -= delivery.frames.count;
+        return delivery ?? (follower.done || events.closed ? { closed: true } : undefined);
+      };
       return {
+        take,
         next: async (timeoutMs) => {
           for (;;) {
-            const delivery = follower.queue.shift();
-            if (delivery) {
-              if ("frames" in delivery) follower.queued -= delivery.frames.count;
-              return delivery;
-            }
-            if (follower.done || events.closed) return { closed: true };
+            const delivery = take();
+            if (delivery) return delivery;
             const woken = await new Promise<boolean>((resolve) => {
               const timer = setTimeout(() => resolve(false), timeoutMs);
               follower.wake = () => {
@@ -239,7 +241,6 @@ export function createThreadFeeds({
             if (!woken) return null;
           }
         },
-        ready: () => follower.queue.length > 0 || follower.done || events.closed,
         close: () => leave(key, joined, follower),
       };
     },
