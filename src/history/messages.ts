@@ -182,21 +182,36 @@ function plainRow(raw: unknown): { row: z.infer<typeof historyRow>; content: Age
     return typeof content.text === "string" ? { row, content: textRowMessages(kind, content.text) } : undefined;
   if (kind !== "agent" || !Array.isArray(content.output)) return undefined;
   if (!Array.isArray(content.toolCalls) || content.toolCalls.length > 0) return undefined;
+  // A stored text the schema would refuse (NUL, a lone surrogate) is left to it.
+  const output = plainTextMessages(content.output, (text) => (sanitizeText(text) === text ? text : undefined));
+  return output && { row, content: { output, toolCalls: [] } };
+}
+
+/**
+ * Messages that are all text messages as textMessage accepts them, rebuilt with the same fields
+ * and each text as `text` gives it back; undefined when one is of another shape or `text` gives
+ * nothing back (left to the schemas).
+ */
+function plainTextMessages(
+  messages: readonly unknown[],
+  text: (content: string) => string | undefined,
+): AgentContent["output"] | undefined {
   const output: AgentContent["output"] = [];
-  for (const message of content.output) {
+  for (const message of messages) {
     if (!isRecord(message) || message.type !== "text") return undefined;
-    const { role, content: text, stop_reason } = message;
-    if (typeof role !== "string" || !TEXT_ROLES.has(role)) return undefined;
-    if (typeof text !== "string" || sanitizeText(text) !== text) return undefined;
+    const { role, content, stop_reason } = message;
+    if (typeof role !== "string" || !TEXT_ROLES.has(role) || typeof content !== "string") return undefined;
     if (stop_reason !== undefined && stop_reason !== "tool" && stop_reason !== "stop") return undefined;
+    const kept = text(content);
+    if (kept === undefined) return undefined;
     output.push({
       type: "text",
       role: role as "system" | "user" | "assistant",
-      content: text,
+      content: kept,
       ...(stop_reason === undefined ? {} : { stop_reason }),
     });
   }
-  return { row, content: { output, toolCalls: [] } };
+  return output;
 }
 
 function rowMessages(row: z.infer<typeof historyRow>): AgentContent {
@@ -254,18 +269,6 @@ export function toAgentContent(result: AgentResult): AgentContent {
  */
 function plainTextContent({ output, toolCalls }: AgentResult): AgentContent | undefined {
   if (toolCalls.length > 0) return undefined;
-  const messages: AgentContent["output"] = [];
-  for (const message of output as unknown[]) {
-    if (!isRecord(message) || message.type !== "text") return undefined;
-    const { role, content, stop_reason } = message;
-    if (typeof role !== "string" || !TEXT_ROLES.has(role) || typeof content !== "string") return undefined;
-    if (stop_reason !== undefined && stop_reason !== "tool" && stop_reason !== "stop") return undefined;
-    messages.push({
-      type: "text",
-      role: role as "system" | "user" | "assistant",
-      content: sanitizeText(content),
-      ...(stop_reason === undefined ? {} : { stop_reason }),
-    });
-  }
-  return { output: messages, toolCalls: [] };
+  const messages = plainTextMessages(output, sanitizeText);
+  return messages && { output: messages, toolCalls: [] };
 }
