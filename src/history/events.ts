@@ -170,8 +170,8 @@ async function readFrames(
   const page = {
     frames,
     count: row.count,
-    firstId: idOfFrameAt(frames[0]!, 0),
-    lastId: idOfFrameAt(frames.at(-1)!, -1),
+    firstId: idOfFrameEndingAt(frames[0]!, frames[0]!.indexOf("\n\n")),
+    lastId: idOfFrameEndingAt(frames.at(-1)!, frames.at(-1)!.length - 2),
   };
   return { incarnation: row.incarnation, page, full: row.count < row.read || row.read === limit.rows };
 }
@@ -225,11 +225,10 @@ export async function readOwnedEventFrames(
 }
 
 /**
- * The id of the frame of `frames` that ends first (`at` 0) or last (-1). Each frame ends with its id
- * line and a blank line; no other line break is in a frame.
+ * The id of the frame of `frames` whose blank line starts at `end`. Each frame ends with its id line
+ * and a blank line; no other line break is in a frame.
  */
-function idOfFrameAt(frames: string, at: 0 | -1): number {
-  const end = at === 0 ? frames.indexOf("\n\n") : frames.length - 2;
+function idOfFrameEndingAt(frames: string, end: number): number {
   return Number(frames.slice(frames.lastIndexOf("\nid: ", end) + "\nid: ".length, end));
 }
 
@@ -237,13 +236,12 @@ function idOfFrameAt(frames: string, at: 0 | -1): number {
 export function framesAfter(page: EventFrames, afterId: number): EventFrames | null {
   if (afterId >= page.lastId) return null;
   if (afterId < page.firstId) return page;
-  // Each frame ends with its id line and a blank line; no other line break is in a frame.
   const frames = page.frames.join("");
   let start = 0;
   let count = page.count;
   for (;;) {
     const end = frames.indexOf("\n\n", start);
-    const id = Number(frames.slice(frames.lastIndexOf("\nid: ", end) + "\nid: ".length, end));
+    const id = idOfFrameEndingAt(frames, end);
     if (id > afterId) return { frames: [frames.slice(start)], count, firstId: id, lastId: page.lastId };
     start = end + 2;
     count -= 1;
