@@ -104,6 +104,10 @@ const frameOf = (p: string) =>
  * (computed once for its two uses) is over a ROWS frame: ids are unique, so RANGE's peer lookups
  * (the default) find nothing and cost ~0.1 ms a 1,000-row page.
  */
+/** The data_text bytes of the rows before row `r` (framesOf's running sum, computed once for its uses). */
+const bytesBefore =
+  "(sum(coalesce(octet_length(r.data_text), 0)) OVER running - coalesce(octet_length(r.data_text), 0))";
+
 const framesOf = (owner: string, after: string, rows: string, bytes: string) => `
   SELECT (SELECT t.created_at::text FROM threads t WHERE t.id = $1 AND ${owner}) AS incarnation,
     count(*)::int AS read, count(p.piece)::int AS count, count(p.data_text)::int AS with_text,
@@ -111,9 +115,7 @@ const framesOf = (owner: string, after: string, rows: string, bytes: string) => 
     string_agg(${frameOf("p")}, '') FILTER (WHERE p.piece = 1) AS more_frames
   FROM (
     SELECT r.*,
-      CASE WHEN sum(coalesce(octet_length(r.data_text), 0)) OVER running - coalesce(octet_length(r.data_text), 0) < ${bytes}
-        THEN least((sum(coalesce(octet_length(r.data_text), 0)) OVER running - coalesce(octet_length(r.data_text), 0)) / ${FIRST_PIECE_BYTES}, 1)
-      END AS piece
+      CASE WHEN ${bytesBefore} < ${bytes} THEN least(${bytesBefore} / ${FIRST_PIECE_BYTES}, 1) END AS piece
     FROM (
       SELECT x.id, x.event, x.data_text FROM thread_events x
       WHERE x.thread_id = $1 AND x.id > ${after} AND EXISTS (SELECT 1 FROM threads t WHERE t.id = $1 AND ${owner})
