@@ -134,8 +134,10 @@ describe("a chat turn", () => {
 
     // Every memoized step value went through JSON.stringify/parse; the engine replays them on re-entry.
     for (const step of run.memo) expect(JSON.parse(JSON.stringify(step.handler()))).toEqual(step.handler());
-    // The history.get step returns the window's rows (and how far the summary lags behind them).
-    const getStep = run.memo.map((m) => m.handler() as { rows?: unknown[] }).find((v) => Array.isArray(v?.rows));
+    // On an idle thread the message's step returns the window's rows (and how far the summary lags behind them).
+    const getStep = run.memo
+      .map((m) => (m.handler() as { history?: { rows?: unknown[] } } | null)?.history)
+      .find((v) => Array.isArray(v?.rows));
     const { toAgentResults } = await import("../src/history/messages.js");
     const rebuilt = toAgentResults(getStep!.rows as Parameters<typeof toAgentResults>[0]);
     expect(rebuilt.every((r) => r instanceof AgentResult)).toBe(true);

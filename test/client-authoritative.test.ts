@@ -1,9 +1,10 @@
+import { InngestExecutionEngine } from "inngest/internals";
 import { describe, expect, it } from "vitest";
 import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import * as sql from "../src/history/store-sql.js";
 import { countingPool } from "./helpers/counting-pool.js";
-import { execute } from "./helpers/engine.js";
+import { type Execution, execute } from "./helpers/engine.js";
 import { asUser, createTestApp } from "./helpers/http.js";
 import { chatEvent, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
 import { expectedMessages, seedThread } from "./helpers/seed.js";
@@ -46,6 +47,10 @@ const clientConversationAsSent = [
 ];
 
 const readsHistory = (queries: string[]) => queries.filter((q) => q === sql.selectHistoryWindow).length;
+const BEGIN = InngestExecutionEngine._internals.hashId("history.append-user-message");
+/** Whether the statement storing the message read the history window too (a turn with none ahead). */
+const windowWithMessage = (run: Execution) =>
+  (run.memo.find((step) => step.id === BEGIN)!.handler() as { history?: unknown }).history !== undefined;
 
 describe("client-authoritative and hybrid modes", () => {
   it("hybrid: with the client's conversation no history query is issued, the model sees the client's messages, and the new rows are stored", async () => {
@@ -57,7 +62,9 @@ describe("client-authoritative and hybrid modes", () => {
     bed.model.script({ text: "answer 4" });
     const first = await execute(chatTurn, chatEvent({ content: "question 4", threadId: thread.threadId }));
     expect(first.error).toBeUndefined();
-    expect(readsHistory(counting.queries)).toBe(1);
+    // No turn ahead: read by the statement that stored the message.
+    expect(readsHistory(counting.queries)).toBe(0);
+    expect(windowWithMessage(first)).toBe(true);
     expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
       ...expectedMessages(thread.entries),
@@ -73,6 +80,7 @@ describe("client-authoritative and hybrid modes", () => {
 
     expect(run.error).toBeUndefined();
     expect(readsHistory(counting.queries)).toBe(0);
+    expect(windowWithMessage(run)).toBe(false);
     expect(counting.queries.length).toBeGreaterThan(0);
     expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
@@ -117,6 +125,7 @@ describe("client-authoritative and hybrid modes", () => {
     });
     expect(run.error).toBeUndefined();
     expect(readsHistory(counting.queries)).toBe(0);
+    expect(windowWithMessage(run)).toBe(false);
     expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
       { role: "user", content: "Forget the rest." },

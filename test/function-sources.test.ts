@@ -151,6 +151,30 @@ describe("function sources", () => {
     expect(await migrate(url)).toEqual([]);
   });
 
+  it("an older version started on a database a newer one migrated leaves its functions as they are", async () => {
+    const url = await emptyDatabase();
+    await migrate(url);
+    // The newer version's function, as this version's file does not have it (recorded under another checksum).
+    const newer = `CREATE OR REPLACE FUNCTION threadline_message_owner() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$`;
+    await withClient(url, async (client) => {
+      await client.query(newer);
+      await client.query(
+        `UPDATE threadline_function_sources SET checksum = 'a newer file' WHERE name = 'threadline_message_owner'`,
+      );
+      await client.query("INSERT INTO threadline_migrations (name, run_on) VALUES ('9999_a_newer_version', now())");
+    });
+    const left = await functionDefinitions(url);
+    const log: string[] = [];
+    expect(await migrate(url, (line) => log.push(line))).toEqual([]);
+    expect(await functionDefinitions(url)).toEqual(left);
+    expect(log.join("\n")).toContain("9999_a_newer_version");
+    // Without the newer migration (this version's database), the file is applied again.
+    await withClient(url, (client) =>
+      client.query("DELETE FROM threadline_migrations WHERE name = '9999_a_newer_version'"),
+    );
+    expect(await migrate(url)).toEqual(["functions/threadline_message_owner.sql"]);
+  });
+
   it("migrators started together all succeed, and each migration and function is applied by one of them", async () => {
     const url = await emptyDatabase();
     const results = await Promise.all([migrate(url), migrate(url), migrate(url)]);

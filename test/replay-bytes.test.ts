@@ -165,7 +165,7 @@ describe.each([
   const withText = async (threadId: string) =>
     (
       await bed.db.pool.query<{ id: string }>(
-        "SELECT id FROM thread_events WHERE thread_id = $1 AND data_text IS NOT NULL ORDER BY id",
+        "SELECT id FROM thread_events WHERE thread_id = $1 AND frame IS NOT NULL ORDER BY id",
         [threadId],
       )
     ).rows.map((row) => Number(row.id));
@@ -180,7 +180,7 @@ describe.each([
     expect(await withText(threadId)).toEqual([1, 2, 3, 4, 5, 6]);
   });
 
-  it("is byte for byte what writeSSE wrote for a page whose frames come in two pieces (over 64 KiB of data_text)", async () => {
+  it("is byte for byte what writeSSE wrote for a page whose frames come in two pieces (over 64 KiB of frames)", async () => {
     const rows = 600;
     await liveAndReplayed(rows, 350, async (threadId) => {
       const deltas = Array.from({ length: rows }, (_, i) => ({
@@ -195,21 +195,36 @@ describe.each([
       }));
       await appendEvents(bed.db.pool, { threadId, runId: threadId, attempt: 0, events: deltas });
       const { rows: sizes } = await bed.db.pool.query<{ bytes: number }>(
-        "SELECT sum(octet_length(data_text))::int AS bytes FROM thread_events WHERE thread_id = $1",
+        "SELECT sum(octet_length(frame))::int AS bytes FROM thread_events WHERE thread_id = $1",
         [threadId],
       );
       expect(sizes[0]!.bytes).toBeGreaterThan(64 * 1024);
     });
   });
 
-  it("sends rows without data_text (written before migration 0022, or numbers the database prints otherwise) as before", async () => {
+  it("sends rows without a frame (written before migration 0022, or numbers the database prints otherwise) as before", async () => {
     const threadId = await liveAndReplayed(payloads.length, 4, async (threadId) => {
       await appendEvents(bed.db.pool, { threadId, runId: threadId, attempt: 0, events: payloads.slice(0, 3) });
       // As if written before the migration.
-      await bed.db.pool.query("UPDATE thread_events SET data_text = NULL WHERE thread_id = $1 AND id = 2", [threadId]);
+      await bed.db.pool.query("UPDATE thread_events SET frame = NULL WHERE thread_id = $1 AND id = 2", [threadId]);
       await appendEvents(bed.db.pool, { threadId, runId: threadId, attempt: 0, events: payloads.slice(3) });
     });
     expect(await withText(threadId)).toEqual([1, 3, 4, 5]);
+  });
+
+  it("sends rows an instance of the previous version wrote during a rolling deploy (no frame, offset 0) among framed ones", async () => {
+    const threadId = await liveAndReplayed(payloads.length, 2, async (threadId) => {
+      await appendEvents(bed.db.pool, { threadId, runId: threadId, attempt: 0, events: payloads.slice(0, 2) });
+      // What the append function before migration 0028 wrote: data_text, no frame, no offset, the counter's bytes unmoved.
+      await bed.db.pool.query(
+        `WITH c AS (UPDATE thread_event_counters SET last_id = last_id + 1 WHERE thread_id = $1 RETURNING last_id)
+         INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text)
+         SELECT $1, c.last_id, $1, 0, $2, $3, $4::jsonb, threadline_event_text($4::jsonb) FROM c`,
+        [threadId, payloads[2]!.key, payloads[2]!.event, JSON.stringify(payloads[2]!.data)],
+      );
+      await appendEvents(bed.db.pool, { threadId, runId: threadId, attempt: 0, events: payloads.slice(3) });
+    });
+    expect(await withText(threadId)).toEqual([1, 2, 4, 5]);
   });
 });
 

@@ -2,7 +2,6 @@ import { describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import * as sql from "../src/history/store-sql.js";
-import * as usageSql from "../src/history/usage-sql.js";
 import { countingPool } from "./helpers/counting-pool.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows, threadWithRunningTurn } from "./helpers/fixtures.js";
@@ -27,7 +26,7 @@ function expectOneStatementPerHistoryStep(perStep: Map<string, number>, historyS
 }
 
 describe("SQL statements per history step and per turn", () => {
-  it("a new thread: 3 statements, one storing the question (and creating the thread), one recording the inference's usage, one storing the answer", async () => {
+  it("a new thread: 2 statements, one storing the question (and creating the thread), one storing the answer and recording the inference's usage", async () => {
     const counting = statementsPerStep(bed.db.pool);
     bed.model.script({ text: "Hello!" });
     const event = chatEvent({ content: "Hi" });
@@ -35,13 +34,13 @@ describe("SQL statements per history step and per turn", () => {
 
     expect(run.error).toBeUndefined();
     expectOneStatementPerHistoryStep(counting.perStep, ["history.append-user-message", "history.append-results"]);
-    // The usage ledger's row: one statement in its own step after the inference (issue 21).
-    expect(counting.perStep.get("usage.assistant")).toBe(1);
-    expect(totalStatements(counting.perStep)).toBe(3);
+    // The usage ledger's row (issue 21) is written by the answer's statement: a final answer has no usage step.
+    expect(counting.perStep.has("usage.assistant")).toBe(false);
+    expect(totalStatements(counting.perStep)).toBe(2);
     expect((await threadRows(bed.db.pool, event.data.messageId)).map((r) => r.kind)).toEqual(["user", "agent"]);
   });
 
-  it("an existing 100-message thread: 4 statements, the question (which finds no earlier turn unfinished, so none is looked for), history.get (19 earlier turns under lastN 20) and its summary check in one, the usage, the answer", async () => {
+  it("an existing 100-message thread: 2 statements, the question (which finds no earlier turn unfinished, so none is looked for) with its history window (19 earlier turns under lastN 20) and summary check in one, the answer with its usage", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 50 });
     expect(await threadRows(bed.db.pool, thread.threadId)).toHaveLength(100);
     const counting = statementsPerStep(bed.db.pool);
@@ -58,16 +57,12 @@ describe("SQL statements per history step and per turn", () => {
       history: { from: "database", read: 38 },
       summaryRequested: true,
     });
-    expectOneStatementPerHistoryStep(counting.perStep, [
-      "history.append-user-message",
-      "history.get",
-      "history.append-results",
-    ]);
-    expect(counting.perStep.get("usage.assistant")).toBe(1);
-    expect(totalStatements(counting.perStep)).toBe(4);
+    expectOneStatementPerHistoryStep(counting.perStep, ["history.append-user-message", "history.append-results"]);
+    expect(counting.perStep.has("usage.assistant")).toBe(false);
+    expect(totalStatements(counting.perStep)).toBe(2);
   });
 
-  it("a regenerate on that thread: 5 statements, the message check before the turn's four", async () => {
+  it("a regenerate on that thread: 3 statements, the message check before the turn's two", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 50 });
     const messageId = (await threadRows(bed.db.pool, thread.threadId)).filter((r) => r.kind === "user").at(-1)!.id;
     const counting = statementsPerStep(bed.db.pool);
@@ -82,14 +77,13 @@ describe("SQL statements per history step and per turn", () => {
     expectOneStatementPerHistoryStep(counting.perStep, [
       "history.load-message",
       "history.append-user-message",
-      "history.get",
       "history.append-results",
     ]);
-    expect(counting.perStep.get("usage.assistant")).toBe(1);
-    expect(totalStatements(counting.perStep)).toBe(5);
+    expect(counting.perStep.has("usage.assistant")).toBe(false);
+    expect(totalStatements(counting.perStep)).toBe(3);
   });
 
-  it("a message sent with busy rollback while a turn runs: 7 statements, its stop of that turn one of them, the usage another", async () => {
+  it("a message sent with busy rollback while a turn runs: 6 statements, its stop of that turn one of them", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
     const { threadId } = await threadWithRunningTurn(bed.db.pool, chatTurn, bed.model, "I like compilers.");
     const counting = statementsPerStep(bed.db.pool);
@@ -109,11 +103,11 @@ describe("SQL statements per history step and per turn", () => {
       "history.get",
       "history.append-results",
     ]);
-    expect(counting.perStep.get("usage.assistant")).toBe(1);
-    expect(totalStatements(counting.perStep)).toBe(7);
+    expect(counting.perStep.has("usage.assistant")).toBe(false);
+    expect(totalStatements(counting.perStep)).toBe(6);
   });
 
-  it("an edit of that thread's 25th message: 4 statements, the existing thread's (the edit rides in the message's store)", async () => {
+  it("an edit of that thread's 25th message: 2 statements, the existing thread's (the edit rides in the message's store)", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 50 });
     const edited = (await threadRows(bed.db.pool, thread.threadId)).filter((r) => r.kind === "user")[24]!.id;
     const counting = statementsPerStep(bed.db.pool);
@@ -126,13 +120,9 @@ describe("SQL statements per history step and per turn", () => {
 
     expect(run.error).toBeUndefined();
     expect(run.result).toMatchObject({ status: "completed", history: { from: "database", read: 38 } });
-    expectOneStatementPerHistoryStep(counting.perStep, [
-      "history.append-user-message",
-      "history.get",
-      "history.append-results",
-    ]);
-    expect(counting.perStep.get("usage.assistant")).toBe(1);
-    expect(totalStatements(counting.perStep)).toBe(4);
+    expectOneStatementPerHistoryStep(counting.perStep, ["history.append-user-message", "history.append-results"]);
+    expect(counting.perStep.has("usage.assistant")).toBe(false);
+    expect(totalStatements(counting.perStep)).toBe(2);
     expect((await threadRows(bed.db.pool, thread.threadId)).filter((r) => r.on_path)).toHaveLength(50);
   });
 
@@ -144,12 +134,12 @@ describe("SQL statements per history step and per turn", () => {
     bed.model.script({ status: 500 });
     const failed = await execute(chatTurn, event);
     expect(failed.error).toBeDefined();
-    expect(counting.queries.filter((q) => q === sql.storeAnswer)).toHaveLength(0);
+    expect(counting.queries.filter((q) => q === sql.storeAnswer || q === sql.storeAnswerWithUsage)).toHaveLength(0);
 
     counting.queries.length = 0;
     bed.model.script({ text: "answer 3" });
     const retried = await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId });
     expect(retried.error).toBeUndefined();
-    expect(counting.queries).toEqual([usageSql.insertUsage, sql.storeAnswer]);
+    expect(counting.queries).toEqual([sql.storeAnswerWithUsage]);
   });
 });

@@ -219,10 +219,10 @@ async function storedAbout(db: pg.Pool, userId: string) {
       `SELECT a.thread_id, a.agent_name, a.data FROM agent_thread_state a JOIN threads t ON t.id = a.thread_id WHERE t.user_id = $1`,
     ),
     events: await rows(
-      `SELECT e.thread_id, e.id, e.run_id, e.attempt, e.key, e.event, e.data FROM thread_events e JOIN threads t ON t.id = e.thread_id WHERE t.user_id = $1 ORDER BY e.thread_id, e.id`,
+      `SELECT e.thread_id, e.id, e.run_id, e.attempt, e.key, e.event, e.data, e.frame, e.frame_offset FROM thread_events e JOIN threads t ON t.id = e.thread_id WHERE t.user_id = $1 ORDER BY e.thread_id, e.id`,
     ),
     eventCounters: await rows(
-      `SELECT c.thread_id, c.last_id FROM thread_event_counters c JOIN threads t ON t.id = c.thread_id WHERE t.user_id = $1`,
+      `SELECT c.thread_id, c.last_id, c.frame_bytes FROM thread_event_counters c JOIN threads t ON t.id = c.thread_id WHERE t.user_id = $1`,
     ),
     memories: await rows(
       `SELECT id, text, source, thread_id, ${ms("created_at")}, ${ms("updated_at")} FROM user_memories WHERE user_id = $1 ORDER BY id`,

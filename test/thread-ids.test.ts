@@ -54,7 +54,7 @@ const userMessageStatements = (queries: string[]) => queries.filter((q) => q ===
 const historyReads = (queries: string[]) => queries.filter((q) => q === sql.selectHistoryWindow).length;
 
 describe("thread ids, as AgentKit's table says", () => {
-  it("resume with createThread: the given thread is checked with the user message (no statement of its own), then history is loaded", async () => {
+  it("resume with createThread: the given thread is checked with the user message (no statement of its own), then history is loaded (with it: no turn is ahead)", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 2 });
     const counting = countingPool(bed.db.pool);
     bed.model.script({ text: "answer 3" });
@@ -64,7 +64,8 @@ describe("thread ids, as AgentKit's table says", () => {
     expect(run.result).toMatchObject({ threadId: thread.threadId });
     expect(threadStatements(counting.queries)).toBe(0);
     expect(userMessageStatements(counting.queries)).toBe(1);
-    expect(historyReads(counting.queries)).toBe(1);
+    // No turn ahead: the history window came with the user message, no read of its own.
+    expect(historyReads(counting.queries)).toBe(0);
     expect(bed.model.requests[0]!.messages).toEqual([
       { role: "system", content: ASSISTANT_SYSTEM_PROMPT },
       ...expectedMessages(thread.entries),
@@ -72,7 +73,7 @@ describe("thread ids, as AgentKit's table says", () => {
     ]);
   });
 
-  it("resume without createThread: the given thread id is used directly (no upsert), history is loaded", async () => {
+  it("resume without createThread: the given thread id is used directly (no upsert), history is loaded with the user message", async () => {
     const thread = await seedThread(bed.db.pool, { turns: 2 });
     const counting = countingPool(bed.db.pool);
     bed.model.script({ text: "answer 3" });
@@ -81,7 +82,8 @@ describe("thread ids, as AgentKit's table says", () => {
     expect(run.error).toBeUndefined();
     expect(run.result).toEqual({ threadId: thread.threadId });
     expect(threadStatements(counting.queries)).toBe(0);
-    expect(historyReads(counting.queries)).toBe(1);
+    expect(userMessageStatements(counting.queries)).toBe(1);
+    expect(historyReads(counting.queries)).toBe(0);
     expect(bed.model.requests[0]!.messages.slice(1, -1)).toEqual(expectedMessages(thread.entries));
     expect((await threadRows(bed.db.pool, thread.threadId)).slice(-2).map((r) => r.kind)).toEqual(["user", "agent"]);
   });

@@ -118,13 +118,15 @@ describe("token budget", () => {
     bed.model.script({ status: 500 });
     const failed = await execute(chatTurn, withBudget);
     expect(failed.error).toBeDefined();
-    const reads = counting.queries.filter((q) => q === sql.selectHistoryWindow).length;
+    // The history is read once, by the statement that stores the message (no turn is ahead).
+    const readsHistory = (q: string) => q === sql.selectHistoryWindow || q === sql.beginTurn;
+    const reads = counting.queries.filter(readsHistory).length;
     expect(reads).toBe(1);
 
     bed.model.script({ text: "ok" });
     const retried = await execute(chatTurn, withBudget, { memo: failed.memo, runId: failed.runId });
     expect(retried.error).toBeUndefined();
-    expect(counting.queries.filter((q) => q === sql.selectHistoryWindow).length).toBe(reads);
+    expect(counting.queries.filter(readsHistory).length).toBe(reads);
     expect(bed.model.requests).toHaveLength(2);
     expect(bed.model.requests[1]!.messages).toEqual(bed.model.requests[0]!.messages);
     expect(bed.model.requests[1]!.messages[1]!.content).toMatch(MARKER);

@@ -305,20 +305,22 @@ describe("a turn's finish is announced when a later turn may wait for it", () =>
     const first = (await threadRows(bed.db.pool, threadId)).find((r) => r.kind === "user")!;
     const later = chatEvent({ threadId, content: "What is my name?" });
     const cutOff = async (id: string) => {
-      if (id === "history.get") throw new Error("cut off");
+      if (id === "generate-agent-ids-0") throw new Error("cut off");
     };
     const attempt = await execute(chatTurn, later, { beforeStep: cutOff });
-    expect(attempt.stepIds).toEqual(["generate-network-id", "history.append-user-message", "history.get"]);
+    // None ahead: the window came with the message, no history.get.
+    expect(attempt.stepIds).toEqual(["generate-network-id", "history.append-user-message", "generate-agent-ids-0"]);
 
-    // A start memoized before the statement said whether a turn was ahead: the replay looks.
+    // A start memoized before the statement said whether a turn was ahead (nor read the window): the replay looks.
     const begun = hashId("history.append-user-message");
     const predating = attempt.memo.map((step) => {
       if (step.id !== begun) return step;
-      const { turnAhead: _, ...data } = step.handler() as Record<string, unknown>;
+      const { turnAhead: _, history: __, ...data } = step.handler() as Record<string, unknown>;
       return { ...step, handler: () => data };
     });
     const looked = await execute(chatTurn, later, { memo: predating, runId: attempt.runId, beforeStep: cutOff });
     expect(looked.stepIds).toContain("history.find-earlier-turn");
+    expect(looked.stepIds).toContain("history.get");
 
     // A regenerate of the first message begins now and stays running, ahead of the later message.
     await beginTurn(bed.db.pool, {

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { budgetCommand } from "../scripts/budget.js";
-import { costOf, DEFAULT_PRICES, reportedUsage } from "../src/agents/usage.js";
+import { asksForTools, costOf, DEFAULT_PRICES, reportedUsage } from "../src/agents/usage.js";
 import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
@@ -51,8 +51,9 @@ describe("the usage ledger", () => {
     const chatTurn = createChatTurn(gateway());
     const run = await execute(chatTurn, event);
     expect(run.error).toBeUndefined();
-    // The usage is recorded by its own step right after the inference.
-    expect(run.stepIds).toContain("usage.assistant");
+    // A final answer's usage is recorded by the answer's store (history.append-results), not a step of its own.
+    expect(run.stepIds).not.toContain("usage.assistant");
+    expect(run.stepIds).toContain("history.append-results");
 
     const rows = await ledger({ runId: run.runId });
     expect(rows).toEqual([
@@ -126,6 +127,93 @@ describe("the usage ledger", () => {
     expect(bed.model.requests.filter((r) => r.messages.at(-1)?.content === "Break the parser.")).toHaveLength(1);
     expect(await ledger({ runId: failed.runId })).toEqual([
       expect.objectContaining({ key: `${failed.runId}:assistant`, input_tokens: "1200", output_tokens: "300" }),
+    ]);
+  });
+
+  it("INFERENCE=gateway: an answer that asks for tools records its usage in its own step; the final one's rides on the answer's store", async () => {
+    bed.model.script(
+      { toolCalls: [{ name: "current_time", id: "call_time_1" }], usage: reported },
+      { text: "It is noon.", usage: reported },
+    );
+    const event = chatEvent({ content: "What time is it?", userId: `u-${randomUUID()}` });
+    const chatTurn = createChatTurn(gateway());
+    const run = await execute(chatTurn, event);
+    expect(run.error).toBeUndefined();
+    expect(run.stepIds.filter((id) => id.startsWith("usage."))).toEqual(["usage.assistant"]);
+    const keys = [`${run.runId}:assistant`, `${run.runId}:assistant:1`];
+    expect((await ledger({ runId: run.runId })).map((row) => row.key).sort()).toEqual(keys);
+    const replay = await execute(chatTurn, event, { memo: run.memo, runId: run.runId });
+    expect(replay.error).toBeUndefined();
+    expect(await ledger({ runId: run.runId })).toHaveLength(2);
+  });
+
+  it("INFERENCE=gateway: a final answer AgentKit rejects records its usage in its own step before the run fails, once", async () => {
+    // Content that is no string: AgentKit's parser throws on it, after the inference succeeded.
+    const rejected = {
+      id: "chatcmpl-rejected",
+      object: "chat.completion",
+      model: "scripted-model",
+      choices: [{ index: 0, message: { role: "assistant", content: 42 }, finish_reason: "stop" }],
+      usage: reported,
+    };
+    bed.model.script({ status: 200, body: rejected });
+    const event = chatEvent({ content: "Answer in numbers.", userId: `u-${randomUUID()}` });
+    const chatTurn = createChatTurn(gateway());
+    const failed = await execute(chatTurn, event);
+    expect(failed.error).toBeDefined();
+    expect(failed.stepIds).toContain("usage.assistant");
+    expect(failed.stepIds).not.toContain("history.append-results");
+    const retried = await execute(chatTurn, event, { memo: failed.memo, runId: failed.runId, attempt: 1 });
+    expect(retried.error).toBeDefined();
+    expect(await ledger({ runId: failed.runId })).toEqual([
+      expect.objectContaining({ key: `${failed.runId}:assistant`, input_tokens: "1200", failed: false }),
+    ]);
+  });
+
+  it("INFERENCE=gateway: a turn stopped while the model answered stores no answer, and records the answer's usage", async () => {
+    const chatTurn = createChatTurn(gateway());
+    bed.model.script({ text: "Too late.", usage: reported });
+    const stopped = chatEvent({ content: "Stop me.", userId: `u-${randomUUID()}` });
+    const run = await execute(chatTurn, stopped, {
+      beforeStep: async (id) => {
+        if (id === "history.append-results")
+          await bed.db.pool.query("UPDATE turns SET status = 'stopped' WHERE message_id = $1", [
+            stopped.data.messageId,
+          ]);
+      },
+    });
+    expect(run.error).toBeUndefined();
+    expect(run.result).toMatchObject({ status: "stopped" });
+    expect(run.stepIds).not.toContain("usage.assistant");
+    expect(await ledger({ runId: run.runId })).toEqual([
+      expect.objectContaining({ key: `${run.runId}:assistant`, variant: 1, input_tokens: "1200" }),
+    ]);
+  });
+
+  it("INFERENCE=gateway: a run in flight across the deploy that recorded its usage step gets no second row", async () => {
+    bed.model.script({ text: "Once.", usage: reported });
+    const event = chatEvent({ content: "Count me once.", userId: `u-${randomUUID()}` });
+    const chatTurn = createChatTurn(gateway());
+    // The run stops before its answer's store, as an old run that has just recorded usage.assistant.
+    const stoppedEarly = await execute(chatTurn, event, {
+      beforeStep: async (id) => {
+        if (id === "history.append-results") throw new Error("deploy");
+      },
+    });
+    expect(await ledger({ runId: stoppedEarly.runId })).toEqual([]);
+    const runId = stoppedEarly.runId;
+    const oldRow = await bed.db.pool.query<{ key: string }>(
+      `INSERT INTO usage_records (key, user_id, thread_id, message_id, run_id, step_id, attempt, provider, model,
+         input_tokens, output_tokens, latency_ms, failed)
+       VALUES ($1, $2, $3, $3, $4, 'assistant', 0, 'openai', 'scripted-model', 1200, 300, 7, false) RETURNING key`,
+      [`${runId}:assistant`, event.data.userId, event.data.messageId, runId],
+    );
+    const usageStep = { id: "usage.assistant", handler: () => undefined };
+    const resumed = await execute(chatTurn, event, { memo: [...stoppedEarly.memo, usageStep], runId });
+    expect(resumed.error).toBeUndefined();
+    expect(resumed.result).toMatchObject({ status: "completed" });
+    expect(await ledger({ runId })).toEqual([
+      expect.objectContaining({ key: oldRow.rows[0]!.key, latency_ms: 7, input_tokens: "1200" }),
     ]);
   });
 
@@ -397,6 +485,21 @@ describe("reported usage and prices", () => {
     ).toEqual({ inputTokens: 70, outputTokens: 42, cachedTokens: null, reasoningTokens: 12 });
     expect(reportedUsage("openai-chat", { choices: [] })).toBeUndefined();
     expect(reportedUsage("gemini", {})).toBeUndefined();
+  });
+
+  it("tells an answer that asks for tools (its usage gets its own step) from a final one, in each provider's format", () => {
+    const openAi = (message: Record<string, unknown>) => ({ choices: [{ index: 0, message }] });
+    expect(asksForTools("openai-chat", openAi({ content: null, tool_calls: [{ id: "call_1" }] }))).toBe(true);
+    expect(asksForTools("openai-chat", openAi({ content: "Done.", tool_calls: [] }))).toBe(false);
+    expect(asksForTools("openai-chat", openAi({ content: "Done." }))).toBe(false);
+    expect(asksForTools("anthropic", { content: [{ type: "text" }, { type: "tool_use", id: "t1" }] })).toBe(true);
+    expect(asksForTools("anthropic", { content: [{ type: "text", text: "Done." }] })).toBe(false);
+    const gemini = (parts: unknown[]) => ({ candidates: [{ content: { parts } }] });
+    expect(asksForTools("gemini", gemini([{ functionCall: { name: "current_time" } }]))).toBe(true);
+    expect(asksForTools("gemini", gemini([{ text: "Done." }]))).toBe(false);
+    // No answer to read: nothing asks for tools (AgentKit then has no tool to run either).
+    expect(asksForTools("openai-chat", undefined)).toBe(false);
+    expect(asksForTools("anthropic", { content: "text" })).toBe(false);
   });
 
   it("records no usage from a malformed report, and reads absent or null optional fields as none", () => {

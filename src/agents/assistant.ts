@@ -2,6 +2,7 @@ import { createAgent } from "@inngest/agent-kit";
 import { gateTools, type ToolApprovals } from "./approvals.js";
 import type { ModelChoice } from "./model.js";
 import { type AgentMemory, threadView } from "./thread-view.js";
+import { withPreparedSchemas } from "./tool-schemas.js";
 import { currentTimeTool, rollDiceTool } from "./tools.js";
 
 export const ASSISTANT_NAME = "assistant";
@@ -20,7 +21,7 @@ export function createAssistant(choice: ModelChoice, memory?: AgentMemory, appro
     name: ASSISTANT_NAME,
     description: "General-purpose conversational assistant",
     system: ASSISTANT_SYSTEM_PROMPT,
-    tools,
+    tools: choice.configured ? withPreparedSchemas(tools, choice.model.format) : tools,
     ...(choice.configured ? { model: choice.model } : {}),
     lifecycle: { onStart: threadView(ASSISTANT_NAME, memory), ...(onResponse ? { onResponse } : {}) },
   });

@@ -40,6 +40,11 @@ export type ChatNetworkOptions = {
   approvals?: ToolApprovals;
   /** Runs once before the first agent (after the user message is stored and earlier turns finished): loads agent thread state. */
   beforeFirstAgent?: (state: AnyState) => Promise<void>;
+  /**
+   * The state the turn runs the network with: the network's default too, which spares AgentKit
+   * building one (a network without a default makes one, on each of the run's requests).
+   */
+  state?: State<StateData>;
 };
 
 /**
@@ -57,6 +62,7 @@ export function createChatNetwork({
   memory,
   approvals,
   beforeFirstAgent,
+  state,
 }: ChatNetworkOptions) {
   const assistantMemory = memory?.(ASSISTANT_NAME);
   const assistant =
@@ -74,6 +80,7 @@ export function createChatNetwork({
     name: `threadline-${network}`,
     agents: reviewer ? [assistant, reviewer] : [assistant],
     ...(model.configured ? { defaultModel: model.model } : {}),
+    ...(state ? { defaultState: state } : {}),
     history,
     maxIter: MAX_INFERENCES_PER_TURN,
     router: async ({ network: run, callCount, lastResult }) => {

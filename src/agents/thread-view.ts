@@ -1,4 +1,4 @@
-import type { AgentResult, Message, NetworkRun, State, StateData, Tool } from "@inngest/agent-kit";
+import { type AgentResult, type Message, type NetworkRun, State, type StateData, type Tool } from "@inngest/agent-kit";
 import { priorResultCount, turnSkipReason, userMessageText } from "./run-state.js";
 
 /**
@@ -36,14 +36,17 @@ export function threadView(agentName: string, memory: AgentMemory | undefined) {
         ? prompt.filter((m) => m.role !== "system")
         : [{ type: "text", role: "user", content: stored }];
     const seen = (result: AgentResult) => seenBy(agentName, result);
-    const earlier = state.messages.concat(state.results.slice(0, priorResultCount(state)).flatMap(seen));
-    const thisTurn = state.results.slice(priorResultCount(state)).flatMap(seen);
+    // state.results copies the list on each read: read once.
+    const results = state.results;
+    const prior = priorResultCount(state);
+    const earlier = state.messages.concat(results.slice(0, prior).flatMap(seen));
+    const thisTurn = results.slice(prior).flatMap(seen);
     const contexts =
       memory && state.threadId
         ? await memory.beforeModelCall({
             threadId: state.threadId,
             text: stored ?? textOf(current),
-            call: state.results.length,
+            call: results.length,
           })
         : [];
     const context: Message[] = contexts.map((c) => ({ type: "text", role: "user", content: c.text }));
@@ -51,8 +54,40 @@ export function threadView(agentName: string, memory: AgentMemory | undefined) {
   };
 }
 
-/** A result as `agentName` sees it: whole when its own (or a user, summary or system row), text only when another agent's. */
+/**
+ * A turn's AgentKit state. Before each agent runs, AgentKit formats every result of the state as
+ * its own history view (formatHistory), on every replay of the run; each agent of the network
+ * replaces that view in its onStart (threadView), so it is never read, and the state hands
+ * AgentKit none.
+ */
+export class TurnState extends State<StateData> {
+  override formatHistory(): Message[] {
+    return [];
+  }
+}
+
+/**
+ * Each agent's view of a stored result, by agent name. The results a run read from history are
+ * frozen and shared by its replays (src/history/adapter.ts), so their views are built once.
+ */
+const storedViews = new Map<string, WeakMap<AgentResult, Message[]>>();
+
 function seenBy(agentName: string, result: AgentResult): Message[] {
+  if (!Object.isFrozen(result)) return viewOf(agentName, result);
+  let views = storedViews.get(agentName);
+  if (!views) {
+    views = new WeakMap<AgentResult, Message[]>();
+    storedViews.set(agentName, views);
+  }
+  const known = views.get(result);
+  if (known) return known;
+  const view = viewOf(agentName, result);
+  views.set(result, view);
+  return view;
+}
+
+/** A result as `agentName` sees it: whole when its own (or a user, summary or system row), text only when another agent's. */
+function viewOf(agentName: string, result: AgentResult): Message[] {
   const fromAgent =
     result.toolCalls.length > 0 || result.output.some((m) => m.type !== "text" || m.role === "assistant");
   if (!fromAgent || result.agentName === agentName) return [...result.output, ...result.toolCalls];

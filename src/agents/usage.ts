@@ -81,6 +81,25 @@ export function reportedUsage(format: string, answer: unknown): ReportedUsage | 
   return openAiUsage(fields.usage);
 }
 
+/**
+ * Whether a provider's answer asks for a tool call, as AgentKit's adapter would read it (OpenAI
+ * `tool_calls`, Anthropic `tool_use` content, Gemini `functionCall` parts): after such an answer
+ * the agent's tools run, then usually another inference.
+ */
+export function asksForTools(format: string, answer: unknown): boolean {
+  const fields = (answer ?? {}) as { choices?: unknown; content?: unknown; candidates?: unknown };
+  const items = (list: unknown): Fields[] => (Array.isArray(list) ? list.filter(isFields) : []);
+  if (format === "anthropic") return items(fields.content).some((item) => item.type === "tool_use");
+  if (format === "gemini")
+    return items(fields.candidates).some((candidate) =>
+      items(isFields(candidate.content) ? candidate.content.parts : undefined).some((part) => part.functionCall),
+    );
+  return items(fields.choices).some((choice) => {
+    const calls = isFields(choice.message) ? choice.message.tool_calls : undefined;
+    return Array.isArray(calls) && calls.length > 0;
+  });
+}
+
 /** The provider an adapter format speaks to, as the ledger names it. */
 export const providerOf = (format: string) =>
   ({ "openai-chat": "openai", anthropic: "anthropic", gemini: "gemini" })[format] ?? format;

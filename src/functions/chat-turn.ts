@@ -54,8 +54,12 @@ export function createChatTurn(deps: FunctionDeps) {
       ...turnOptions(deps),
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
-    async ({ event, runId, step, logger, inferenceStream }) => {
-      const turn = await runTurn(deps, { event, runId, step, inferenceStream }, { kind: "chat", data: event.data });
+    async ({ event, runId, step, logger, inferenceStream, inferenceUsage }) => {
+      const turn = await runTurn(
+        deps,
+        { event, runId, step, inferenceStream, inferenceUsage },
+        { kind: "chat", data: event.data },
+      );
       // Fields first, message last: the app's logger (pino) drops fields given after the message.
       logger.info({ runId, threadId: turn.outcome.threadId, ...turn.history }, "chat-turn history");
       return { ...turn.outcome, history: turn.history, summaryRequested: turn.summaryRequested };

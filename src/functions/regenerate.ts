@@ -20,10 +20,10 @@ export function createRegenerate(deps: FunctionDeps) {
       ...turnOptions(deps),
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).
-    async ({ event, runId, step, inferenceStream }) => {
+    async ({ event, runId, step, inferenceStream, inferenceUsage }) => {
       const turn = await runTurn(
         deps,
-        { event, runId, step, inferenceStream },
+        { event, runId, step, inferenceStream, inferenceUsage },
         { kind: "regenerate", data: event.data },
       );
       return turn.outcome;

@@ -2,9 +2,9 @@ import { Middleware, NonRetriableError } from "inngest";
 import type pg from "pg";
 import { isRetriableModelFailure } from "../agents/model-errors.js";
 import { streamCompletion, type ModelCall } from "../agents/streamed-completion.js";
-import { answeringModel, costOf, type PriceTable, providerOf, reportedUsage } from "../agents/usage.js";
+import { answeringModel, asksForTools, costOf, type PriceTable, providerOf, reportedUsage } from "../agents/usage.js";
 import { clearTurnRetrying, recordTurnRetrying } from "../history/turn-retrying.js";
-import { recordUsage } from "../history/usage.js";
+import { type PendingUsage, recordUsage, type UsageRecord } from "../history/usage.js";
 import { logger } from "../platform/logger.js";
 import { deltaWriter } from "../stream/delta-writer.js";
 import { describeFailure } from "./failure-message.js";
@@ -15,6 +15,21 @@ export type Inference = "gateway" | "stream";
 
 /** Where a turn's streamed text goes: the turn names its AgentKit state, whose threadId is the log's thread. */
 export type InferenceStream = { writeTo: (state: { threadId?: string | undefined }) => void };
+
+/**
+ * A turn's gateway inference usage that its answer's store records (PendingUsage): a final
+ * answer's (one that asks for no tool). `flush` records it in its own step instead, for a run that
+ * goes on to another inference or ends without storing its answer (AgentKit rejected it, a later
+ * step failed); the turn calls it when its network has run, whether or not it threw.
+ */
+export type InferenceUsage = PendingUsage & { flush: () => Promise<void> };
+
+/** Under INFERENCE=stream (each attempt records its own) and outside turns: nothing is ever pending. */
+const NOTHING_PENDING: InferenceUsage = {
+  pending: () => undefined,
+  stored: () => undefined,
+  flush: async () => undefined,
+};
 
 type StepTools = Middleware.StepTools;
 type InferInput = { model: ModelCall; body: Record<string, unknown> };
@@ -63,9 +78,13 @@ type UsageContext = {
  * With a price table (the turn functions), every inference's usage goes to the ledger
  * (src/history/usage.ts) with its turn, once per attempt. Under `stream` the inference step records
  * it itself, also for an attempt that failed after the provider reported it (billed all the same).
- * Under `gateway` the step `usage.<step id>` records it right after the inference returned, before
- * AgentKit reads the answer, so an answer AgentKit then rejects is counted too; a failed attempt
- * (an invoked run whose step.ai.infer failed) reports no usage to the SDK.
+ * Under `gateway` an answer that asks for tools has its usage recorded by the step
+ * `usage.<step id>` right after the inference returned, before AgentKit reads the answer. A final
+ * answer's usage is left pending (`inferenceUsage`): the turn's answer store records it in its own
+ * statement (history.append-results), whatever becomes of the answer; when anything else comes
+ * first (another inference, a throw, a run that stores nothing) `usage.<step id>` records it then,
+ * so an answer AgentKit rejects is counted too. The same key either way: recorded once. A failed
+ * attempt (an invoked run whose step.ai.infer failed) reports no usage to the SDK.
  */
 export function inferenceMiddleware(
   db: pg.Pool,
@@ -106,29 +125,47 @@ export function inferenceMiddleware(
       };
 
       // Nothing to record (not a turn): the Inngest server's step.ai.infer as it is.
-      if (inference === "gateway" && !event) return { ...arg, ctx: { ...arg.ctx, inferenceStream } };
+      if (inference === "gateway" && !event)
+        return { ...arg, ctx: { ...arg.ctx, inferenceStream, inferenceUsage: NOTHING_PENDING } };
       if (inference === "gateway") {
         const retrying =
           turn === undefined
             ? undefined
             : gatewayRetries({ db, step, runId, maxAttempts: turn.attempts, modelInference: turn.modelInference });
+        // Derived from memoized answers at the same points of every replay: the same on each.
+        let pending: UsageRecord | undefined;
+        const inferenceUsage: InferenceUsage = {
+          pending: () => pending,
+          stored: () => {
+            pending = undefined;
+          },
+          flush: async () => {
+            const record = pending;
+            pending = undefined;
+            if (record) await step.run(`usage.${record.stepId}`, () => recordUsage(db, record));
+          },
+        };
         const gatewayInfer = async (id: string, input: InferInput) => {
+          // A final answer followed by another inference (the pair network's reviewer) is recorded first.
+          await inferenceUsage.flush();
           const stepId = stepIdOf(id);
           const answer: unknown = retrying
             ? await retrying(id, stepId, input)
             : await step.ai.infer(id, input as Parameters<StepTools["ai"]["infer"]>[1]);
           const ledger = usage();
-          if (ledger && reportedUsage(input.model.format, answer))
-            await step.run(`usage.${stepId}`, () =>
-              recordInferenceUsage(ledger, { stepId, key: `${runId}:${stepId}`, attempt: 0, latencyMs: null }, input, {
-                answer,
-                failed: false,
-              }),
-            );
+          const record =
+            ledger &&
+            usageRecord(ledger, { stepId, key: `${runId}:${stepId}`, attempt: 0, latencyMs: null }, input, {
+              answer,
+              failed: false,
+            });
+          if (record && asksForTools(input.model.format, answer))
+            await step.run(`usage.${stepId}`, () => recordUsage(db, record));
+          else pending = record;
           return answer;
         };
         const gatewayStep = { ...step, ai: { ...step.ai, infer: gatewayInfer } } as unknown as StepTools;
-        return { ...arg, ctx: { ...arg.ctx, inferenceStream, step: gatewayStep } };
+        return { ...arg, ctx: { ...arg.ctx, inferenceStream, inferenceUsage, step: gatewayStep } };
       }
 
       const infer = (id: string, { model, body }: InferInput) => {
@@ -138,7 +175,7 @@ export function inferenceMiddleware(
         );
       };
       const streamingStep = { ...step, ai: { ...step.ai, infer } } as unknown as StepTools;
-      return { ...arg, ctx: { ...arg.ctx, inferenceStream, step: streamingStep } };
+      return { ...arg, ctx: { ...arg.ctx, inferenceStream, inferenceUsage: NOTHING_PENDING, step: streamingStep } };
     }
   };
 }
@@ -282,26 +319,42 @@ async function streamInference(
 }
 
 /**
- * Records one inference attempt's usage, if the provider reported any: the model that answered
- * (else the one asked for), its provider, and the cost by the price table. One statement.
+ * Records one inference attempt's usage, if the provider reported any (usageRecord). One statement.
  */
 async function recordInferenceUsage(
   context: UsageContext,
   attempt: { stepId: string; key: string; attempt: number; latencyMs: number | null },
+  input: InferInput,
+  outcome: { answer: unknown; failed: boolean },
+) {
+  const record = usageRecord(context, attempt, input, outcome);
+  if (record) await recordUsage(context.db, record);
+}
+
+/**
+ * One inference attempt's usage record, if the provider reported any usage: the model that
+ * answered (else the one asked for), its provider, and the cost by the price table.
+ */
+function usageRecord(
+  context: UsageContext,
+  attempt: { stepId: string; key: string; attempt: number; latencyMs: number | null },
   { model, body }: InferInput,
   { answer, failed }: { answer: unknown; failed: boolean },
-) {
+): UsageRecord | undefined {
   const usage = reportedUsage(model.format, answer);
-  if (!usage) return;
+  if (!usage) return undefined;
   const name = answeringModel(answer) ?? (typeof body.model === "string" ? body.model : model.format);
-  const { db, prices, ...turn } = context;
-  await recordUsage(db, {
-    ...turn,
+  const { prices, userId, messageId, threadId, runId } = context;
+  return {
+    userId,
+    messageId,
+    threadId,
+    runId,
     ...attempt,
     ...usage,
     provider: providerOf(model.format),
     model: name,
     costUsd: costOf(prices, name, usage),
     failed,
-  });
+  };
 }

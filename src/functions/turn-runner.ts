@@ -1,4 +1,4 @@
-import { createState, type HistoryConfig, type Message, type StateData } from "@inngest/agent-kit";
+import type { HistoryConfig, Message, StateData } from "@inngest/agent-kit";
 import type pg from "pg";
 import {
   type ChatMessageRegenerate,
@@ -10,7 +10,7 @@ import {
 import { ASSISTANT_NAME } from "../agents/assistant.js";
 import { createChatNetwork, NETWORK_AGENTS } from "../agents/network.js";
 import { summaryLag, turnSkipReason, userMessageText } from "../agents/run-state.js";
-import type { AgentMemory } from "../agents/thread-view.js";
+import { type AgentMemory, TurnState } from "../agents/thread-view.js";
 import { createTurnHistory } from "../history/adapter.js";
 import { agentThreadState } from "../history/agent-state.js";
 import { DEFAULT_BUSY_POLICY } from "../history/busy-policy.js";
@@ -23,7 +23,7 @@ import type { MemoryComponent, MemoryContext, ThreadMessage } from "../memory/co
 import { type AgentComponents, type MemoryConfig, memoryComponents, NO_MEMORY } from "../memory/components.js";
 import { turnLog } from "../stream/publish.js";
 import type { AgentsConfig, FunctionDeps } from "./chat-turn.js";
-import type { InferenceStream } from "./streaming-inference.js";
+import type { InferenceStream, InferenceUsage } from "./streaming-inference.js";
 import { turnApprovals } from "./tool-approvals.js";
 import { announceTurnFinished, turnOutcome } from "./turn-lifecycle.js";
 
@@ -42,11 +42,17 @@ const DEFAULT_AGENTS: AgentsConfig = { network: "assistant", memory: NO_MEMORY }
 export type TurnRequest = { kind: "chat"; data: ChatMessageSent } | { kind: "regenerate"; data: ChatMessageRegenerate };
 
 /** What a turn function's handler hands the runner from its context. */
-type RunContext = { event: { id?: string }; runId: string; step: StepTools; inferenceStream: InferenceStream };
+type RunContext = {
+  event: { id?: string };
+  runId: string;
+  step: StepTools;
+  inferenceStream: InferenceStream;
+  inferenceUsage: InferenceUsage;
+};
 
 export async function runTurn(
   deps: FunctionDeps,
-  { event, runId, step, inferenceStream }: RunContext,
+  { event, runId, step, inferenceStream, inferenceUsage }: RunContext,
   request: TurnRequest,
 ) {
   const { db } = deps;
@@ -80,6 +86,8 @@ export async function runTurn(
     edits: request.kind === "chat" ? request.data.edits : undefined,
     model: deps.model.configured ? { provider: deps.model.provider, name: deps.model.name } : undefined,
     busy,
+    // history.append-results records the final answer's usage (no usage.<step id> step for it).
+    usage: inferenceUsage,
   });
   const memory = turnMemory({ db, userId, step, ...configuredMemory(agents.memory) });
   const agentState = agentThreadState(db, { userId, declared: NETWORK_AGENTS[agents.network] });
@@ -112,9 +120,9 @@ export async function runTurn(
       // memory.<component>.new-message.<messageId>
       await memory.newMessage(threadId, { id: args.userMessage.id, role: "user", agentName: "user", text });
     },
-    // history.find-earlier-turn, history.wait-for-turn (rounds .2, .3, …) when an unfinished turn
-    // was ahead as the message was stored, then history.get. AgentKit calls no get for a new thread
-    // or a conversation the client sent.
+    // history.find-earlier-turn, history.wait-for-turn (rounds .2, .3, …) and history.get when an
+    // unfinished turn was ahead as the message was stored; otherwise no step (the message's step read
+    // the window). AgentKit calls no get for a new thread or a conversation the client sent.
     get: history.get,
     // agent-state.load: before the first agent (beforeFirstAgent, below).
     // Then, for each inference: generate-agent-ids-<k> (AgentKit), memory.<component>.context.<agent>.<k>,
@@ -141,8 +149,15 @@ export async function runTurn(
       }
     },
   };
+  // Client-sent messages make AgentKit skip history.get; they are the turn's earlier history.
+  const state = new TurnState({
+    data: {},
+    ...(data.threadId ? { threadId: data.threadId } : {}),
+    ...(conversation ? { messages: conversation as Message[] } : {}),
+  });
   const network = createChatNetwork({
     model: deps.model,
+    state,
     history: hooks,
     network: agents.network,
     memory: memory.forAgent,
@@ -154,17 +169,21 @@ export async function runTurn(
     beforeFirstAgent: (state) => agentState.load(step, state),
   });
 
-  // Client-sent messages make AgentKit skip history.get; they are the turn's earlier history.
-  const state = createState(
-    {},
-    {
-      ...(data.threadId ? { threadId: data.threadId } : {}),
-      ...(conversation ? { messages: conversation as Message[] } : {}),
-    },
-  );
   inferenceStream.writeTo(state);
   const log = turnLog({ db, step, runId, state, chunks: deps.eventLog === true });
-  const run = await network.run({ id: messageId, content, role: "user" }, { state, ...log.streaming });
+  // usage.<step id>: a final answer's usage that no answer store recorded (AgentKit rejected the
+  // answer, a later step failed, the turn stored nothing), recorded before the run goes on or fails.
+  // A run that failed fails with its own error: a usage step failing too must not replace it.
+  const run = await network.run({ id: messageId, content, role: "user" }, { state, ...log.streaming }).then(
+    async (done) => {
+      await inferenceUsage.flush();
+      return done;
+    },
+    async (error: unknown) => {
+      await inferenceUsage.flush().catch(() => undefined);
+      throw error;
+    },
+  );
   // turn.log-skipped: a turn skipped while it waited, without chunk logging (with it, publish-<n>:stream.ended).
   await log.afterRun();
   const threadId = run.state.threadId!;

@@ -1,7 +1,8 @@
 /**
  * The AgentKit history adapter (HistoryConfig) of a turn: creates the thread, stores the user
- * message, waits for earlier turns, reads the history window and stores the answer, each as one
- * durable step. Stores nothing itself: store.ts, summaries.ts and turn-waits.ts do.
+ * message (with its history window when no turn is ahead), else waits for earlier turns and reads
+ * the window, and stores the answer, each as one durable step. Stores nothing itself: store.ts,
+ * summaries.ts and turn-waits.ts do.
  * Imports: storage modules of src/history, the run-state contract of src/agents, never routes or functions.
  */
 import type { AgentResult, HistoryConfig, StateData } from "@inngest/agent-kit";
@@ -19,9 +20,10 @@ import { resultId } from "./ids.js";
 import { compactRow, type StoredHistoryRow, toAgentContent, toAgentResults } from "./messages.js";
 import { historyWindow, type ResolvedHistoryPolicy } from "./policy.js";
 import { beginTurn, storeAnswer, type StoredAnswer, type TurnKind, type TurnStart } from "./store.js";
-import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES, type HistoryRead } from "./summaries.js";
+import { readHistoryWithSummary, SUMMARIZE_AFTER_MESSAGES, type HistoryRead, withSummary } from "./summaries.js";
 import { applyHistoryBudgets, type BudgetReport, type ByteBudgetReport } from "./token-budget.js";
 import { waitForEarlierTurns } from "./turn-waits.js";
+import type { PendingUsage } from "./usage.js";
 import { setBounded } from "../platform/bounded-map.js";
 
 /** The run a history adapter serves: one turn on one user message. */
@@ -42,12 +44,14 @@ export type TurnContext = {
   model?: { provider: string; name: string } | undefined;
   /** A chat message's busy policy: reject is refused by the first statement while another turn runs (busy.ts). */
   busy?: BusyPolicy | undefined;
+  /** The usage of the inference the answer came from, when left for the answer's store to record. */
+  usage?: PendingUsage | undefined;
 };
 
 /**
  * Where the turn's earlier history came from and how much of it reached the model:
- * "database" (read by history.get), "client" (sent with the event), or "none" (policy none,
- * a new thread, or a re-run that answers nothing).
+ * "database" (read by history.get, or with the message on an idle thread), "client" (sent with
+ * the event), or "none" (policy none, a new thread, or a re-run that answers nothing).
  */
 type HistoryLoad = {
   from: "database" | "client" | "none";
@@ -56,6 +60,26 @@ type HistoryLoad = {
   budget?: BudgetReport;
   bytes?: ByteBudgetReport;
 };
+
+/**
+ * The history window as a step returns it (history.get, or history.append-user-message for a turn
+ * with no turn ahead): budgeted inside the step, so what Inngest stores is bounded, and as tuples,
+ * since every later request of the run carries it (outputs memoized before hold row objects).
+ */
+type HistoryStepRead = Omit<HistoryRead, "rows"> & {
+  rows: StoredHistoryRow[];
+  read: number;
+  bytes: ByteBudgetReport;
+  budget?: BudgetReport;
+};
+
+function historyStepRead(read: HistoryRead, limits: { maxBytes: number; maxTokens: number | null }): HistoryStepRead {
+  const budgeted = applyHistoryBudgets(read.rows, limits);
+  return { ...budgeted, rows: budgeted.rows.map(compactRow), summaryLag: read.summaryLag, read: read.rows.length };
+}
+
+/** What history.append-user-message returns: the turn's start, which run began it, and the window it read, if any. */
+type BegunTurn = TurnStart & { runId?: string; history?: HistoryStepRead };
 
 /** What history.get is handed by AgentKit, and what appendUserMessage hands it for a thread AgentKit thinks new. */
 type HistoryReadArgs = Pick<Parameters<NonNullable<HistoryConfig<StateData>["get"]>>[0], "state" | "step" | "threadId">;
@@ -82,11 +106,12 @@ const PARSED_HISTORIES = 100;
 const parsedHistories = new Map<string, { ids: readonly string[]; results: readonly AgentResult[] }>();
 
 /**
- * The AgentResults of a run's memoized history.get output. A run's function replays on every
- * request (async mode: one per step), and parsing the rows again each time (zod, every string
- * checked) is a good part of a replay's CPU. A memoized output never changes for its run, so it
- * is parsed once per run and process; each replay gets its own array of the same results, frozen
- * since every replay shares them (AgentKit only writes to the results of the running turn).
+ * The AgentResults of a run's memoized history window (history.get's output or the begin step's).
+ * A run's function replays on every request (async mode: one per step), and parsing the rows
+ * again each time (zod, every string checked) is a good part of a replay's CPU. A memoized output
+ * never changes for its run, so it is parsed once per run and process; each replay gets its own
+ * array of the same results, frozen since every replay shares them (AgentKit only writes to the
+ * results of the running turn).
  */
 function historyResults(runId: string, rows: readonly StoredHistoryRow[]): AgentResult[] {
   const known = parsedHistories.get(runId);
@@ -117,8 +142,9 @@ function deepFreeze(value: unknown): void {
  * AgentKit's HistoryConfig over PostgreSQL, for one turn.
  *
  * Thread ids, per AgentKit's table (tested in test/thread-ids.test.ts):
- * - resume (threadId given): createThread keeps it; append-user-message checks its owner; get
- *   loads the window;
+ * - resume (threadId given): createThread keeps it; append-user-message checks its owner, and
+ *   reads the window too when no unfinished turn is ahead; get returns that window, or (a turn
+ *   ahead) waits for the earlier turns and loads it in history.get;
  * - new conversation (no threadId): createThread names the thread after its first message, so a
  *   re-run of the event finds the same thread; append-user-message creates it, in the same
  *   statement that stores the message, once nothing refuses; AgentKit does not call get for it,
@@ -136,7 +162,7 @@ function deepFreeze(value: unknown): void {
  */
 export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
   // Set from the memoized append-user-message step, so it is the same on every replay.
-  let started: TurnStart | undefined;
+  let started: BegunTurn | undefined;
   // Set from the memoized append-results step, likewise.
   let stored: StoredAnswer | undefined;
   // AgentKit calls get only when the event named the thread; createThread tells which (the same on every replay).
@@ -146,7 +172,7 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
       ? { from: "none", read: 0, sent: 0 }
       : { from: "client", read: 0, sent: turn.clientMessages };
 
-  /** history.get's work: waits for the thread's earlier turns, then reads the history window. */
+  /** get's work: the window the begin statement read, else waits for earlier turns and reads it (history.get). */
   const readHistory = async ({ state, step, threadId }: HistoryReadArgs): Promise<AgentResult[]> => {
     if (!started) throw new Error("history.get ran before the user message was stored");
     // An empty client conversation is still the client's word: nothing is read.
@@ -165,26 +191,24 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
     // Policy none reads nothing: the model sees the current message alone.
     if (!window) return [];
     const beforeSeq = started.messageSeq;
-    const { maxTokens, maxBytes } = turn.policy;
-    // The budgets apply inside the step, so what the step returns (and Inngest stores) is bounded.
+    // With no turn ahead, the begin statement read the window (as history.get would have, after the
+    // thread's lock): no step. A start memoized without it (a turn ahead, a run in flight over a
+    // deploy, a new thread's follow-up stored first) reads it here.
     // The summary check rides on this read (in the same statement) rather than costing a step of its own.
-    const read = (await durably(step, "history.get", async () => {
-      const { rows, summaryLag } = await readHistoryWithSummary(db, {
-        threadId: threadId!,
-        userId: turn.userId,
-        beforeSeq,
-        window,
-        countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1,
-      });
-      const budgeted = applyHistoryBudgets(rows, { maxBytes, maxTokens });
-      // Tuples: every later request of the run carries this output (outputs memoized before hold row objects).
-      return { ...budgeted, rows: budgeted.rows.map(compactRow), summaryLag, read: rows.length };
-    })) as Omit<HistoryRead, "rows"> & {
-      rows: StoredHistoryRow[];
-      read: number;
-      bytes: ByteBudgetReport;
-      budget?: BudgetReport;
-    };
+    const read =
+      started.history ??
+      ((await durably(step, "history.get", async () =>
+        historyStepRead(
+          await readHistoryWithSummary(db, {
+            threadId: threadId!,
+            userId: turn.userId,
+            beforeSeq,
+            window,
+            countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1,
+          }),
+          turn.policy,
+        ),
+      )) as HistoryStepRead);
     setSummaryLag(state, read.summaryLag);
     const results = historyResults(turn.runId, read.rows);
     loaded = {
@@ -217,30 +241,38 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
     },
 
     appendUserMessage: async ({ state, step, userMessage, threadId }) => {
-      const begin = async () => ({
-        ...(await beginTurn(db, {
+      // The window get would read from the database (AgentKit calls get for a named thread, with no
+      // client conversation, when the policy reads one): the begin statement reads it along.
+      const window = namedByEvent && turn.clientMessages === undefined ? historyWindow(turn.policy) : null;
+      const begin = async (): Promise<BegunTurn> => {
+        const { window: read, ...start } = await beginTurn(db, {
           threadId: threadId!,
           userId: turn.userId,
           message: { id: userMessage.id, text: userMessage.content, clientTimestamp: turn.clientTimestamp },
           turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId, busy: turn.busy },
-          // The load is known once history.get has run: appendResults records it.
+          // The load is known once get has run: appendResults records it.
           // An edit is named in the turn's context: threadline_begin_turn reads it from there.
           context: {
             policy: turn.policy,
             ...(turn.model ? { model: turn.model } : {}),
             ...(turn.edits ? { edits: turn.edits } : {}),
           },
-        })),
-        // Which run began the turn: a rerun from a later step finds another run's start memoized.
-        runId: turn.runId,
-      });
-      let begun = (await durably(step, "history.append-user-message", begin)) as TurnStart & { runId?: string };
+          history: window ? { window, countUnsummarizedUpTo: SUMMARIZE_AFTER_MESSAGES + 1 } : undefined,
+        });
+        return {
+          ...start,
+          // Which run began the turn: a rerun from a later step finds another run's start memoized.
+          runId: turn.runId,
+          ...(read ? { history: historyStepRead(withSummary(threadId!, read), turn.policy) } : {}),
+        };
+      };
+      let begun = (await durably(step, "history.append-user-message", begin)) as BegunTurn;
       // The re-run rule (docs/engine.md): a rerun from a step after this one (dev server, REST API) is
       // a new run holding the original's memo, whose "running" speaks for the original run. It begins
       // its own turn under a step id no other run has memoized, so an answered message is skipped
       // (no model call, nothing stored or logged) and an unanswered one is answered by this run.
       if (begun.runId !== undefined && begun.runId !== turn.runId) {
-        begun = (await durably(step, `history.rerun-begin-turn.${turn.runId}`, begin)) as TurnStart & { runId: string };
+        begun = (await durably(step, `history.rerun-begin-turn.${turn.runId}`, begin)) as BegunTurn;
       }
       started = begun;
       // The model answers the stored words (a re-sent id with other words is refused, never answered).
@@ -263,6 +295,8 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
     appendResults: async ({ state, step, newResults, threadId }) => {
       if (!started || started.status === "skipped") return;
       const { messageSeq, variant } = started;
+      // Read outside the step, as the inferences left it (the same on every replay).
+      const usage = turn.usage?.pending();
       // The stored form of the results is built inside the step: a replay that finds it memoized needs none.
       stored = (await durably(step, "history.append-results", () =>
         storeAnswer(db, {
@@ -279,8 +313,10 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
             content: toAgentContent(result),
           })),
           context: { history: loaded },
+          usage,
         }),
       )) as StoredAnswer;
+      turn.usage?.stored();
       if (stored.status !== "completed" && stored.status !== "superseded") markTurnEnded(state, stored.status);
     },
   };

@@ -77,59 +77,51 @@ export const selectOwnedEventsAfter = ownedEventsAfter(
 export type SelectOwnedEventsAfterRow = OwnedEventsAfterRow;
 
 /**
- * How much data_text a page's first piece of frames holds at most (framesOf): a page of small rows
+ * How many bytes of frames a page's first piece holds at most (framesOf): a page of small rows
  * arrives as strings below V8's large-object size (128 KiB), which node-pg decodes for a tenth of
  * what one longer string costs (~0.1 ms of a 1,000-row replay, issue 19).
  */
 const FIRST_PIECE_BYTES = 64 * 1024;
 
-/** One row's Server-Sent Event, as hono's writeSSE writes it (`event`, `data`, `id` lines; the JSON holds no line break). */
-const frameOf = (p: string) =>
-  `'event: ' || ${p}.event || E'\\ndata: ' || ${p}.data_text || E'\\nid: ' || ${p}.id || E'\\n\\n'`;
-
 /**
  * A page of thread $1's log after id `after`, `rows` rows at most, as one row: the Server-Sent
- * Events a stream sends for them (frameOf), read only while the thread is its owner's (`owner`:
- * the condition on `t`). The page ends before the row that would start past `bytes` of data_text
- * (the first row is always in it), so a page of large rows stays bounded. One row always: the
- * thread's incarnation (NULL: not, or no longer, that owner's thread, and no rows), how many rows
- * were read, how many the page holds (fewer: the page is full) and how many of those read have
- * their data_text (fewer than read: the page is read again as rows, see readThreadEventFrames),
- * and the frames in two pieces: `frames`, the rows starting in the page's first FIRST_PIECE_BYTES
- * of data_text, and `more_frames`, the rest (NULL: none). The first and last id are read from the
- * frames: each aggregate costs ~0.05 ms a 1,000-row page. A row's `piece` is 0 or 1, NULL past
- * the page. string_agg takes the rows in the order of the sorted subquery, as PostgreSQL's
- * documentation allows with no join or grouping between them; an ORDER BY in the aggregate would
- * sort the page again, frames and all (half the read's time at 5,000 rows). The running sum
- * (computed once for its two uses) is over a ROWS frame: ids are unique, so RANGE's peer lookups
- * (the default) find nothing and cost ~0.1 ms a 1,000-row page.
+ * Events a stream sends for them (each row's `frame`, written with it: migration 0028), read only
+ * while the thread is its owner's (`owner`: the condition on `t`). The page ends before the row
+ * that would start past `bytes` bytes of frames (the first row is always in it), so a page of
+ * large rows stays bounded; where each row starts is its frame_offset less the first row's (one
+ * lookup, an InitPlan), so no running sum is computed per read. One row always: the thread's
+ * incarnation (NULL: not, or no longer, that owner's thread, and no rows), how many rows were
+ * read, how many the page holds (fewer: the page is full) and how many of those read have their
+ * frame (fewer than read: the page is read again as rows, see readThreadEventFrames), and the
+ * frames in two pieces: `frames`, the rows starting in the page's first FIRST_PIECE_BYTES, and
+ * `more_frames`, the rest (NULL: none). The first and last id are read from the frames: each
+ * aggregate costs ~0.05 ms a 1,000-row page. string_agg takes the rows in the order of the sorted
+ * subquery, as PostgreSQL's documentation allows with no join or grouping between them; an ORDER
+ * BY in the aggregate would sort the page again, frames and all (half the read's time at 5,000
+ * rows). Offsets grow with ids, so each piece's rows are consecutive.
  */
-/** The data_text bytes of the rows before row `r` (framesOf's running sum, computed once for its uses). */
-const bytesBefore =
-  "(sum(coalesce(octet_length(r.data_text), 0)) OVER running - coalesce(octet_length(r.data_text), 0))";
-
 const framesOf = (owner: string, after: string, rows: string, bytes: string) => `
   SELECT (SELECT t.created_at::text FROM threads t WHERE t.id = $1 AND ${owner}) AS incarnation,
-    count(*)::int AS read, count(p.piece)::int AS count, count(p.data_text)::int AS with_text,
-    string_agg(${frameOf("p")}, '') FILTER (WHERE p.piece = 0) AS frames,
-    string_agg(${frameOf("p")}, '') FILTER (WHERE p.piece = 1) AS more_frames
+    count(*)::int AS read, count(*) FILTER (WHERE r.before < ${bytes})::int AS count,
+    count(r.frame)::int AS framed,
+    string_agg(r.frame, '') FILTER (WHERE r.before < least(${FIRST_PIECE_BYTES}, ${bytes})) AS frames,
+    string_agg(r.frame, '') FILTER (WHERE r.before >= ${FIRST_PIECE_BYTES} AND r.before < ${bytes}) AS more_frames
   FROM (
-    SELECT r.*,
-      CASE WHEN ${bytesBefore} < ${bytes} THEN least(${bytesBefore} / ${FIRST_PIECE_BYTES}, 1) END AS piece
-    FROM (
-      SELECT x.id, x.event, x.data_text FROM thread_events x
-      WHERE x.thread_id = $1 AND x.id > ${after} AND EXISTS (SELECT 1 FROM threads t WHERE t.id = $1 AND ${owner})
-      ORDER BY x.id
-      LIMIT ${rows}
-    ) r
-    WINDOW running AS (ORDER BY r.id ROWS UNBOUNDED PRECEDING)
-  ) p`;
+    SELECT x.frame,
+      x.frame_offset - (
+        SELECT f.frame_offset FROM thread_events f WHERE f.thread_id = $1 AND f.id > ${after} ORDER BY f.id LIMIT 1
+      ) AS before
+    FROM thread_events x
+    WHERE x.thread_id = $1 AND x.id > ${after} AND EXISTS (SELECT 1 FROM threads t WHERE t.id = $1 AND ${owner})
+    ORDER BY x.id
+    LIMIT ${rows}
+  ) r`;
 /** A page as framesOf reads it (bigint ids arrive as text). */
 export type EventFramesRow = {
   incarnation: string | null;
   read: number;
   count: number;
-  with_text: number;
+  framed: number;
   frames: string | null;
   more_frames: string | null;
 };

@@ -122,14 +122,14 @@ async function readOwnedEventsAfter(
  */
 export type EventFrames = { frames: string[]; count: number; firstId: number; lastId: number };
 
-/** How much one page holds at most: rows, and bytes of payload (the first row whatever its size). */
+/** How much one page holds at most: rows, and bytes of frames (the first row whatever its size). */
 export type PageLimit = { rows: number; bytes: number };
 
 /** A page read: null when nothing came after the resume point; `full` when more may follow it. */
 type FramesRead = { page: EventFrames | null; full: boolean };
 
 /**
- * Rows as a page of frames, built here: rows without data_text (written before migration 0022, or
+ * Rows as a page of frames, built here: rows without a frame (written before migration 0022, or
  * see threadline_event_text).
  */
 const framesOfRows = (rows: readonly ThreadEvent[]): EventFrames | null =>
@@ -146,7 +146,7 @@ const framesOfRows = (rows: readonly ThreadEvent[]): EventFrames | null =>
 
 /**
  * Reads a page of frames with `statement` (framesOf in events-sql.ts, its parameters `values`
- * then rows and bytes); a page with a row without data_text is read again as rows by `readRows`
+ * then rows and bytes); a page with a row without its frame is read again as rows by `readRows`
  * (as many as the page held). incarnation null: the thread is not the owner's.
  */
 async function readFrames(
@@ -162,7 +162,7 @@ async function readFrames(
   });
   const row = rows[0]!;
   if (row.incarnation === null || row.count === 0) return { incarnation: row.incarnation, page: null, full: false };
-  if (row.with_text < row.read) {
+  if (row.framed < row.read) {
     const { incarnation, events } = await readRows(row.count);
     return { incarnation, page: framesOfRows(events), full: events.length === row.count };
   }

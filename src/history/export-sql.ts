@@ -143,10 +143,13 @@ export const insertSummary = `INSERT INTO thread_summaries (thread_id, covers_th
 
 export const insertAgentState = `INSERT INTO agent_thread_state (thread_id, agent_name, data, updated_at) VALUES ($1, $2, $3, $4)`;
 
-/** An imported event-log row, with its payload as the stream sends it (threadline_event_text). */
+/**
+ * An imported event-log row, with the Server-Sent Event its stream sends (threadline_event_frame,
+ * as threadline_append_events writes it); its frame_offset is set by setEventCounter.
+ */
 export const insertEvent = `
-  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text, created_at)
-  VALUES ($1, $2, $3, $4, $5, $6, $7, threadline_event_text($7::jsonb), $8)`;
+  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, frame, created_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, threadline_event_frame($6, $2, $7), $8)`;
 
 export const insertFeedback = `
   INSERT INTO message_feedback (message_id, thread_id, user_id, rating, comment, created_at, updated_at)
@@ -161,9 +164,23 @@ export const finishThread = `
     updated_at = $2, last_activity_at = date_trunc('milliseconds', $3::timestamptz), last_message_at = $4
   WHERE id = $1`;
 
+/**
+ * After its events: each row's frame_offset (the bytes of the thread's frames before it), and the
+ * thread's event counter (its last id, and the bytes of all its frames), as threadline_append_events
+ * keeps them.
+ */
 export const setEventCounter = `
-  INSERT INTO thread_event_counters (thread_id, last_id) SELECT $1, max(id) FROM thread_events WHERE thread_id = $1 HAVING max(id) IS NOT NULL
-  ON CONFLICT (thread_id) DO UPDATE SET last_id = excluded.last_id`;
+  WITH placed AS (
+    UPDATE thread_events x SET frame_offset = o.before
+    FROM (
+      SELECT e.id, coalesce(sum(coalesce(octet_length(e.frame), 0)) OVER (ORDER BY e.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before
+      FROM thread_events e WHERE e.thread_id = $1
+    ) o
+    WHERE x.thread_id = $1 AND x.id = o.id
+  )
+  INSERT INTO thread_event_counters (thread_id, last_id, frame_bytes)
+  SELECT $1, max(id), sum(coalesce(octet_length(frame), 0)) FROM thread_events WHERE thread_id = $1 HAVING max(id) IS NOT NULL
+  ON CONFLICT (thread_id) DO UPDATE SET last_id = excluded.last_id, frame_bytes = excluded.frame_bytes`;
 
 export const insertUsage = `
   INSERT INTO usage_records (key, user_id, thread_id, message_id, variant, run_id, step_id, attempt, provider, model,

@@ -29,6 +29,12 @@ import pg from "pg";
  * the old function in a migration and changes the file in the same commit; a new trigger's
  * migration creates its function too (as above) and adds the file.
  *
+ * A database that holds a migration this version does not have was migrated by a newer version:
+ * its functions are that version's, written to serve older callers through a rolling deploy or a
+ * rollback (docs/operations.md), so an older instance leaves them as they are. Applying its own
+ * files would put back what the newer version replaced (0027: a second threadline_begin_turn
+ * beside the newer one, which makes every call of it ambiguous).
+ *
  * The lock is node-pg-migrate's own id, taken on this session around both parts (node-pg-migrate's
  * runner, given this connection, takes none; its own lock would be released when it returns):
  * several instances starting together, or one of an older version, wait for each other. Ending the
@@ -61,11 +67,25 @@ export async function migrate(
       log,
       logger: { debug: () => undefined, info: log, warn: log, error: log },
     });
-    const functions = await applyFunctionSources(client, log);
+    const newer = await migrationsNewerThanThese(client);
+    if (newer.length > 0)
+      log(`> functions left as they are: the database holds migrations newer than this version (${newer.join(", ")})`);
+    const functions = newer.length > 0 ? [] : await applyFunctionSources(client, log);
     return [...migrations.map((migration) => migration.name), ...functions.map((name) => `functions/${name}.sql`)];
   } finally {
     await client.end();
   }
+}
+
+/** Migrations the database recorded that this version's migrations directory does not hold. */
+async function migrationsNewerThanThese(client: pg.Client): Promise<string[]> {
+  const known = new Set(
+    (await readdir(MIGRATIONS_DIR))
+      .filter((file) => file.endsWith(".sql"))
+      .map((file) => file.slice(0, -".sql".length)),
+  );
+  const { rows } = await client.query<{ name: string }>(`SELECT name FROM ${MIGRATIONS_TABLE} ORDER BY run_on, id`);
+  return rows.map((row) => row.name).filter((name) => !known.has(name));
 }
 
 type FunctionSource = { name: string; sql: string; checksum: string };

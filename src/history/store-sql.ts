@@ -1,9 +1,11 @@
 import type { HistoryRow } from "./messages.js";
+import { insertUsage } from "./usage-sql.js";
 
 /**
  * The statements of store.ts, each with the row type it returns: creating or checking a thread,
- * a turn's two writes (history.append-user-message, history.append-results), the history read
- * (history.get), and the reads behind regenerate, the answer variants and the debug view.
+ * a turn's two writes (history.append-user-message, which also reads the history window of a
+ * turn with none ahead, and history.append-results), the history read (history.get), and the
+ * reads behind regenerate, the answer variants and the debug view.
  *
  * Thread order is (turn_seq, seq): turn_seq is the seq of the user message a row belongs to.
  * Each history step of a turn is one statement (one round trip, atomic on its own); the two that
@@ -32,10 +34,13 @@ export type SelectThreadOwnerRow = { user_id: string };
  * and whether an unfinished turn is ahead of it (the lookup history.find-earlier-turn would make,
  * race-free under the thread's lock: a turn on an idle thread skips that step).
  * $10: the busy policy (raises TL409 for reject while another turn is unfinished: busy.ts).
+ * $11: read the history window ($12–$14: selectHistoryWindow's $3–$5), returned in the window
+ * columns when the turn runs with no turn ahead (null otherwise): that turn takes no history.get step.
  */
 export const beginTurn = `
-  SELECT refusal, message_seq, stored_text, variant, status, skip_reason, turn_ahead
-  FROM threadline_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)`;
+  SELECT refusal, message_seq, stored_text, variant, status, skip_reason, turn_ahead,
+    window_rows, window_start, summary_through, summary_text, summary_updated_at, unsummarized
+  FROM threadline_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`;
 /** The prepared name of beginTurn (history.append-user-message). */
 export const beginTurnName = "history.begin-turn";
 export type BeginTurnRow = {
@@ -46,6 +51,13 @@ export type BeginTurnRow = {
   status: "running" | "skipped";
   skip_reason: string | null;
   turn_ahead: boolean | null;
+  /** The history window, or null (not asked for, a turn ahead, skipped, refused): SelectHistoryWindowRow's. */
+  window_rows: HistoryRow[] | null;
+  window_start: string | null;
+  summary_through: string | null;
+  summary_text: string | null;
+  summary_updated_at: Date | null;
+  unsummarized: number | null;
 };
 
 /**
@@ -71,6 +83,18 @@ export type StoreAnswerRow = {
 };
 
 /**
+ * storeAnswer that also records the usage of the inference that produced the answer ($10–$25: the
+ * usage insert's $1–$16), in the same statement whatever the store's outcome (a refusal, a turn
+ * ended by another hand: the model was billed all the same). The usage's key makes it idempotent,
+ * also against a `usage.<step id>` step memoized before (the row that step wrote stays the one).
+ */
+export const storeAnswerWithUsage = `
+  WITH usage AS (${insertUsage.replace(/\$(\d+)/g, (_, n: string) => `$${Number(n) + 9}`)})
+  ${storeAnswer.trim()}`;
+/** The prepared name of storeAnswerWithUsage (history.append-results of an answer whose usage it records). */
+export const storeAnswerWithUsageName = "history.store-answer-with-usage";
+
+/**
  * What POST /api/chat checks before sending the event: the owner of the thread the message goes
  * to ($1, or the message's own id for a new thread), whether that id is a deleted thread's, and
  * what the message id already names.
@@ -91,7 +115,8 @@ export type SelectSendableRow = {
 };
 
 /**
- * history.get in one statement: the thread's owner, the current path before the user message at
+ * history.get in one statement (threadline_history_window, which threadline_begin_turn reads too
+ * for a turn with no turn ahead; an SQL function the planner inlines): the thread's owner, the current path before the user message at
  * $2 limited to the last $3 user messages (and everything after each; NULL: no limit), plus, when
  * $4, the system and summary rows older than that window; and the thread's summary with how many
  * current-path messages lie after what it covers and before where the window's turns begin
@@ -112,44 +137,8 @@ export type SelectSendableRow = {
  * json_build_object per row (together an eighth of the statement's CPU).
  */
 export const selectHistoryWindow = `
-  WITH window_start AS (
-    -- No limit: the window is the whole thread, including rows before its first user message.
-    SELECT CASE WHEN $3::bigint IS NULL THEN 0 ELSE coalesce(min(seq), $2) END AS turn_seq FROM (
-      SELECT seq FROM messages
-      WHERE thread_id = $1 AND on_path AND kind = 'user' AND seq < $2
-      ORDER BY seq DESC
-      LIMIT $3
-    ) last_users
-  ), window_rows AS (
-    SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
-    FROM messages m
-    WHERE m.thread_id = $1 AND m.on_path AND m.turn_seq < $2 AND m.turn_seq >= (SELECT turn_seq FROM window_start)
-    UNION ALL
-    SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
-    FROM messages m
-    WHERE $4 AND m.thread_id = $1 AND m.on_path AND m.kind IN ('system', 'summary') AND m.turn_seq < (SELECT turn_seq FROM window_start)
-  )
-  SELECT t.user_id, w.rows, w.turn_seq AS window_start,
-    s.covers_through_turn_seq, s.text AS summary_text, s.updated_at AS summary_updated_at,
-    (SELECT count(*)::int FROM (
-       SELECT 1 FROM messages m
-       WHERE m.thread_id = $1 AND m.on_path
-         AND m.turn_seq > coalesce(s.covers_through_turn_seq, 0) AND m.turn_seq < w.turn_seq
-       LIMIT $5
-     ) unsummarized) AS unsummarized
-  FROM threads t
-  CROSS JOIN (
-    SELECT coalesce(json_agg(r ORDER BY m.turn_seq, m.seq), '[]'::json) AS rows,
-      -- Where the window's turns begin: its oldest user message or answer, else the current message.
-      coalesce(min(m.turn_seq) FILTER (WHERE m.kind IN ('user', 'agent')), $2) AS turn_seq
-    FROM window_rows m
-    CROSS JOIN LATERAL (
-      SELECT m.id, m.kind, m.agent_name AS "agentName", m.content,
-        floor(extract(epoch FROM m.created_at) * 1000)::bigint AS "createdAt"
-    ) r
-  ) w
-  LEFT JOIN thread_summaries s ON s.thread_id = t.id
-  WHERE t.id = $1`;
+  SELECT user_id, rows, window_start, covers_through_turn_seq, summary_text, summary_updated_at, unsummarized
+  FROM threadline_history_window($1, $2, $3, $4, $5)`;
 /** The prepared name of selectHistoryWindow (history.get). */
 export const selectHistoryWindowName = "history.read-window";
 export type SelectHistoryWindowRow = {

@@ -4,13 +4,14 @@ import { type BusyPolicy, DEFAULT_BUSY_POLICY } from "./busy-policy.js";
 import { threadBusyFromError } from "./busy.js";
 import type { AgentContent, HistoryRow } from "./messages.js";
 import * as sql from "./store-sql.js";
+import { type UsageRecord, usageValues } from "./usage.js";
 
 /**
  * The storage operations behind the history adapter and the HTTP API. Each history step of a
  * turn is one statement (one round trip, atomic on its own), so a step that retries after a lost
  * connection simply runs it again, and no thread lock is held across round trips. Every
  * operation is idempotent, and refuses before it writes anything.
- * Imports: pg, errors.ts, messages.ts types and store-sql.ts.
+ * Imports: pg, errors.ts, messages.ts types, store-sql.ts and usage.ts (a usage record's values).
  */
 
 export type TurnKind = "chat" | "regenerate";
@@ -139,6 +140,8 @@ export async function checkSendable(
  * Which variant the run writes is decided in threadline_begin_turn (src/history/schema/functions).
  * A new message sent with busy policy reject is refused while another turn of the thread is
  * unfinished (ThreadBusy, busy.ts), before anything is written.
+ * With `history`, a turn that runs with no unfinished turn ahead also gets its history window,
+ * read in the same statement after the thread's lock (what readHistoryWindow would read next).
  */
 export async function beginTurn(
   db: pg.Pool,
@@ -149,9 +152,11 @@ export async function beginTurn(
     turn: { runId: string; kind: TurnKind; eventId?: string | undefined; busy?: BusyPolicy | undefined };
     /** What the turn's history is made of (policy and its sources), for the debug view. */
     context?: Record<string, unknown> | undefined;
+    /** The window to read (readHistoryWindow's), or none. */
+    history?: { window: HistoryWindow; countUnsummarizedUpTo: number } | undefined;
   },
-): Promise<TurnStart> {
-  const { threadId, userId, message, turn } = input;
+): Promise<TurnStart & { window?: HistoryWindowRead }> {
+  const { threadId, userId, message, turn, history } = input;
   const { rows } = await db
     .query<sql.BeginTurnRow>({
       name: sql.beginTurnName,
@@ -167,6 +172,10 @@ export async function beginTurn(
         turn.eventId ?? null,
         input.context ?? null,
         turn.busy ?? DEFAULT_BUSY_POLICY,
+        history !== undefined,
+        history ? earlierUserMessages(history.window) : null,
+        history?.window.preserveSystemMessages ?? false,
+        history?.countUnsummarizedUpTo ?? 0,
       ],
     })
     // The thread was deleted (migration 0016's tombstone): its events never bring it back. Busy
@@ -183,6 +192,18 @@ export async function beginTurn(
     status: row.status,
     ...(row.skip_reason ? { skipReason: row.skip_reason } : {}),
     turnAhead: row.turn_ahead === true,
+    ...(row.window_rows === null
+      ? {}
+      : {
+          window: windowRead({
+            rows: row.window_rows,
+            window_start: row.window_start!,
+            covers_through_turn_seq: row.summary_through,
+            summary_text: row.summary_text,
+            summary_updated_at: row.summary_updated_at,
+            unsummarized: row.unsummarized!,
+          }),
+        }),
   };
 }
 
@@ -214,15 +235,30 @@ export async function readHistoryWindow(
   input: { threadId: string; userId: string; beforeSeq: number; window: HistoryWindow; countUnsummarizedUpTo: number },
 ): Promise<HistoryWindowRead> {
   const { threadId, userId, beforeSeq, window } = input;
-  const earlierUserMessages = window.userMessages === null ? null : Math.max(window.userMessages - 1, 0);
   const { rows } = await db.query<sql.SelectHistoryWindowRow>({
     name: sql.selectHistoryWindowName,
     text: sql.selectHistoryWindow,
-    values: [threadId, beforeSeq, earlierUserMessages, window.preserveSystemMessages, input.countUnsummarizedUpTo],
+    values: [
+      threadId,
+      beforeSeq,
+      earlierUserMessages(window),
+      window.preserveSystemMessages,
+      input.countUnsummarizedUpTo,
+    ],
   });
   const read = rows[0];
   if (!read) return { rows: [], summary: null, windowStart: beforeSeq, unsummarized: 0 };
   if (read.user_id !== userId) throw threadNotOwned(threadId);
+  return windowRead(read);
+}
+
+/** How many user messages before the current one the window holds (null: all). */
+function earlierUserMessages(window: HistoryWindow): number | null {
+  return window.userMessages === null ? null : Math.max(window.userMessages - 1, 0);
+}
+
+/** A window row as read, by history.get or by the begin statement. */
+function windowRead(read: Omit<sql.SelectHistoryWindowRow, "user_id">): HistoryWindowRead {
   return {
     rows: read.rows,
     summary:
@@ -280,12 +316,14 @@ export async function storeAnswer(
     results: { id: string; agentName: string; content: AgentContent }[];
     /** Merged into what the turn recorded of its history when it started (e.g. message counts). */
     context?: Record<string, unknown> | undefined;
+    /** The usage of the inference the answer came from, recorded in the same statement whatever its outcome. */
+    usage?: UsageRecord | undefined;
   },
 ): Promise<StoredAnswer> {
-  const { threadId, userId, runId, messageId, messageSeq, variant, results } = input;
+  const { threadId, userId, runId, messageId, messageSeq, variant, results, usage } = input;
   const { rows } = await db.query<sql.StoreAnswerRow>({
-    name: sql.storeAnswerName,
-    text: sql.storeAnswer,
+    name: usage ? sql.storeAnswerWithUsageName : sql.storeAnswerName,
+    text: usage ? sql.storeAnswerWithUsage : sql.storeAnswer,
     values: [
       threadId,
       userId,
@@ -296,6 +334,7 @@ export async function storeAnswer(
       input.detachLaterTurns,
       JSON.stringify(results),
       input.context ?? null,
+      ...(usage ? usageValues(usage) : []),
     ],
   });
   const row = rows[0]!;

@@ -4,7 +4,7 @@ import { SUMMARY_AGENT_NAME, type HistoryRow } from "./messages.js";
 import { sanitizeText } from "./safe-text.js";
 import * as sql from "./summaries-sql.js";
 import { HistoryRefusal, threadNotOwned } from "./errors.js";
-import { readHistoryWindow } from "./store.js";
+import { type HistoryWindowRead, readHistoryWindow } from "./store.js";
 
 /**
  * Progressive summaries: history reads send a thread's summary in place of the turns it covers,
@@ -32,11 +32,16 @@ export async function readHistoryWithSummary(
   db: pg.Pool,
   input: Parameters<typeof readHistoryWindow>[1],
 ): Promise<HistoryRead> {
-  const { rows, summary, windowStart, unsummarized } = await readHistoryWindow(db, input);
+  return withSummary(input.threadId, await readHistoryWindow(db, input));
+}
+
+/** A window read (by history.get, or by the begin statement of a turn with none ahead) with its summary row. */
+export function withSummary(threadId: string, read: HistoryWindowRead): HistoryRead {
+  const { rows, summary, windowStart, unsummarized } = read;
   const summaryLag = { windowStart, unsummarized };
   if (summary === null || summary.coversThrough >= windowStart) return { rows, summaryLag };
   const summaryRow: HistoryRow = {
-    id: summaryId(input.threadId, summary.coversThrough),
+    id: summaryId(threadId, summary.coversThrough),
     kind: "summary",
     agentName: SUMMARY_AGENT_NAME,
     content: { text: summary.text },

@@ -29,30 +29,42 @@ export type UsageRecord = {
   failed: boolean;
 };
 
+/**
+ * A turn's inference usage left for its answer's store (history.append-results) to record in the
+ * same statement: that of the inference the answer came from, when nothing ran after it.
+ */
+export type PendingUsage = {
+  /** The usage the store is to record, if any is pending. */
+  pending: () => UsageRecord | undefined;
+  /** The store recorded the pending usage (or a memoized store had). */
+  stored: () => void;
+};
+
 /** Records a call's usage; the same key again inserts nothing. One statement. */
 export async function recordUsage(db: pg.Pool, record: UsageRecord): Promise<void> {
-  await db.query({
-    name: sql.insertUsageName,
-    text: sql.insertUsage,
-    values: [
-      record.key,
-      record.userId,
-      record.threadId,
-      record.messageId,
-      record.runId,
-      record.stepId,
-      record.attempt,
-      record.provider,
-      record.model,
-      record.inputTokens,
-      record.outputTokens,
-      record.cachedTokens,
-      record.reasoningTokens,
-      record.latencyMs,
-      record.costUsd,
-      record.failed,
-    ],
-  });
+  await db.query({ name: sql.insertUsageName, text: sql.insertUsage, values: usageValues(record) });
+}
+
+/** A usage record as the values of the usage insert ($1–$16, in its column order). */
+export function usageValues(record: UsageRecord): unknown[] {
+  return [
+    record.key,
+    record.userId,
+    record.threadId,
+    record.messageId,
+    record.runId,
+    record.stepId,
+    record.attempt,
+    record.provider,
+    record.model,
+    record.inputTokens,
+    record.outputTokens,
+    record.cachedTokens,
+    record.reasoningTokens,
+    record.latencyMs,
+    record.costUsd,
+    record.failed,
+  ];
 }
 
 /** Summed usage: tokens and calls, and the cost of the priced calls (null when none was priced). */

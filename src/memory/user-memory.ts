@@ -13,6 +13,15 @@ export const DEFAULT_MEMORY_CONTEXT_TOKENS = 500;
 /** Memories considered for one request, best first, before the token budget cuts the list. */
 const CANDIDATES = 50;
 
+// The tools' parameters, one schema each for the process: the JSON Schema AgentKit sends for them
+// is converted once (src/agents/tool-schemas.ts), though the tools are built per user.
+const rememberParameters = z.object({ fact: z.string().describe("The fact, in one short sentence") });
+const recallParameters = z.object({ topic: z.string().describe("What to look for") });
+const forgetParameters = z.object({
+  fact: z.string().optional().describe("The memory's text"),
+  id: z.string().optional().describe("The memory's id from recall"),
+});
+
 /**
  * How remembered facts reach the model: like a thread's summary (src/history/messages.ts) they
  * are the user's words, not the operator's, so they are user-role data inside a fence no memory
@@ -43,7 +52,7 @@ export function userMemory({
         name: "remember",
         description:
           "Remember a fact or preference about the user for future conversations (for example 'prefers metric units'). Use it when the user asks you to remember something or states a lasting preference. One short fact per call.",
-        parameters: z.object({ fact: z.string().describe("The fact, in one short sentence") }),
+        parameters: rememberParameters,
         handler: async ({ fact }, { step }) => {
           const text = fact.trim();
           if (text.length === 0 || text.length > MAX_MEMORY_LENGTH)
@@ -60,7 +69,7 @@ export function userMemory({
         name: "recall",
         description:
           "Look up what you remember about the user that relates to a topic. Returns the memories with their ids.",
-        parameters: z.object({ topic: z.string().describe("What to look for") }),
+        parameters: recallParameters,
         handler: async ({ topic }, { step }) => {
           const read = () => relevantMemories(db, { userId, text: topic, limit: 20 });
           const memories = step ? await step.run("memory.recall", read) : await read();
@@ -71,10 +80,7 @@ export function userMemory({
         name: "forget",
         description:
           "Forget one memory about the user, named by its exact text or by the id recall returned. Use it when the user asks you to forget something.",
-        parameters: z.object({
-          fact: z.string().optional().describe("The memory's text"),
-          id: z.string().optional().describe("The memory's id from recall"),
-        }),
+        parameters: forgetParameters,
         handler: async ({ fact, id }, { step }) => {
           const target = id && z.uuid().safeParse(id).success ? id : fact ? memoryIdFor(userId, fact) : undefined;
           if (!target) return { error: "Name the memory to forget by its text or by its id from recall." };

@@ -75,6 +75,7 @@ END) STORED,
 CREATE TABLE thread_event_counters (
   thread_id uuid NOT NULL,
   last_id bigint DEFAULT 0 NOT NULL,
+  frame_bytes bigint DEFAULT 0 NOT NULL,
   CONSTRAINT thread_event_counters_pkey PRIMARY KEY (thread_id),
   CONSTRAINT thread_event_counters_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE
 );
@@ -89,6 +90,8 @@ CREATE TABLE thread_events (
   data jsonb NOT NULL,
   created_at timestamp with time zone DEFAULT now() NOT NULL,
   data_text text,
+  frame text,
+  frame_offset bigint DEFAULT 0 NOT NULL,
   CONSTRAINT thread_events_pkey PRIMARY KEY (thread_id, id),
   CONSTRAINT thread_events_run_id_attempt_key_key UNIQUE (run_id, attempt, key),
   CONSTRAINT thread_events_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE
@@ -281,33 +284,49 @@ AS $function$
 DECLARE
   v_count integer;
   v_last bigint;
+  v_bytes bigint;
 BEGIN
   PERFORM 1 FROM threads t WHERE t.id = p_thread_id FOR KEY SHARE;
   IF NOT FOUND THEN
     RETURN NULL;
   END IF;
   -- The counter row exists after the thread's first event: created only when missing.
-  SELECT c.last_id INTO v_last FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
+  SELECT c.last_id, c.frame_bytes INTO v_last, v_bytes FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
   IF NOT FOUND THEN
     INSERT INTO thread_event_counters (thread_id) VALUES (p_thread_id) ON CONFLICT (thread_id) DO NOTHING;
-    SELECT c.last_id INTO v_last FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
+    SELECT c.last_id, c.frame_bytes INTO v_last, v_bytes FROM thread_event_counters c WHERE c.thread_id = p_thread_id FOR UPDATE;
   END IF;
 
   -- The new events get the ids after the counter's, in order; an event this run and attempt
   -- already wrote is skipped. This statement's snapshot is taken under the counter's lock: it sees
   -- every writer of the thread's events that went before.
-  INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, data_text)
-    SELECT p_thread_id, v_last + row_number() OVER (ORDER BY e.ord), p_run_id, p_attempt, e.item ->> 'key', e.item ->> 'event',
-           d.data, threadline_event_text(d.data)
-    FROM jsonb_array_elements(p_events) WITH ORDINALITY AS e(item, ord)
-    CROSS JOIN LATERAL (SELECT coalesce(e.item -> 'data', '{}'::jsonb) AS data) d
-    WHERE p_run_id IS NULL OR NOT EXISTS (
-      SELECT 1 FROM thread_events x WHERE x.run_id = p_run_id AND x.attempt = p_attempt AND x.key = e.item ->> 'key');
-  GET DIAGNOSTICS v_count = ROW_COUNT;
+  WITH written AS (
+    INSERT INTO thread_events (thread_id, id, run_id, attempt, key, event, data, frame, frame_offset)
+      SELECT p_thread_id, n.id, p_run_id, p_attempt, n.key, n.event, n.data, f.frame,
+             v_bytes + coalesce(sum(coalesce(octet_length(f.frame), 0)) OVER (ORDER BY n.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0)
+      FROM (
+        SELECT v_last + row_number() OVER (ORDER BY e.ord) AS id, e.item ->> 'key' AS key, e.item ->> 'event' AS event, d.data
+        FROM jsonb_array_elements(p_events) WITH ORDINALITY AS e(item, ord)
+        CROSS JOIN LATERAL (SELECT coalesce(e.item -> 'data', '{}'::jsonb) AS data) d
+        WHERE p_run_id IS NULL OR NOT EXISTS (
+          SELECT 1 FROM thread_events x WHERE x.run_id = p_run_id AND x.attempt = p_attempt AND x.key = e.item ->> 'key')
+      ) n
+      CROSS JOIN LATERAL (
+        SELECT threadline_event_frame(n.event, n.id, n.data) AS frame
+      ) f
+      RETURNING coalesce(octet_length(frame), 0) AS bytes
+  ), added AS (
+    SELECT count(*)::integer AS count, coalesce(sum(w.bytes), 0) AS bytes FROM written w
+  ), counted AS (
+    -- The counter moves in the same statement (one executor run less per append); its row is
+    -- locked above, so no other writer saw the old values meanwhile.
+    UPDATE thread_event_counters c SET last_id = v_last + a.count, frame_bytes = v_bytes + a.bytes
+      FROM added a WHERE c.thread_id = p_thread_id AND a.count > 0
+  )
+  SELECT a.count INTO v_count FROM added a;
   IF v_count = 0 THEN
     RETURN NULL;
   END IF;
-  UPDATE thread_event_counters c SET last_id = v_last + v_count WHERE c.thread_id = p_thread_id;
   PERFORM pg_notify('threadline_events', p_thread_id::text || ' ' || (v_last + v_count)::text);
   RETURN v_last + v_count;
 END
@@ -336,8 +355,8 @@ AS $function$
     'expiresAt', to_char(p_row.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
 $function$;
 
-CREATE OR REPLACE FUNCTION public.threadline_begin_turn(p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamp with time zone, p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue'::text)
- RETURNS TABLE(refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text, turn_ahead boolean)
+CREATE OR REPLACE FUNCTION public.threadline_begin_turn(p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamp with time zone, p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue'::text, p_read_window boolean DEFAULT false, p_earlier_users bigint DEFAULT NULL::bigint, p_preserve_system boolean DEFAULT false, p_count_unsummarized integer DEFAULT 0)
+ RETURNS TABLE(refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text, turn_ahead boolean, window_rows json, window_start bigint, summary_through bigint, summary_text text, summary_updated_at timestamp with time zone, unsummarized integer)
  LANGUAGE plpgsql
 AS $function$
 DECLARE
@@ -365,10 +384,10 @@ BEGIN
     -- useAgent make thread ids themselves); a new thread without a given id is named after its
     -- first message, so a re-run of the event finds the same thread. A regenerate needs a thread.
     IF p_kind <> 'chat' OR v_edits IS NOT NULL THEN
-      RETURN QUERY SELECT 'thread_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+      refusal := 'thread_not_found'; RETURN NEXT; RETURN;
     END IF;
     IF v_message.id IS NOT NULL THEN
-      RETURN QUERY SELECT 'message_in_use', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+      refusal := 'message_in_use'; RETURN NEXT; RETURN;
     END IF;
     -- A concurrent first run of the same message may create it first: then lock what it created.
     INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;
@@ -376,19 +395,19 @@ BEGIN
     SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
   END IF;
   IF v_owner <> p_user_id THEN
-    RETURN QUERY SELECT 'thread_not_owned', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+    refusal := 'thread_not_owned'; RETURN NEXT; RETURN;
   END IF;
 
   IF v_message.id IS NOT NULL AND (v_message.thread_id <> p_thread_id OR v_message.kind <> 'user') THEN
-    RETURN QUERY SELECT 'message_in_use', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+    refusal := 'message_in_use'; RETURN NEXT; RETURN;
   END IF;
   -- A chat message re-sent under its id must carry the same words; a regenerate answers the stored ones.
   IF v_message.id IS NOT NULL AND p_kind = 'chat' AND v_message.content ->> 'text' IS DISTINCT FROM p_text THEN
-    RETURN QUERY SELECT 'message_text_differs', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+    refusal := 'message_text_differs'; RETURN NEXT; RETURN;
   END IF;
   IF v_message.id IS NULL THEN
     IF p_kind = 'regenerate' THEN
-      RETURN QUERY SELECT 'message_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+      refusal := 'message_not_found'; RETURN NEXT; RETURN;
     END IF;
     IF p_busy = 'reject' THEN
       SELECT t.run_id, t.message_id INTO v_busy FROM turns t JOIN messages m ON m.id = t.message_id
@@ -400,12 +419,13 @@ BEGIN
       END IF;
     END IF;
     IF v_edits IS NOT NULL THEN
-      SELECT * INTO v_edited FROM messages m WHERE m.id = v_edits AND m.thread_id = p_thread_id AND m.kind = 'user';
-      IF v_edited.id IS NULL THEN
-        RETURN QUERY SELECT 'edited_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+      -- By its key alone (threadline_store_answer says why), its thread and kind checked after.
+      SELECT * INTO v_edited FROM messages m WHERE m.id = v_edits;
+      IF v_edited.id IS NULL OR v_edited.thread_id <> p_thread_id OR v_edited.kind <> 'user' THEN
+        refusal := 'edited_not_found'; RETURN NEXT; RETURN;
       END IF;
       IF NOT v_edited.on_path THEN
-        RETURN QUERY SELECT 'edited_not_on_path', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+        refusal := 'edited_not_on_path'; RETURN NEXT; RETURN;
       END IF;
       v_parent_id := v_edited.parent_id;
       v_parent_variant := v_edited.parent_variant;
@@ -511,6 +531,16 @@ BEGIN
     WHERE t.thread_id = p_thread_id AND t.status = 'running' AND t.run_id <> p_run_id
       AND (m.seq < v_message.seq
         OR (m.seq = v_message.seq AND (t.started_at, t.run_id) < (v_turn.started_at, v_turn.run_id))));
+  -- The history window (threadline_history_window; p_earlier_users, p_preserve_system and
+  -- p_count_unsummarized are its arguments), when the caller asks (p_read_window: its policy reads
+  -- one) and the turn runs with no turn ahead: what history.get would read next, read here after
+  -- the thread's lock, so the answer of an earlier turn, stored under that lock, is in it. The turn
+  -- then takes no history.get step. A turn with a turn ahead reads after waiting for it, as before.
+  IF p_read_window AND status = 'running' AND NOT turn_ahead THEN
+    SELECT w.rows, w.window_start, w.covers_through_turn_seq, w.summary_text, w.summary_updated_at, w.unsummarized
+      INTO window_rows, window_start, summary_through, summary_text, summary_updated_at, unsummarized
+      FROM threadline_history_window(p_thread_id, v_message.seq, p_earlier_users, p_preserve_system, p_count_unsummarized) w;
+  END IF;
   refusal := NULL;
   message_seq := v_message.seq;
   stored_text := v_message.content ->> 'text';
@@ -561,6 +591,16 @@ BEGIN
 END
 $function$;
 
+CREATE OR REPLACE FUNCTION public.threadline_event_frame(p_event text, p_id bigint, p_data jsonb)
+ RETURNS text
+ LANGUAGE plpgsql
+ IMMUTABLE PARALLEL SAFE
+AS $function$
+BEGIN
+  RETURN 'event: ' || p_event || E'\ndata: ' || threadline_event_text(p_data) || E'\nid: ' || p_id || E'\n\n';
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.threadline_event_text(p_data jsonb)
  RETURNS text
  LANGUAGE plpgsql
@@ -592,6 +632,53 @@ BEGIN
     RETURN p_data::text;
   END CASE;
 END
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_history_window(p_thread_id uuid, p_before_seq bigint, p_earlier_users bigint, p_preserve_system boolean, p_count_limit integer)
+ RETURNS TABLE(user_id text, rows json, window_start bigint, covers_through_turn_seq bigint, summary_text text, summary_updated_at timestamp with time zone, unsummarized integer)
+ LANGUAGE sql
+ STABLE
+AS $function$
+  WITH window_start AS (
+    -- No limit: the window is the whole thread, including rows before its first user message.
+    SELECT CASE WHEN p_earlier_users IS NULL THEN 0 ELSE coalesce(min(seq), p_before_seq) END AS turn_seq FROM (
+      SELECT seq FROM messages
+      WHERE thread_id = p_thread_id AND on_path AND kind = 'user' AND seq < p_before_seq
+      ORDER BY seq DESC
+      LIMIT p_earlier_users
+    ) last_users
+  ), window_rows AS (
+    SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
+    FROM messages m
+    WHERE m.thread_id = p_thread_id AND m.on_path AND m.turn_seq < p_before_seq
+      AND m.turn_seq >= (SELECT turn_seq FROM window_start)
+    UNION ALL
+    SELECT m.id, m.turn_seq, m.seq, m.kind, m.agent_name, m.content, m.created_at
+    FROM messages m
+    WHERE p_preserve_system AND m.thread_id = p_thread_id AND m.on_path AND m.kind IN ('system', 'summary')
+      AND m.turn_seq < (SELECT turn_seq FROM window_start)
+  )
+  SELECT t.user_id, w.rows, w.turn_seq,
+    s.covers_through_turn_seq, s.text, s.updated_at,
+    (SELECT count(*)::int FROM (
+       SELECT 1 FROM messages m
+       WHERE m.thread_id = p_thread_id AND m.on_path
+         AND m.turn_seq > coalesce(s.covers_through_turn_seq, 0) AND m.turn_seq < w.turn_seq
+       LIMIT p_count_limit
+     ) unsummarized)
+  FROM threads t
+  CROSS JOIN (
+    SELECT coalesce(json_agg(r ORDER BY m.turn_seq, m.seq), '[]'::json) AS rows,
+      -- Where the window's turns begin: its oldest user message or answer, else the current message.
+      coalesce(min(m.turn_seq) FILTER (WHERE m.kind IN ('user', 'agent')), p_before_seq) AS turn_seq
+    FROM window_rows m
+    CROSS JOIN LATERAL (
+      SELECT m.id, m.kind, m.agent_name AS "agentName", m.content,
+        floor(extract(epoch FROM m.created_at) * 1000)::bigint AS "createdAt"
+    ) r
+  ) w
+  LEFT JOIN thread_summaries s ON s.thread_id = t.id
+  WHERE t.id = p_thread_id
 $function$;
 
 CREATE OR REPLACE FUNCTION public.threadline_insert_answer(p_thread_id uuid, p_message_id uuid, p_message_seq bigint, p_on_path boolean, p_variant integer, p_detach_later_turns boolean, p_results jsonb, p_stopped boolean)
@@ -957,9 +1044,14 @@ BEGIN
   IF v_owner <> p_user_id THEN
     RETURN QUERY SELECT 'thread_not_owned', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
   END IF;
-  SELECT m.on_path, (SELECT t.status FROM turns t WHERE t.run_id = p_run_id AND t.status IN ('stopped', 'cancelled', 'failed'))
+  -- The message by its key alone, its thread and kind checked in the select list: in the WHERE
+  -- clause, kind = 'user' let the planner pick a scan of a partial index on user messages
+  -- (messages_parent_idx) over the primary key while the table's statistics were young, reading
+  -- every user message of the database (0.1 ms after a few hundred, growing with them).
+  SELECT CASE WHEN m.thread_id = p_thread_id AND m.kind = 'user' THEN m.on_path END,
+         (SELECT t.status FROM turns t WHERE t.run_id = p_run_id AND t.status IN ('stopped', 'cancelled', 'failed'))
     INTO v_on_path, v_ended
-    FROM messages m WHERE m.id = p_message_id AND m.thread_id = p_thread_id AND m.kind = 'user';
+    FROM messages m WHERE m.id = p_message_id;
   IF v_on_path IS NULL THEN
     RETURN QUERY SELECT 'message_not_found', NULL::integer, NULL::text, NULL::boolean, NULL::boolean; RETURN;
   END IF;

@@ -1,7 +1,8 @@
 -- history.append-user-message, one statement: checks the thread's owner (creating a new thread,
 -- named after its first message, only once nothing refuses), stores the user message once under
 -- the client's id, and records the run as a turn on it. Returns the stored text (the words the
--- model answers) and whether an unfinished turn is ahead of this one (turn_ahead, below).
+-- model answers), whether an unfinished turn is ahead of this one (turn_ahead, below) and, for a
+-- turn with none ahead, its history window when asked (window_rows and the rest, at the end).
 --
 -- A new user message follows the last user message on the path (parent_id, with the variant of
 -- its answer then current: parent_variant). An edit (a chat turn whose context names the message
@@ -23,9 +24,13 @@
 -- returned, not raised, and are decided before any write.
 CREATE OR REPLACE FUNCTION threadline_begin_turn(
   p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamptz,
-  p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue'
+  p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue',
+  p_read_window boolean DEFAULT false, p_earlier_users bigint DEFAULT NULL, p_preserve_system boolean DEFAULT false,
+  p_count_unsummarized integer DEFAULT 0
 ) RETURNS TABLE (
-  refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text, turn_ahead boolean
+  refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text, turn_ahead boolean,
+  window_rows json, window_start bigint, summary_through bigint, summary_text text, summary_updated_at timestamptz,
+  unsummarized integer
 )
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -53,10 +58,10 @@ BEGIN
     -- useAgent make thread ids themselves); a new thread without a given id is named after its
     -- first message, so a re-run of the event finds the same thread. A regenerate needs a thread.
     IF p_kind <> 'chat' OR v_edits IS NOT NULL THEN
-      RETURN QUERY SELECT 'thread_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+      refusal := 'thread_not_found'; RETURN NEXT; RETURN;
     END IF;
     IF v_message.id IS NOT NULL THEN
-      RETURN QUERY SELECT 'message_in_use', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+      refusal := 'message_in_use'; RETURN NEXT; RETURN;
     END IF;
     -- A concurrent first run of the same message may create it first: then lock what it created.
     INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;
@@ -64,19 +69,19 @@ BEGIN
     SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
   END IF;
   IF v_owner <> p_user_id THEN
-    RETURN QUERY SELECT 'thread_not_owned', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+    refusal := 'thread_not_owned'; RETURN NEXT; RETURN;
   END IF;
 
   IF v_message.id IS NOT NULL AND (v_message.thread_id <> p_thread_id OR v_message.kind <> 'user') THEN
-    RETURN QUERY SELECT 'message_in_use', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+    refusal := 'message_in_use'; RETURN NEXT; RETURN;
   END IF;
   -- A chat message re-sent under its id must carry the same words; a regenerate answers the stored ones.
   IF v_message.id IS NOT NULL AND p_kind = 'chat' AND v_message.content ->> 'text' IS DISTINCT FROM p_text THEN
-    RETURN QUERY SELECT 'message_text_differs', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+    refusal := 'message_text_differs'; RETURN NEXT; RETURN;
   END IF;
   IF v_message.id IS NULL THEN
     IF p_kind = 'regenerate' THEN
-      RETURN QUERY SELECT 'message_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+      refusal := 'message_not_found'; RETURN NEXT; RETURN;
     END IF;
     IF p_busy = 'reject' THEN
       SELECT t.run_id, t.message_id INTO v_busy FROM turns t JOIN messages m ON m.id = t.message_id
@@ -88,12 +93,13 @@ BEGIN
       END IF;
     END IF;
     IF v_edits IS NOT NULL THEN
-      SELECT * INTO v_edited FROM messages m WHERE m.id = v_edits AND m.thread_id = p_thread_id AND m.kind = 'user';
-      IF v_edited.id IS NULL THEN
-        RETURN QUERY SELECT 'edited_not_found', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+      -- By its key alone (threadline_store_answer says why), its thread and kind checked after.
+      SELECT * INTO v_edited FROM messages m WHERE m.id = v_edits;
+      IF v_edited.id IS NULL OR v_edited.thread_id <> p_thread_id OR v_edited.kind <> 'user' THEN
+        refusal := 'edited_not_found'; RETURN NEXT; RETURN;
       END IF;
       IF NOT v_edited.on_path THEN
-        RETURN QUERY SELECT 'edited_not_on_path', NULL::bigint, NULL::text, NULL::integer, NULL::text, NULL::text, NULL::boolean; RETURN;
+        refusal := 'edited_not_on_path'; RETURN NEXT; RETURN;
       END IF;
       v_parent_id := v_edited.parent_id;
       v_parent_variant := v_edited.parent_variant;
@@ -199,6 +205,16 @@ BEGIN
     WHERE t.thread_id = p_thread_id AND t.status = 'running' AND t.run_id <> p_run_id
       AND (m.seq < v_message.seq
         OR (m.seq = v_message.seq AND (t.started_at, t.run_id) < (v_turn.started_at, v_turn.run_id))));
+  -- The history window (threadline_history_window; p_earlier_users, p_preserve_system and
+  -- p_count_unsummarized are its arguments), when the caller asks (p_read_window: its policy reads
+  -- one) and the turn runs with no turn ahead: what history.get would read next, read here after
+  -- the thread's lock, so the answer of an earlier turn, stored under that lock, is in it. The turn
+  -- then takes no history.get step. A turn with a turn ahead reads after waiting for it, as before.
+  IF p_read_window AND status = 'running' AND NOT turn_ahead THEN
+    SELECT w.rows, w.window_start, w.covers_through_turn_seq, w.summary_text, w.summary_updated_at, w.unsummarized
+      INTO window_rows, window_start, summary_through, summary_text, summary_updated_at, unsummarized
+      FROM threadline_history_window(p_thread_id, v_message.seq, p_earlier_users, p_preserve_system, p_count_unsummarized) w;
+  END IF;
   refusal := NULL;
   message_seq := v_message.seq;
   stored_text := v_message.content ->> 'text';
