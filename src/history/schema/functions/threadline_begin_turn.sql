@@ -60,12 +60,17 @@ BEGIN
     IF p_kind <> 'chat' OR v_edits IS NOT NULL THEN
       refusal := 'thread_not_found'; RETURN NEXT; RETURN;
     END IF;
-    IF v_message.id IS NOT NULL THEN
+    -- A concurrent first run of the same message may create the thread and the message first,
+    -- committing before the insert below or between the two reads above (each statement reads
+    -- what is committed when it starts): then lock what it created and read the message again.
+    IF v_message.id IS NULL THEN
+      INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;
+    END IF;
+    SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
+    IF v_owner IS NULL THEN
+      -- The id names a message of another thread: this one is not created.
       refusal := 'message_in_use'; RETURN NEXT; RETURN;
     END IF;
-    -- A concurrent first run of the same message may create it first: then lock what it created.
-    INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;
-    SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
     SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
   END IF;
   IF v_owner <> p_user_id THEN
