@@ -55,6 +55,15 @@ const within = <T>(promise: Promise<T>, what: string, ms = 5_000) =>
     new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`not within ${ms} ms: ${what}`)), ms)),
   ]);
 
+/** Waits until `done()` holds, looking every 10 ms, at most 5 seconds. */
+async function until(done: () => boolean, what: string) {
+  const deadline = Date.now() + 5_000;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`not within 5000 ms: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
 /** The race: a turn of another message of the thread begins (after the route's check, before the run). */
 async function turnBegins(threadId: string) {
   const story = randomUUID();
@@ -126,15 +135,8 @@ describe("a message refused by busy reject after the route's check (a turn began
     ]);
 
     // The event stream's client learns the same: which run refused which message, and why.
-    await watching.waitFor(1);
-    await within(
-      new Promise<void>((resolve) => {
-        const check = () =>
-          watching.received.some((row) => row.event === "stream.ended" && row.data.runId === refused.runId)
-            ? resolve()
-            : setTimeout(check, 10);
-        check();
-      }),
+    await until(
+      () => watching.received.some((row) => row.event === "stream.ended" && row.data.runId === refused.runId),
       "the event stream carries the refusal's stream.ended",
     );
     expect(watching.received.filter((row) => row.data.runId === refused.runId)).toEqual([
