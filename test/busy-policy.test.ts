@@ -206,6 +206,13 @@ describe("a message sent while a turn streams its answer", () => {
     expect(run.stepIds).toEqual(["generate-network-id", "history.append-user-message"]);
     expect((await threadRows(bed.db.pool, threadId)).map((row) => row.id)).not.toContain(event.data.messageId);
     expect(await turnOf(event.data.messageId)).toEqual([]);
+    // No turn began: the log says so, for whoever follows the message.
+    expect((await log(threadId, run.runId)).map((row) => [row.event, row.data.status ?? row.data.runningTurn])).toEqual(
+      [
+        ["message.refused", { runId: storyRunId, messageId: story }],
+        ["stream.ended", "refused"],
+      ],
+    );
     await runOf(story)!.execution;
     expect(bed.model.requests).toHaveLength(2);
   });

@@ -243,17 +243,17 @@ describe("POST /api/chat checks the message before sending it", () => {
     ).rejects.toMatchObject({ code: "thread_not_owned" });
     await expect(
       checkSendable(bed.db.pool, { threadId: randomUUID(), messageId: randomUUID(), userId: "user-1", content: "hi" }),
-    ).resolves.toBeUndefined();
+    ).resolves.toEqual({ refusedRunId: null });
     await expect(
       checkSendable(bed.db.pool, { messageId, userId: "mallory", content: "What is 2+2?" }),
     ).rejects.toMatchObject({ code: "thread_not_owned" });
     const newThread = randomUUID();
     await expect(
       checkSendable(bed.db.pool, { messageId: newThread, userId: "user-1", content: "hi" }),
-    ).resolves.toBeUndefined();
+    ).resolves.toEqual({ refusedRunId: null });
     await expect(
       checkSendable(bed.db.pool, { threadId: newThread, messageId: newThread, userId: "user-1", content: "hi" }),
-    ).resolves.toBeUndefined();
+    ).resolves.toEqual({ refusedRunId: null });
     const reply = (await threadRows(bed.db.pool, threadId)).find((r) => r.kind === "agent")!.id;
     await expect(
       checkSendable(bed.db.pool, { threadId, messageId: reply, userId: "user-1", content: "hi" }),

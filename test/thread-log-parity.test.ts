@@ -84,6 +84,7 @@ describe("the SQL that writes the thread log and its vocabulary", () => {
         "tool.approval.decided",
         "tool.approval.expired",
         "thread.path.changed",
+        "message.refused",
       ]),
     );
   });

@@ -73,6 +73,17 @@ describe("the thread log's vocabulary", () => {
     await writer.finish();
     await stopRunningTurn(db, { threadId: stopped, userId: "user-1", agentName: "assistant" });
 
+    // A message sent with busy reject, refused by its run's first statement: a turn runs.
+    const running = crypto.randomUUID();
+    await beginTurn(db, {
+      threadId,
+      userId: "user-1",
+      message: { id: running, text: "Busy" },
+      turn: { runId: `run-${running}`, kind: "chat" },
+    });
+    const refused = chatEvent({ content: "Refused", threadId });
+    expect((await execute(chatTurn, { ...refused, data: { ...refused.data, busy: "reject" } })).error).toBeDefined();
+
     const { rows } = await db.query<{ event: string; data: Record<string, unknown> }>(
       "SELECT event, data FROM thread_events ORDER BY thread_id, id",
     );
@@ -94,6 +105,7 @@ describe("the thread log's vocabulary", () => {
         "turn.failed",
         "turn.cancelled",
         "turn.stopped",
+        "message.refused",
       ]),
     );
   });

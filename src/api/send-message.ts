@@ -14,10 +14,16 @@ export type Sent = { threadId: string; messageId: string; eventId: string };
 /**
  * The chat/message.sent event's id: Inngest drops an event whose id it has seen (for 24 hours), so
  * the id is the message's within its user's scope (a digest of the user id: bounded, whatever the
- * id holds). Another user's message id then never makes this user's message a silent no-op.
+ * id holds). Another user's message id then never makes this user's message a silent no-op. A
+ * message a run refused (busy reject, a turn having begun after the route's check: nothing stored)
+ * is sent again under an id that also names that run, which Inngest has not seen: the refusal
+ * says to send it again, and the same id would be dropped. Sent again once more, it is the same
+ * event again (a run answering it already started), unless another run refused it meanwhile.
  */
-export const chatMessageEventId = (userId: string, messageId: string) =>
-  `chat-message-${createHash("sha256").update(userId).digest("base64url").slice(0, 22)}-${messageId}`;
+export const chatMessageEventId = (userId: string, messageId: string, refusedRunId?: string | null) =>
+  `chat-message-${digest(userId)}-${messageId}${refusedRunId ? `-after-${digest(refusedRunId)}` : ""}`;
+
+const digest = (text: string) => createHash("sha256").update(text).digest("base64url").slice(0, 22);
 
 /**
  * Sends a chat message for its user, as POST /api/chat and POST /api/ui/chat both do: refused first
@@ -26,7 +32,8 @@ export const chatMessageEventId = (userId: string, messageId: string) =>
  * user's scope), so a re-sent message starts no second run. The busy policy (the request's, else
  * BUSY_POLICY) travels in the event, so the turn applies the one the route did: reject is refused
  * here while the thread answers another message (409 naming that turn, nothing sent); the turn's
- * first statement refuses it again should a turn have started in between (src/history/busy.ts).
+ * first statement refuses it again should a turn have started in between, and logs the refusal
+ * (message.refused: src/history/busy.ts).
  */
 export async function sendChatMessage(
   { db, sendEvent, busyPolicy, budgets }: Pick<ApiDeps, "db" | "sendEvent" | "busyPolicy" | "budgets">,
@@ -34,10 +41,10 @@ export async function sendChatMessage(
 ): Promise<Sent> {
   await checkBudget(db, message.userId, budgets);
   const data = { ...message, busy: message.busy ?? busyPolicy ?? DEFAULT_BUSY_POLICY };
-  await checkSendable(db, data);
+  const { refusedRunId } = await checkSendable(db, data);
   if (data.threadId) await checkNotBusy(db, { threadId: data.threadId, messageId: data.messageId, busy: data.busy });
   const { ids } = await sendEvent({
-    id: chatMessageEventId(data.userId, data.messageId),
+    id: chatMessageEventId(data.userId, data.messageId, refusedRunId),
     name: "chat/message.sent",
     data,
   });
@@ -73,7 +80,7 @@ export async function sendEdit(
   // Refused while the thread answers (409 naming the turn); should a turn begin after this check,
   // policy reject refuses the edit's run before it stores anything (threadline_begin_turn).
   const data = { ...edit, busy: "reject" as const };
-  await checkEditable(db, {
+  const { refusedRunId } = await checkEditable(db, {
     threadId: data.threadId,
     userId: data.userId,
     editedId: data.edits,
@@ -81,7 +88,7 @@ export async function sendEdit(
     content: data.content,
   });
   const { ids } = await sendEvent({
-    id: chatMessageEventId(data.userId, data.messageId),
+    id: chatMessageEventId(data.userId, data.messageId, refusedRunId),
     name: "chat/message.sent",
     data,
   });

@@ -106,7 +106,9 @@ const streamAnswer = (description: string) => ({
 const streamDescription =
   "`data: {json}` lines, each a UI message chunk: `start` (the answer's id, with the thread, user message, run and variant as metadata), " +
   "then per inference step `start-step`, `text-start`, `text-delta`…, `text-end`, `finish-step`; `finish` (metadata: the turn's status), " +
-  "preceded by `error` (a failed turn, with its cause) or `abort` (a cancelled one); then `data: [DONE]`. A retried inference step supersedes " +
+  "preceded by `error` (a failed turn, with its cause) or `abort` (a cancelled one); then `data: [DONE]`. A message sent with " +
+  "busy reject that a turn begun after the route's check refused stores nothing: its stream is only `error` (the running turn " +
+  "it met) and `finish` (status refused). A retried inference step supersedes " +
   "its failed attempt's text: that part ends with providerMetadata.threadline.superseded = true, a `data-superseded` part names it, and the " +
   "retry streams as a new part. A tool call awaiting the owner's approval is `tool-input-available` then `tool-approval-request` " +
   "(approvalId), and the stream ends (`finish`, reason tool-calls, status awaiting_approval): send the assistant message with the " +
@@ -269,7 +271,9 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
         ? {}
         : { ended: { status: turn.status, ...(turn.error === null ? {} : { cause: turn.error }) } }),
     });
-    const earlier = kind === "submit" ? known.at(-1) : undefined;
+    // A run that refused the message is no run of it to stream again: a message sent again after
+    // a refusal streams the run that sending starts (or its refusal).
+    const earlier = kind === "submit" ? known.filter((turn) => turn.status !== "refused").at(-1) : undefined;
     return respond(c, follower, slot, threadId, async () => {
       if (earlier) return toRun(earlier);
       const started = (await messageTurns(db, threadId, messageId)).find(

@@ -1,3 +1,5 @@
+import { lastRefusal } from "./busy-sql.js";
+
 /**
  * The statements of branches.ts: the conversation tree (migration 0019). A user message's parent
  * is the user message it followed (parent_id) with the answer variant it followed
@@ -37,7 +39,8 @@ export const selectEditable = `
          e.kind AS edited_kind, e.on_path AS edited_on_path, e.parent_id AS edited_parent_id,
          m.thread_id AS message_thread_id, m.kind AS message_kind, m.content ->> 'text' AS message_text,
          m.parent_id AS message_parent_id,
-         busy.run_id AS running_run_id, busy.message_id AS running_message_id
+         busy.run_id AS running_run_id, busy.message_id AS running_message_id,
+         ${lastRefusal("t.id", "$3")} AS refused_run_id
   FROM threads t
   LEFT JOIN messages e ON e.id = $2 AND e.thread_id = t.id
   LEFT JOIN messages m ON m.id = $3
@@ -54,6 +57,8 @@ export type SelectEditableRow = {
   message_parent_id: string | null;
   running_run_id: string | null;
   running_message_id: string | null;
+  /** The run that last refused the edit (busy reject, after the route's check), if any. */
+  refused_run_id: string | null;
 };
 
 /** The thread's owner and its running turn, the thread's row locked (a branch deletion's check). */

@@ -53,12 +53,13 @@ export async function switchBranch(
  * Before an edit's event is sent (one read): the edited message is a user message on the current
  * path of the caller's thread, no turn runs there, and the new message id is unused, or names this
  * very edit already stored (same thread, same place, same words: the event is sent again and the
- * run stores nothing new). Anything else is the refusal the run itself would end with.
+ * run stores nothing new). Anything else is the refusal the run itself would end with. Returns the
+ * run that last refused this edit (a turn began after this check), if one did.
  */
 export async function checkEditable(
   db: pg.Pool,
   input: { threadId: string; userId: string; editedId: string; messageId: string; content: string },
-): Promise<void> {
+): Promise<{ refusedRunId: string | null }> {
   const { threadId, editedId, messageId } = input;
   const { rows } = await db.query<sql.SelectEditableRow>(sql.selectEditable, [threadId, editedId, messageId]);
   const found = rows[0];
@@ -75,7 +76,7 @@ export async function checkEditable(
         "message_conflict",
         `Message id ${messageId} is already used by another message: generate a new messageId for the edited message.`,
       );
-    return;
+    return { refusedRunId: found.refused_run_id };
   }
   if (found.edited_kind === null) throw messageNotFound(threadId, editedId);
   if (found.edited_kind !== "user")
@@ -89,6 +90,7 @@ export async function checkEditable(
       `Message ${editedId} is not on the thread's current path: switch to its branch first (PUT …/messages/${editedId}/current).`,
     );
   if (found.running_run_id !== null) throw threadBusy(threadId, found.running_run_id, found.running_message_id);
+  return { refusedRunId: found.refused_run_id };
 }
 
 /**

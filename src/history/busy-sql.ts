@@ -19,6 +19,16 @@ export const selectBusyTurn = `
 export type SelectBusyTurnRow = { run_id: string; message_id: string };
 
 /**
+ * The run that last refused message `message` of thread `thread` (message.refused, logged by
+ * busy.ts logRefusal; thread_events_refused_idx), or NULL: a sending route's read names it, so
+ * the message sent again is a new event (send-message.ts chatMessageEventId).
+ */
+export const lastRefusal = (thread: string, message: string) => `(
+  SELECT x.run_id FROM thread_events x
+  WHERE x.thread_id = ${thread} AND x.event = 'message.refused' AND x.data ->> 'messageId' = ${message}::uuid::text
+  ORDER BY x.id DESC LIMIT 1)`;
+
+/**
  * history.find-turns-to-interrupt: the unfinished turns ahead of run $1's on its thread's current
  * path (on earlier messages: never another run of its own message), in the order they would run.
  */

@@ -4,6 +4,7 @@ import type { BusyPolicy } from "./busy-policy.js";
 import * as sql from "./busy-sql.js";
 import { durably } from "./durable.js";
 import { HistoryRefusal } from "./errors.js";
+import { appendEvents } from "./events.js";
 import { resultId } from "./ids.js";
 
 /**
@@ -11,9 +12,10 @@ import { resultId } from "./ids.js";
  * (busy-policy.ts). enqueue needs nothing here: its turn waits (turn-waits.ts). reject is refused
  * twice over: by the sending route before the event is sent (checkNotBusy), and, for a raw event or
  * a turn that started in between, by the turn's first statement (threadline_begin_turn raises
- * TL409; store.ts beginTurn turns it into ThreadBusy, a non-retriable failure): nothing is stored
- * either way. interrupt and rollback are done by the new turn itself, after its message is stored
- * and before it waits (interruptEarlierTurns), so the HTTP routes and the raw event behave alike.
+ * TL409; store.ts beginTurn logs the refusal, logRefusal, and fails the run non-retriably with
+ * ThreadBusy): nothing is stored either way, and no turn begins. interrupt and rollback are done
+ * by the new turn itself, after its message is stored and before it waits (interruptEarlierTurns),
+ * so the HTTP routes and the raw event behave alike.
  * Imports: pg, inngest.config.ts's events, storage modules, ids.
  */
 
@@ -47,6 +49,38 @@ export function threadBusyFromError(error: unknown, threadId: string): ThreadBus
   if (typeof error !== "object" || error === null || (error as { code?: unknown }).code !== THREAD_BUSY_SQLSTATE)
     return undefined;
   return new ThreadBusy(threadId, JSON.parse(String((error as { detail?: unknown }).detail)) as BusyTurn);
+}
+
+/** The log key of a run's refusal, which threadline_begin_turn looks for (a run refuses once and for good). */
+const REFUSED_KEY = "message.refused";
+
+/**
+ * Logs run `runId`'s refusal of message `messageId` (ThreadBusy, from the turn's first statement):
+ * message.refused (the running turn and the reason), then stream.ended with status refused, under
+ * the run's own keys, so however often the refusal is reported the log holds it once. The run
+ * began no turn, so these rows are what ends the wait of a stream following the message (the UI
+ * message stream, the thread's event stream). Asking again, the run is refused again
+ * (threadline_begin_turn finds this row), whatever the thread does meanwhile.
+ */
+export async function logRefusal(
+  db: pg.Pool,
+  input: { threadId: string; runId: string; messageId: string },
+  refusal: ThreadBusy,
+): Promise<void> {
+  const { threadId, runId, messageId } = input;
+  await appendEvents(db, {
+    threadId,
+    runId,
+    attempt: 0,
+    events: [
+      {
+        key: REFUSED_KEY,
+        event: "message.refused",
+        data: { runId, messageId, code: "thread_busy", runningTurn: refusal.runningTurn, error: refusal.message },
+      },
+      { key: "stream.ended", event: "stream.ended", data: { scope: "network", status: "refused", runId, messageId } },
+    ],
+  });
 }
 
 /**

@@ -1,7 +1,7 @@
 import type pg from "pg";
 import { HistoryRefusal, isThreadDeletedError, threadDeleted, threadNotOwned } from "./errors.js";
 import { type BusyPolicy, DEFAULT_BUSY_POLICY } from "./busy-policy.js";
-import { threadBusyFromError } from "./busy.js";
+import { logRefusal, threadBusyFromError } from "./busy.js";
 import type { AgentContent, HistoryRow } from "./messages.js";
 import * as sql from "./store-sql.js";
 import { type UsageRecord, usageValues } from "./usage.js";
@@ -116,19 +116,22 @@ function refusal(code: string, { threadId, messageId }: { threadId: string; mess
  * (the turn creates it; not a deleted thread's id, which its tombstone refuses), and a message id already used
  * must name this very message (same thread, same text) — then the event is simply sent again and
  * the run stores nothing new. Anything else is the refusal the run itself would end with.
+ * Returns the run that last refused the message (busy reject, after this check), if one did.
  */
 export async function checkSendable(
   db: pg.Pool,
   input: { threadId?: string | undefined; messageId: string; userId: string; content: string },
-): Promise<void> {
+): Promise<{ refusedRunId: string | null }> {
   const threadId = input.threadId ?? input.messageId;
   const { rows } = await db.query<sql.SelectSendableRow>(sql.selectSendable, [input.threadId ?? null, input.messageId]);
   const found = rows[0]!;
   if (found.owner === null && found.deleted) throw threadDeleted(threadId);
   if (found.owner !== null && found.owner !== input.userId) throw threadNotOwned(threadId);
-  if (found.message_thread_id === null) return;
-  if (found.message_thread_id !== threadId || found.message_kind !== "user") throw messageInUse(input.messageId);
-  if (found.message_text !== input.content) throw messageTextDiffers(input.messageId);
+  if (found.message_thread_id !== null) {
+    if (found.message_thread_id !== threadId || found.message_kind !== "user") throw messageInUse(input.messageId);
+    if (found.message_text !== input.content) throw messageTextDiffers(input.messageId);
+  }
+  return { refusedRunId: found.refused_run_id };
 }
 
 /**
@@ -139,7 +142,7 @@ export async function checkSendable(
  * the same message id with different text. A run that calls this again gets the same answer back.
  * Which variant the run writes is decided in threadline_begin_turn (src/history/schema/functions).
  * A new message sent with busy policy reject is refused while another turn of the thread is
- * unfinished (ThreadBusy, busy.ts), before anything is written.
+ * unfinished (ThreadBusy, busy.ts), before anything is written; the refusal is then logged.
  * With `history`, a turn that runs with no unfinished turn ahead also gets its history window,
  * read in the same statement after the thread's lock (what readHistoryWindow would read next).
  */
@@ -179,9 +182,14 @@ export async function beginTurn(
       ],
     })
     // The thread was deleted (migration 0016's tombstone): its events never bring it back. Busy
-    // with another turn, for a message sent with policy reject (busy.ts): refused, nothing stored.
-    .catch((error: unknown) => {
-      throw isThreadDeletedError(error) ? threadDeleted(threadId) : (threadBusyFromError(error, threadId) ?? error);
+    // with another turn, for a message sent with policy reject (busy.ts): refused, nothing stored,
+    // the refusal logged for the streams that wait for the message's turn.
+    .catch(async (error: unknown) => {
+      if (isThreadDeletedError(error)) throw threadDeleted(threadId);
+      const busy = threadBusyFromError(error, threadId);
+      if (!busy) throw error;
+      await logRefusal(db, { threadId, runId: turn.runId, messageId: message.id }, busy);
+      throw busy;
     });
   const row = rows[0]!;
   if (row.refusal) throw refusal(row.refusal, { threadId, messageId: message.id });

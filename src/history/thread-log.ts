@@ -39,8 +39,8 @@ export const turnRetrying = z.object({
 });
 export type TurnRetrying = z.infer<typeof turnRetrying>;
 
-/** How a turn's stream ended: the turn's final status. */
-const streamEndStatus = z.enum(["completed", "superseded", "skipped", "stopped", "failed", "cancelled"]);
+/** How a turn's stream ended: the turn's final status; refused: the run began no turn (message.refused). */
+const streamEndStatus = z.enum(["completed", "superseded", "skipped", "stopped", "failed", "cancelled", "refused"]);
 export type StreamEndStatus = z.infer<typeof streamEndStatus>;
 
 /** A turn that ended without an answer, with the recorded cause. */
@@ -117,6 +117,19 @@ export const threadLogEvent = z.discriminatedUnion("event", [
     "The turn's message was answered meanwhile by another run: nothing stored (stream.ended follows).",
   ),
   kind(
+    "message.refused",
+    z.object({
+      runId: z.string(),
+      messageId: z.string(),
+      code: z.literal("thread_busy"),
+      runningTurn: z.object({ runId: z.string(), messageId: z.string() }),
+      error: z.string(),
+    }),
+    "Run runId refused message messageId, sent with busy reject, because a turn of the thread (runningTurn) began after " +
+      "the sending route's check: nothing was stored, no turn began (stream.ended, status refused, follows). Send it " +
+      "again once that turn has ended.",
+  ),
+  kind(
     "stream.ended",
     z.object({
       scope: z.literal("network"),
@@ -125,7 +138,8 @@ export const threadLogEvent = z.discriminatedUnion("event", [
       messageId: z.string().optional(),
       variant: z.int().optional(),
     }),
-    "The turn ended, written in the transaction that recorded it: a reader that sees it finds the answer or the failure stored.",
+    "The turn ended, written in the transaction that recorded it: a reader that sees it finds the answer or the failure stored " +
+      "(refused: the run began no turn, message.refused says why).",
   ),
   kind(
     "title.changed",
@@ -207,12 +221,13 @@ export const THREAD_LOG_KINDS: readonly ThreadLogKind[] = threadLogEvent.options
 );
 
 /**
- * The kinds a client that shows a thread live must act on: streamed text, a retry under way, a
- * turn's end (every ending is followed by stream.ended), a new title, a tool call awaiting the
- * user's approval and its decision, another branch shown. The rest is detail.
+ * The kinds a client that shows a thread live must act on: streamed text, a message refused, a
+ * retry under way, a turn's end (every ending is followed by stream.ended), a new title, a tool
+ * call awaiting the user's approval and its decision, another branch shown. The rest is detail.
  */
 export const CLIENT_KINDS = [
   "text.delta",
+  "message.refused",
   "turn.retrying",
   "stream.ended",
   "title.changed",

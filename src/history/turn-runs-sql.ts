@@ -5,11 +5,20 @@ import { type OwnedEventsAfterRow, ownedEventsAfter } from "./events-sql.js";
  * runs them). Every turn row is written by the run's first step, before any event of the run.
  */
 
-/** The turns (runs) of user message $2 in thread $1, oldest first. */
+/**
+ * The turns (runs) of user message $2 in thread $1, oldest first, and the runs that refused it
+ * (message.refused, found by thread_events_refused_idx: status refused, the reason as error, no
+ * variant), in log order after them.
+ */
 export const selectMessageTurns = `
-  SELECT run_id, variant, status, error FROM turns
-  WHERE message_id = $2 AND thread_id = $1
-  ORDER BY started_at, run_id`;
+  SELECT run_id, variant, status, error FROM (
+    SELECT t.run_id, t.variant, t.status, t.error, 0 AS source, t.started_at, 0::bigint AS id FROM turns t
+    WHERE t.message_id = $2::uuid AND t.thread_id = $1
+    UNION ALL
+    SELECT x.run_id, 0, 'refused', x.data ->> 'error', 1, NULL, x.id FROM thread_events x
+    WHERE x.thread_id = $1 AND x.event = 'message.refused' AND x.data ->> 'messageId' = $2::text
+  ) runs
+  ORDER BY source, started_at, run_id, id`;
 export type SelectMessageTurnsRow = { run_id: string; variant: number; status: string; error: string | null };
 
 /**

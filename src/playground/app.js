@@ -335,6 +335,7 @@ function receive(threadId, batch) {
         if ((retry.runId === null || retry.runId === row.data.runId) && row.data.attempt > retry.streamedAttempt)
           state.retrying.delete(key);
     }
+    if (row.event === "message.refused") refused(row.data);
     if (row.event === "turn.retrying") noteRetry(row.data);
     if (row.event === "stream.ended") {
       ended = true;
@@ -373,6 +374,19 @@ function noteRetry(data) {
     cause: data.cause,
     streamedAttempt: Math.max(-1, ...streamed),
   });
+}
+
+/**
+ * A message sent with busy reject that its thread refused after all (a turn began meanwhile):
+ * nothing was stored, so the words go back to the composer (when it is empty) with the reason.
+ */
+function refused({ messageId, error }) {
+  const sent = state.outbox.get(messageId);
+  if (!sent) return;
+  state.outbox.delete(messageId);
+  state.awaiting.delete(messageId);
+  if ($("message").value === "") $("message").value = sent.text;
+  say(error);
 }
 
 /** A turn that ended (`{runId, messageId}`): its arriving text goes; the thread's messages show its outcome. */

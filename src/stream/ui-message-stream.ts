@@ -25,6 +25,8 @@ import { streamedTexts } from "./deltas.js";
  * - The end: `finish` (completed, superseded, skipped: the stored answer; stopped), or `error` with
  *   the cause then `finish` (failed), or `abort` then `finish` (cancelled); `finish` metadata holds
  *   the status.
+ * - A run that refused its message (busy reject, message.refused) began no turn and has no answer:
+ *   no `start`, only `error` with the refusal's reason, then `finish` (status refused).
  */
 
 /** providerMetadata of a text part: where its text came from. */
@@ -106,6 +108,7 @@ export class UiMessageStream {
 
   start(): UiMessageChunk[] {
     const { threadId, userMessageId, runId, variant } = this.run;
+    if (this.run.ended?.status === "refused") return [];
     return [
       { type: "start", messageId: this.messageId, messageMetadata: { threadId, userMessageId, runId, variant } },
       ...(this.run.deniedToolCalls ?? []).map((toolCallId) => ({ type: "tool-output-denied" as const, toolCallId })),
@@ -120,7 +123,10 @@ export class UiMessageStream {
       if (row.event === "text.delta") {
         this.deltas.push(row);
         streamed = true;
-      } else if ((row.event === "turn.failed" || row.event === "turn.cancelled") && row.data.error !== null) {
+      } else if (
+        (row.event === "turn.failed" || row.event === "turn.cancelled" || row.event === "message.refused") &&
+        row.data.error !== null
+      ) {
         this.cause = row.data.error;
       } else if (row.event === "stream.ended" && row.data.runId === this.run.runId && this.ending === undefined) {
         this.ending = { status: row.data.status, ...(this.cause === undefined ? {} : { cause: this.cause }) };
@@ -183,14 +189,15 @@ export class UiMessageStream {
     }
     chunks.push(...this.closeStep());
     const status = this.ending?.status ?? "failed";
-    if (status === "failed")
+    const failed = status === "failed" || status === "refused";
+    if (failed)
       chunks.push({
         type: "error",
         errorText: this.ending?.cause ?? "The turn failed: regenerate the answer to try again.",
       });
     if (status === "cancelled")
       chunks.push({ type: "abort", ...(this.ending?.cause === undefined ? {} : { reason: this.ending.cause }) });
-    const finishReason = status === "failed" ? "error" : status === "cancelled" ? "other" : "stop";
+    const finishReason = failed ? "error" : status === "cancelled" ? "other" : "stop";
     chunks.push({ type: "finish", finishReason, messageMetadata: { status } });
     return chunks;
   }

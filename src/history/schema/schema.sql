@@ -251,6 +251,8 @@ CREATE INDEX messages_search_idx ON public.messages USING gin (user_id, search);
 
 CREATE INDEX thread_events_created_idx ON public.thread_events USING btree (created_at);
 
+CREATE INDEX thread_events_refused_idx ON public.thread_events USING btree (thread_id, ((data ->> 'messageId'::text))) WHERE (event = 'message.refused'::text);
+
 CREATE INDEX thread_tombstones_deleted_idx ON public.thread_tombstones USING btree (deleted_at);
 
 CREATE INDEX threads_activity_idx ON public.threads USING btree (last_activity_at, id);
@@ -374,6 +376,7 @@ DECLARE
   v_detached integer;
   v_version bigint;
   v_busy record;
+  v_refused jsonb;
   v_stored_now boolean := false;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
@@ -415,6 +418,15 @@ BEGIN
       refusal := 'message_not_found'; RETURN NEXT; RETURN;
     END IF;
     IF p_busy = 'reject' THEN
+      -- A run that refused its message once (its message.refused row, logged by busy.ts after this
+      -- raised) refuses it again, naming the same turn: asking again (a step executed again) never
+      -- turns a logged refusal into a turn.
+      SELECT x.data -> 'runningTurn' INTO v_refused FROM thread_events x
+        WHERE x.run_id = p_run_id AND x.attempt = 0 AND x.key = 'message.refused';
+      IF v_refused IS NOT NULL THEN
+        RAISE EXCEPTION 'thread % was answering message %', p_thread_id, v_refused ->> 'messageId' USING ERRCODE = 'TL409',
+          DETAIL = v_refused::text;
+      END IF;
       SELECT t.run_id, t.message_id INTO v_busy FROM turns t JOIN messages m ON m.id = t.message_id
         WHERE t.thread_id = p_thread_id AND threadline_turn_unfinished(t.status)
         ORDER BY m.on_path DESC, m.seq, t.started_at, t.run_id LIMIT 1;

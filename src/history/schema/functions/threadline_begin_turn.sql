@@ -15,7 +15,8 @@
 -- while another turn of the thread is unfinished, before anything is written, raising SQLSTATE
 -- TL409 with the unfinished turn's run and message ids as JSON in the DETAIL (the refusal names
 -- the turn, which the result row has no columns for). A message already stored (a retried step, a
--- re-delivered event) is never refused: it was accepted. The other policies change nothing here.
+-- re-delivered event) is never refused: it was accepted; a run refused once is refused again (the
+-- row src/history/busy.ts logs for its refusal). The other policies change nothing here.
 --
 -- The history steps that write (this one, threadline_store_answer, threadline_stop_turn) are one
 -- statement each: a PL/pgSQL function is one round trip and one atomic statement, and, unlike a
@@ -48,6 +49,7 @@ DECLARE
   v_detached integer;
   v_version bigint;
   v_busy record;
+  v_refused jsonb;
   v_stored_now boolean := false;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
@@ -89,6 +91,15 @@ BEGIN
       refusal := 'message_not_found'; RETURN NEXT; RETURN;
     END IF;
     IF p_busy = 'reject' THEN
+      -- A run that refused its message once (its message.refused row, logged by busy.ts after this
+      -- raised) refuses it again, naming the same turn: asking again (a step executed again) never
+      -- turns a logged refusal into a turn.
+      SELECT x.data -> 'runningTurn' INTO v_refused FROM thread_events x
+        WHERE x.run_id = p_run_id AND x.attempt = 0 AND x.key = 'message.refused';
+      IF v_refused IS NOT NULL THEN
+        RAISE EXCEPTION 'thread % was answering message %', p_thread_id, v_refused ->> 'messageId' USING ERRCODE = 'TL409',
+          DETAIL = v_refused::text;
+      END IF;
       SELECT t.run_id, t.message_id INTO v_busy FROM turns t JOIN messages m ON m.id = t.message_id
         WHERE t.thread_id = p_thread_id AND threadline_turn_unfinished(t.status)
         ORDER BY m.on_path DESC, m.seq, t.started_at, t.run_id LIMIT 1;
