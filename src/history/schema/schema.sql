@@ -338,7 +338,8 @@ CREATE OR REPLACE FUNCTION public.threadline_append_run_events(p_thread_id uuid,
 AS $function$
 BEGIN
   PERFORM 1 FROM threads t WHERE t.id = p_thread_id FOR KEY SHARE;
-  ended := EXISTS (SELECT 1 FROM turns u WHERE u.run_id = p_run_id AND u.status IN ('stopped', 'cancelled', 'failed'));
+  SELECT coalesce(bool_or(u.status IN ('stopped', 'cancelled', 'failed')), false) INTO ended
+    FROM (SELECT t.status FROM turns t WHERE t.run_id = p_run_id FOR SHARE) u;
   last_id := CASE WHEN NOT ended THEN threadline_append_events(p_thread_id, p_run_id, p_attempt, p_events) END;
   RETURN NEXT;
 END
