@@ -936,6 +936,10 @@ BEGIN
     RETURN;
   END IF;
   PERFORM 1 FROM threads t WHERE t.id = v_turn.thread_id FOR KEY SHARE;
+  SELECT * INTO v_turn FROM turns t WHERE t.run_id = p_run_id FOR SHARE;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
   INSERT INTO tool_approvals (id, thread_id, run_id, message_id, tool_call_id, tool_name, arguments, expires_at)
     VALUES (p_id, v_turn.thread_id, p_run_id, v_turn.message_id, p_tool_call_id, p_tool_name, p_arguments,
       now() + make_interval(secs => p_expires_seconds))
@@ -948,6 +952,16 @@ BEGIN
   PERFORM threadline_append_events(v_row.thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
     'key', 'tool.approval.requested.' || p_id, 'event', 'tool.approval.requested',
     'data', threadline_approval_event(v_row))));
+  IF v_turn.status = 'stopped' OR (v_turn.status IN ('cancelled', 'failed') AND NOT EXISTS (
+      SELECT 1 FROM turns r WHERE r.message_id = v_turn.message_id AND r.status = 'running' AND r.run_id <> p_run_id)) THEN
+    UPDATE tool_approvals a SET status = 'denied', decided_by = CASE WHEN v_turn.status = 'stopped' THEN 'stop' ELSE 'turn-ended' END,
+      reason = 'the turn ' || CASE v_turn.status WHEN 'stopped' THEN 'was stopped' WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END,
+      decided_at = now()
+      WHERE a.id = p_id RETURNING * INTO v_row;
+    PERFORM threadline_append_events(v_row.thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'tool.approval.decided.' || p_id, 'event', 'tool.approval.decided',
+      'data', threadline_approval_event(v_row))));
+  END IF;
   RETURN NEXT v_row;
 END
 $function$;
