@@ -445,6 +445,73 @@ describe("a turn awaiting approval is alive", () => {
     }
   });
 
+  it("two runs of its message cancelled at once: the second to end denies the approval, not both sparing it for the other", async () => {
+    // Each ending spares the approval while another run of the message runs: pause the first
+    // ending right after it found the other run running (an advisory lock, in a copy of the
+    // trigger function in a database of this test's own) while the other run is cancelled.
+    const db = await createTestDatabase();
+    const pools = [createPool(db.url), createPool(db.url)];
+    const holder = await db.pool.connect();
+    try {
+      const { rows } = await db.pool.query<{ def: string }>(
+        "SELECT pg_get_functiondef('threadline_turn_ended_approvals'::regproc) AS def",
+      );
+      const spared = "AND r.run_id <> NEW.run_id) THEN\n    RETURN NEW;";
+      expect(rows[0]!.def).toContain(spared);
+      await db.pool.query(
+        rows[0]!.def.replace(
+          spared,
+          "AND r.run_id <> NEW.run_id) THEN\n    IF NEW.run_id LIKE 'paused-%' THEN PERFORM pg_advisory_xact_lock(4245); END IF;\n    RETURN NEW;",
+        ),
+      );
+      const threadId = randomUUID();
+      const runs = [`paused-${threadId}`, `rerun-${threadId}`];
+      for (const runId of runs)
+        await beginTurn(db.pool, {
+          threadId,
+          userId: "user-1",
+          message: { id: threadId, text: "Roll a die." },
+          turn: { runId, kind: "chat" },
+        });
+      await requestApproval(db.pool, {
+        approvalId: randomUUID(),
+        runId: runs[0]!,
+        toolCallId: "call_both_ended",
+        toolName: "roll_dice",
+        arguments: { count: 1, sides: 6 },
+        expiresInSeconds: 24 * 3600,
+      });
+      await holder.query("BEGIN");
+      await holder.query("SELECT pg_advisory_xact_lock(4245)");
+
+      const first = cancelTurn(pools[0]!, runs[0]!);
+      const waiting = async (advisory: boolean) =>
+        (
+          await db.pool.query(
+            "SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.datname = current_database() AND NOT l.granted AND (l.locktype = 'advisory') = $1",
+            [advisory],
+          )
+        ).rowCount;
+      await expect.poll(() => waiting(true), { timeout: 10_000 }).toBe(1);
+      // The second ending either commits at once or waits for the paused one: either way it has run.
+      let ended = false;
+      const second = cancelTurn(pools[1]!, runs[1]!).then(() => {
+        ended = true;
+      });
+      await expect.poll(async () => ended || (await waiting(false)) === 1, { timeout: 10_000 }).toBe(true);
+      await holder.query("COMMIT");
+      await Promise.all([first, second]);
+
+      expect(await listApprovals(db.pool, { threadId, userId: "user-1" })).toMatchObject([
+        { status: "denied", decidedBy: "turn-ended", reason: "the turn was cancelled" },
+      ]);
+    } finally {
+      holder.release();
+      await Promise.all(pools.map((pool) => pool.end()));
+      await db.drop();
+    }
+  });
+
   it("ends with it past its expiry as expired, the clock's decision", async () => {
     const { threadId, runId, approvalId } = await awaitingTurn();
     await bed.db.pool.query("UPDATE tool_approvals SET expires_at = now() - interval '1 minute' WHERE id = $1", [
