@@ -261,6 +261,46 @@ describe("deleting a branch", () => {
   });
 });
 
+describe("deleting a branch while a turn begins", () => {
+  it("waits for the turn's begin, then refuses with 409 naming it, deleting nothing", async () => {
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, fourTurns);
+    await editAndAnswer(threadId, messageIds[1]!, "Two, edited?", "2'");
+    const before = await threadRows(bed.db.pool, threadId);
+
+    // A new message's turn begins (its statement's transaction held open) as the deletion arrives.
+    const begun = await bed.db.pool.connect();
+    const runId = `run-${randomUUID()}`;
+    try {
+      await begun.query("BEGIN");
+      await begun.query(
+        "SELECT refusal FROM threadline_begin_turn($1, 'user-1', $2, 'Five?', NULL, $3, 'chat', NULL, NULL)",
+        [threadId, randomUUID(), runId],
+      );
+      const deleting = asUser(app, "user-1").delete(`/api/threads/${threadId}/messages/${messageIds[1]!}/branch`);
+      await expect
+        .poll(
+          async () =>
+            (
+              await bed.db.pool.query(
+                "SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%FOR UPDATE%'",
+              )
+            ).rowCount,
+          { timeout: 10_000 },
+        )
+        .toBe(1);
+      await begun.query("COMMIT");
+      const response = await deleting;
+      expect(response.status).toBe(409);
+      expect(await response.json()).toMatchObject({ code: "thread_busy", error: expect.stringContaining(runId) });
+    } finally {
+      begun.release();
+    }
+    expect((await threadRows(bed.db.pool, threadId)).slice(0, before.length).map((r) => r.id)).toEqual(
+      before.map((r) => r.id),
+    );
+  });
+});
+
 describe("every branch is searchable and exported", () => {
   it("search include=all finds the old branch's words, include=current only the shown branch's; the export holds both with their parents", async () => {
     const { threadId, messageIds } = await conversation(chatTurn, bed.model, [

@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
+import type pg from "pg";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { streamCompletion } from "../src/agents/streamed-completion.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
@@ -8,7 +9,8 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { TURN_ENDED_ERROR } from "../src/functions/streaming-inference.js";
 import { createTurnCancellation } from "../src/functions/turn-lifecycle.js";
 import { appendRunEvents, appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
-import { cancelTurn, failTurn } from "../src/history/turns.js";
+import { beginTurn } from "../src/history/store.js";
+import { cancelTurn, failLostTurn, failTurn } from "../src/history/turns.js";
 import * as runsSql from "../src/history/turn-runs-sql.js";
 import * as stopSql from "../src/history/turns-sql.js";
 import { deltaWriter } from "../src/stream/delta-writer.js";
@@ -27,6 +29,8 @@ import {
 import { asUser, createTestApp, headersFor, tokenFor } from "./helpers/http.js";
 import { gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
+import { createPool } from "../src/platform/database.js";
+import { createTestDatabase } from "./helpers/database.js";
 
 const bed = useTestBed();
 
@@ -617,6 +621,78 @@ describe("the streaming writer's delta appends (appendRunEvents)", () => {
     ).toEqual({ lastId: null, ended: true });
     expect((await runLog(threadId, runId)).map((row) => row.event)).toEqual(["turn.cancelled", "stream.ended"]);
   });
+
+  it.each([
+    { status: "cancelled", end: (pool: pg.Pool, runId: string) => cancelTurn(pool, runId) },
+    { status: "failed", end: (pool: pg.Pool, runId: string) => failLostTurn(pool, runId, "presumed lost") },
+  ])(
+    "a batch that read the turn running while it was being $status logs nothing after that ending",
+    async ({ status, end }) => {
+      // A cancellation or failure share-locks the thread as a batch does, so the thread's lock does
+      // not order them: pause a batch between its read of the turn and its append (an advisory lock,
+      // in a copy of the function in a database of this test's own) while the turn ends.
+      const db = await createTestDatabase();
+      const pools = [createPool(db.url), createPool(db.url)];
+      const holder = await db.pool.connect();
+      try {
+        const { rows } = await db.pool.query<{ def: string }>(
+          "SELECT pg_get_functiondef('threadline_append_run_events'::regproc) AS def",
+        );
+        const append = "  last_id := CASE";
+        expect(rows[0]!.def).toContain(append);
+        await db.pool.query(
+          rows[0]!.def.replace(
+            append,
+            `  IF p_run_id LIKE 'paused-%' THEN PERFORM pg_advisory_xact_lock(4243); END IF;\n${append}`,
+          ),
+        );
+        const threadId = randomUUID();
+        const runId = `paused-${threadId}`;
+        await beginTurn(db.pool, {
+          threadId,
+          userId: "user-1",
+          message: { id: threadId, text: "Tell me a long story." },
+          turn: { runId, kind: "chat" },
+        });
+        await holder.query("BEGIN");
+        await holder.query("SELECT pg_advisory_xact_lock(4243)");
+
+        const batch = appendRunEvents(pools[0]!, {
+          threadId,
+          runId,
+          attempt: 0,
+          events: [delta(runId, "assistant", 0, 0, "Once")],
+        });
+        const waiting = async (locktype: string) =>
+          (
+            await db.pool.query(
+              "SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.datname = current_database() AND NOT l.granted AND (l.locktype = 'advisory') = ($1 = 'advisory')",
+              [locktype],
+            )
+          ).rowCount;
+        await expect.poll(() => waiting("advisory"), { timeout: 10_000 }).toBe(1);
+        // The ending either commits at once or waits for the paused batch: either way it has run.
+        let ended = false;
+        const ending = end(pools[1]!, runId).then((result) => {
+          ended = true;
+          return result;
+        });
+        await expect.poll(async () => ended || (await waiting("row")) === 1, { timeout: 10_000 }).toBe(true);
+        await holder.query("COMMIT");
+        await Promise.all([batch, ending]);
+
+        const log = await db.pool.query<{ event: string }>(
+          "SELECT event FROM thread_events WHERE run_id = $1 AND event <> 'turn.retrying' ORDER BY id",
+          [runId],
+        );
+        expect(log.rows.map((row) => row.event)).toEqual(["text.delta", `turn.${status}`, "stream.ended"]);
+      } finally {
+        holder.release();
+        await Promise.all(pools.map((pool) => pool.end()));
+        await db.drop();
+      }
+    },
+  );
 });
 
 describe("the partial answer's text", () => {

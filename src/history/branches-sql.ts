@@ -61,18 +61,14 @@ export type SelectEditableRow = {
   refused_run_id: string | null;
 };
 
-/** The thread's owner and its running turn, the thread's row locked (a branch deletion's check). */
+/**
+ * The thread's owner, its row locked (a branch deletion's first statement). The running turn is
+ * read by the next statement: one that waits for the lock re-reads only the locked row, so a turn
+ * begun by the transaction it waited for would be missed here.
+ */
 export const lockThreadForBranchChange = `
-  SELECT t.user_id AS owner, busy.run_id AS running_run_id, busy.message_id AS running_message_id
-  FROM threads t
-  LEFT JOIN LATERAL (${unfinishedTurn}) busy ON true
-  WHERE t.id = $1
-  FOR UPDATE OF t`;
-export type LockThreadForBranchChangeRow = {
-  owner: string;
-  running_run_id: string | null;
-  running_message_id: string | null;
-};
+  SELECT t.user_id AS owner FROM threads t WHERE t.id = $1 FOR UPDATE`;
+export type LockThreadForBranchChangeRow = { owner: string };
 
 /**
  * Deletes the branch at $2 when it is off the current path: a user message (its answers and the
@@ -89,10 +85,21 @@ export const deleteBranch = `
                                 OR (m.kind = 'user' AND m.parent_id = t.answers AND m.parent_variant = t.variant))))
   RETURNING m.id`;
 
-/** What a message names: whether it is a message of the thread and on its current path. */
+/**
+ * The thread's running turn, and what message $2 names: whether it is a message of the thread
+ * (on_path NULL: not) and on its current path. Read after the thread's lock.
+ */
 export const selectMessagePlace = `
-  SELECT on_path FROM messages WHERE id = $2 AND thread_id = $1 AND kind IN ('user', 'agent')`;
-export type SelectMessagePlaceRow = { on_path: boolean };
+  SELECT busy.run_id AS running_run_id, busy.message_id AS running_message_id, m.on_path
+  FROM threads t
+  LEFT JOIN messages m ON m.id = $2 AND m.thread_id = t.id AND m.kind IN ('user', 'agent')
+  LEFT JOIN LATERAL (${unfinishedTurn}) busy ON true
+  WHERE t.id = $1`;
+export type SelectMessagePlaceRow = {
+  running_run_id: string | null;
+  running_message_id: string | null;
+  on_path: boolean | null;
+};
 
 /**
  * The user message of thread $1 in the place of message $2 on the current path: $2 itself when it

@@ -107,10 +107,11 @@ export async function deleteBranch(
     const thread = locked.rows[0];
     if (!thread) throw threadNotFound(threadId);
     if (thread.owner !== input.userId) throw threadNotOwned(threadId);
-    if (thread.running_run_id !== null) throw threadBusy(threadId, thread.running_run_id, thread.running_message_id);
-    const place = await client.query<sql.SelectMessagePlaceRow>(sql.selectMessagePlace, [threadId, messageId]);
-    if (!place.rows[0]) throw messageNotFound(threadId, messageId);
-    if (place.rows[0].on_path)
+    const place = (await client.query<sql.SelectMessagePlaceRow>(sql.selectMessagePlace, [threadId, messageId]))
+      .rows[0]!;
+    if (place.running_run_id !== null) throw threadBusy(threadId, place.running_run_id, place.running_message_id);
+    if (place.on_path === null) throw messageNotFound(threadId, messageId);
+    if (place.on_path)
       throw new HistoryRefusal(
         "branch_on_path",
         `Message ${messageId} is on the thread's current path: switch to another branch first, then delete this one.`,

@@ -340,7 +340,8 @@ CREATE OR REPLACE FUNCTION public.threadline_append_run_events(p_thread_id uuid,
 AS $function$
 BEGIN
   PERFORM 1 FROM threads t WHERE t.id = p_thread_id FOR KEY SHARE;
-  ended := EXISTS (SELECT 1 FROM turns u WHERE u.run_id = p_run_id AND u.status IN ('stopped', 'cancelled', 'failed'));
+  SELECT coalesce(bool_or(u.status IN ('stopped', 'cancelled', 'failed')), false) INTO ended
+    FROM (SELECT t.status FROM turns t WHERE t.run_id = p_run_id FOR SHARE) u;
   last_id := CASE WHEN NOT ended THEN threadline_append_events(p_thread_id, p_run_id, p_attempt, p_events) END;
   RETURN NEXT;
 END
@@ -947,6 +948,10 @@ BEGIN
     RETURN;
   END IF;
   PERFORM 1 FROM threads t WHERE t.id = v_turn.thread_id FOR KEY SHARE;
+  SELECT * INTO v_turn FROM turns t WHERE t.run_id = p_run_id FOR SHARE;
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
   INSERT INTO tool_approvals (id, thread_id, run_id, message_id, tool_call_id, tool_name, arguments, expires_at)
     VALUES (p_id, v_turn.thread_id, p_run_id, v_turn.message_id, p_tool_call_id, p_tool_name, p_arguments,
       now() + make_interval(secs => p_expires_seconds))
@@ -959,6 +964,16 @@ BEGIN
   PERFORM threadline_append_events(v_row.thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
     'key', 'tool.approval.requested.' || p_id, 'event', 'tool.approval.requested',
     'data', threadline_approval_event(v_row))));
+  IF v_turn.status = 'stopped' OR (v_turn.status IN ('cancelled', 'failed') AND NOT EXISTS (
+      SELECT 1 FROM turns r WHERE r.message_id = v_turn.message_id AND r.status = 'running' AND r.run_id <> p_run_id)) THEN
+    UPDATE tool_approvals a SET status = 'denied', decided_by = CASE WHEN v_turn.status = 'stopped' THEN 'stop' ELSE 'turn-ended' END,
+      reason = 'the turn ' || CASE v_turn.status WHEN 'stopped' THEN 'was stopped' WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END,
+      decided_at = now()
+      WHERE a.id = p_id RETURNING * INTO v_row;
+    PERFORM threadline_append_events(v_row.thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
+      'key', 'tool.approval.decided.' || p_id, 'event', 'tool.approval.decided',
+      'data', threadline_approval_event(v_row))));
+  END IF;
   RETURN NEXT v_row;
 END
 $function$;
@@ -1253,7 +1268,10 @@ DECLARE
   v_expired uuid;
   v_approval tool_approvals%ROWTYPE;
 BEGIN
-  -- Another run answering the same message (a regenerate) still may run the calls.
+  -- Another run answering the same message (a regenerate) still may run the calls. Two runs of a
+  -- message ending at once would each see the other still running and both spare the calls: the
+  -- message's row is locked first, so the second waits and then sees the first one's end.
+  PERFORM 1 FROM messages m WHERE m.id = NEW.message_id FOR NO KEY UPDATE;
   IF EXISTS (SELECT 1 FROM turns r WHERE r.message_id = NEW.message_id AND r.status = 'running' AND r.run_id <> NEW.run_id) THEN
     RETURN NEW;
   END IF;

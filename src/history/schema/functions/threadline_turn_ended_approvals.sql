@@ -12,7 +12,10 @@ DECLARE
   v_expired uuid;
   v_approval tool_approvals%ROWTYPE;
 BEGIN
-  -- Another run answering the same message (a regenerate) still may run the calls.
+  -- Another run answering the same message (a regenerate) still may run the calls. Two runs of a
+  -- message ending at once would each see the other still running and both spare the calls: the
+  -- message's row is locked first, so the second waits and then sees the first one's end.
+  PERFORM 1 FROM messages m WHERE m.id = NEW.message_id FOR NO KEY UPDATE;
   IF EXISTS (SELECT 1 FROM turns r WHERE r.message_id = NEW.message_id AND r.status = 'running' AND r.run_id <> NEW.run_id) THEN
     RETURN NEW;
   END IF;
