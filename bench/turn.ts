@@ -1,10 +1,19 @@
 /**
- * Turn benchmark (npm run bench:turn [-- --rounds=N]): what one chat turn costs next to the floor
- * it could reach, on the path production takes. The app is served over HTTP in this process and
- * driven by the engine stand-in over the SDK's serve protocol, in both of the SDK's modes: async
- * (a request per step) and checkpoint (the SDK runs what it can in one request and reports each
- * step to the executor). Beside the turn (an existing 100-message thread, the scripted model
- * answering at once) run two floors, same process, same protocol, same model server:
+ * Turn benchmark: what one chat turn costs next to the floor it could reach, on the path production
+ * takes.
+ *
+ *   npm run bench:turn [-- --rounds=N]     N measured rounds per mode (default 150)
+ *
+ * The script compiles this file, the app and the test helpers it uses with the production tsc
+ * options (tsconfig.bench.json, into dist-bench/) and runs the JavaScript on plain node with
+ * `npm start`'s flags: the turn and both floors run the code production runs, with no tsx
+ * transform (whose keepNames wrappers cost CPU that production does not pay).
+ *
+ * The app is served over HTTP in this process and driven by the engine stand-in over the SDK's
+ * serve protocol, in both of the SDK's modes: async (a request per step) and checkpoint (the SDK
+ * runs what it can in one request and reports each step to the executor). Beside the turn (an
+ * existing 100-message thread, the scripted model answering at once) run two floors, same
+ * process, same protocol, same model server:
  *
  * (a) bare: a function with the turn's Inngest ops, in its order and of its kinds (step.run,
  *     step.sendEvent, and step.invoke of the same model-inference function with the request body
@@ -80,7 +89,7 @@ type Op = { id: string; kind: string };
 
 async function main() {
   if (!Number.isInteger(ROUNDS) || ROUNDS < 1)
-    throw new Error(`--rounds must be a positive integer, got ${roundsFlag}`);
+    throw new Error(`--rounds must be a positive integer, got ${roundsFlag} (usage: npm run bench:turn -- --rounds=N)`);
   const { pool, close } = await openBenchDatabase();
   const model = await startModelServer();
   try {
