@@ -6,6 +6,7 @@ import {
   memoryExtractRequested,
   type StepTools,
   threadSummarizeRequested,
+  type ThreadSummarizeRequested,
 } from "../../inngest.config.js";
 import { ASSISTANT_NAME } from "../agents/assistant.js";
 import { createChatNetwork, NETWORK_AGENTS } from "../agents/network.js";
@@ -198,10 +199,11 @@ export async function runTurn(
   const lag = kind === "chat" && !turnSkipReason(run.state) ? summaryLag(run.state) : undefined;
   const summaryRequested = lag !== undefined && lag.unsummarized > SUMMARIZE_AFTER_MESSAGES;
   if (summaryRequested) {
-    await step.sendEvent(
-      "history.request-summary",
-      threadSummarizeRequested.create({ threadId, userId, beforeSeq: lag.windowStart }),
-    );
+    // A plain event, not threadSummarizeRequested.create(): the SDK validates a created event on
+    // send (~20 µs a turn), and this one holds the run's own checked ids and a stored sequence
+    // number. summarize-thread validates it on receipt, as every function does its trigger's.
+    const data: ThreadSummarizeRequested = { threadId, userId, beforeSeq: lag.windowStart };
+    await step.sendEvent("history.request-summary", { name: threadSummarizeRequested.name, data });
   }
   // memory.request-extraction: memories are proposed by extract-memories.
   if (kind === "chat" && agents.memory.extract && outcome.status === "completed") {
