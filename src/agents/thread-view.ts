@@ -39,7 +39,7 @@ export function threadView(agentName: string, memory: AgentMemory | undefined) {
     // state.results copies the list on each read: read once.
     const results = state.results;
     const prior = priorResultCount(state);
-    const earlier = state.messages.concat(results.slice(0, prior).flatMap(seen));
+    const earlier = state.messages.concat(storedView(agentName, results, prior));
     const thisTurn = results.slice(prior).flatMap(seen);
     const contexts =
       memory && state.threadId
@@ -83,6 +83,30 @@ function seenBy(agentName: string, result: AgentResult): Message[] {
   if (known) return known;
   const view = viewOf(agentName, result);
   views.set(result, view);
+  return view;
+}
+
+/**
+ * Each agent's view of the stored results a run read, by the last of them: every replay of the run,
+ * and each of its inferences, sees the same (frozen, shared) results, so the view is built once.
+ */
+const storedListViews = new Map<string, WeakMap<AgentResult, { results: AgentResult[]; view: Message[] }>>();
+
+function storedView(agentName: string, results: AgentResult[], prior: number): Message[] {
+  const last = prior > 0 ? results[prior - 1]! : undefined;
+  if (!last || !Object.isFrozen(last)) return results.slice(0, prior).flatMap((r) => seenBy(agentName, r));
+  let views = storedListViews.get(agentName);
+  if (!views) {
+    views = new WeakMap();
+    storedListViews.set(agentName, views);
+  }
+  const known = views.get(last);
+  if (known && known.results.length === prior && known.results.every((result, i) => result === results[i]))
+    return known.view;
+  const stored = results.slice(0, prior);
+  const view = stored.flatMap((r) => seenBy(agentName, r));
+  // Only frozen results: a view of a result that may change later would go stale.
+  if (stored.every((result) => Object.isFrozen(result))) views.set(last, { results: stored, view });
   return view;
 }
 
