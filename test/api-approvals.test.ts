@@ -184,13 +184,17 @@ describe("deciding a tool call's approval over HTTP", () => {
     expect((await pending(threadId)).body.approvals).toEqual([]);
   });
 
-  it("after the turn was cancelled: nothing pending is listed, and a decision is 409 turn_ended", async () => {
+  it("after the turn was cancelled: nothing pending is listed, and a decision is 409 with the approval denied by the turn's end", async () => {
     const { run, threadId } = await turnAwaitingApproval(async (threadId, approvalId) => {
       await cancelTurn(bed.db.pool, runOf(threadId));
       expect((await pending(threadId)).body.approvals).toEqual([]);
       const response = await decide(threadId, approvalId, { decision: "approve" });
       expect(response.status).toBe(409);
-      expect(await response.json()).toMatchObject({ code: "turn_ended", approval: { status: "pending" } });
+      // The cancellation recorded it denied (threadline_turn_ended_approvals, docs/approvals.md): decided before.
+      expect(await response.json()).toMatchObject({
+        code: "decided",
+        approval: { status: "denied", decidedBy: "turn-ended", reason: "the turn was cancelled" },
+      });
       return null;
     });
     expect(rollsRun(run)).toBe(false);

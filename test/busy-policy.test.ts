@@ -6,7 +6,7 @@ import type { BusyPolicy } from "../src/history/busy-policy.js";
 import { streamedTexts } from "../src/stream/deltas.js";
 import { readEventsAfter } from "../src/history/events.js";
 import { cancels } from "./helpers/cancel-on.js";
-import { execute, memoBefore } from "./helpers/engine.js";
+import { execute, memoBefore, StepFault } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows, threadWithRunningTurn } from "./helpers/fixtures.js";
 import { startLiveApp, type LiveApp } from "./helpers/live-app.js";
 import { gate } from "./helpers/model-server.js";
@@ -436,7 +436,7 @@ describe("a message sent while a turn streams its answer", () => {
     const next = { ...event, data: { ...event.data, busy: "rollback" } };
     // The run is cut off after its interrupt: as if the step's result was lost after its statement committed.
     const cutOff = async (id: string) => {
-      if (id === "history.find-earlier-turn") throw new Error("cut off");
+      if (id === "history.find-earlier-turn") throw new StepFault("cut off");
     };
     const first = await execute(chatTurn, next, { beforeStep: cutOff });
     const retried = await execute(chatTurn, next, {

@@ -13,7 +13,7 @@ import { PATIENCE_ROUNDS } from "../src/history/turn-waits.js";
 import { readEventsAfter } from "../src/history/events.js";
 import { cancelTurn, failTurn, stopRunningTurn } from "../src/history/turns.js";
 import { NO_MEMORY } from "../src/memory/components.js";
-import { execute, memoBefore, type SentEvent, type Wait } from "./helpers/engine.js";
+import { execute, memoBefore, type SentEvent, StepFault, type Wait } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, turnsOf } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";
 import { createPool } from "../src/platform/database.js";
@@ -99,7 +99,7 @@ describe("a tool call that needs approval", () => {
         // The step right after the tool's fails once: its retry must not run the tool again.
         if (id.startsWith("generate-agent-ids") && counter.rolls === 1 && !failedOnce) {
           failedOnce = true;
-          throw new Error("transient fault after the tool ran");
+          throw new StepFault("transient fault after the tool ran");
         }
       },
     });

@@ -8,7 +8,7 @@ import { beginTurn } from "../src/history/store.js";
 import { storeModelTitle } from "../src/history/titles.js";
 import { PATIENCE_ROUNDS, roundTimeout } from "../src/history/turn-waits.js";
 import { ABANDONED_TURN_ERROR } from "../src/history/turns.js";
-import { execute, type Execution, type SentEvent, type Wait } from "./helpers/engine.js";
+import { execute, type Execution, type SentEvent, StepFault, type Wait } from "./helpers/engine.js";
 import {
   chatEvent,
   conversation,
@@ -305,7 +305,7 @@ describe("a turn's finish is announced when a later turn may wait for it", () =>
     const first = (await threadRows(bed.db.pool, threadId)).find((r) => r.kind === "user")!;
     const later = chatEvent({ threadId, content: "What is my name?" });
     const cutOff = async (id: string) => {
-      if (id === "generate-agent-ids-0") throw new Error("cut off");
+      if (id === "generate-agent-ids-0") throw new StepFault("cut off");
     };
     const attempt = await execute(chatTurn, later, { beforeStep: cutOff });
     // None ahead: the window came with the message, no history.get.

@@ -11,7 +11,7 @@ import { createRegenerate } from "../src/functions/regenerate.js";
 import { NO_MEMORY } from "../src/memory/components.js";
 import type { SelectUserUsageRow } from "../src/history/export-sql.js";
 import { budgetRefusal, setUserBudget, turnUsage } from "../src/history/usage.js";
-import { execute } from "./helpers/engine.js";
+import { execute, StepFault } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel } from "./helpers/fixtures.js";
 import { asUser, createTestApp } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -197,7 +197,7 @@ describe("the usage ledger", () => {
     // The run stops before its answer's store, as an old run that has just recorded usage.assistant.
     const stoppedEarly = await execute(chatTurn, event, {
       beforeStep: async (id) => {
-        if (id === "history.append-results") throw new Error("deploy");
+        if (id === "history.append-results") throw new StepFault("deploy");
       },
     });
     expect(await ledger({ runId: stoppedEarly.runId })).toEqual([]);

@@ -7,7 +7,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { historyWindow, resolveHistoryPolicy } from "../src/history/policy.js";
 import { beginTurn, readHistoryWindow, storeAnswer } from "../src/history/store.js";
 import { storeSummary, SUMMARIZE_AFTER_MESSAGES } from "../src/history/summaries.js";
-import { execute, type Memo } from "./helpers/engine.js";
+import { execute, type Memo, StepFault } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
 import { seedThread } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -48,7 +48,7 @@ describe("the history window read with the message", () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), historyEnvironment: env });
     const event = chatEvent({ threadId, userId, content: "question 31" });
     const cutOff = async (id: string) => {
-      if (id === "generate-agent-ids-0") throw new Error("cut off");
+      if (id === "generate-agent-ids-0") throw new StepFault("cut off");
     };
     const attempt = await execute(chatTurn, event, { beforeStep: cutOff });
     expect(attempt.stepIds).toEqual(["generate-network-id", "history.append-user-message", "generate-agent-ids-0"]);

@@ -98,7 +98,7 @@ export type EngineStandIn = {
    * completed before `fromStep` memoized (none without it), the later ones run again.
    */
   rerun: (run: StandInRun, fromStep?: string) => StandInRun;
-  /** Resolves once a run matching `predicate` exists (runs start asynchronously after an event). */
+  /** Resolves once a run matching `predicate` exists (runs start asynchronously after an event); rejects with what `predicate` throws. */
   runFor: (predicate: (run: StandInRun) => boolean, timeoutMs?: number) => Promise<StandInRun>;
   close: () => Promise<void>;
 };
@@ -465,7 +465,16 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
     runFor: (predicate, timeoutMs = 15_000) =>
       new Promise((resolve, reject) => {
         const check = () => {
-          const run = runs.find(predicate);
+          // A predicate that throws fails the caller's runFor, not the stand-in's start of a run.
+          let run: StandInRun | undefined;
+          try {
+            run = runs.find(predicate);
+          } catch (error) {
+            clearTimeout(timer);
+            runListeners.delete(check);
+            reject(error);
+            return;
+          }
           if (!run) return;
           clearTimeout(timer);
           runListeners.delete(check);

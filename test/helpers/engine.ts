@@ -77,9 +77,10 @@ async function runInvoked(fn: InngestFunction.Like, data: Record<string, unknown
  * The Inngest server delivers what step.sendEvent sends; under the test engine there is no
  * server to send to. This turns each sendEvent into a step.run under the same id that records
  * the events, so tests see what a run sent, once, however often it is retried. Sent events are
- * also published to every run of the test file that waits for them (see waitForEventOnBus).
+ * also published to every run of the test file that waits for them (see waitForEventOnBus). What
+ * an observer (onSentEvents) throws goes to `failures` too (see testFailures).
  */
-export function recordSentEvents(sent: SentEvent[]) {
+export function recordSentEvents(sent: SentEvent[], failures?: unknown[]) {
   return (ctx: TestContext): TestContext => {
     const sendEvent = (id: string, payload: SentEvent | SentEvent[]) =>
       ctx.step.run(id, async () => {
@@ -87,7 +88,12 @@ export function recordSentEvents(sent: SentEvent[]) {
           (event) => JSON.parse(JSON.stringify(event)) as SentEvent,
         );
         sent.push(...events);
-        publish(events);
+        try {
+          publish(events);
+        } catch (error) {
+          failures?.push(error);
+          throw error;
+        }
         return { ids: events.map(() => `sent-${randomUUID()}`) };
       });
     return { ...ctx, step: { ...ctx.step, sendEvent } } as TestContext;
@@ -101,7 +107,9 @@ export type Wait = { id: string; event: string; timeout: string; match: { field:
 
 /**
  * Decides how a step.waitForEvent ends: with the event it waited for, or null (timed out). It
- * runs as the step, so its answer is memoized like the server's.
+ * runs as the step, so its answer is memoized like the server's. A wait ends with the event or
+ * null, never an error (docs: step.waitForEvent returns `Promise<null | EventPayload>`): what a
+ * resolver throws fails the test (execute rejects with it), not a step.
  */
 export type WaitResolver = (wait: Wait) => Promise<SentEvent | null>;
 
@@ -189,7 +197,7 @@ function resolveWaits(resolve: WaitResolver) {
 /**
  * Records the id of every step.run the function reaches (memoized or not), once, in order, and calls
  * `beforeStep` before a step's work runs (not when its result comes from the memo): tests stop the
- * database or count steps there.
+ * database, count steps or fail a step (StepFault) there.
  */
 function observeSteps(stepIds: string[], beforeStep?: (id: string) => Promise<void>, memoIds: string[] = []) {
   return (ctx: TestContext): TestContext => {
@@ -234,6 +242,35 @@ export function withFunctionMiddleware(fn: InngestFunction.Like): InngestFunctio
   return withMiddleware as unknown as InngestFunction.Like;
 }
 
+/**
+ * Thrown from a beforeStep callback, fails the step as its own work would (a transient fault, a
+ * run killed or cancelled at that step): the run sees a failed step. Anything else a test's
+ * callback throws is the test's failure (see testFailures).
+ */
+export class StepFault extends Error {}
+
+/**
+ * What a test's own callbacks throw: the engine runs them inside steps, so it would take their
+ * errors (a failed expect too) for a failed step, which a test that does not look at the run's
+ * error would pass. `own` wraps a callback so its errors are kept, then thrown on as the step's
+ * (the run goes on as it would on a failed step); execute rejects with the first once the run
+ * ended. A StepFault is a step's failure by intent, not kept.
+ */
+function testFailures() {
+  const failures: unknown[] = [];
+  const own =
+    <A extends unknown[], R>(callback: (...args: A) => Promise<R>, stepFaults = false) =>
+    async (...args: A): Promise<R> => {
+      try {
+        return await callback(...args);
+      } catch (error) {
+        if (!(stepFaults && error instanceof StepFault)) failures.push(error);
+        throw error;
+      }
+    };
+  return { failures, own };
+}
+
 export type Memo = InngestTestEngine.MockedStep[];
 
 export type Execution = {
@@ -261,15 +298,17 @@ export type ExecuteOptions = {
    * to retry the step that failed in it.
    */
   attempt?: number;
-  /** How each step.waitForEvent ends (default: waitForEventOnBus, in virtual time). */
+  /** How each step.waitForEvent ends (default: waitForEventOnBus, in virtual time); what it throws fails execute. */
   waits?: WaitResolver;
-  /** Called before a step's work runs (not for memoized steps). */
+  /** Called before a step's work runs (not for memoized steps); a StepFault it throws fails the step, anything else execute. */
   beforeStep?: (id: string) => Promise<void>;
 };
 
 /**
  * Executes a function for one event. Pass `memo` and `runId` from an earlier execution to
- * retry the same run (its succeeded steps are not run again); omit them for a fresh run.
+ * retry the same run (its succeeded steps are not run again); omit them for a fresh run. Rejects
+ * with what a test's callback (waits, beforeStep, an onSentEvents observer) threw, once the run
+ * ended.
  */
 export async function execute(
   fn: InngestFunction.Like,
@@ -281,14 +320,18 @@ export async function execute(
   const stepIds: string[] = [];
   const memoIds: string[] = [];
   const aiInferSteps: string[] = [];
+  const { failures, own } = testFailures();
+  const waits = options.waits ? own(options.waits) : waitForEventOnBus;
+  const beforeStep = options.beforeStep && own(options.beforeStep, true);
   const engine = new InngestTestEngine({
     function: withFunctionMiddleware(fn),
     events: [{ id: event.id ?? `event-${randomUUID()}`, ...event }],
     transformCtx: (ctx) => ({
-      ...resolveWaits(options.waits ?? waitForEventOnBus)(
-        recordSentEvents(sentEvents)(
-          inferOverHttp(runId, aiInferSteps)(observeSteps(stepIds, options.beforeStep, memoIds)(ctx)),
-        ),
+      ...resolveWaits(waits)(
+        recordSentEvents(
+          sentEvents,
+          failures,
+        )(inferOverHttp(runId, aiInferSteps)(observeSteps(stepIds, beforeStep, memoIds)(ctx))),
       ),
       attempt: options.attempt ?? 0,
     }),
@@ -309,6 +352,7 @@ export async function execute(
       memo.push({ id: hashedId, idIsHashed: true, handler: () => json });
     }
   }
+  if (failures.length > 0) throw failures[0];
   return { result: output.result, error: output.error, memo, runId, sentEvents, stepIds, memoIds, aiInferSteps };
 }
 
@@ -341,6 +385,7 @@ export async function executeFailureHandler(
       partialOptions: { ...opts.partialOptions, handlerKind: "failure" },
     });
   const sentEvents: SentEvent[] = [];
+  const failures: unknown[] = [];
   const engine = new InngestTestEngine({
     function: asFailure as unknown as InngestFunction.Like,
     events: [
@@ -349,7 +394,9 @@ export async function executeFailureHandler(
         data: { function_id: "threadline-chat-turn", run_id: failed.runId, error: failed.error, event: failed.event },
       },
     ],
-    transformCtx: (ctx) => recordSentEvents(sentEvents)(mockCtx(ctx)),
+    transformCtx: (ctx) => recordSentEvents(sentEvents, failures)(mockCtx(ctx)),
   });
-  return { ...(await engine.execute()), sentEvents };
+  const output = await engine.execute();
+  if (failures.length > 0) throw failures[0];
+  return { ...output, sentEvents };
 }

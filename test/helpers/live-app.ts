@@ -18,6 +18,7 @@ import {
   onSentEvents,
   type Execution,
   type SentEvent,
+  StepFault,
 } from "./engine.js";
 import { scriptedModel } from "./fixtures.js";
 import { createApp } from "../../src/server.js";
@@ -98,7 +99,7 @@ export async function startLiveApp(
         const { fn, id } = started;
         const run = { runId: `run-${randomUUID()}`, event, cancelled: false } as LiveRun;
         const beforeStep = async () => {
-          if (run.cancelled) throw new Error(CANCELLED);
+          if (run.cancelled) throw new StepFault(CANCELLED);
         };
         run.execution = execute(fn, event, { runId: run.runId, beforeStep }).then(async (execution) => {
           ended.add(run);
@@ -130,7 +131,11 @@ export async function startLiveApp(
       await events.close();
       server.closeAllConnections();
       await new Promise((resolve) => server.close(resolve));
-      await Promise.allSettled(runs.map((run) => run.execution));
+      // A run nobody awaited whose callback failed (execute rejects then) fails the closing hook, not passes unseen.
+      const rejected = (await Promise.allSettled(runs.map((run) => run.execution))).find(
+        (r) => r.status === "rejected",
+      );
+      if (rejected) throw rejected.reason;
     },
   };
 }
