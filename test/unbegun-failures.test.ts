@@ -3,6 +3,7 @@ import type { Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatMessageEventId } from "../src/api/send-message.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createRegenerate } from "../src/functions/regenerate.js";
 import { beginTurn } from "../src/history/store.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute, executeFailureHandler, type SentEvent, StepFault } from "./helpers/engine.js";
@@ -29,6 +30,7 @@ let sent: SentEvent[];
 let server: Server;
 let url: string;
 let chatTurn: ReturnType<typeof createChatTurn>;
+let regenerate: ReturnType<typeof createRegenerate>;
 
 beforeAll(async () => {
   events = createEventNotifier(bed.db.pool);
@@ -36,6 +38,7 @@ beforeAll(async () => {
   sent = test.sent;
   ({ server, url } = await listen(test.app.fetch));
   chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
+  regenerate = createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model) });
 });
 afterAll(async () => {
   await events.close();
@@ -69,14 +72,16 @@ const outage = async (id: string) => {
 
 /** Runs a sent event as Inngest would: the run, then, once it failed for good, its onFailure handler. */
 async function run(event: SentEvent, beforeStep?: (id: string) => Promise<void>) {
-  const execution = await execute(chatTurn, event, beforeStep ? { beforeStep } : {});
+  const execution = await execute(turnFunction(event), event, beforeStep ? { beforeStep } : {});
   if (execution.error !== undefined) await reportFailure(event, execution);
   return execution;
 }
 
+const turnFunction = (event: SentEvent) => (event.name === "chat/message.regenerate" ? regenerate : chatTurn);
+
 const reportFailure = (event: SentEvent, execution: { runId: string; error: unknown }) => {
   const { name, message } = execution.error as Error;
-  return executeFailureHandler(chatTurn, { runId: execution.runId, event, error: { name, message } });
+  return executeFailureHandler(turnFunction(event), { runId: execution.runId, event, error: { name, message } });
 };
 
 /** A UI message stream's `data:` payloads, read to the end of the response. */
@@ -169,6 +174,29 @@ describe("a run that fails before it begins a turn", () => {
 
     expect((await post("/api/chat", { threadId, messageId, content: "What was my name?" })).status).toBe(202);
     expect(sent.at(-1)!.id).toBe(second.id);
+  });
+
+  it("a regenerate whose first step failed so ends useChat's stream too", async () => {
+    const { threadId, messageIds } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
+    const question = messageIds[0]!;
+    const response = await post("/api/ui/chat", {
+      id: threadId,
+      trigger: "regenerate-message",
+      messages: [uiMessage(question, "My name is Ada.")],
+    });
+    expect(response.status).toBe(200);
+    const event = sent.at(-1)!;
+    expect(event.name).toBe("chat/message.regenerate");
+    const failed = await run(event, async (id) => {
+      if (id === "history.load-message") throw new StepFault(OUTAGE);
+    });
+    expect(failed.error).toMatchObject({ message: OUTAGE });
+    const chunks = (await within(dataLines(response), "the UI message stream ends")).slice(0, -1);
+    expect(chunks.map((chunk) => JSON.parse(chunk) as unknown)).toEqual([
+      { type: "error", errorText: OUTAGE },
+      { type: "finish", finishReason: "error", messageMetadata: { status: "failed" } },
+    ]);
+    expect((await runRows(threadId, failed.runId)).map((row) => row.event)).toEqual(["message.failed", "stream.ended"]);
   });
 
   it("refused by its first statement (message_in_use: the id was taken meanwhile in another thread), it ends useChat's stream with the refusal", async () => {
