@@ -85,6 +85,7 @@ describe("the SQL that writes the thread log and its vocabulary", () => {
         "tool.approval.expired",
         "thread.path.changed",
         "message.refused",
+        "message.failed",
       ]),
     );
   });

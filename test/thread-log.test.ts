@@ -15,7 +15,7 @@ import { updateThread } from "../src/history/threads.js";
 import { storeModelTitle } from "../src/history/titles.js";
 import { cancelTurn, failTurn, stopRunningTurn } from "../src/history/turns.js";
 import { deltaWriter } from "../src/stream/delta-writer.js";
-import { execute } from "./helpers/engine.js";
+import { execute, StepFault } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -84,6 +84,17 @@ describe("the thread log's vocabulary", () => {
     const refused = chatEvent({ content: "Refused", threadId });
     expect((await execute(chatTurn, { ...refused, data: { ...refused.data, busy: "reject" } })).error).toBeDefined();
 
+    // A message whose run failed before it began a turn (its first step never reached the
+    // database): its onFailure logs the failure for the message.
+    const unbegun = chatEvent({ content: "Lost", threadId });
+    const lost = await execute(chatTurn, unbegun, {
+      beforeStep: async (id) => {
+        if (id === "history.append-user-message") throw new StepFault("connect ECONNREFUSED");
+      },
+    });
+    expect(lost.error).toBeDefined();
+    await failTurn(db, lost.runId, "connect ECONNREFUSED", { ...unbegun.data, threadId });
+
     const { rows } = await db.query<{ event: string; data: Record<string, unknown> }>(
       "SELECT event, data FROM thread_events ORDER BY thread_id, id",
     );
@@ -106,6 +117,7 @@ describe("the thread log's vocabulary", () => {
         "turn.cancelled",
         "turn.stopped",
         "message.refused",
+        "message.failed",
       ]),
     );
   });

@@ -161,24 +161,29 @@ type FailureContext = {
 };
 
 /** The ids a failed run's event carried: a chat turn's thread is its first message's id when absent. */
-const failedTurnEvent = z.object({ messageId: z.uuid(), threadId: z.uuid().optional() });
+const failedTurnEvent = z.object({ messageId: z.uuid(), threadId: z.uuid().optional(), userId: z.string().optional() });
 
 /**
  * The onFailure handler of turn functions: once a run has used up its retries (or failed
  * non-retriably), its turn is recorded as failed with the run id and a readable cause (the
  * provider's status and reason, no credentials), and a later turn waiting for it is released.
- * The user's message stays stored, so a regenerate can complete the turn later.
+ * The user's message stays stored, so a regenerate can complete the turn later. A run that failed
+ * before it began a turn (stored nothing) logs its failure for the message instead, on its user's
+ * thread (turns.ts failTurn): a stream waiting for the message's run ends, and the message can be
+ * sent again.
  */
 const recordTurnFailure =
   (db: pg.Pool) =>
   async ({ event, error, step }: FailureContext) => {
     const runId = event.data.run_id;
-    await step.run("turn.record-failure", () => failTurn(db, runId, describeFailure(error)));
     // An event refused by its schema never started a turn: nobody waits for it.
-    const ids = failedTurnEvent.safeParse(event.data.event?.data);
-    if (!ids.success) return;
-    const { messageId, threadId = messageId } = ids.data;
-    await announceTurnFinished(step, { threadId, runId, messageId, status: "failed" });
+    const parsed = failedTurnEvent.safeParse(event.data.event?.data);
+    const sent = parsed.success
+      ? { ...parsed.data, threadId: parsed.data.threadId ?? parsed.data.messageId }
+      : undefined;
+    await step.run("turn.record-failure", () => failTurn(db, runId, describeFailure(error), sent));
+    if (!sent) return;
+    await announceTurnFinished(step, { threadId: sent.threadId, runId, messageId: sent.messageId, status: "failed" });
   };
 
 /** Inngest names a function `<app id>-<function id>` in its lifecycle events. */

@@ -20,12 +20,14 @@ export type SelectBusyTurnRow = { run_id: string; message_id: string };
 
 /**
  * The run that last refused message `message` of thread `thread` (message.refused, logged by
- * busy.ts logRefusal; thread_events_refused_idx), or NULL: a sending route's read names it, so
- * the message sent again is a new event (send-message.ts chatMessageEventId).
+ * busy.ts logRefusal) or failed before beginning its turn (message.failed, logged by its
+ * onFailure: turns.ts failTurn), or NULL (thread_events_unanswered_idx): a sending route's read
+ * names it, so the message sent again is a new event (send-message.ts chatMessageEventId).
  */
 export const lastRefusal = (thread: string, message: string) => `(
   SELECT x.run_id FROM thread_events x
-  WHERE x.thread_id = ${thread} AND x.event = 'message.refused' AND x.data ->> 'messageId' = ${message}::uuid::text
+  WHERE x.thread_id = ${thread} AND (x.event = 'message.refused' OR x.event = 'message.failed')
+    AND x.data ->> 'messageId' = ${message}::uuid::text
   ORDER BY x.id DESC LIMIT 1)`;
 
 /**

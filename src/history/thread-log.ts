@@ -39,7 +39,10 @@ export const turnRetrying = z.object({
 });
 export type TurnRetrying = z.infer<typeof turnRetrying>;
 
-/** How a turn's stream ended: the turn's final status; refused: the run began no turn (message.refused). */
+/**
+ * How a turn's stream ended: the turn's final status; refused: the run began no turn
+ * (message.refused); failed also ends a run that failed before beginning one (message.failed).
+ */
 const streamEndStatus = z.enum(["completed", "superseded", "skipped", "stopped", "failed", "cancelled", "refused"]);
 export type StreamEndStatus = z.infer<typeof streamEndStatus>;
 
@@ -128,6 +131,14 @@ export const threadLogEvent = z.discriminatedUnion("event", [
     "Run runId refused message messageId, sent with busy reject, because a turn of the thread (runningTurn) began after " +
       "the sending route's check: nothing was stored, no turn began (stream.ended, status refused, follows). Send it " +
       "again once that turn has ended.",
+  ),
+  kind(
+    "message.failed",
+    z.object({ runId: z.string(), messageId: z.string(), error: z.string() }),
+    "Run runId failed before it began a turn for message messageId: its first step failed through its retries (the " +
+      "database unreachable, …) or its event was refused (the cause says which). The run stored nothing (stream.ended, " +
+      "status failed, follows). Logged by the run's onFailure, only on a thread of the event's user. Send the message " +
+      "again (a new event: the run is named in its id).",
   ),
   kind(
     "stream.ended",
@@ -221,13 +232,15 @@ export const THREAD_LOG_KINDS: readonly ThreadLogKind[] = threadLogEvent.options
 );
 
 /**
- * The kinds a client that shows a thread live must act on: streamed text, a message refused, a
- * retry under way, a turn's end (every ending is followed by stream.ended), a new title, a tool
- * call awaiting the user's approval and its decision, another branch shown. The rest is detail.
+ * The kinds a client that shows a thread live must act on: streamed text, a message refused (or
+ * failed before its run began a turn), a retry under way, a turn's end (every ending is followed
+ * by stream.ended), a new title, a tool call awaiting the user's approval and its decision,
+ * another branch shown. The rest is detail.
  */
 export const CLIENT_KINDS = [
   "text.delta",
   "message.refused",
+  "message.failed",
   "turn.retrying",
   "stream.ended",
   "title.changed",

@@ -6,20 +6,29 @@ import { type OwnedEventsAfterRow, ownedEventsAfter } from "./events-sql.js";
  */
 
 /**
- * The turns (runs) of user message $2 in thread $1, oldest first, and the runs that refused it
- * (message.refused, found by thread_events_refused_idx: status refused, the reason as error, no
- * variant), in log order after them.
+ * The turns (runs) of user message $2 in thread $1, oldest first, then the runs that began no turn
+ * for it, in log order (thread_events_unanswered_idx; no variant, begun false): refused
+ * (message.refused: status refused) or failed before beginning one (message.failed: status
+ * failed), the reason as error.
  */
 export const selectMessageTurns = `
-  SELECT run_id, variant, status, error FROM (
-    SELECT t.run_id, t.variant, t.status, t.error, 0 AS source, t.started_at, 0::bigint AS id FROM turns t
+  SELECT run_id, variant, status, error, begun FROM (
+    SELECT t.run_id, t.variant, t.status, t.error, true AS begun, t.started_at, 0::bigint AS id FROM turns t
     WHERE t.message_id = $2::uuid AND t.thread_id = $1
     UNION ALL
-    SELECT x.run_id, 0, 'refused', x.data ->> 'error', 1, NULL, x.id FROM thread_events x
-    WHERE x.thread_id = $1 AND x.event = 'message.refused' AND x.data ->> 'messageId' = $2::text
+    SELECT x.run_id, 0, CASE WHEN x.event = 'message.refused' THEN 'refused' ELSE 'failed' END, x.data ->> 'error',
+           false, NULL, x.id FROM thread_events x
+    WHERE x.thread_id = $1 AND (x.event = 'message.refused' OR x.event = 'message.failed')
+      AND x.data ->> 'messageId' = $2::text
   ) runs
-  ORDER BY source, started_at, run_id, id`;
-export type SelectMessageTurnsRow = { run_id: string; variant: number; status: string; error: string | null };
+  ORDER BY begun DESC, started_at, run_id, id`;
+export type SelectMessageTurnsRow = {
+  run_id: string;
+  variant: number;
+  status: string;
+  error: string | null;
+  begun: boolean;
+};
 
 /**
  * The thread's ($1) owner and its running turn: the one answering message $2 when given, else the

@@ -10,12 +10,19 @@ import * as sql from "./turn-runs-sql.js";
  */
 
 /** One run of a turn: the answer variant it writes (or, skipped, the one it found), its status and a failure's cause. */
-export type TurnRun = { runId: string; variant: number; status: string; error: string | null };
+/** A run of a message: `begun` false for one that began no turn (refused, or failed before it: no answer). */
+export type TurnRun = { runId: string; variant: number; status: string; error: string | null; begun: boolean };
 
-/** The runs that answered (or are answering) a user message of the thread, oldest first. */
+/** The runs that answered (or are answering) a user message of the thread, oldest first, then those that began no turn. */
 export async function messageTurns(db: pg.Pool, threadId: string, messageId: string): Promise<TurnRun[]> {
   const { rows } = await db.query<sql.SelectMessageTurnsRow>(sql.selectMessageTurns, [threadId, messageId]);
-  return rows.map((row) => ({ runId: row.run_id, variant: row.variant, status: row.status, error: row.error }));
+  return rows.map((row) => ({
+    runId: row.run_id,
+    variant: row.variant,
+    status: row.status,
+    error: row.error,
+    begun: row.begun,
+  }));
 }
 
 /** A turn whose answer is being generated: its run, the user message it answers, the variant it writes. */

@@ -41,8 +41,26 @@ const endTurn = (status: "failed" | "cancelled") => `
     RETURNING thread_id, run_id, message_id, error)
   ${endStream(status)}`;
 
-/** A failed run only updates a turn it started: a refused event leaves no trace. */
+/** A failed run only updates a turn it started (logUnbegunFailure tells of one that began none). */
 export const failTurn = endTurn("failed");
+
+/**
+ * Run $2 failed before it began a turn for message $3 (no turn row: its first step failed through
+ * its retries, or its event was refused): on thread $1, when it exists and is user $4's (never
+ * another user's thread, never a new one), logs message.failed (cause $5) then stream.ended
+ * (failed), under the run's own keys: what a stream following the message waits for. Not for a
+ * run that already ended its stream (a busy refusal logged message.refused and stream.ended).
+ */
+export const logUnbegunFailure = `
+  SELECT threadline_append_events(t.id, $2, 0, jsonb_build_array(
+    jsonb_build_object('key', 'message.failed', 'event', 'message.failed',
+      'data', jsonb_build_object('runId', $2::text, 'messageId', $3::uuid::text, 'error', $5::text)),
+    jsonb_build_object('key', 'stream.ended', 'event', 'stream.ended',
+      'data', jsonb_build_object('scope', 'network', 'status', 'failed', 'runId', $2::text, 'messageId', $3::uuid::text))))
+  FROM threads t
+  WHERE t.id = $1 AND t.user_id = $4
+    AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.run_id = $2)
+    AND NOT EXISTS (SELECT 1 FROM thread_events x WHERE x.run_id = $2 AND x.attempt = 0 AND x.key = 'stream.ended')`;
 
 /**
  * One round of a turn's wait, in one statement, for the turn of run $1:

@@ -335,7 +335,7 @@ function receive(threadId, batch) {
         if ((retry.runId === null || retry.runId === row.data.runId) && row.data.attempt > retry.streamedAttempt)
           state.retrying.delete(key);
     }
-    if (row.event === "message.refused") refused(row.data);
+    if (row.event === "message.refused" || row.event === "message.failed") notAccepted(row.data);
     if (row.event === "turn.retrying") noteRetry(row.data);
     if (row.event === "stream.ended") {
       ended = true;
@@ -377,10 +377,11 @@ function noteRetry(data) {
 }
 
 /**
- * A message sent with busy reject that its thread refused after all (a turn began meanwhile):
- * nothing was stored, so the words go back to the composer (when it is empty) with the reason.
+ * A message sent with busy reject that its thread refused after all (a turn began meanwhile), or
+ * whose run failed before it stored anything: the words go back to the composer (when it is
+ * empty) with the reason.
  */
-function refused({ messageId, error }) {
+function notAccepted({ messageId, error }) {
   const sent = state.outbox.get(messageId);
   if (!sent) return;
   state.outbox.delete(messageId);

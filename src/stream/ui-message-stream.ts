@@ -25,8 +25,9 @@ import { streamedTexts } from "./deltas.js";
  * - The end: `finish` (completed, superseded, skipped: the stored answer; stopped), or `error` with
  *   the cause then `finish` (failed), or `abort` then `finish` (cancelled); `finish` metadata holds
  *   the status.
- * - A run that refused its message (busy reject, message.refused) began no turn and has no answer:
- *   no `start`, only `error` with the refusal's reason, then `finish` (status refused).
+ * - A run that refused its message (busy reject, message.refused) or failed before it began a turn
+ *   (message.failed) has no answer: no `start`, only `error` with the reason, then `finish`
+ *   (status refused, or failed).
  */
 
 /** providerMetadata of a text part: where its text came from. */
@@ -76,6 +77,8 @@ export type FollowedRun = {
   userMessageId: string;
   variant: number;
   ended?: RunEnding;
+  /** false: the run began no turn (refused, or failed before it), so there is no answer to start. */
+  begun?: false;
   /** A stream going on after the client's approval responses: the tool calls it denied (shown as denied first). */
   deniedToolCalls?: readonly string[];
 };
@@ -108,7 +111,7 @@ export class UiMessageStream {
 
   start(): UiMessageChunk[] {
     const { threadId, userMessageId, runId, variant } = this.run;
-    if (this.run.ended?.status === "refused") return [];
+    if (this.run.begun === false) return [];
     return [
       { type: "start", messageId: this.messageId, messageMetadata: { threadId, userMessageId, runId, variant } },
       ...(this.run.deniedToolCalls ?? []).map((toolCallId) => ({ type: "tool-output-denied" as const, toolCallId })),
@@ -124,7 +127,10 @@ export class UiMessageStream {
         this.deltas.push(row);
         streamed = true;
       } else if (
-        (row.event === "turn.failed" || row.event === "turn.cancelled" || row.event === "message.refused") &&
+        (row.event === "turn.failed" ||
+          row.event === "turn.cancelled" ||
+          row.event === "message.refused" ||
+          row.event === "message.failed") &&
         row.data.error !== null
       ) {
         this.cause = row.data.error;
