@@ -537,6 +537,44 @@ if (!hasChromium) {
       expect(pageProblems).toEqual([]);
     });
 
+    it("a turn that ends before its send's response arrives: the message shows once, answered, and the page is ready", async () => {
+      bed.model.script({ text: "Quick." }, { text: "Quick, edited." });
+      await openPlayground();
+      const answers = page.locator("#messages li.assistant");
+      const storedAnswers = answers.getByRole("button", { name: "Good answer" });
+      // The send's (then the edit's) response is held until the page shows the answer its run stored.
+      let stored = 0;
+      await page.route(/\/api\/chat$|\/edit$/, async (route) => {
+        const response = await route.fetch();
+        stored += 1;
+        await expect.poll(() => storedAnswers.count(), { timeout: PATIENCE_MS }).toBe(1);
+        await expect
+          .poll(() => answers.last().textContent(), { timeout: PATIENCE_MS })
+          .toContain(stored === 1 ? "Quick." : "Quick, edited.");
+        await route.fulfill({ response });
+      });
+      const user = page.locator("#messages li.user");
+      const ready = async () => ({
+        users: await user.count(),
+        edit: await user.first().getByRole("button", { name: "Edit" }).isEnabled(),
+        stop: await page.getByRole("button", { name: "Stop" }).isEnabled(),
+      });
+
+      await sendMessage("Say quick");
+      await eventually(() => inFlight.size).toBe(0);
+      await eventually(ready).toEqual({ users: 1, edit: true, stop: false });
+
+      await user.first().getByRole("button", { name: "Edit" }).click();
+      await page.getByRole("textbox", { name: "Edited message" }).fill("Say quick, edited");
+      await page.getByRole("button", { name: "Save and send" }).click();
+      await eventually(() => inFlight.size).toBe(0);
+      await eventually(ready).toEqual({ users: 1, edit: true, stop: false });
+      expect(await user.first().innerText()).toContain("Say quick, edited");
+      expect(await page.getByLabel("Message version 2 of 2").textContent()).toBe("2/2");
+      expect(await answers.allTextContents()).toEqual([expect.stringContaining("Quick, edited.")]);
+      expect(pageProblems).toEqual([]);
+    });
+
     it("renames the open thread and deletes it (after a confirmation)", async () => {
       bed.model.script({ text: "Hello." });
       await openPlayground();

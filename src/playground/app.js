@@ -646,13 +646,30 @@ function editingForm(messageId) {
 
 /** Sends the edit; the thread shows the messages before the edited one and the edit, answered. */
 async function editMessage(editedId, content) {
+  const threadId = state.threadId;
   const messageId = crypto.randomUUID();
-  await state.api.edit(state.threadId, editedId, messageId, content);
+  await sendAwaited(messageId, () => state.api.edit(threadId, editedId, messageId, content));
   state.editing = null;
+  if (!state.awaiting.has(messageId)) return loadMessages(threadId);
   state.messages = messagesBeforeEdit(state.messages, editedId);
   state.outbox.set(messageId, { text: content, sending: false });
-  state.awaiting.add(messageId);
   renderMessages();
+}
+
+/**
+ * Sends a request that starts a turn for `messageId`, awaited from before it is sent: the turn
+ * may end (its stream.ended read from the log, forgetTurn) before the response arrives, and a
+ * message awaited only after that would be awaited for good, the page busy. No longer awaited
+ * when the response comes: its turn has ended, and the thread's messages show it.
+ */
+async function sendAwaited(messageId, request) {
+  state.awaiting.add(messageId);
+  try {
+    await request();
+  } catch (error) {
+    state.awaiting.delete(messageId);
+    throw error;
+  }
 }
 
 async function rate(answerId, rating) {
@@ -672,8 +689,7 @@ async function decide(approvalId, decision) {
 }
 
 async function regenerate(messageId) {
-  await state.api.regenerate(state.threadId, messageId);
-  state.awaiting.add(messageId);
+  await sendAwaited(messageId, () => state.api.regenerate(state.threadId, messageId));
   state.variants.delete(messageId);
   renderMessages();
 }
@@ -737,7 +753,7 @@ async function send(event) {
     renderMessages();
     scrollToEnd();
     try {
-      await state.api.send(state.threadId, messageId, content);
+      await sendAwaited(messageId, () => state.api.send(state.threadId, messageId, content));
     } catch (error) {
       // Not accepted: the words go back to the composer.
       state.outbox.delete(messageId);
@@ -745,8 +761,9 @@ async function send(event) {
       renderMessages();
       throw error;
     }
-    state.outbox.set(messageId, { text: content, sending: false });
-    state.awaiting.add(messageId);
+    // Still in the outbox unless the thread's messages, read since, hold it (its turn may have ended).
+    const sent = state.outbox.get(messageId);
+    if (sent) sent.sending = false;
     renderMessages();
     await refreshThreads();
   } finally {
