@@ -4,15 +4,21 @@ import { deleteUserCommand } from "../scripts/delete-user.js";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { rememberFromThread } from "../src/history/memories.js";
+import { beginTurn } from "../src/history/store.js";
 import { setUserBudget } from "../src/history/usage.js";
-import { execute } from "./helpers/engine.js";
-import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
+import { eraseUser } from "../src/history/users.js";
+import { createPool } from "../src/platform/database.js";
+import { createTestDatabase } from "./helpers/database.js";
+import { execute, type SentEvent } from "./helpers/engine.js";
+import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
+import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 import { tableRowCounts } from "./helpers/table-rows.js";
 
 const bed = useTestBed();
 
 let pairTurn: ReturnType<typeof createChatTurn>;
+let chatTurn: ReturnType<typeof createChatTurn>;
 
 beforeAll(() => {
   pairTurn = createChatTurn({
@@ -20,7 +26,11 @@ beforeAll(() => {
     model: scriptedModel(bed.model),
     agents: { network: "pair", memory: { agents: { assistant: ["user-memory"] }, contextTokens: 500 } },
   });
+  chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
 });
+
+/** Erases the user as npm run delete-user does, its announcement dropped. */
+const erase = (userId: string) => deleteUserCommand(["--user", userId], bed.db.pool, async () => undefined);
 
 /**
  * A thread of two pair turns (assistant, then reviewer, whose state is stored), the first one
@@ -93,7 +103,122 @@ describe("erasure", () => {
       `Erased user ${JSON.stringify(userId)}: 2 threads (with their messages, turns, summaries and agent state), 4 memories, 1 API keys, ${usageRecords} usage records and the budget. Announced thread/deleted for each thread and user/deleted.`,
     );
     // Each thread leaves a tombstone: its id and the time, nothing that names the user (migration 0016).
-    expect(await tableRowCounts(bed.db.pool)).toEqual({ ...before, thread_tombstones: before.thread_tombstones! + 2 });
+    // The erasure leaves its time, under a digest of the user id (migration 0034).
+    expect(await tableRowCounts(bed.db.pool)).toEqual({
+      ...before,
+      thread_tombstones: before.thread_tombstones! + 2,
+      user_erasures: before.user_erasures! + 1,
+    });
+    const { rows } = await bed.db.pool.query("SELECT user_key FROM user_erasures");
+    expect(rows.some((row) => row.user_key.toString("utf8").includes(userId))).toBe(false);
+  });
+
+  it("a new thread's first message sent before the erasure, its run beginning after it, stores nothing; one sent after it is answered", async () => {
+    const userId = `user-${randomUUID()}`;
+    // Queued a second before the erasure: a new thread by its first message's id, and one by a client-made id.
+    const sentAt = Date.now() - 1_000;
+    const queued = [
+      chatEvent({ userId, content: "My secret" }),
+      chatEvent({ userId, threadId: randomUUID(), content: "Another secret" }),
+    ];
+    await erase(userId);
+    const before = await tableRowCounts(bed.db.pool);
+    bed.model.script({ text: "Noted." }, { text: "Noted." });
+
+    for (const event of queued) {
+      const run = await execute(chatTurn, { ...event, ts: sentAt });
+      expect(run.error).toMatchObject({
+        name: "NonRetriableError",
+        message: expect.stringMatching(/was sent before its user's data was erased/),
+      });
+    }
+    expect(bed.model.requests).toHaveLength(0);
+    expect(await tableRowCounts(bed.db.pool)).toEqual(before);
+
+    // The user goes on: POST /api/chat accepts a new message, and its run (sent now) answers it.
+    bed.model.reset();
+    const sent: SentEvent[] = [];
+    const { app } = createTestApp(bed.db.pool, {
+      sendEvent: async (event) => (sent.push(event), { ids: [`evt-${sent.length}`] }),
+    });
+    const messageId = randomUUID();
+    const response = await app.request("/api/chat", {
+      method: "POST",
+      headers: await headersFor(userId),
+      body: JSON.stringify({ messageId, content: "Hello again" }),
+    });
+    expect(response.status).toBe(202);
+    bed.model.script({ text: "Welcome back." });
+    expect((await execute(chatTurn, { name: "chat/message.sent", data: sent[0]!.data })).error).toBeUndefined();
+    expect((await threadRows(bed.db.pool, messageId)).map((row) => row.kind)).toEqual(["user", "agent"]);
+
+    // A message sent before the erasure to a client-made thread id that a message sent after it created: not stored either.
+    const late = await execute(chatTurn, {
+      ...chatEvent({ userId, threadId: messageId, content: "Yet another secret" }),
+      ts: sentAt,
+    });
+    expect(late.error).toMatchObject({ message: expect.stringMatching(/was sent before its user's data was erased/) });
+    expect((await threadRows(bed.db.pool, messageId)).map((row) => row.kind)).toEqual(["user", "agent"]);
+  });
+
+  it("an erasure while a turn creates the user's new thread deletes that thread once it is committed", async () => {
+    // The window: the thread inserted, not yet committed. Pause the turn's first statement there on
+    // an advisory lock, in a database of this test's own; only the pause is added to the function.
+    const db = await createTestDatabase();
+    const pool = createPool(db.url);
+    const holder = await db.pool.connect();
+    try {
+      const { rows } = await db.pool.query<{ def: string }>(
+        "SELECT pg_get_functiondef('threadline_begin_turn'::regproc) AS def",
+      );
+      const inserted = "INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;";
+      expect(rows[0]!.def).toContain(inserted);
+      await db.pool.query(
+        rows[0]!.def.replace(
+          inserted,
+          `${inserted}\n      IF p_run_id LIKE 'paused-%' THEN PERFORM pg_advisory_xact_lock(4242); END IF;`,
+        ),
+      );
+      await holder.query("BEGIN");
+      await holder.query("SELECT pg_advisory_xact_lock(4242)");
+
+      const userId = `user-${randomUUID()}`;
+      const messageId = randomUUID();
+      const paused = beginTurn(pool, {
+        threadId: messageId,
+        userId,
+        message: { id: messageId, text: "My secret" },
+        turn: { runId: `paused-${messageId}`, kind: "chat", eventTime: Date.now() - 1_000 },
+      });
+      const waiting = async (objsubid: number) =>
+        (
+          await db.pool.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = $1 AND NOT granted", [
+            objsubid,
+          ])
+        ).rowCount;
+      await expect.poll(() => waiting(1), { timeout: 10_000 }).toBe(1);
+      // The erasure either waits for the turn (on the user's erasure lock, a two-key advisory lock) or is done.
+      let erased = false;
+      const erasing = eraseUser(db.pool, userId, []).finally(() => {
+        erased = true;
+      });
+      await expect.poll(async () => erased || (await waiting(2)) === 1, { timeout: 10_000 }).toBe(true);
+      await holder.query("COMMIT");
+
+      expect((await paused).status).toBe("running");
+      expect((await erasing).threadIds).toEqual([messageId]);
+      expect(await threadRows(db.pool, messageId)).toEqual([]);
+      const left = await db.pool.query(
+        "SELECT (SELECT count(*)::int FROM threads WHERE id = $1) AS threads, (SELECT count(*)::int FROM thread_tombstones WHERE thread_id = $1) AS tombstones",
+        [messageId],
+      );
+      expect(left.rows[0]).toEqual({ threads: 0, tombstones: 1 });
+    } finally {
+      await holder.query("ROLLBACK").catch(() => undefined);
+      holder.release();
+      await pool.end();
+      await db.drop();
+    }
   });
 
   it("refuses a command line without a valid user", async () => {

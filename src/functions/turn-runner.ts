@@ -44,7 +44,7 @@ export type TurnRequest = { kind: "chat"; data: ChatMessageSent } | { kind: "reg
 
 /** What a turn function's handler hands the runner from its context. */
 type RunContext = {
-  event: { id?: string };
+  event: { id?: string; ts?: number };
   runId: string;
   step: StepTools;
   inferenceStream: InferenceStream;
@@ -81,6 +81,8 @@ export async function runTurn(
     runId,
     kind,
     eventId: event.id,
+    // A message sent before its user's erasure is not stored (threadline_begin_turn).
+    eventTime: event.ts,
     clientTimestamp: request.kind === "chat" ? request.data.clientTimestamp : undefined,
     policy,
     clientMessages: conversation?.length,

@@ -34,6 +34,8 @@ export type TurnContext = {
   runId: string;
   kind: TurnKind;
   eventId?: string | undefined;
+  /** When the run's event was sent (Inngest's event.ts, the same on every replay). */
+  eventTime?: number | undefined;
   clientTimestamp?: string | undefined;
   policy: ResolvedHistoryPolicy;
   /** How many prior messages the client sent with the event (client-authoritative): none are read. */
@@ -249,7 +251,13 @@ export function createTurnHistory(db: pg.Pool, turn: TurnContext): TurnHistory {
           threadId: threadId!,
           userId: turn.userId,
           message: { id: userMessage.id, text: userMessage.content, clientTimestamp: turn.clientTimestamp },
-          turn: { runId: turn.runId, kind: turn.kind, eventId: turn.eventId, busy: turn.busy },
+          turn: {
+            runId: turn.runId,
+            kind: turn.kind,
+            eventId: turn.eventId,
+            busy: turn.busy,
+            eventTime: turn.eventTime,
+          },
           // The load is known once get has run: appendResults records it.
           // An edit is named in the turn's context: threadline_begin_turn reads it from there.
           context: {

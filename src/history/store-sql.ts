@@ -37,11 +37,12 @@ export type SelectThreadOwnerRow = { user_id: string };
  * $10: the busy policy (raises TL409 for reject while another turn is unfinished: busy.ts).
  * $11: read the history window ($12–$14: selectHistoryWindow's $3–$5), returned in the window
  * columns when the turn runs with no turn ahead (null otherwise): that turn takes no history.get step.
+ * $15: when the run's event was sent (refusal user_erased: a message sent before its user's erasure).
  */
 export const beginTurn = `
   SELECT refusal, message_seq, stored_text, variant, status, skip_reason, turn_ahead,
     window_rows, window_start, summary_through, summary_text, summary_updated_at, unsummarized
-  FROM threadline_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`;
+  FROM threadline_begin_turn($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`;
 /** The prepared name of beginTurn (history.append-user-message). */
 export const beginTurnName = "history.begin-turn";
 export type BeginTurnRow = {

@@ -106,6 +106,12 @@ function refusal(code: string, { threadId, messageId }: { threadId: string; mess
         "message_not_on_path",
         `Message ${messageId} edits a message no longer on the thread's current path: switch to its branch, then edit it.`,
       );
+    // A message sent before its user's erasure (threadline_begin_turn, p_event_time): erased with the rest.
+    case "user_erased":
+      return new HistoryRefusal(
+        "thread_deleted",
+        `Message ${messageId} was sent before its user's data was erased, so it is not stored in thread ${threadId}: send the words again as a new message.`,
+      );
     default:
       throw new Error(`Unknown storage refusal ${code}`);
   }
@@ -143,6 +149,7 @@ export async function checkSendable(
  * Which variant the run writes is decided in threadline_begin_turn (src/history/schema/functions).
  * A new message sent with busy policy reject is refused while another turn of the thread is
  * unfinished (ThreadBusy, busy.ts), before anything is written; the refusal is then logged.
+ * A chat message sent before its user's erasure (turn.eventTime) is refused, storing nothing.
  * With `history`, a turn that runs with no unfinished turn ahead also gets its history window,
  * read in the same statement after the thread's lock (what readHistoryWindow would read next).
  */
@@ -152,7 +159,14 @@ export async function beginTurn(
     threadId: string;
     userId: string;
     message: { id: string; text: string; clientTimestamp?: string | undefined };
-    turn: { runId: string; kind: TurnKind; eventId?: string | undefined; busy?: BusyPolicy | undefined };
+    turn: {
+      runId: string;
+      kind: TurnKind;
+      eventId?: string | undefined;
+      busy?: BusyPolicy | undefined;
+      /** When the run's event was sent (ms since the epoch, Inngest's event.ts): a message sent before its user's erasure is not stored. */
+      eventTime?: number | undefined;
+    };
     /** What the turn's history is made of (policy and its sources), for the debug view. */
     context?: Record<string, unknown> | undefined;
     /** The window to read (readHistoryWindow's), or none. */
@@ -179,6 +193,7 @@ export async function beginTurn(
         history ? earlierUserMessages(history.window) : null,
         history?.window.preserveSystemMessages ?? false,
         history?.countUnsummarizedUpTo ?? 0,
+        turn.eventTime === undefined ? null : new Date(turn.eventTime),
       ],
     })
     // The thread was deleted (migration 0016's tombstone): its events never bring it back. Busy

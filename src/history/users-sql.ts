@@ -9,3 +9,20 @@ export type DeleteUserThreadsRow = { id: string };
 
 export const deleteUserApiKeys = `
   DELETE FROM api_keys WHERE user_id = $1`;
+
+/**
+ * Taken first: the user's erasure lock, exclusively, until the transaction ends. A turn creating a
+ * thread for the user holds it shared (threadline_begin_turn), so the deletions below see every
+ * thread created before and none is created until the erasure committed.
+ */
+export const lockUserErasure = `
+  SELECT pg_advisory_xact_lock(hashtext('threadline.user_erasure'), hashtext($1))`;
+
+/**
+ * Written last, when the user's rows are gone: the erasure's time (its latest), under a digest of
+ * the user id. A chat message sent before it is not stored (threadline_begin_turn).
+ */
+export const recordUserErasure = `
+  INSERT INTO user_erasures (user_key, erased_at)
+  VALUES (sha256(convert_to($1, 'UTF8')), date_trunc('milliseconds', clock_timestamp()))
+  ON CONFLICT (user_key) DO UPDATE SET erased_at = excluded.erased_at`;

@@ -27,10 +27,14 @@ export type UserDeletedHook = (client: pg.PoolClient, userId: string) => Promise
  * Erases everything Threadline keeps about a user, in one transaction: what each memory component
  * keeps, then every thread (with everything that cascades from it) and every API key. Each thread
  * leaves a tombstone (migration 0016), so no event of the user's can create it again; the caller
- * announces the deletions, which cancels the user's runs (see scripts/delete-user.ts).
+ * announces the deletions, which cancels the user's runs (see scripts/delete-user.ts). The erasure
+ * is recorded too (user_erasures, a digest of the user id and its time): a chat message sent
+ * before it whose run begins later is not stored, while one sent after it is answered.
  */
 export async function eraseUser(db: pg.Pool, userId: string, hooks: readonly UserDeletedHook[]): Promise<UserErasure> {
   return transaction(db, async (client) => {
+    // Before any read: a thread a turn is creating is committed first, or waits for the erasure.
+    await client.query(sql.lockUserErasure, [userId]);
     let memories = 0;
     for (const hook of hooks) memories += await hook(client, userId);
     const threadIds = (await client.query<sql.DeleteUserThreadsRow>(sql.deleteUserThreads, [userId])).rows.map(
@@ -39,6 +43,7 @@ export async function eraseUser(db: pg.Pool, userId: string, hooks: readonly Use
     const apiKeys = (await client.query(sql.deleteUserApiKeys, [userId])).rowCount ?? 0;
     // The usage ledger outlives a thread's deletion (what was spent stays spent), not the user's erasure.
     const usageRecords = await deleteUserUsage(client, userId);
+    await client.query(sql.recordUserErasure, [userId]);
     return { threads: threadIds.length, apiKeys, memories, usageRecords, threadIds };
   });
 }

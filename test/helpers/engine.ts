@@ -312,7 +312,8 @@ export type ExecuteOptions = {
  */
 export async function execute(
   fn: InngestFunction.Like,
-  event: { name: string; data: Record<string, unknown>; id?: string },
+  // ts: when the event was sent (default: now, as the test engine stamps it).
+  event: { name: string; data: Record<string, unknown>; id?: string; ts?: number },
   options: ExecuteOptions = {},
 ): Promise<Execution> {
   const runId = options.runId ?? `run-${randomUUID()}`;

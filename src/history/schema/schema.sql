@@ -214,6 +214,12 @@ CREATE TABLE user_budgets (
   CONSTRAINT user_budgets_pkey PRIMARY KEY (user_id)
 );
 
+CREATE TABLE user_erasures (
+  user_key bytea NOT NULL,
+  erased_at timestamp with time zone NOT NULL,
+  CONSTRAINT user_erasures_pkey PRIMARY KEY (user_key)
+);
+
 CREATE TABLE user_memories (
   id uuid NOT NULL,
   user_id text NOT NULL,
@@ -358,7 +364,7 @@ AS $function$
     'expiresAt', to_char(p_row.expires_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'))
 $function$;
 
-CREATE OR REPLACE FUNCTION public.threadline_begin_turn(p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamp with time zone, p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue'::text, p_read_window boolean DEFAULT false, p_earlier_users bigint DEFAULT NULL::bigint, p_preserve_system boolean DEFAULT false, p_count_unsummarized integer DEFAULT 0)
+CREATE OR REPLACE FUNCTION public.threadline_begin_turn(p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamp with time zone, p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue'::text, p_read_window boolean DEFAULT false, p_earlier_users bigint DEFAULT NULL::bigint, p_preserve_system boolean DEFAULT false, p_count_unsummarized integer DEFAULT 0, p_event_time timestamp with time zone DEFAULT NULL::timestamp with time zone)
  RETURNS TABLE(refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text, turn_ahead boolean, window_rows json, window_start bigint, summary_through bigint, summary_text text, summary_updated_at timestamp with time zone, unsummarized integer)
  LANGUAGE plpgsql
 AS $function$
@@ -379,6 +385,7 @@ DECLARE
   v_busy record;
   v_refused jsonb;
   v_stored_now boolean := false;
+  v_erasure_checked boolean := false;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -394,6 +401,13 @@ BEGIN
     -- committing before the insert below or between the two reads above (each statement reads
     -- what is committed when it starts): then lock what it created and read the message again.
     IF v_message.id IS NULL THEN
+      -- A message sent before its user's erasure creates no thread (see above).
+      PERFORM pg_advisory_xact_lock_shared(hashtext('threadline.user_erasure'), hashtext(p_user_id));
+      IF EXISTS (SELECT 1 FROM user_erasures e
+                  WHERE e.user_key = sha256(convert_to(p_user_id, 'UTF8')) AND e.erased_at > p_event_time) THEN
+        refusal := 'user_erased'; RETURN NEXT; RETURN;
+      END IF;
+      v_erasure_checked := true;
       INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;
     END IF;
     SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
@@ -417,6 +431,11 @@ BEGIN
   IF v_message.id IS NULL THEN
     IF p_kind = 'regenerate' THEN
       refusal := 'message_not_found'; RETURN NEXT; RETURN;
+    END IF;
+    -- Nor is it stored in a thread created after the erasure (see above).
+    IF NOT v_erasure_checked AND EXISTS (SELECT 1 FROM user_erasures e
+        WHERE e.user_key = sha256(convert_to(p_user_id, 'UTF8')) AND e.erased_at > p_event_time) THEN
+      refusal := 'user_erased'; RETURN NEXT; RETURN;
     END IF;
     IF p_busy = 'reject' THEN
       -- A run that refused its message once (its message.refused row, logged by busy.ts after this

@@ -18,6 +18,15 @@
 -- re-delivered event) is never refused: it was accepted; a run refused once is refused again (the
 -- row src/history/busy.ts logs for its refusal). The other policies change nothing here.
 --
+-- p_event_time is when the run's event was sent (Inngest's event.ts): a chat message sent before
+-- its user's erasure (user_erasures, migration 0034) is not stored, refused as 'user_erased'
+-- before anything is written, so a run that began after the erasure brings no erased words back.
+-- The erasure (src/history/users.ts) holds the user's erasure lock exclusively; this takes it
+-- shared only to create a thread, so a new thread is either committed before the erasure deletes
+-- the user's threads or created after it, seeing its row. An existing thread needs no lock: the
+-- erasure deletes it under its row lock (then its tombstone refuses it), or it was created after
+-- the erasure committed (a client-made thread id used again), whose row this then reads.
+--
 -- The history steps that write (this one, threadline_store_answer, threadline_stop_turn) are one
 -- statement each: a PL/pgSQL function is one round trip and one atomic statement, and, unlike a
 -- data-modifying CTE, each of its queries sees what committed before the thread's row lock was
@@ -27,7 +36,7 @@ CREATE OR REPLACE FUNCTION threadline_begin_turn(
   p_thread_id uuid, p_user_id text, p_message_id uuid, p_text text, p_client_timestamp timestamptz,
   p_run_id text, p_kind text, p_event_id text, p_context jsonb, p_busy text DEFAULT 'enqueue',
   p_read_window boolean DEFAULT false, p_earlier_users bigint DEFAULT NULL, p_preserve_system boolean DEFAULT false,
-  p_count_unsummarized integer DEFAULT 0
+  p_count_unsummarized integer DEFAULT 0, p_event_time timestamptz DEFAULT NULL
 ) RETURNS TABLE (
   refusal text, message_seq bigint, stored_text text, variant integer, status text, skip_reason text, turn_ahead boolean,
   window_rows json, window_start bigint, summary_through bigint, summary_text text, summary_updated_at timestamptz,
@@ -51,6 +60,7 @@ DECLARE
   v_busy record;
   v_refused jsonb;
   v_stored_now boolean := false;
+  v_erasure_checked boolean := false;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -66,6 +76,13 @@ BEGIN
     -- committing before the insert below or between the two reads above (each statement reads
     -- what is committed when it starts): then lock what it created and read the message again.
     IF v_message.id IS NULL THEN
+      -- A message sent before its user's erasure creates no thread (see above).
+      PERFORM pg_advisory_xact_lock_shared(hashtext('threadline.user_erasure'), hashtext(p_user_id));
+      IF EXISTS (SELECT 1 FROM user_erasures e
+                  WHERE e.user_key = sha256(convert_to(p_user_id, 'UTF8')) AND e.erased_at > p_event_time) THEN
+        refusal := 'user_erased'; RETURN NEXT; RETURN;
+      END IF;
+      v_erasure_checked := true;
       INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;
     END IF;
     SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
@@ -89,6 +106,11 @@ BEGIN
   IF v_message.id IS NULL THEN
     IF p_kind = 'regenerate' THEN
       refusal := 'message_not_found'; RETURN NEXT; RETURN;
+    END IF;
+    -- Nor is it stored in a thread created after the erasure (see above).
+    IF NOT v_erasure_checked AND EXISTS (SELECT 1 FROM user_erasures e
+        WHERE e.user_key = sha256(convert_to(p_user_id, 'UTF8')) AND e.erased_at > p_event_time) THEN
+      refusal := 'user_erased'; RETURN NEXT; RETURN;
     END IF;
     IF p_busy = 'reject' THEN
       -- A run that refused its message once (its message.refused row, logged by busy.ts after this
