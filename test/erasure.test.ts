@@ -7,12 +7,11 @@ import { rememberFromThread } from "../src/history/memories.js";
 import { beginTurn } from "../src/history/store.js";
 import { setUserBudget } from "../src/history/usage.js";
 import { eraseUser } from "../src/history/users.js";
-import { createPool } from "../src/platform/database.js";
-import { createTestDatabase } from "./helpers/database.js";
 import { execute, type SentEvent } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
+import { withPausedFunction } from "./helpers/paused-function.js";
 import { tableRowCounts } from "./helpers/table-rows.js";
 
 const bed = useTestBed();
@@ -162,63 +161,37 @@ describe("erasure", () => {
   });
 
   it("an erasure while a turn creates the user's new thread deletes that thread once it is committed", async () => {
-    // The window: the thread inserted, not yet committed. Pause the turn's first statement there on
-    // an advisory lock, in a database of this test's own; only the pause is added to the function.
-    const db = await createTestDatabase();
-    const pool = createPool(db.url);
-    const holder = await db.pool.connect();
-    try {
-      const { rows } = await db.pool.query<{ def: string }>(
-        "SELECT pg_get_functiondef('threadline_begin_turn'::regproc) AS def",
-      );
-      const inserted = "INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;";
-      expect(rows[0]!.def).toContain(inserted);
-      await db.pool.query(
-        rows[0]!.def.replace(
-          inserted,
-          `${inserted}\n      IF p_run_id LIKE 'paused-%' THEN PERFORM pg_advisory_xact_lock(4242); END IF;`,
-        ),
-      );
-      await holder.query("BEGIN");
-      await holder.query("SELECT pg_advisory_xact_lock(4242)");
-
+    // The window: the thread inserted, not yet committed. The turn's first statement paused there.
+    const pause = {
+      name: "threadline_begin_turn",
+      at: "INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;",
+      where: "after" as const,
+      when: "p_run_id LIKE 'paused-%'",
+    };
+    await withPausedFunction(pause, async ({ pool, pools, reachedPause, settled, release }) => {
       const userId = `user-${randomUUID()}`;
       const messageId = randomUUID();
-      const paused = beginTurn(pool, {
+      const paused = beginTurn(pools[0], {
         threadId: messageId,
         userId,
         message: { id: messageId, text: "My secret" },
         turn: { runId: `paused-${messageId}`, kind: "chat", eventTime: Date.now() - 1_000 },
       });
-      const waiting = async (objsubid: number) =>
-        (
-          await db.pool.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objsubid = $1 AND NOT granted", [
-            objsubid,
-          ])
-        ).rowCount;
-      await expect.poll(() => waiting(1), { timeout: 10_000 }).toBe(1);
-      // The erasure either waits for the turn (on the user's erasure lock, a two-key advisory lock) or is done.
-      let erased = false;
-      const erasing = eraseUser(db.pool, userId, []).finally(() => {
-        erased = true;
-      });
-      await expect.poll(async () => erased || (await waiting(2)) === 1, { timeout: 10_000 }).toBe(true);
-      await holder.query("COMMIT");
+      await reachedPause();
+      // The erasure either waits for the turn (on the user's erasure lock) or is done.
+      const erasing = eraseUser(pools[1], userId, []);
+      await settled(erasing);
+      await release();
 
       expect((await paused).status).toBe("running");
       expect((await erasing).threadIds).toEqual([messageId]);
-      expect(await threadRows(db.pool, messageId)).toEqual([]);
-      const left = await db.pool.query(
+      expect(await threadRows(pool, messageId)).toEqual([]);
+      const left = await pool.query(
         "SELECT (SELECT count(*)::int FROM threads WHERE id = $1) AS threads, (SELECT count(*)::int FROM thread_tombstones WHERE thread_id = $1) AS tombstones",
         [messageId],
       );
       expect(left.rows[0]).toEqual({ threads: 0, tombstones: 1 });
-    } finally {
-      await holder.query("ROLLBACK").catch(() => undefined);
-      holder.release();
-      await pool.end();
-      await db.drop();
-    }
+    });
   });
 
   it("refuses a command line without a valid user", async () => {

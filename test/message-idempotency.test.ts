@@ -9,8 +9,8 @@ import { resolveHistoryPolicy } from "../src/history/policy.js";
 import type pg from "pg";
 import { createPool } from "../src/platform/database.js";
 import { beginTurn, checkSendable } from "../src/history/store.js";
-import { createTestDatabase } from "./helpers/database.js";
 import { execute } from "./helpers/engine.js";
+import { withPausedFunction } from "./helpers/paused-function.js";
 import { chatEvent, conversation, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -119,53 +119,29 @@ describe("a message id names one message", () => {
   });
 
   it("a first run that reads no thread, then finds the message another run stored meanwhile, answers it instead of refusing", async () => {
-    // The window is between the begin's first two reads (the thread, then the message): pause a
-    // run there on an advisory lock, in a database of this test's own, while another run stores
-    // the thread and the message. Only the pause is added to the function.
-    const db = await createTestDatabase();
-    const pools = [createPool(db.url), createPool(db.url)];
-    const holder = await db.pool.connect();
-    try {
-      const { rows } = await db.pool.query<{ def: string }>(
-        "SELECT pg_get_functiondef('threadline_begin_turn'::regproc) AS def",
-      );
-      const firstReads = "FOR UPDATE;\n  SELECT * INTO v_message";
-      expect(rows[0]!.def).toContain(firstReads);
-      await db.pool.query(
-        rows[0]!.def.replace(
-          firstReads,
-          "FOR UPDATE;\n  IF p_run_id LIKE 'paused-%' THEN PERFORM pg_advisory_xact_lock(4242); END IF;\n  SELECT * INTO v_message",
-        ),
-      );
-      await holder.query("BEGIN");
-      await holder.query("SELECT pg_advisory_xact_lock(4242)");
-
+    // The window is between the begin's first two reads (the thread, then the message): a run
+    // paused there while another run stores the thread and the message.
+    const pause = { name: "threadline_begin_turn", at: "  SELECT * INTO v_message", when: "p_run_id LIKE 'paused-%'" };
+    await withPausedFunction(pause, async ({ pool, pools, reachedPause, release }) => {
       const messageId = randomUUID();
-      const begin = (pool: pg.Pool, runId: string) =>
-        beginTurn(pool, {
+      const begin = (on: pg.Pool, runId: string) =>
+        beginTurn(on, {
           threadId: messageId,
           userId: "user-1",
           message: { id: messageId, text: "Hello" },
           turn: { runId, kind: "chat" },
         });
-      const paused = begin(pools[0]!, `paused-${messageId}`);
-      const pausedRuns = async () =>
-        (await db.pool.query("SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND objid = 4242 AND NOT granted"))
-          .rowCount;
-      await expect.poll(pausedRuns, { timeout: 10_000 }).toBe(1);
-      const first = await begin(pools[1]!, `run-${messageId}`);
-      await holder.query("COMMIT");
+      const paused = begin(pools[0], `paused-${messageId}`);
+      await reachedPause();
+      const first = await begin(pools[1], `run-${messageId}`);
+      await release();
 
       expect([first, await paused].map((s) => [s.messageSeq, s.status, s.variant, s.text])).toEqual([
         [1, "running", 1, "Hello"],
         [1, "running", 1, "Hello"],
       ]);
-      expect((await threadRows(db.pool, messageId)).map((r) => r.id)).toEqual([messageId]);
-    } finally {
-      holder.release();
-      await Promise.all(pools.map((pool) => pool.end()));
-      await db.drop();
-    }
+      expect((await threadRows(pool, messageId)).map((r) => r.id)).toEqual([messageId]);
+    });
   });
 
   it("another user's thread is refused before anything is written: no thread, message or turn", async () => {

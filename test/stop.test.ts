@@ -29,8 +29,7 @@ import {
 import { asUser, createTestApp, headersFor, tokenFor } from "./helpers/http.js";
 import { gate } from "./helpers/model-server.js";
 import { useTestBed } from "./helpers/test-bed.js";
-import { createPool } from "../src/platform/database.js";
-import { createTestDatabase } from "./helpers/database.js";
+import { withPausedFunction } from "./helpers/paused-function.js";
 
 const bed = useTestBed();
 
@@ -629,68 +628,36 @@ describe("the streaming writer's delta appends (appendRunEvents)", () => {
     "a batch that read the turn running while it was being $status logs nothing after that ending",
     async ({ status, end }) => {
       // A cancellation or failure share-locks the thread as a batch does, so the thread's lock does
-      // not order them: pause a batch between its read of the turn and its append (an advisory lock,
-      // in a copy of the function in a database of this test's own) while the turn ends.
-      const db = await createTestDatabase();
-      const pools = [createPool(db.url), createPool(db.url)];
-      const holder = await db.pool.connect();
-      try {
-        const { rows } = await db.pool.query<{ def: string }>(
-          "SELECT pg_get_functiondef('threadline_append_run_events'::regproc) AS def",
-        );
-        const append = "  last_id := CASE";
-        expect(rows[0]!.def).toContain(append);
-        await db.pool.query(
-          rows[0]!.def.replace(
-            append,
-            `  IF p_run_id LIKE 'paused-%' THEN PERFORM pg_advisory_xact_lock(4243); END IF;\n${append}`,
-          ),
-        );
+      // not order them: a batch paused between its read of the turn and its append while the turn ends.
+      const pause = { name: "threadline_append_run_events", at: "  last_id := CASE", when: "p_run_id LIKE 'paused-%'" };
+      await withPausedFunction(pause, async ({ pool, pools, reachedPause, settled, release }) => {
         const threadId = randomUUID();
         const runId = `paused-${threadId}`;
-        await beginTurn(db.pool, {
+        await beginTurn(pool, {
           threadId,
           userId: "user-1",
           message: { id: threadId, text: "Tell me a long story." },
           turn: { runId, kind: "chat" },
         });
-        await holder.query("BEGIN");
-        await holder.query("SELECT pg_advisory_xact_lock(4243)");
-
-        const batch = appendRunEvents(pools[0]!, {
+        const batch = appendRunEvents(pools[0], {
           threadId,
           runId,
           attempt: 0,
           events: [delta(runId, "assistant", 0, 0, "Once")],
         });
-        const waiting = async (locktype: string) =>
-          (
-            await db.pool.query(
-              "SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.datname = current_database() AND NOT l.granted AND (l.locktype = 'advisory') = ($1 = 'advisory')",
-              [locktype],
-            )
-          ).rowCount;
-        await expect.poll(() => waiting("advisory"), { timeout: 10_000 }).toBe(1);
+        await reachedPause();
         // The ending either commits at once or waits for the paused batch: either way it has run.
-        let ended = false;
-        const ending = end(pools[1]!, runId).then((result) => {
-          ended = true;
-          return result;
-        });
-        await expect.poll(async () => ended || (await waiting("row")) === 1, { timeout: 10_000 }).toBe(true);
-        await holder.query("COMMIT");
+        const ending = end(pools[1], runId);
+        await settled(ending);
+        await release();
         await Promise.all([batch, ending]);
 
-        const log = await db.pool.query<{ event: string }>(
+        const log = await pool.query<{ event: string }>(
           "SELECT event FROM thread_events WHERE run_id = $1 AND event <> 'turn.retrying' ORDER BY id",
           [runId],
         );
         expect(log.rows.map((row) => row.event)).toEqual(["text.delta", `turn.${status}`, "stream.ended"]);
-      } finally {
-        holder.release();
-        await Promise.all(pools.map((pool) => pool.end()));
-        await db.drop();
-      }
+      });
     },
   );
 });

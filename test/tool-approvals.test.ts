@@ -16,8 +16,7 @@ import { NO_MEMORY } from "../src/memory/components.js";
 import { execute, memoBefore, type SentEvent, StepFault, type Wait } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, turnsOf } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";
-import { createPool } from "../src/platform/database.js";
-import { createTestDatabase } from "./helpers/database.js";
+import { withPausedFunction } from "./helpers/paused-function.js";
 
 const bed = useTestBed();
 const EXPIRY_MINUTES = 24 * 60;
@@ -382,35 +381,22 @@ describe("a turn awaiting approval is alive", () => {
     },
   ])("asked for while the turn is being $as: denied with it, never left pending", async ({ end, reason }) => {
     // An ending share-locks the thread as the request does, so the thread's lock does not order
-    // them: pause a request right before its insert (an advisory lock, in a copy of the function in
-    // a database of this test's own) while the turn ends.
-    const db = await createTestDatabase();
-    const pools = [createPool(db.url), createPool(db.url)];
-    const holder = await db.pool.connect();
-    try {
-      const { rows } = await db.pool.query<{ def: string }>(
-        "SELECT pg_get_functiondef('threadline_request_approval'::regproc) AS def",
-      );
-      const insert = "  INSERT INTO tool_approvals";
-      expect(rows[0]!.def).toContain(insert);
-      await db.pool.query(
-        rows[0]!.def.replace(
-          insert,
-          `  IF p_run_id LIKE 'paused-%' THEN PERFORM pg_advisory_xact_lock(4244); END IF;\n${insert}`,
-        ),
-      );
+    // them: a request paused right before its insert while the turn ends.
+    const pause = {
+      name: "threadline_request_approval",
+      at: "  INSERT INTO tool_approvals",
+      when: "p_run_id LIKE 'paused-%'",
+    };
+    await withPausedFunction(pause, async ({ pool, pools, reachedPause, settled, release }) => {
       const threadId = randomUUID();
       const runId = `paused-${threadId}`;
-      await beginTurn(db.pool, {
+      await beginTurn(pool, {
         threadId,
         userId: "user-1",
         message: { id: threadId, text: "Roll a die." },
         turn: { runId, kind: "chat" },
       });
-      await holder.query("BEGIN");
-      await holder.query("SELECT pg_advisory_xact_lock(4244)");
-
-      const asking = requestApproval(pools[0]!, {
+      const asking = requestApproval(pools[0], {
         approvalId: randomUUID(),
         runId,
         toolCallId: "call_racing",
@@ -418,62 +404,39 @@ describe("a turn awaiting approval is alive", () => {
         arguments: { count: 1, sides: 6 },
         expiresInSeconds: 24 * 3600,
       });
-      const waiting = async (advisory: boolean) =>
-        (
-          await db.pool.query(
-            "SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.datname = current_database() AND NOT l.granted AND (l.locktype = 'advisory') = $1",
-            [advisory],
-          )
-        ).rowCount;
-      await expect.poll(() => waiting(true), { timeout: 10_000 }).toBe(1);
+      await reachedPause();
       // The ending either commits at once or waits for the paused request: either way it has run.
-      let ended = false;
-      const ending = end(pools[1]!, runId).then(() => {
-        ended = true;
-      });
-      await expect.poll(async () => ended || (await waiting(false)) === 1, { timeout: 10_000 }).toBe(true);
-      await holder.query("COMMIT");
+      const ending = end(pools[1], runId);
+      await settled(ending);
+      await release();
       await Promise.all([asking, ending]);
 
-      expect(await listApprovals(db.pool, { threadId, userId: "user-1" })).toMatchObject([
+      expect(await listApprovals(pool, { threadId, userId: "user-1" })).toMatchObject([
         { status: "denied", decidedBy: "turn-ended", reason },
       ]);
-    } finally {
-      holder.release();
-      await Promise.all(pools.map((pool) => pool.end()));
-      await db.drop();
-    }
+    });
   });
 
   it("two runs of its message cancelled at once: the second to end denies the approval, not both sparing it for the other", async () => {
-    // Each ending spares the approval while another run of the message runs: pause the first
-    // ending right after it found the other run running (an advisory lock, in a copy of the
-    // trigger function in a database of this test's own) while the other run is cancelled.
-    const db = await createTestDatabase();
-    const pools = [createPool(db.url), createPool(db.url)];
-    const holder = await db.pool.connect();
-    try {
-      const { rows } = await db.pool.query<{ def: string }>(
-        "SELECT pg_get_functiondef('threadline_turn_ended_approvals'::regproc) AS def",
-      );
-      const spared = "AND r.run_id <> NEW.run_id) THEN\n    RETURN NEW;";
-      expect(rows[0]!.def).toContain(spared);
-      await db.pool.query(
-        rows[0]!.def.replace(
-          spared,
-          "AND r.run_id <> NEW.run_id) THEN\n    IF NEW.run_id LIKE 'paused-%' THEN PERFORM pg_advisory_xact_lock(4245); END IF;\n    RETURN NEW;",
-        ),
-      );
+    // Each ending spares the approval while another run of the message runs: the first ending
+    // paused right after it found the other run running, while the other run is cancelled.
+    const pause = {
+      name: "threadline_turn_ended_approvals",
+      at: "AND r.run_id <> NEW.run_id) THEN",
+      where: "after" as const,
+      when: "NEW.run_id LIKE 'paused-%'",
+    };
+    await withPausedFunction(pause, async ({ pool, pools, reachedPause, settled, release }) => {
       const threadId = randomUUID();
       const runs = [`paused-${threadId}`, `rerun-${threadId}`];
       for (const runId of runs)
-        await beginTurn(db.pool, {
+        await beginTurn(pool, {
           threadId,
           userId: "user-1",
           message: { id: threadId, text: "Roll a die." },
           turn: { runId, kind: "chat" },
         });
-      await requestApproval(db.pool, {
+      await requestApproval(pool, {
         approvalId: randomUUID(),
         runId: runs[0]!,
         toolCallId: "call_both_ended",
@@ -481,35 +444,18 @@ describe("a turn awaiting approval is alive", () => {
         arguments: { count: 1, sides: 6 },
         expiresInSeconds: 24 * 3600,
       });
-      await holder.query("BEGIN");
-      await holder.query("SELECT pg_advisory_xact_lock(4245)");
-
-      const first = cancelTurn(pools[0]!, runs[0]!);
-      const waiting = async (advisory: boolean) =>
-        (
-          await db.pool.query(
-            "SELECT 1 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid WHERE a.datname = current_database() AND NOT l.granted AND (l.locktype = 'advisory') = $1",
-            [advisory],
-          )
-        ).rowCount;
-      await expect.poll(() => waiting(true), { timeout: 10_000 }).toBe(1);
+      const first = cancelTurn(pools[0], runs[0]!);
+      await reachedPause();
       // The second ending either commits at once or waits for the paused one: either way it has run.
-      let ended = false;
-      const second = cancelTurn(pools[1]!, runs[1]!).then(() => {
-        ended = true;
-      });
-      await expect.poll(async () => ended || (await waiting(false)) === 1, { timeout: 10_000 }).toBe(true);
-      await holder.query("COMMIT");
+      const second = cancelTurn(pools[1], runs[1]!);
+      await settled(second);
+      await release();
       await Promise.all([first, second]);
 
-      expect(await listApprovals(db.pool, { threadId, userId: "user-1" })).toMatchObject([
+      expect(await listApprovals(pool, { threadId, userId: "user-1" })).toMatchObject([
         { status: "denied", decidedBy: "turn-ended", reason: "the turn was cancelled" },
       ]);
-    } finally {
-      holder.release();
-      await Promise.all(pools.map((pool) => pool.end()));
-      await db.drop();
-    }
+    });
   });
 
   it("ends with it past its expiry as expired, the clock's decision", async () => {
