@@ -10,6 +10,7 @@ import { execute, executeFailureHandler, type SentEvent, StepFault } from "./hel
 import { conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
 import { createTestApp, headersFor, listen } from "./helpers/http.js";
 import { openEventStream } from "./helpers/sse.js";
+import { within, until } from "./helpers/deadline.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 /**
@@ -48,22 +49,6 @@ afterAll(async () => {
 
 const post = async (path: string, body: unknown) =>
   fetch(`${url}${path}`, { method: "POST", headers: await headersFor(userId), body: JSON.stringify(body) });
-
-/** Rejects after `ms` unless `promise` settled first: what the test waits for, named. */
-const within = <T>(promise: Promise<T>, what: string, ms = 5_000) =>
-  Promise.race([
-    promise,
-    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`not within ${ms} ms: ${what}`)), ms)),
-  ]);
-
-/** Waits until `done()` holds, looking every 10 ms, at most 5 seconds. */
-async function until(done: () => boolean, what: string) {
-  const deadline = Date.now() + 5_000;
-  while (!done()) {
-    if (Date.now() > deadline) throw new Error(`not within 5000 ms: ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-}
 
 /** The run's first step cannot reach the database: it fails as a step (retriably) every time. */
 const outage = async (id: string) => {
