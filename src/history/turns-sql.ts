@@ -7,13 +7,14 @@
  */
 
 /**
- * The thread event log entries that end a turn which stored no answer: `turn.<status>` with the
- * cause, then stream.ended (threadline_append_events in src/history/schema/functions).
+ * The thread event log entries that end a turn which stored no answer: `detail` (`turn.<status>`,
+ * or message.failed for a run that began no turn) with the cause, then stream.ended
+ * (threadline_append_events in src/history/schema/functions).
  * Reads the CTE `ended` (thread_id, run_id, message_id, error).
  */
-const endStream = (status: "failed" | "cancelled") => `
+const endStream = (status: "failed" | "cancelled", detail = `turn.${status}`) => `
   SELECT e.thread_id, e.message_id, threadline_append_events(e.thread_id, e.run_id, 0, jsonb_build_array(
-    jsonb_build_object('key', 'turn.${status}', 'event', 'turn.${status}',
+    jsonb_build_object('key', '${detail}', 'event', '${detail}',
       'data', jsonb_build_object('runId', e.run_id, 'messageId', e.message_id, 'error', e.error)),
     jsonb_build_object('key', 'stream.ended', 'event', 'stream.ended',
       'data', jsonb_build_object('scope', 'network', 'status', '${status}', 'runId', e.run_id, 'messageId', e.message_id))))
@@ -50,17 +51,15 @@ export const failTurn = endTurn("failed");
  * another user's thread, never a new one), logs message.failed (cause $5) then stream.ended
  * (failed), under the run's own keys: what a stream following the message waits for. Not for a
  * run that already ended its stream (a busy refusal logged message.refused and stream.ended).
+ * The log entries are endStream's, as for a turn that failed.
  */
 export const logUnbegunFailure = `
-  SELECT threadline_append_events(t.id, $2, 0, jsonb_build_array(
-    jsonb_build_object('key', 'message.failed', 'event', 'message.failed',
-      'data', jsonb_build_object('runId', $2::text, 'messageId', $3::uuid::text, 'error', $5::text)),
-    jsonb_build_object('key', 'stream.ended', 'event', 'stream.ended',
-      'data', jsonb_build_object('scope', 'network', 'status', 'failed', 'runId', $2::text, 'messageId', $3::uuid::text))))
-  FROM threads t
-  WHERE t.id = $1 AND t.user_id = $4
-    AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.run_id = $2)
-    AND NOT EXISTS (SELECT 1 FROM thread_events x WHERE x.run_id = $2 AND x.attempt = 0 AND x.key = 'stream.ended')`;
+  WITH ended AS (
+    SELECT t.id AS thread_id, $2::text AS run_id, $3::uuid AS message_id, $5::text AS error FROM threads t
+    WHERE t.id = $1 AND t.user_id = $4
+      AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.run_id = $2)
+      AND NOT EXISTS (SELECT 1 FROM thread_events x WHERE x.run_id = $2 AND x.attempt = 0 AND x.key = 'stream.ended'))
+  ${endStream("failed", "message.failed")}`;
 
 /**
  * One round of a turn's wait, in one statement, for the turn of run $1:
