@@ -1,3 +1,5 @@
+import { unbegunRunEvents } from "./turn-runs-sql.js";
+
 /**
  * The statements of busy.ts (a message sent while a turn of its thread is unfinished), each with
  * the row type it returns. "Unfinished" is one predicate, threadline_turn_unfinished (src/history/
@@ -25,9 +27,7 @@ export type SelectBusyTurnRow = { run_id: string; message_id: string };
  * names it, so the message sent again is a new event (send-message.ts chatMessageEventId).
  */
 export const lastRefusal = (thread: string, message: string) => `(
-  SELECT x.run_id FROM thread_events x
-  WHERE x.thread_id = ${thread} AND (x.event = 'message.refused' OR x.event = 'message.failed')
-    AND x.data ->> 'messageId' = ${message}::uuid::text
+  SELECT x.run_id FROM ${unbegunRunEvents(thread, message)}
   ORDER BY x.id DESC LIMIT 1)`;
 
 /**

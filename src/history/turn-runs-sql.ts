@@ -6,6 +6,15 @@ import { type OwnedEventsAfterRow, ownedEventsAfter } from "./events-sql.js";
  */
 
 /**
+ * The log rows, `x`, of the runs that began no turn for message `message` of thread `thread`:
+ * refused (message.refused, busy.ts) or failed before beginning one (message.failed, turns.ts
+ * failTurn). The predicate is thread_events_unanswered_idx's (migration 0032): read through it.
+ */
+export const unbegunRunEvents = (thread: string, message: string) => `thread_events x
+  WHERE x.thread_id = ${thread} AND (x.event = 'message.refused' OR x.event = 'message.failed')
+    AND x.data ->> 'messageId' = ${message}::uuid::text`;
+
+/**
  * The turns (runs) of user message $2 in thread $1, oldest first, then the runs that began no turn
  * for it, in log order (thread_events_unanswered_idx; no variant, begun false): refused
  * (message.refused: status refused) or failed before beginning one (message.failed: status
@@ -17,9 +26,7 @@ export const selectMessageTurns = `
     WHERE t.message_id = $2::uuid AND t.thread_id = $1
     UNION ALL
     SELECT x.run_id, 0, CASE WHEN x.event = 'message.refused' THEN 'refused' ELSE 'failed' END, x.data ->> 'error',
-           false, NULL, x.id FROM thread_events x
-    WHERE x.thread_id = $1 AND (x.event = 'message.refused' OR x.event = 'message.failed')
-      AND x.data ->> 'messageId' = $2::text
+           false, NULL, x.id FROM ${unbegunRunEvents("$1", "$2")}
   ) runs
   ORDER BY begun DESC, started_at, run_id, id`;
 export type SelectMessageTurnsRow = {
