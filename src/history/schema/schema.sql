@@ -385,7 +385,6 @@ DECLARE
   v_busy record;
   v_refused jsonb;
   v_stored_now boolean := false;
-  v_erasure_checked boolean := false;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -403,11 +402,9 @@ BEGIN
     IF v_message.id IS NULL THEN
       -- A message sent before its user's erasure creates no thread (see above).
       PERFORM pg_advisory_xact_lock_shared(hashtext('threadline.user_erasure'), hashtext(p_user_id));
-      IF EXISTS (SELECT 1 FROM user_erasures e
-                  WHERE e.user_key = sha256(convert_to(p_user_id, 'UTF8')) AND e.erased_at > p_event_time) THEN
+      IF threadline_user_erased_after(p_user_id, p_event_time) THEN
         refusal := 'user_erased'; RETURN NEXT; RETURN;
       END IF;
-      v_erasure_checked := true;
       INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;
     END IF;
     SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
@@ -432,9 +429,9 @@ BEGIN
     IF p_kind = 'regenerate' THEN
       refusal := 'message_not_found'; RETURN NEXT; RETURN;
     END IF;
-    -- Nor is it stored in a thread created after the erasure (see above).
-    IF NOT v_erasure_checked AND EXISTS (SELECT 1 FROM user_erasures e
-        WHERE e.user_key = sha256(convert_to(p_user_id, 'UTF8')) AND e.erased_at > p_event_time) THEN
+    -- Nor is it stored in a thread created after the erasure (see above; a thread created just
+    -- now was checked under the lock, and is checked again here, at the price of one lookup).
+    IF threadline_user_erased_after(p_user_id, p_event_time) THEN
       refusal := 'user_erased'; RETURN NEXT; RETURN;
     END IF;
     IF p_busy = 'reject' THEN
@@ -1341,6 +1338,14 @@ CREATE OR REPLACE FUNCTION public.threadline_turn_unfinished(p_status text)
  IMMUTABLE
 AS $function$
   SELECT p_status IN ('running')
+$function$;
+
+CREATE OR REPLACE FUNCTION public.threadline_user_erased_after(p_user_id text, p_sent timestamp with time zone)
+ RETURNS boolean
+ LANGUAGE sql
+ STABLE
+AS $function$
+  SELECT EXISTS (SELECT 1 FROM user_erasures e WHERE e.user_key = sha256(convert_to(p_user_id, 'UTF8')) AND e.erased_at > p_sent)
 $function$;
 
 CREATE TRIGGER messages_inserted AFTER INSERT ON public.messages REFERENCING NEW TABLE AS inserted FOR EACH STATEMENT WHEN ((COALESCE(current_setting('threadline.writer_thread'::text, true), ''::text) = ''::text)) EXECUTE FUNCTION threadline_messages_inserted();
