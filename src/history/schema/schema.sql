@@ -605,22 +605,13 @@ BEGIN
     RETURN QUERY SELECT CASE WHEN v_row.status = 'expired' THEN 'expired' ELSE 'decided' END, v_row; RETURN;
   END IF;
   IF v_row.expires_at <= now() THEN
-    UPDATE tool_approvals a SET status = 'expired', decided_by = 'expiry', decided_at = now()
-      WHERE a.id = p_id RETURNING * INTO v_row;
-    PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
-      'key', 'tool.approval.expired.' || p_id, 'event', 'tool.approval.expired',
-      'data', threadline_approval_event(v_row))));
+    SELECT * INTO v_row FROM threadline_record_decisions(ARRAY[p_id], v_row.run_id, 'expired', 'expiry', NULL, NULL);
     RETURN QUERY SELECT 'expired', v_row; RETURN;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM turns u WHERE u.message_id = v_row.message_id AND u.status = 'running') THEN
     RETURN QUERY SELECT 'turn_ended', v_row; RETURN;
   END IF;
-  UPDATE tool_approvals a SET status = p_status, decided_by = 'user', reason = p_reason, request_id = p_request_id,
-    decided_at = now()
-    WHERE a.id = p_id RETURNING * INTO v_row;
-  PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
-    'key', 'tool.approval.decided.' || p_id, 'event', 'tool.approval.decided',
-    'data', threadline_approval_event(v_row))));
+  SELECT * INTO v_row FROM threadline_record_decisions(ARRAY[p_id], v_row.run_id, p_status, 'user', p_reason, p_request_id);
   RETURN QUERY SELECT NULL::text, v_row;
 END
 $function$;
@@ -951,6 +942,30 @@ BEGIN
   RETURN NULL;
 END $function$;
 
+CREATE OR REPLACE FUNCTION public.threadline_record_decisions(p_ids uuid[], p_run_id text, p_status text, p_decided_by text, p_reason text, p_request_id text)
+ RETURNS SETOF tool_approvals
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_kind jsonb := CASE WHEN p_status = 'expired' THEN jsonb_build_object('event', 'tool.approval.expired')
+    ELSE jsonb_build_object('event', 'tool.approval.decided') END;
+  v_row tool_approvals%ROWTYPE;
+BEGIN
+  FOR v_row IN
+    WITH decided AS (
+      UPDATE tool_approvals a SET status = p_status, decided_by = p_decided_by, reason = p_reason,
+        request_id = p_request_id, decided_at = now()
+        WHERE a.id = ANY (p_ids) AND a.status = 'pending'
+        RETURNING a.*)
+    SELECT d.* FROM decided d JOIN unnest(p_ids) WITH ORDINALITY AS i(id, ord) ON i.id = d.id ORDER BY i.ord
+  LOOP
+    PERFORM threadline_append_events(v_row.thread_id, p_run_id, 0, jsonb_build_array(v_kind || jsonb_build_object(
+      'key', (v_kind ->> 'event') || '.' || v_row.id, 'data', threadline_approval_event(v_row))));
+    RETURN NEXT v_row;
+  END LOOP;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.threadline_request_approval(p_id uuid, p_run_id text, p_tool_call_id text, p_tool_name text, p_arguments jsonb, p_expires_seconds integer)
  RETURNS SETOF tool_approvals
  LANGUAGE plpgsql
@@ -982,13 +997,10 @@ BEGIN
     'data', threadline_approval_event(v_row))));
   IF v_turn.status = 'stopped' OR (v_turn.status IN ('cancelled', 'failed') AND NOT EXISTS (
       SELECT 1 FROM turns r WHERE r.message_id = v_turn.message_id AND r.status = 'running' AND r.run_id <> p_run_id)) THEN
-    UPDATE tool_approvals a SET status = 'denied', decided_by = CASE WHEN v_turn.status = 'stopped' THEN 'stop' ELSE 'turn-ended' END,
-      reason = 'the turn ' || CASE v_turn.status WHEN 'stopped' THEN 'was stopped' WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END,
-      decided_at = now()
-      WHERE a.id = p_id RETURNING * INTO v_row;
-    PERFORM threadline_append_events(v_row.thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
-      'key', 'tool.approval.decided.' || p_id, 'event', 'tool.approval.decided',
-      'data', threadline_approval_event(v_row))));
+    SELECT * INTO v_row FROM threadline_record_decisions(ARRAY[p_id], p_run_id, 'denied',
+      CASE WHEN v_turn.status = 'stopped' THEN 'stop' ELSE 'turn-ended' END,
+      'the turn ' || CASE v_turn.status WHEN 'stopped' THEN 'was stopped' WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END,
+      NULL);
   END IF;
   RETURN NEXT v_row;
 END
@@ -1007,11 +1019,7 @@ BEGIN
     RETURN;
   END IF;
   IF v_row.status = 'pending' AND (p_expire OR v_row.expires_at <= now()) THEN
-    UPDATE tool_approvals a SET status = 'expired', decided_by = 'expiry', decided_at = now()
-      WHERE a.id = p_id RETURNING * INTO v_row;
-    PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
-      'key', 'tool.approval.expired.' || p_id, 'event', 'tool.approval.expired',
-      'data', threadline_approval_event(v_row))));
+    SELECT * INTO v_row FROM threadline_record_decisions(ARRAY[p_id], v_row.run_id, 'expired', 'expiry', NULL, NULL);
   END IF;
   RETURN NEXT v_row;
 END
@@ -1026,7 +1034,6 @@ DECLARE
   v_turn turns%ROWTYPE;
   v_message messages%ROWTYPE;
   v_texts jsonb;
-  v_approval tool_approvals%ROWTYPE;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
@@ -1042,15 +1049,10 @@ BEGIN
     RETURN QUERY SELECT 'not_running', NULL::uuid, NULL::integer, NULL::integer; RETURN;
   END IF;
 
-  FOR v_approval IN
-    UPDATE tool_approvals a SET status = 'denied', decided_by = 'stop', reason = 'the turn was stopped', decided_at = now()
-      WHERE a.thread_id = p_thread_id AND a.message_id = v_turn.message_id AND a.status = 'pending'
-      RETURNING a.*
-  LOOP
-    PERFORM threadline_append_events(p_thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
-      'key', 'tool.approval.decided.' || v_approval.id, 'event', 'tool.approval.decided',
-      'data', threadline_approval_event(v_approval))));
-  END LOOP;
+  PERFORM threadline_record_decisions(ARRAY(
+      SELECT a.id FROM tool_approvals a
+      WHERE a.thread_id = p_thread_id AND a.message_id = v_turn.message_id AND a.status = 'pending'),
+    p_run_id, 'denied', 'stop', 'the turn was stopped', NULL);
 
   SELECT * INTO v_message FROM messages m WHERE m.id = v_turn.message_id;
   v_texts := threadline_streamed_texts(p_thread_id, p_run_id);
@@ -1282,7 +1284,6 @@ CREATE OR REPLACE FUNCTION public.threadline_turn_ended_approvals()
 AS $function$
 DECLARE
   v_expired uuid;
-  v_approval tool_approvals%ROWTYPE;
 BEGIN
   -- Another run answering the same message (a regenerate) still may run the calls. Two runs of a
   -- message ending at once would each see the other still running and both spare the calls: the
@@ -1298,16 +1299,11 @@ BEGIN
   LOOP
     PERFORM threadline_settle_approval(v_expired, false);
   END LOOP;
-  FOR v_approval IN
-    UPDATE tool_approvals a SET status = 'denied', decided_by = 'turn-ended',
-      reason = 'the turn ' || CASE NEW.status WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END, decided_at = now()
-      WHERE a.thread_id = NEW.thread_id AND a.message_id = NEW.message_id AND a.status = 'pending'
-      RETURNING a.*
-  LOOP
-    PERFORM threadline_append_events(NEW.thread_id, NEW.run_id, 0, jsonb_build_array(jsonb_build_object(
-      'key', 'tool.approval.decided.' || v_approval.id, 'event', 'tool.approval.decided',
-      'data', threadline_approval_event(v_approval))));
-  END LOOP;
+  PERFORM threadline_record_decisions(ARRAY(
+      SELECT a.id FROM tool_approvals a
+      WHERE a.thread_id = NEW.thread_id AND a.message_id = NEW.message_id AND a.status = 'pending'),
+    NEW.run_id, 'denied', 'turn-ended', 'the turn ' || CASE NEW.status WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END,
+    NULL);
   RETURN NEW;
 END $function$;
 

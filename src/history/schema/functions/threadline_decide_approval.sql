@@ -29,22 +29,13 @@ BEGIN
     RETURN QUERY SELECT CASE WHEN v_row.status = 'expired' THEN 'expired' ELSE 'decided' END, v_row; RETURN;
   END IF;
   IF v_row.expires_at <= now() THEN
-    UPDATE tool_approvals a SET status = 'expired', decided_by = 'expiry', decided_at = now()
-      WHERE a.id = p_id RETURNING * INTO v_row;
-    PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
-      'key', 'tool.approval.expired.' || p_id, 'event', 'tool.approval.expired',
-      'data', threadline_approval_event(v_row))));
+    SELECT * INTO v_row FROM threadline_record_decisions(ARRAY[p_id], v_row.run_id, 'expired', 'expiry', NULL, NULL);
     RETURN QUERY SELECT 'expired', v_row; RETURN;
   END IF;
   IF NOT EXISTS (SELECT 1 FROM turns u WHERE u.message_id = v_row.message_id AND u.status = 'running') THEN
     RETURN QUERY SELECT 'turn_ended', v_row; RETURN;
   END IF;
-  UPDATE tool_approvals a SET status = p_status, decided_by = 'user', reason = p_reason, request_id = p_request_id,
-    decided_at = now()
-    WHERE a.id = p_id RETURNING * INTO v_row;
-  PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
-    'key', 'tool.approval.decided.' || p_id, 'event', 'tool.approval.decided',
-    'data', threadline_approval_event(v_row))));
+  SELECT * INTO v_row FROM threadline_record_decisions(ARRAY[p_id], v_row.run_id, p_status, 'user', p_reason, p_request_id);
   RETURN QUERY SELECT NULL::text, v_row;
 END
 $$;

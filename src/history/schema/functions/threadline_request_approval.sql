@@ -41,13 +41,10 @@ BEGIN
     'data', threadline_approval_event(v_row))));
   IF v_turn.status = 'stopped' OR (v_turn.status IN ('cancelled', 'failed') AND NOT EXISTS (
       SELECT 1 FROM turns r WHERE r.message_id = v_turn.message_id AND r.status = 'running' AND r.run_id <> p_run_id)) THEN
-    UPDATE tool_approvals a SET status = 'denied', decided_by = CASE WHEN v_turn.status = 'stopped' THEN 'stop' ELSE 'turn-ended' END,
-      reason = 'the turn ' || CASE v_turn.status WHEN 'stopped' THEN 'was stopped' WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END,
-      decided_at = now()
-      WHERE a.id = p_id RETURNING * INTO v_row;
-    PERFORM threadline_append_events(v_row.thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
-      'key', 'tool.approval.decided.' || p_id, 'event', 'tool.approval.decided',
-      'data', threadline_approval_event(v_row))));
+    SELECT * INTO v_row FROM threadline_record_decisions(ARRAY[p_id], p_run_id, 'denied',
+      CASE WHEN v_turn.status = 'stopped' THEN 'stop' ELSE 'turn-ended' END,
+      'the turn ' || CASE v_turn.status WHEN 'stopped' THEN 'was stopped' WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END,
+      NULL);
   END IF;
   RETURN NEXT v_row;
 END

@@ -14,11 +14,7 @@ BEGIN
     RETURN;
   END IF;
   IF v_row.status = 'pending' AND (p_expire OR v_row.expires_at <= now()) THEN
-    UPDATE tool_approvals a SET status = 'expired', decided_by = 'expiry', decided_at = now()
-      WHERE a.id = p_id RETURNING * INTO v_row;
-    PERFORM threadline_append_events(v_row.thread_id, v_row.run_id, 0, jsonb_build_array(jsonb_build_object(
-      'key', 'tool.approval.expired.' || p_id, 'event', 'tool.approval.expired',
-      'data', threadline_approval_event(v_row))));
+    SELECT * INTO v_row FROM threadline_record_decisions(ARRAY[p_id], v_row.run_id, 'expired', 'expiry', NULL, NULL);
   END IF;
   RETURN NEXT v_row;
 END

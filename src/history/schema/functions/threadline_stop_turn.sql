@@ -14,7 +14,6 @@ DECLARE
   v_turn turns%ROWTYPE;
   v_message messages%ROWTYPE;
   v_texts jsonb;
-  v_approval tool_approvals%ROWTYPE;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   IF v_owner IS NULL THEN
@@ -30,15 +29,10 @@ BEGIN
     RETURN QUERY SELECT 'not_running', NULL::uuid, NULL::integer, NULL::integer; RETURN;
   END IF;
 
-  FOR v_approval IN
-    UPDATE tool_approvals a SET status = 'denied', decided_by = 'stop', reason = 'the turn was stopped', decided_at = now()
-      WHERE a.thread_id = p_thread_id AND a.message_id = v_turn.message_id AND a.status = 'pending'
-      RETURNING a.*
-  LOOP
-    PERFORM threadline_append_events(p_thread_id, p_run_id, 0, jsonb_build_array(jsonb_build_object(
-      'key', 'tool.approval.decided.' || v_approval.id, 'event', 'tool.approval.decided',
-      'data', threadline_approval_event(v_approval))));
-  END LOOP;
+  PERFORM threadline_record_decisions(ARRAY(
+      SELECT a.id FROM tool_approvals a
+      WHERE a.thread_id = p_thread_id AND a.message_id = v_turn.message_id AND a.status = 'pending'),
+    p_run_id, 'denied', 'stop', 'the turn was stopped', NULL);
 
   SELECT * INTO v_message FROM messages m WHERE m.id = v_turn.message_id;
   v_texts := threadline_streamed_texts(p_thread_id, p_run_id);

@@ -10,7 +10,6 @@
 CREATE OR REPLACE FUNCTION threadline_turn_ended_approvals() RETURNS trigger LANGUAGE plpgsql AS $$
 DECLARE
   v_expired uuid;
-  v_approval tool_approvals%ROWTYPE;
 BEGIN
   -- Another run answering the same message (a regenerate) still may run the calls. Two runs of a
   -- message ending at once would each see the other still running and both spare the calls: the
@@ -26,15 +25,10 @@ BEGIN
   LOOP
     PERFORM threadline_settle_approval(v_expired, false);
   END LOOP;
-  FOR v_approval IN
-    UPDATE tool_approvals a SET status = 'denied', decided_by = 'turn-ended',
-      reason = 'the turn ' || CASE NEW.status WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END, decided_at = now()
-      WHERE a.thread_id = NEW.thread_id AND a.message_id = NEW.message_id AND a.status = 'pending'
-      RETURNING a.*
-  LOOP
-    PERFORM threadline_append_events(NEW.thread_id, NEW.run_id, 0, jsonb_build_array(jsonb_build_object(
-      'key', 'tool.approval.decided.' || v_approval.id, 'event', 'tool.approval.decided',
-      'data', threadline_approval_event(v_approval))));
-  END LOOP;
+  PERFORM threadline_record_decisions(ARRAY(
+      SELECT a.id FROM tool_approvals a
+      WHERE a.thread_id = NEW.thread_id AND a.message_id = NEW.message_id AND a.status = 'pending'),
+    NEW.run_id, 'denied', 'turn-ended', 'the turn ' || CASE NEW.status WHEN 'cancelled' THEN 'was cancelled' ELSE 'failed' END,
+    NULL);
   RETURN NEW;
 END $$;
