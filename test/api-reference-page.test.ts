@@ -1,9 +1,7 @@
 import { existsSync, mkdirSync } from "node:fs";
-import type { AddressInfo } from "node:net";
-import { serve, type ServerType } from "@hono/node-server";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestApp } from "./helpers/http.js";
+import { createTestApp, listen, type Listening } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 /** Debian's chromium (apt-get install chromium); the test never downloads a browser. */
@@ -12,20 +10,19 @@ const ARTIFACTS = "test-artifacts";
 
 const bed = useTestBed();
 
-let server: ServerType | undefined;
+let server: Listening | undefined;
 let origin: string;
 let browser: Browser | undefined;
 
 beforeAll(async () => {
   const { app } = createTestApp(bed.db.pool);
-  server = serve({ fetch: app.fetch, port: 0, hostname: "127.0.0.1" });
-  await new Promise((resolve) => server!.once("listening", resolve));
-  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  server = await listen(app.fetch);
+  origin = server.url;
   if (existsSync(CHROMIUM)) browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox"] });
 }, 60_000);
 afterAll(async () => {
   await browser?.close();
-  await new Promise<void>((resolve) => (server ? server.close(() => resolve()) : resolve()));
+  await server?.close();
 });
 
 describe("/docs, offline, in chromium", () => {

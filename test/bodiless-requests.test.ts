@@ -1,12 +1,11 @@
 import { randomUUID } from "node:crypto";
 import net from "node:net";
-import type { ServerType } from "@hono/node-server";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { ensureThread } from "../src/history/store.js";
 import { remember } from "../src/history/memories.js";
 import { scriptedModel, threadWithRunningTurn, turnsOf } from "./helpers/fixtures.js";
-import { createTestApp, tokenFor, listen } from "./helpers/http.js";
+import { createTestApp, tokenFor, listen, type Listening } from "./helpers/http.js";
 import { storeAnsweredTurn } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -16,15 +15,14 @@ import { useTestBed } from "./helpers/test-bed.js";
  */
 const bed = useTestBed();
 
-let server: ServerType;
-let port: number;
+let server: Listening;
 let chatTurn: ReturnType<typeof createChatTurn>;
 beforeAll(async () => {
   chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
   const { app } = createTestApp(bed.db.pool);
-  ({ server, port } = await listen(app.fetch));
+  server = await listen(app.fetch);
 });
-afterAll(() => new Promise<void>((resolve) => server.close(() => resolve())));
+afterAll(() => server.close());
 
 type Answer = { status: number; body: string };
 
@@ -39,7 +37,7 @@ function rawRequest(
   body: "none" | "empty-chunked" = "none",
 ): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const socket = net.connect(port, "127.0.0.1");
+    const socket = net.connect(server.port, "127.0.0.1");
     let received = "";
     socket.on("data", (data) => (received += data.toString()));
     socket.on("error", reject);
@@ -50,7 +48,7 @@ function rawRequest(
     });
     const lines = [
       `${method} ${path} HTTP/1.1`,
-      `Host: 127.0.0.1:${port}`,
+      `Host: 127.0.0.1:${server.port}`,
       "User-Agent: curl/8.5.0",
       "Accept: */*",
       "Connection: close",
@@ -61,7 +59,7 @@ function rawRequest(
   });
 }
 
-const url = (path: string) => `http://127.0.0.1:${port}${path}`;
+const url = (path: string) => `${server.url}${path}`;
 const bearer = async (userId: string) => ({ authorization: `Bearer ${await tokenFor(userId)}` });
 
 /** A user with one thread and one memory, both there to be deleted. */

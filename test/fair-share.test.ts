@@ -1,9 +1,8 @@
-import type { Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { failureLimiter } from "../src/auth/failure-limit.js";
 import { authSettings, readEnvironment } from "../src/config.js";
 import { createPool } from "../src/platform/database.js";
-import { createTestApp, testAuth, tokenFor, listen } from "./helpers/http.js";
+import { createTestApp, testAuth, tokenFor, listen, type Listening } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -38,20 +37,16 @@ describe("the app's database sessions", () => {
 });
 
 describe("failed authentications per client address", () => {
-  let server: Server;
-  let url: string;
+  let server: Listening;
   beforeAll(async () => {
     const { app } = createTestApp(bed.db.pool, {
       auth: { ...testAuth, failureLimit: { perMinute: 3, addressHeader: "x-forwarded-for" } },
     });
-    ({ server, url } = await listen(app.fetch));
+    server = await listen(app.fetch);
   });
-  afterAll(async () => {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  });
+  afterAll(() => server.close());
 
-  const list = (headers: Record<string, string>) => fetch(`${url}/api/threads`, { headers });
+  const list = (headers: Record<string, string>) => fetch(`${server.url}/api/threads`, { headers });
 
   it("answers 429 with Retry-After once an address has failed too often, before looking at its credentials", async () => {
     const from = { "x-forwarded-for": "203.0.113.7, 198.51.100.1" };

@@ -102,7 +102,7 @@ describe("body size", () => {
   });
 
   it("over real HTTP, answers 413 on a Content-Length over the limit while the client has sent only its first bytes", async () => {
-    const { server, port } = await listen(app.fetch);
+    const { port, close } = await listen(app.fetch);
     try {
       const declared = 64 * 1024 * 1024;
       const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
@@ -129,7 +129,7 @@ describe("body size", () => {
       expect(answer.body).toContain("too large");
       expect(sent).toEqual([]);
     } finally {
-      server.close();
+      await close();
     }
   });
 

@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { readEnvironment } from "../src/config.js";
 import { engineAdvice, engineProbe, inngestEngine, type InngestEngine } from "../src/platform/inngest-engine.js";
 import { createApp } from "../src/server.js";
-import { headersFor, testAuth, listen } from "./helpers/http.js";
+import { headersFor, testAuth, listen, type Listening } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -29,7 +29,7 @@ const http: Server = createHttpServer((_request, response) => {
 let now = 0;
 const INTERVAL_MS = 10_000;
 
-let app: { url: string; close: () => Promise<void> };
+let app: Listening;
 
 beforeAll(async () => {
   front = createNetServer((socket) => {
@@ -52,11 +52,7 @@ beforeAll(async () => {
     engine,
     engineProbe: engineProbe(engine, { intervalMs: INTERVAL_MS, now: () => now }),
   });
-  const { server, url } = await listen(hono.fetch);
-  app = {
-    url,
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
-  };
+  app = await listen(hono.fetch);
 });
 
 afterAll(async () => {

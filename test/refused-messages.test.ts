@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatMessageEventId } from "../src/api/send-message.js";
@@ -10,7 +9,7 @@ import { cancelTurn } from "../src/history/turns.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute, executeFailureHandler, type SentEvent } from "./helpers/engine.js";
 import { conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
-import { createTestApp, headersFor, listen } from "./helpers/http.js";
+import { createTestApp, headersFor, listen, type Listening } from "./helpers/http.js";
 import { openEventStream } from "./helpers/sse.js";
 import { within, until } from "./helpers/deadline.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -29,25 +28,23 @@ const bed = useTestBed();
 const userId = "user-1";
 let events: EventNotifier;
 let sent: SentEvent[];
-let server: Server;
-let url: string;
+let server: Listening;
 let chatTurn: ReturnType<typeof createChatTurn>;
 
 beforeAll(async () => {
   events = createEventNotifier(bed.db.pool);
   const test = createTestApp(bed.db.pool, { events });
   sent = test.sent;
-  ({ server, url } = await listen(test.app.fetch));
+  server = await listen(test.app.fetch);
   chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
 });
 afterAll(async () => {
   await events.close();
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await server.close();
 });
 
 const post = async (path: string, body: unknown) =>
-  fetch(`${url}${path}`, { method: "POST", headers: await headersFor(userId), body: JSON.stringify(body) });
+  fetch(`${server.url}${path}`, { method: "POST", headers: await headersFor(userId), body: JSON.stringify(body) });
 
 /** The race: a turn of another message of the thread begins (after the route's check, before the run). */
 async function turnBegins(threadId: string) {
@@ -94,7 +91,7 @@ const refusalText = (threadId: string, story: string, storyRun: string) =>
 describe("a message refused by busy reject after the route's check (a turn began in between)", () => {
   it("ends useChat's stream with an error naming the running turn and [DONE]; the event stream carries message.refused then stream.ended", async () => {
     const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
-    const watching = await openEventStream({ request: (path, init) => fetch(`${url}${path}`, init) }, threadId);
+    const watching = await openEventStream({ request: (path, init) => fetch(`${server.url}${path}`, init) }, threadId);
     const messageId = randomUUID();
 
     // The thread is idle: the route's check passes, the event is sent, the stream opens.
@@ -205,7 +202,7 @@ describe("a message refused by busy reject after the route's check (a turn began
   it("useChat's edit (always busy reject) refused so ends useChat's stream with the error, and the edit stays unstored", async () => {
     const { threadId, messageIds } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
     const transport = new DefaultChatTransport<UIMessage>({
-      api: `${url}/api/ui/chat`,
+      api: `${server.url}/api/ui/chat`,
       headers: () => headersFor(userId),
     });
     const edited = messageIds[0]!;

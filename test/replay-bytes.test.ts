@@ -1,4 +1,3 @@
-import type { Server } from "node:http";
 import { SSEStreamingApi } from "hono/streaming";
 import { afterAll, describe, expect, it } from "vitest";
 import fc from "fast-check";
@@ -8,17 +7,14 @@ import { storeModelTitle } from "../src/history/titles.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { createStreamSlots } from "../src/stream/stream-slots.js";
 import { createThreadFeeds } from "../src/stream/thread-feeds.js";
-import { createTestApp, headersFor, listen, routesAs } from "./helpers/http.js";
+import { createTestApp, headersFor, listen, routesAs, type Listening } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
 const notifiers: EventNotifier[] = [];
-const servers: Server[] = [];
+const servers: Listening[] = [];
 afterAll(async () => {
-  for (const server of servers) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
+  for (const server of servers) await server.close();
   await Promise.all(notifiers.map((notifier) => notifier.close()));
 });
 
@@ -32,9 +28,9 @@ type App = { request: (path: string, init?: RequestInit) => Response | Promise<R
 async function appInstance(transport: Transport, pageLimit?: PageLimit): Promise<App> {
   const app = routes(pageLimit);
   if (transport === "in process") return app;
-  const { server, url } = await listen(app.fetch);
+  const server = await listen(app.fetch);
   servers.push(server);
-  return { request: (path, init) => fetch(`${url}${path}`, init) };
+  return { request: (path, init) => fetch(`${server.url}${path}`, init) };
 }
 
 type Transport = "in process" | "over HTTP";

@@ -1,9 +1,9 @@
 import { createHmac } from "node:crypto";
-import { request, type Server } from "node:http";
+import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
 import { INNGEST_MAX_REQUEST_BYTES } from "../src/platform/inngest-serve.js";
-import { createTestApp, listen } from "./helpers/http.js";
+import { createTestApp, listen, type Listening } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 // The serve endpoint reads a signed request's body straight from Node's request when its length
@@ -17,19 +17,15 @@ const double = inngest.createFunction(
   async ({ event, step }) => step.run("double", () => (event.data as { n: number }).n * 2),
 );
 
-let server: Server;
-let port: number;
+let server: Listening;
 beforeAll(async () => {
   const { app } = createTestApp(bed.db.pool, {
     functions: [double],
     serving: { mode: "cloud", signingKey: SIGNING_KEY },
   });
-  ({ server, port } = await listen(app.fetch));
+  server = await listen(app.fetch);
 });
-afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
-});
+afterAll(() => server.close());
 
 /** JSON with every object's keys sorted and no spaces (RFC 8785, for the values used here): what Inngest signs. */
 const canonical = (value: unknown): string =>
@@ -73,7 +69,7 @@ function post(body: string, signature: string, chunked: boolean): Promise<{ stat
     const req = request(
       {
         host: "127.0.0.1",
-        port,
+        port: server.port,
         method: "POST",
         path: `/api/inngest?fnId=${inngest.id}-serve-bodies-double&stepId=step`,
         headers: {

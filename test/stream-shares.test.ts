@@ -28,11 +28,10 @@ async function listeningApp(streams: StreamLimits) {
   });
   const events = createEventNotifier(bed.db.pool);
   const { app } = createTestApp(pool, { events, streams });
-  const { server, url } = await listen(app.fetch);
+  const { url, close } = await listen(app.fetch);
   closers.push(async () => {
     await events.close();
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
+    await close();
   });
   return { url, queries, busy, http: { request: (path: string, init?: RequestInit) => fetch(`${url}${path}`, init) } };
 }

@@ -1,4 +1,3 @@
-import type { Server } from "node:http";
 import type { Hono } from "hono";
 import { SSEStreamingApi } from "hono/streaming";
 import { afterAll, describe, expect, it, vi } from "vitest";
@@ -16,26 +15,23 @@ import { createStreamSlots } from "../src/stream/stream-slots.js";
 import { createThreadFeeds, type ThreadFeeds } from "../src/stream/thread-feeds.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
-import { asUser, createTestApp, headersFor, listen, routesAs } from "./helpers/http.js";
+import { asUser, createTestApp, headersFor, listen, routesAs, type Listening } from "./helpers/http.js";
 import { expectConsecutive, openEventStream } from "./helpers/sse.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
 const notifiers: EventNotifier[] = [];
-const servers: Server[] = [];
+const servers: Listening[] = [];
 afterAll(async () => {
-  for (const server of servers) {
-    server.closeAllConnections();
-    await new Promise((resolve) => server.close(resolve));
-  }
+  for (const server of servers) await server.close();
   await Promise.all(notifiers.map((notifier) => notifier.close()));
 });
 
 /** The app in process and over HTTP (a listening server, where the event route writes Node's response itself). */
 async function bothTransports(app: Hono<AuthEnv>) {
-  const { server, url } = await listen(app.fetch);
+  const server = await listen(app.fetch);
   servers.push(server);
-  return [app, { request: (path: string, init?: RequestInit) => fetch(`${url}${path}`, init) }];
+  return [app, { request: (path: string, init?: RequestInit) => fetch(`${server.url}${path}`, init) }];
 }
 
 /** An app instance as a process runs it: its own LISTEN connection. */

@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatMessageEventId } from "../src/api/send-message.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
@@ -8,7 +7,7 @@ import { beginTurn } from "../src/history/store.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute, executeFailureHandler, type SentEvent, StepFault } from "./helpers/engine.js";
 import { conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
-import { createTestApp, headersFor, listen } from "./helpers/http.js";
+import { createTestApp, headersFor, listen, type Listening } from "./helpers/http.js";
 import { openEventStream } from "./helpers/sse.js";
 import { within, until } from "./helpers/deadline.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -28,8 +27,7 @@ const userId = "user-1";
 const OUTAGE = "connect ECONNREFUSED 127.0.0.1:5432";
 let events: EventNotifier;
 let sent: SentEvent[];
-let server: Server;
-let url: string;
+let server: Listening;
 let chatTurn: ReturnType<typeof createChatTurn>;
 let regenerate: ReturnType<typeof createRegenerate>;
 
@@ -37,18 +35,17 @@ beforeAll(async () => {
   events = createEventNotifier(bed.db.pool);
   const test = createTestApp(bed.db.pool, { events });
   sent = test.sent;
-  ({ server, url } = await listen(test.app.fetch));
+  server = await listen(test.app.fetch);
   chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model) });
   regenerate = createRegenerate({ db: bed.db.pool, model: scriptedModel(bed.model) });
 });
 afterAll(async () => {
   await events.close();
-  server.closeAllConnections();
-  await new Promise((resolve) => server.close(resolve));
+  await server.close();
 });
 
 const post = async (path: string, body: unknown) =>
-  fetch(`${url}${path}`, { method: "POST", headers: await headersFor(userId), body: JSON.stringify(body) });
+  fetch(`${server.url}${path}`, { method: "POST", headers: await headersFor(userId), body: JSON.stringify(body) });
 
 /** The run's first step cannot reach the database: it fails as a step (retriably) every time. */
 const outage = async (id: string) => {
@@ -94,7 +91,7 @@ const uiMessage = (messageId: string, text: string) => ({
 describe("a run that fails before it begins a turn", () => {
   it("ends useChat's stream with the cause and [DONE]; the event stream carries message.failed then stream.ended; logged once", async () => {
     const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
-    const watching = await openEventStream({ request: (path, init) => fetch(`${url}${path}`, init) }, threadId);
+    const watching = await openEventStream({ request: (path, init) => fetch(`${server.url}${path}`, init) }, threadId);
     const messageId = randomUUID();
     const response = await post("/api/ui/chat", {
       id: threadId,

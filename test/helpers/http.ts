@@ -17,15 +17,28 @@ import type { SentEvent } from "./engine.js";
 import type { EngineStandIn } from "./engine-stand-in.js";
 import type { EngineProbe } from "../../src/platform/inngest-engine.js";
 
+/** An app listening on loopback: its port, its base URL, and `close`. */
+export type Listening = { server: Server; port: number; url: string; close: () => Promise<void> };
+
 /**
  * Serves `fetch` (an app's, as @hono/node-server takes it) on a free loopback port, once it
- * listens: the server (to close), its port and its base URL.
+ * listens. `close` drops every connection first (an open event stream, a request a test left
+ * half sent), so it never waits on a client.
  */
-export async function listen(fetch: Parameters<typeof serve>[0]["fetch"]) {
+export async function listen(fetch: Parameters<typeof serve>[0]["fetch"]): Promise<Listening> {
   const server = serve({ fetch, port: 0, hostname: "127.0.0.1" }) as Server;
   await new Promise<void>((resolve) => (server.listening ? resolve() : server.once("listening", () => resolve())));
   const { port } = server.address() as AddressInfo;
-  return { server, port, url: `http://127.0.0.1:${port}` };
+  return {
+    server,
+    port,
+    url: `http://127.0.0.1:${port}`,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
 }
 
 /**
@@ -134,15 +147,9 @@ export async function serveToStandIn(db: pg.Pool, engine: EngineStandIn, functio
     functions,
     sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
   });
-  const { server, url } = await listen(app.fetch);
+  const { url, close } = await listen(app.fetch);
   await engine.registerApp(`${url}/api/inngest`);
-  return {
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
-  };
+  return { url, close };
 }
 
 type App = Pick<ReturnType<typeof createApp>, "request">;

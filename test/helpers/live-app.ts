@@ -119,18 +119,17 @@ export async function startLiveApp(
       return { ids: [`evt-${randomUUID()}`] };
     },
   });
-  const { server, url } = await listen(app.fetch);
+  const listening = await listen(app.fetch);
 
   return {
-    url,
+    url: listening.url,
     runs,
-    dropConnections: () => server.closeAllConnections(),
+    dropConnections: () => listening.server.closeAllConnections(),
     close: async () => {
       unsubscribe();
       // Closing the notifier ends the open event streams, so the server can close.
       await events.close();
-      server.closeAllConnections();
-      await new Promise((resolve) => server.close(resolve));
+      await listening.close();
       // A run nobody awaited whose callback failed (execute rejects then) fails the closing hook, not passes unseen.
       const rejected = (await Promise.allSettled(runs.map((run) => run.execution))).find(
         (r) => r.status === "rejected",

@@ -2,7 +2,7 @@ import type { InngestFunction } from "inngest";
 import type pg from "pg";
 import { vi } from "vitest";
 import { startEngineStandIn, type EngineStandIn, type StandInOptions } from "./engine-stand-in.js";
-import { createTestApp, listen } from "./http.js";
+import { serveToStandIn } from "./http.js";
 
 export type LiveEngine = { engine: EngineStandIn; appUrl: string; close: () => Promise<void> };
 
@@ -18,18 +18,13 @@ export async function startLiveEngine(
 ): Promise<LiveEngine> {
   const engine = await startEngineStandIn(options);
   vi.stubEnv("INNGEST_BASE_URL", engine.url);
-  const { app } = createTestApp(db, {
-    functions,
-    sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
-  });
-  const { server, url: appUrl } = await listen(app.fetch);
-  await engine.registerApp(`${appUrl}/api/inngest`);
+  const app = await serveToStandIn(db, engine, functions);
   return {
     engine,
-    appUrl,
+    appUrl: app.url,
     close: async () => {
       await engine.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await app.close();
       vi.unstubAllEnvs();
     },
   };
