@@ -3,12 +3,14 @@ import { request } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
 import { INNGEST_MAX_REQUEST_BYTES } from "../src/platform/inngest-serve.js";
+import { within } from "./helpers/deadline.js";
 import { createTestApp, listen, type Listening } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 // The serve endpoint reads a signed request's body straight from Node's request when its length
 // is declared, and through the bounded reader when it is chunked: either way the SDK verifies the
-// signature over the body sent and runs the function on it, over real HTTP.
+// signature over the body sent and runs the function on it, over real HTTP. In dev mode, where
+// nothing is signed, a body is bounded all the same.
 const bed = useTestBed();
 
 const SIGNING_KEY = `signkey-test-${"0123456789abcdef".repeat(4)}`;
@@ -18,14 +20,19 @@ const double = inngest.createFunction(
 );
 
 let server: Listening;
+let devServer: Listening;
 beforeAll(async () => {
   const { app } = createTestApp(bed.db.pool, {
     functions: [double],
     serving: { mode: "cloud", signingKey: SIGNING_KEY },
   });
   server = await listen(app.fetch);
+  devServer = await listen(createTestApp(bed.db.pool, { functions: [double], serving: { mode: "dev" } }).app.fetch);
 });
-afterAll(() => server.close());
+afterAll(async () => {
+  await server.close();
+  await devServer.close();
+});
 
 /** JSON with every object's keys sorted and no spaces (RFC 8785, for the values used here): what Inngest signs. */
 const canonical = (value: unknown): string =>
@@ -122,5 +129,67 @@ describe("the serve endpoint's request bodies (signatures required)", () => {
     // Whatever the client saw, the server still serves signed requests.
     const ok = runBody(1);
     expect((await post(ok, sign(ok), false)).status).toBe(206);
+  });
+});
+
+/**
+ * POSTs `size` bytes to `to`'s serve endpoint in 1 MiB pieces, chunked or with the length declared,
+ * writing no more than `sent` of them; answers the status and text as soon as they come.
+ */
+function postLarge(
+  to: Listening,
+  { size, sent = size, chunked }: { size: number; sent?: number; chunked: boolean },
+): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    let answered = false;
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port: to.port,
+        method: "POST",
+        path: "/api/inngest",
+        headers: {
+          "content-type": "application/json",
+          ...(chunked ? { "transfer-encoding": "chunked" } : { "content-length": String(size) }),
+        },
+      },
+      async (res) => {
+        answered = true;
+        let text = "";
+        for await (const chunk of res) text += chunk;
+        resolve({ status: res.statusCode ?? 0, text });
+        req.destroy();
+      },
+    );
+    req.once("error", (error) => (answered ? undefined : reject(error)));
+    const piece = Buffer.alloc(1024 * 1024, 0x20);
+    let written = 0;
+    const write = () => {
+      while (!answered && written < sent) {
+        written += piece.length;
+        if (!req.write(piece)) return void req.once("drain", write);
+      }
+      if (!answered && chunked) req.end();
+    };
+    write();
+  });
+}
+
+describe("the serve endpoint's request bodies in dev mode (no signatures)", () => {
+  const size = 50 * 1024 * 1024;
+
+  it("answers 413 to a chunked body larger than Inngest's largest request", async () => {
+    const answer = await within(postLarge(devServer, { size, chunked: true }), "the answer to a 50 MB chunked body");
+    expect(answer.status).toBe(413);
+    expect(JSON.parse(answer.text)).toMatchObject({ code: "too_large" });
+  });
+
+  it("answers 413 to a declared length over the limit while the client has sent only its first bytes", async () => {
+    const answer = await within(
+      postLarge(devServer, { size, sent: 64 * 1024, chunked: false }),
+      "the answer to a declared 50 MB body of which 64 KiB were sent",
+    );
+    expect(answer.status).toBe(413);
+    expect(JSON.parse(answer.text)).toMatchObject({ code: "too_large" });
   });
 });

@@ -152,10 +152,11 @@ function serveOnHono(options: ServeHandlerOptions) {
 
 /**
  * The serve handler, on a client of its own (inngestClient). The SDK reads a request's whole body
- * before it checks the signature, and takes the app's URL from the Host header unless given one,
- * and treats an unsigned PUT as a resync that calls Inngest's register API with that URL. So, when
- * signatures are required, a POST (and in production a PUT) without a plausible signature header is
- * refused before its body is read, and a body is read only up to Inngest's largest request.
+ * before it checks the signature (in dev mode, before anything), and takes the app's URL from the
+ * Host header unless given one, and treats an unsigned PUT as a resync that calls Inngest's
+ * register API with that URL. So a body is read only up to Inngest's largest request, in every
+ * mode, and when signatures are required, a POST (and in production a PUT) without a plausible
+ * signature header is refused before its body is read.
  */
 export function inngestHandler(functions: InngestFunction.Any[], serving: InngestServing): MiddlewareHandler[] {
   const handler = serveOnHono({
@@ -167,7 +168,20 @@ export function inngestHandler(functions: InngestFunction.Any[], serving: Innges
     ...(serving.mode === "cloud" && serving.refuseUnsignedSync && { enableUnauthedSync: false }),
   });
   const serveRequest: MiddlewareHandler = (c) => handler(c);
-  if (serving.mode === "dev") return [serveRequest];
+  const bounded = bodyLimit({
+    maxSize: INNGEST_MAX_REQUEST_BYTES,
+    onError: (c) => tooLarge(c),
+  });
+  // A declared length is judged from the header (Node's parser reads no more than it), leaving the
+  // body to the handler's c.req.text(), which @hono/node-server reads straight from the socket;
+  // bodyLimit would first build a Fetch Request and a web stream over it. A chunked body is read by
+  // bodyLimit, up to the bound.
+  const limit: MiddlewareHandler = async (c, next) => {
+    const length = c.req.header("content-length");
+    if (length === undefined || c.req.header("transfer-encoding") !== undefined) return bounded(c, next);
+    return Number(length) > INNGEST_MAX_REQUEST_BYTES ? tooLarge(c) : next();
+  };
+  if (serving.mode === "dev") return [limit, serveRequest];
 
   const mustBeSigned = new Set(serving.refuseUnsignedSync ? ["POST", "PUT"] : ["POST"]);
   const requireSignature: MiddlewareHandler = async (c, next) => {
@@ -184,19 +198,6 @@ export function inngestHandler(functions: InngestFunction.Any[], serving: Innges
       },
       401,
     );
-  };
-  const bounded = bodyLimit({
-    maxSize: INNGEST_MAX_REQUEST_BYTES,
-    onError: (c) => tooLarge(c),
-  });
-  // A declared length is judged from the header (Node's parser reads no more than it), leaving the
-  // body to the handler's c.req.text(), which @hono/node-server reads straight from the socket;
-  // bodyLimit would first build a Fetch Request and a web stream over it. A chunked body is read by
-  // bodyLimit, up to the bound.
-  const limit: MiddlewareHandler = async (c, next) => {
-    const length = c.req.header("content-length");
-    if (length === undefined || c.req.header("transfer-encoding") !== undefined) return bounded(c, next);
-    return Number(length) > INNGEST_MAX_REQUEST_BYTES ? tooLarge(c) : next();
   };
   return [requireSignature, limit, serveRequest];
 }
