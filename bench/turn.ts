@@ -27,7 +27,9 @@
  * Each round runs turn, (a) and (b) in a rotating order, so all three meet the same load on a
  * shared machine; ratios are taken within a round and reported as p10/p50/p90. CPU is this
  * process's (app, SDK, stand-in and model server alike); PostgreSQL CPU is the on-CPU time of the
- * database's backends (/proc/<pid>/schedstat, when the server is local). Afterwards every thread
+ * database's backends (/proc/<pid>/schedstat, when the server is local). Statement time is how long
+ * the app waited on its statements (sent to result, summed): a ratio's excess splits into what the
+ * database took and what the app did (wall − statements). Afterwards every thread
  * is checked: each message sent stored once, answered once, its turn completed once.
  *
  * Also prints the statements each step of a turn sends (InngestTestEngine, one run per kind of
@@ -79,6 +81,8 @@ type Sample = {
   wallMs: number;
   cpuMs: number;
   pgMs: number | undefined;
+  /** How long the run's statements took as the app saw them: sent to result, summed. */
+  statementMs: number;
   statements: number;
   /** Requests the executor made to the app, and checkpoint requests the SDK made to the executor. */
   requests: number;
@@ -117,9 +121,13 @@ async function main() {
 
 async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
   let statements = 0;
+  let statementMs = 0;
   const counting = countingPool(pool, () => {
     statements += 1;
-    return undefined;
+    const sent = performance.now();
+    return () => {
+      statementMs += performance.now() - sent;
+    };
   });
   const choice = chooseModel(
     readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "bench", MODEL: "bench-model" }),
@@ -145,6 +153,7 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
       const pids = await backendPids(pool);
       const pgBefore = await backendCpuNs(pids);
       const statementsBefore = statements;
+      const statementMsBefore = statementMs;
       const cpuBefore = process.cpuUsage();
       const started = performance.now();
       const received = await engine.send(event);
@@ -161,6 +170,7 @@ async function measureMode(pool: pg.Pool, model: ModelServer, mode: Mode) {
           wallMs,
           cpuMs: (cpu.user + cpu.system) / 1000,
           pgMs: backendCpuDelta(pgBefore, pgAfter),
+          statementMs: statementMs - statementMsBefore,
           statements: statements - statementsBefore,
           // The turn's requests include those of the runs it invoked (its model calls).
           requests: engine.runs
@@ -346,7 +356,7 @@ function printResults(results: Map<Mode, Map<Kind, Sample[]>>, turnOps: Map<Mode
     );
   }
   console.log(
-    `\nPer run, p10 / p50 / p90 over ${ROUNDS} rounds (after ${WARMUP_ROUNDS} warm-up rounds); CPU = this process (app, SDK, stand-in, model server); PG CPU = the database's backends; requests: executor to app; checkpoints: SDK to executor.\n`,
+    `\nPer run, p10 / p50 / p90 over ${ROUNDS} rounds (after ${WARMUP_ROUNDS} warm-up rounds); CPU = this process (app, SDK, stand-in, model server); PG CPU = the database's backends; statement ms = the time the app waited on its statements (sent to result, summed); requests: executor to app; checkpoints: SDK to executor.\n`,
   );
   const lines: string[][] = [];
   for (const mode of MODES) {
@@ -364,6 +374,10 @@ function printResults(results: Map<Mode, Map<Kind, Sample[]>>, turnOps: Map<Mode
         p(s.map((x) => x.wallMs)),
         p(s.map((x) => x.cpuMs)),
         pg,
+        p(
+          s.map((x) => x.statementMs),
+          2,
+        ),
         `${percentile(
           s.map((x) => x.statements),
           50,
@@ -379,7 +393,11 @@ function printResults(results: Map<Mode, Map<Kind, Sample[]>>, turnOps: Map<Mode
       ]);
     }
   }
-  printTable(["mode", "run", "wall ms", "CPU ms", "PG CPU ms", "statements", "requests", "checkpoints"], lines, 2);
+  printTable(
+    ["mode", "run", "wall ms", "CPU ms", "PG CPU ms", "statement ms", "statements", "requests", "checkpoints"],
+    lines,
+    2,
+  );
 
   console.log("\nRatios within each round, p10 / p50 / p90 (target: ÷ durable ≤ 1.2×, ÷ bare ≤ 1.35×):\n");
   const ratioLines: string[][] = [];
@@ -405,12 +423,18 @@ function printResults(results: Map<Mode, Map<Kind, Sample[]>>, turnOps: Map<Mode
         turn.every((x) => x.pgMs !== undefined) && base.every((x) => x.pgMs !== undefined)
           ? excess((x) => x.pgMs!)
           : "–",
+        excess((x) => x.statementMs),
         excess((x) => x.wallMs),
         excess((x) => x.cpuMs),
+        excess((x) => x.wallMs - x.statementMs),
       ]);
     }
   }
-  printTable(["mode", "ratio", "wall ×", "CPU ×", "PG CPU +ms", "wall +ms", "CPU +ms"], ratioLines, 2);
+  printTable(
+    ["mode", "ratio", "wall ×", "CPU ×", "PG CPU +ms", "statement +ms", "wall +ms", "CPU +ms", "wall − statements +ms"],
+    ratioLines,
+    2,
+  );
 }
 
 /**
