@@ -1,10 +1,12 @@
 import { randomUUID } from "node:crypto";
+import type pg from "pg";
 import { beforeAll, describe, expect, it } from "vitest";
 import { deleteUserCommand } from "../scripts/delete-user.js";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { rememberFromThread } from "../src/history/memories.js";
 import { beginTurn } from "../src/history/store.js";
+import { failTurn } from "../src/history/turns.js";
 import { setUserBudget } from "../src/history/usage.js";
 import { eraseUser } from "../src/history/users.js";
 import { execute, type SentEvent } from "./helpers/engine.js";
@@ -191,6 +193,59 @@ describe("erasure", () => {
         [messageId],
       );
       expect(left.rows[0]).toEqual({ threads: 0, tombstones: 1 });
+    });
+  });
+
+  it("a run's failure recording the user's new thread, an erasure coming meanwhile: the thread goes once committed, or is never created", async () => {
+    const statement = "INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;";
+    const lock = "PERFORM pg_advisory_xact_lock_shared(hashtext('threadline.user_erasure'), hashtext(p_user_id));";
+    const thread = (pool: pg.Pool, threadId: string) =>
+      pool.query(
+        "SELECT (SELECT count(*)::int FROM threads WHERE id = $1) AS threads, (SELECT count(*)::int FROM thread_tombstones WHERE thread_id = $1) AS tombstones",
+        [threadId],
+      );
+    // The message was sent a second ago; its run failed before beginning a turn.
+    const failure = (pool: pg.Pool, userId: string, threadId: string) =>
+      failTurn(pool, `run-${threadId}`, "connect ECONNREFUSED", {
+        threadId,
+        messageId: threadId,
+        userId,
+        sentAt: Date.now() - 1_000,
+      });
+    const paused = (at: string, where: "before" | "after") => ({
+      name: "threadline_unbegun_failure_thread",
+      at,
+      where,
+      when: "p_user_id LIKE 'paused-%'",
+    });
+
+    // Created, not yet committed: the erasure waits for it (the user's erasure lock), then deletes it.
+    await withPausedFunction(paused(statement, "after"), async ({ pool, pools, reachedPause, settled, release }) => {
+      const userId = `paused-${randomUUID()}`;
+      const threadId = randomUUID();
+      const failing = failure(pools[0], userId, threadId);
+      await reachedPause();
+      const erasing = eraseUser(pools[1], userId, []);
+      await settled(erasing);
+      await release();
+      await failing;
+      expect((await erasing).threadIds).toEqual([threadId]);
+      expect((await thread(pool, threadId)).rows[0]).toEqual({ threads: 0, tombstones: 1 });
+    });
+
+    // The erasure commits after the failure found no thread, before its lock: nothing is created.
+    await withPausedFunction(paused(lock, "before"), async ({ pool, pools, reachedPause, settled, release }) => {
+      const userId = `paused-${randomUUID()}`;
+      const threadId = randomUUID();
+      const failing = failure(pools[0], userId, threadId);
+      await reachedPause();
+      const erasing = eraseUser(pools[1], userId, []);
+      await settled(erasing);
+      expect((await erasing).threadIds).toEqual([]);
+      await release();
+      await failing;
+      expect((await thread(pool, threadId)).rows[0]).toEqual({ threads: 0, tombstones: 0 });
+      expect((await pool.query("SELECT count(*)::int AS n FROM thread_events")).rows[0]).toEqual({ n: 0 });
     });
   });
 

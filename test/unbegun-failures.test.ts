@@ -4,12 +4,15 @@ import { chatMessageEventId } from "../src/api/send-message.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { beginTurn } from "../src/history/store.js";
+import { deleteThread } from "../src/history/threads.js";
+import { eraseUser } from "../src/history/users.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { execute, executeFailureHandler, type SentEvent, StepFault } from "./helpers/engine.js";
 import { conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
 import { createTestApp, headersFor, listen, type Listening } from "./helpers/http.js";
 import { openEventStream } from "./helpers/sse.js";
 import { within, until } from "./helpers/deadline.js";
+import { tableRowCounts } from "./helpers/table-rows.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 /**
@@ -52,16 +55,20 @@ const outage = async (id: string) => {
   if (id === "history.append-user-message") throw new StepFault(OUTAGE);
 };
 
-/** Runs a sent event as Inngest would: the run, then, once it failed for good, its onFailure handler. */
-async function run(event: SentEvent, beforeStep?: (id: string) => Promise<void>) {
-  const execution = await execute(turnFunction(event), event, beforeStep ? { beforeStep } : {});
-  if (execution.error !== undefined) await reportFailure(event, execution);
+/**
+ * Runs a sent event as Inngest would: the run, then, once it failed for good, its onFailure
+ * handler, both given the event with the time Inngest received it (`ts`: now, unless given).
+ */
+async function run(event: SentEvent & { ts?: number }, beforeStep?: (id: string) => Promise<void>) {
+  const received = { ...event, ts: event.ts ?? Date.now() };
+  const execution = await execute(turnFunction(event), received, beforeStep ? { beforeStep } : {});
+  if (execution.error !== undefined) await reportFailure(received, execution);
   return execution;
 }
 
 const turnFunction = (event: SentEvent) => (event.name === "chat/message.regenerate" ? regenerate : chatTurn);
 
-const reportFailure = (event: SentEvent, execution: { runId: string; error: unknown }) => {
+const reportFailure = (event: SentEvent & { ts?: number }, execution: { runId: string; error: unknown }) => {
   const { name, message } = execution.error as Error;
   return executeFailureHandler(turnFunction(event), { runId: execution.runId, event, error: { name, message } });
 };
@@ -208,7 +215,7 @@ describe("a run that fails before it begins a turn", () => {
     ]);
   });
 
-  it("logs nothing on another user's thread, and creates no thread", async () => {
+  it("logs nothing on another user's thread", async () => {
     const { threadId } = await conversation(chatTurn, bed.model, [["My name is Ada.", "Hello, Ada."]]);
     const before = await bed.db.pool.query("SELECT id FROM thread_events WHERE thread_id = $1", [threadId]);
     // A raw event naming user-1's thread for user-2: refused (thread_not_owned), nothing logged there.
@@ -219,11 +226,84 @@ describe("a run that fails before it begins a turn", () => {
     expect((await run(foreign)).error).toBeDefined();
     const after = await bed.db.pool.query("SELECT id FROM thread_events WHERE thread_id = $1", [threadId]);
     expect(after.rows).toEqual(before.rows);
+  });
+});
 
-    // A new thread's first message whose run failed before storing it: the thread does not exist.
-    const first = { name: "chat/message.sent", data: { messageId: randomUUID(), userId, content: "Hi" } };
-    expect((await run(first, outage)).error).toBeDefined();
-    const threads = await bed.db.pool.query("SELECT id FROM threads WHERE id = $1", [first.data.messageId]);
-    expect(threads.rows).toEqual([]);
+describe("a new thread's first message whose run fails before it begins a turn", () => {
+  it("ends useChat's stream with the cause and [DONE]; the thread then exists, empty, its log telling the failure once; sent again, it is answered", async () => {
+    const threadId = randomUUID();
+    const messageId = randomUUID();
+    const body = { id: threadId, trigger: "submit-message", messages: [uiMessage(messageId, "My name is Ada.")] };
+    const response = await post("/api/ui/chat", body);
+    expect(response.status).toBe(200);
+    const event = sent.at(-1)!;
+
+    const failed = await run(event, outage);
+    expect(failed.error).toMatchObject({ message: OUTAGE });
+
+    const chunks = await within(dataLines(response), "the UI message stream ends");
+    expect(chunks.at(-1)).toBe("[DONE]");
+    expect(chunks.slice(0, -1).map((chunk) => JSON.parse(chunk) as unknown)).toEqual([
+      { type: "error", errorText: OUTAGE },
+      { type: "finish", finishReason: "error", messageMetadata: { status: "failed" } },
+    ]);
+
+    // The thread's event stream, opened afterwards, tells it from the start; the thread holds no message.
+    const ending = [
+      expect.objectContaining({ event: "message.failed", data: { runId: failed.runId, messageId, error: OUTAGE } }),
+      expect.objectContaining({
+        event: "stream.ended",
+        data: { scope: "network", status: "failed", runId: failed.runId, messageId },
+      }),
+    ];
+    const watching = await openEventStream({ request: (path, init) => fetch(`${url}${path}`, init) }, threadId);
+    await until(() => watching.received.length >= 2, "the event stream replays the failure");
+    expect(watching.received).toEqual(ending);
+    await watching.close();
+    expect(await threadRows(bed.db.pool, threadId)).toEqual([]);
+
+    // Reported again (onFailure's step retried): the log holds it once.
+    await reportFailure({ ...event, ts: Date.now() }, failed);
+    expect(await runRows(threadId, failed.runId)).toEqual(ending);
+
+    // useChat sends it again: a new event (the failed run's id was used), answered in the thread.
+    const again = await post("/api/ui/chat", body);
+    expect(again.status).toBe(200);
+    const second = sent.at(-1)!;
+    expect(second.id).toBe(chatMessageEventId(userId, messageId, failed.runId));
+    bed.model.script({ text: "Hello, Ada." });
+    expect((await run(second)).error).toBeUndefined();
+    const answer = (await within(dataLines(again), "the second UI message stream ends")).slice(0, -1);
+    expect(answer.map((chunk) => (JSON.parse(chunk) as { type: string }).type)).not.toContain("error");
+    expect(JSON.parse(answer.at(-1)!)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
+    expect((await threadRows(bed.db.pool, threadId)).map((row) => row.kind)).toEqual(["user", "agent"]);
+  });
+
+  it("creates no thread its run would not have created: a deleted thread's id, another thread's message, an edit, a user erased since", async () => {
+    const { messageIds } = await conversation(chatTurn, bed.model, [
+      ["Hi", "Hello."],
+      ["My name is Ada.", "Hello, Ada."],
+    ]);
+    const { threadId: deleted } = await conversation(chatTurn, bed.model, [["Hi", "Hello."]]);
+    await deleteThread(bed.db.pool, deleted, userId);
+    const erasedUser = `user-${randomUUID()}`;
+    const sentAt = Date.now() - 1_000;
+    await eraseUser(bed.db.pool, erasedUser, []);
+    const chat = (data: Record<string, unknown>) => ({
+      name: "chat/message.sent",
+      data: { messageId: randomUUID(), userId, content: "Hi", ...data },
+    });
+    const refused = [
+      chat({ threadId: deleted }),
+      // The message id is another thread's message (a new thread's id defaults to it too).
+      chat({ threadId: randomUUID(), messageId: messageIds[1], content: "My name is Ada." }),
+      chat({ messageId: messageIds[1], content: "My name is Ada." }),
+      chat({ threadId: randomUUID(), edits: randomUUID() }),
+      { ...chat({ userId: erasedUser, threadId: randomUUID() }), ts: sentAt },
+      { ...chat({ userId: erasedUser }), ts: sentAt },
+    ];
+    const before = await tableRowCounts(bed.db.pool);
+    for (const event of refused) expect((await run(event)).error).toMatchObject({ name: "NonRetriableError" });
+    expect(await tableRowCounts(bed.db.pool)).toEqual(before);
   });
 });

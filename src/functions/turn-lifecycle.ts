@@ -3,6 +3,7 @@ import { Middleware } from "inngest";
 import type pg from "pg";
 import { z } from "zod";
 import {
+  chatMessageSent,
   inngest,
   type StepTools,
   threadDeleted,
@@ -155,7 +156,7 @@ export const turnFinishedEvent = (finished: TurnFinished) =>
   turnFinished.create(finished, { id: `turn-finished-${finished.runId}` });
 
 type FailureContext = {
-  event: { data: { run_id: string; event?: { data?: unknown } } };
+  event: { data: { run_id: string; event?: { name?: unknown; ts?: unknown; data?: unknown } } };
   error: Error;
   step: StepTools;
 };
@@ -163,14 +164,21 @@ type FailureContext = {
 /** The ids a failed run's event carried: a chat turn's thread is its first message's id when absent. */
 const failedTurnEvent = z.object({ messageId: z.uuid(), threadId: z.uuid().optional(), userId: z.string().optional() });
 
+/** A chat message, not an edit: its run creates its thread when new (threadline_begin_turn), as of `ts`, its sending. */
+const threadCreatingEvent = z.object({
+  name: z.literal(chatMessageSent.name),
+  ts: z.number(),
+  data: z.object({ edits: z.never().optional() }),
+});
+
 /**
  * The onFailure handler of turn functions: once a run has used up its retries (or failed
  * non-retriably), its turn is recorded as failed with the run id and a readable cause (the
  * provider's status and reason, no credentials), and a later turn waiting for it is released.
  * The user's message stays stored, so a regenerate can complete the turn later. A run that failed
  * before it began a turn (stored nothing) logs its failure for the message instead, on its user's
- * thread (turns.ts failTurn): a stream waiting for the message's run ends, and the message can be
- * sent again.
+ * thread, which a new thread's first message creates (turns.ts failTurn): a stream waiting for the
+ * message's run ends, and the message can be sent again.
  */
 const recordTurnFailure =
   (db: pg.Pool) =>
@@ -178,8 +186,13 @@ const recordTurnFailure =
     const runId = event.data.run_id;
     // An event refused by its schema never started a turn: nobody waits for it.
     const parsed = failedTurnEvent.safeParse(event.data.event?.data);
+    const creating = threadCreatingEvent.safeParse(event.data.event);
     const sent = parsed.success
-      ? { ...parsed.data, threadId: parsed.data.threadId ?? parsed.data.messageId }
+      ? {
+          ...parsed.data,
+          threadId: parsed.data.threadId ?? parsed.data.messageId,
+          sentAt: creating.success ? creating.data.ts : undefined,
+        }
       : undefined;
     await step.run("turn.record-failure", () => failTurn(db, runId, describeFailure(error), sent));
     if (!sent) return;

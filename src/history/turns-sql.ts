@@ -47,18 +47,19 @@ export const failTurn = endTurn("failed");
 
 /**
  * Run $2 failed before it began a turn for message $3 (no turn row: its first step failed through
- * its retries, or its event was refused): on thread $1, when it exists and is user $4's (never
- * another user's thread, never a new one), logs message.failed (cause $5) then stream.ended
- * (failed), under the run's own keys: what a stream following the message waits for. Not for a
- * run that already ended its stream (a busy refusal logged message.refused and stream.ended).
- * The log entries are endStream's, as for a turn that failed.
+ * its retries, or its event was refused): on thread $1, when it is user $4's, logs message.failed
+ * (cause $5) then stream.ended (failed), under the run's own keys: what a stream following the
+ * message waits for. A new thread that the run would have created, its message sent at $6, is
+ * created for it, empty (threadline_unbegun_failure_thread says when); never another user's
+ * thread. Not for a run that already ended its stream (a busy refusal logged message.refused and
+ * stream.ended). The log entries are endStream's, as for a turn that failed.
  */
 export const logUnbegunFailure = `
   WITH ended AS (
-    SELECT t.id AS thread_id, $2::text AS run_id, $3::uuid AS message_id, $5::text AS error FROM threads t
-    WHERE t.id = $1 AND t.user_id = $4
-      AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.run_id = $2)
-      AND NOT EXISTS (SELECT 1 FROM thread_events x WHERE x.run_id = $2 AND x.attempt = 0 AND x.key = 'stream.ended'))
+    SELECT $1::uuid AS thread_id, $2::text AS run_id, $3::uuid AS message_id, $5::text AS error
+    WHERE NOT EXISTS (SELECT 1 FROM turns u WHERE u.run_id = $2)
+      AND NOT EXISTS (SELECT 1 FROM thread_events x WHERE x.run_id = $2 AND x.attempt = 0 AND x.key = 'stream.ended')
+      AND threadline_unbegun_failure_thread($1, $4, $3, $6))
   ${endStream("failed", "message.failed")}`;
 
 /**

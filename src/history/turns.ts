@@ -29,16 +29,19 @@ export async function failLostTurn(db: pg.Pool, runId: string, error: string): P
  * The onFailure handler's write: failLostTurn without the answer, so its step result stays empty.
  * A run that began no turn for the message it was `sent` (its thread, message and user) logs its
  * failure on that thread instead, when the thread is the user's (sql.logUnbegunFailure): a stream
- * waiting for the message's run ends with it. Either write happens once however often it is made.
+ * waiting for the message's run ends with it. A chat message that would have created its thread
+ * (`sentAt`: when it was sent, ms since the epoch) creates it for this, empty, unless its user
+ * was erased since. Either write happens once however often it is made.
  */
 export async function failTurn(
   db: pg.Pool,
   runId: string,
   error: string,
-  sent?: { threadId: string; messageId: string; userId?: string | undefined },
+  sent?: { threadId: string; messageId: string; userId?: string | undefined; sentAt?: number | undefined },
 ): Promise<void> {
   if ((await failLostTurn(db, runId, error)) || sent?.userId === undefined) return;
-  await db.query(sql.logUnbegunFailure, [sent.threadId, runId, sent.messageId, sent.userId, error]);
+  const sentAt = sent.sentAt === undefined ? null : new Date(sent.sentAt);
+  await db.query(sql.logUnbegunFailure, [sent.threadId, runId, sent.messageId, sent.userId, error, sentAt]);
 }
 
 /** Records a cancelled run's turn as cancelled; null when it had no running turn (nothing to release). */

@@ -1336,6 +1336,28 @@ AS $function$
   SELECT p_status IN ('running')
 $function$;
 
+CREATE OR REPLACE FUNCTION public.threadline_unbegun_failure_thread(p_thread_id uuid, p_user_id text, p_message_id uuid, p_sent timestamp with time zone)
+ RETURNS boolean
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+  v_owner text;
+BEGIN
+  SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id;
+  IF v_owner IS NULL AND p_sent IS NOT NULL
+      AND NOT EXISTS (SELECT 1 FROM thread_tombstones d WHERE d.thread_id = p_thread_id)
+      AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = p_message_id) THEN
+    PERFORM pg_advisory_xact_lock_shared(hashtext('threadline.user_erasure'), hashtext(p_user_id));
+    IF threadline_user_erased_after(p_user_id, p_sent) THEN
+      RETURN false;
+    END IF;
+    INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;
+    SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id;
+  END IF;
+  RETURN v_owner IS NOT DISTINCT FROM p_user_id;
+END
+$function$;
+
 CREATE OR REPLACE FUNCTION public.threadline_user_erased_after(p_user_id text, p_sent timestamp with time zone)
  RETURNS boolean
  LANGUAGE sql
