@@ -256,7 +256,7 @@ describe("a new thread's first message whose run fails before it begins a turn",
         data: { scope: "network", status: "failed", runId: failed.runId, messageId },
       }),
     ];
-    const watching = await openEventStream({ request: (path, init) => fetch(`${url}${path}`, init) }, threadId);
+    const watching = await openEventStream({ request: (path, init) => fetch(`${server.url}${path}`, init) }, threadId);
     await until(() => watching.received.length >= 2, "the event stream replays the failure");
     expect(watching.received).toEqual(ending);
     await watching.close();
