@@ -22,7 +22,9 @@ import type { AddressInfo } from "node:net";
  *   returned, or the error it failed with as it came, without retrying the invoke (docs/engine.md);
  *   waits and sleeps end here;
  *   a failed run starts its onFailure function (`inngest/function.failed`), a cancelled run sends
- *   `inngest/function.cancelled`.
+ *   `inngest/function.cancelled`;
+ * - `hold` keeps a function's new runs queued (a backlog, as after an incident) until `release`;
+ *   `cancel` cancels a run as an operator does (dashboard, REST API, bulk cancellation).
  *
  * Modelled as BRIEF.md's engine facts say the real server behaves; NOT modelled: concurrency keys,
  * idempotency keys, debounce, batching, priority, cron and the retry backoff (retries run at once).
@@ -47,7 +49,8 @@ export type StandInRun = {
   runId: string;
   fnId: string;
   event: StandInEvent;
-  status: "running" | "completed" | "failed" | "cancelled";
+  /** queued: held (`hold`), not started yet. */
+  status: "queued" | "running" | "completed" | "failed" | "cancelled";
   /** The function's return value (completed) or its error (failed). */
   output?: unknown;
   /** Memoized steps by hashed id, and their user-facing ids and kinds (`step.run`, `step.ai.infer`, …) in the order they completed. */
@@ -98,6 +101,16 @@ export type EngineStandIn = {
    * completed before `fromStep` memoized (none without it), the later ones run again.
    */
   rerun: (run: StandInRun, fromStep?: string) => StandInRun;
+  /** New runs of function `fnId` (app id prefixed) stay queued, none of their steps called, until `release(fnId)`. */
+  hold: (fnId: string) => void;
+  /** Starts the queued runs of `fnId`, and its later runs at once. */
+  release: (fnId: string) => void;
+  /**
+   * Cancels a run as an operator does from the dashboard or the REST API: a queued run never
+   * starts, a running one stops before its next step (a step executing runs to its end);
+   * inngest/function.cancelled follows, with the run's event.
+   */
+  cancel: (run: StandInRun) => void;
   /** Resolves once a run matching `predicate` exists (runs start asynchronously after an event); rejects with what `predicate` throws. */
   runFor: (predicate: (run: StandInRun) => boolean, timeoutMs?: number) => Promise<StandInRun>;
   close: () => Promise<void>;
@@ -126,6 +139,9 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
   const waits = new Set<Wait>();
   const timers = new Set<NodeJS.Timeout>();
   const runListeners = new Set<() => void>();
+  const held = new Set<string>();
+  /** A queued run's start, and the end of its `ended` should it be cancelled before starting. */
+  const queued = new Map<StandInRun, { start: () => void; end: () => void }>();
   let closed = false;
 
   const server: Server = createServer(async (req, res) => {
@@ -190,7 +206,7 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
       wait.resolve(event);
     }
     for (const run of runs) {
-      if (run.status !== "running") continue;
+      if (run.status !== "running" && run.status !== "queued") continue;
       const cancels = functions.get(run.fnId)?.cancel ?? [];
       if (cancels.some((c) => c.event === event.name && (!c.if || evaluate(c.if, { event: run.event, async: event }))))
         cancel(run);
@@ -207,6 +223,8 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
 
   function cancel(run: StandInRun) {
     run.status = "cancelled";
+    queued.get(run)?.end();
+    queued.delete(run);
     for (const wait of [...waits]) {
       if (wait.run !== run) continue;
       waits.delete(wait);
@@ -230,7 +248,7 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
       runId: `01STANDIN${randomUUID().replaceAll("-", "").toUpperCase().slice(0, 17)}`,
       fnId: fn.id,
       event,
-      status: "running",
+      status: held.has(fn.id) ? "queued" : "running",
       steps: { ...steps },
       order: [...order],
       requests: [],
@@ -239,14 +257,17 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
       ...(invokedBy && { invokedBy }),
       ended: new Promise<void>((resolve) => (done = resolve)),
     };
+    const begin = () =>
+      void execute(fn, run)
+        .catch((error: unknown) => {
+          run.status = "failed";
+          run.output = { name: "StandInError", message: error instanceof Error ? error.message : String(error) };
+        })
+        .finally(done);
     runs.push(run);
+    if (run.status === "queued") queued.set(run, { start: begin, end: done });
     for (const listener of runListeners) listener();
-    void execute(fn, run)
-      .catch((error: unknown) => {
-        run.status = "failed";
-        run.output = { name: "StandInError", message: error instanceof Error ? error.message : String(error) };
-      })
-      .finally(done);
+    if (run.status === "running") begin();
     return run;
   }
 
@@ -453,6 +474,19 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
         throw new Error(`stand-in: registering ${appUrl} answered ${response.status}: ${await response.text()}`);
     },
     send: async (event) => receive(event),
+    hold: (fnId) => held.add(fnId),
+    release: (fnId) => {
+      held.delete(fnId);
+      for (const [run, { start: begin }] of [...queued]) {
+        if (run.fnId !== fnId) continue;
+        queued.delete(run);
+        run.status = "running";
+        begin();
+      }
+    },
+    cancel: (run) => {
+      if (run.status === "running" || run.status === "queued") cancel(run);
+    },
     rerun: (original, fromStep) => {
       const fn = functions.get(original.fnId);
       if (!fn) throw new Error(`stand-in: function ${original.fnId} is not registered`);
@@ -493,6 +527,7 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
       }),
     close: async () => {
       closed = true;
+      for (const { end } of queued.values()) end();
       for (const timer of timers) clearTimeout(timer);
       for (const wait of waits) wait.resolve(null);
       await Promise.allSettled(runs.map((run) => run.ended));
