@@ -86,6 +86,7 @@ describe("the SQL that writes the thread log and its vocabulary", () => {
         "thread.path.changed",
         "message.refused",
         "message.failed",
+        "message.cancelled",
       ]),
     );
   });

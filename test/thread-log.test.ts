@@ -95,6 +95,10 @@ describe("the thread log's vocabulary", () => {
     expect(lost.error).toBeDefined();
     await failTurn(db, lost.runId, "connect ECONNREFUSED", { ...unbegun.data, threadId });
 
+    // A message whose run was cancelled while queued: its cancellation is logged for the message.
+    const queued = chatEvent({ content: "Cancelled", threadId });
+    await cancelTurn(db, `run-${queued.data.messageId}`, { ...queued.data, threadId });
+
     const { rows } = await db.query<{ event: string; data: Record<string, unknown> }>(
       "SELECT event, data FROM thread_events ORDER BY thread_id, id",
     );
@@ -118,6 +122,7 @@ describe("the thread log's vocabulary", () => {
         "turn.stopped",
         "message.refused",
         "message.failed",
+        "message.cancelled",
       ]),
     );
   });

@@ -109,7 +109,8 @@ const streamDescription =
   "preceded by `error` (a failed turn, with its cause) or `abort` (a cancelled one); then `data: [DONE]`. A message sent with " +
   "busy reject that a turn begun after the route's check refused stores nothing: its stream is only `error` (the running turn " +
   "it met) and `finish` (status refused); so is one whose run failed before storing it (`error` with the cause, `finish` status " +
-  "failed). A retried inference step supersedes " +
+  "failed); one whose run was cancelled before storing it is only `abort` (the reason) and `finish` (status cancelled). " +
+  "A retried inference step supersedes " +
   "its failed attempt's text: that part ends with providerMetadata.threadline.superseded = true, a `data-superseded` part names it, and the " +
   "retry streams as a new part. A tool call awaiting the owner's approval is `tool-input-available` then `tool-approval-request` " +
   "(approvalId), and the stream ends (`finish`, reason tool-calls, status awaiting_approval): send the assistant message with the " +
@@ -273,7 +274,7 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
         ? {}
         : { ended: { status: turn.status, ...(turn.error === null ? {} : { cause: turn.error }) } }),
     });
-    // A run that began no turn (refused the message, or failed before storing it) is no run of it
+    // A run that began no turn (refused the message, or failed or was cancelled before storing it) is no run of it
     // to stream again: a message sent again after it streams the run that sending starts.
     const earlier = kind === "submit" ? known.filter((turn) => turn.begun).at(-1) : undefined;
     return respond(c, follower, slot, threadId, async () => {

@@ -17,7 +17,7 @@ import { DEFAULT_PRICES, type PriceTable } from "../agents/usage.js";
 import { skippedAnswerId, turnEndedAs, turnSkipReason } from "../agents/run-state.js";
 import { textOf } from "../history/messages.js";
 import { clearTurnRetrying, recordTurnRetrying } from "../history/turn-retrying.js";
-import { cancelTurn, failTurn } from "../history/turns.js";
+import { cancelTurn, failTurn, type SentMessage } from "../history/turns.js";
 import type { ModelChoice } from "../agents/model.js";
 import { describeFailure } from "./failure-message.js";
 import { createModelInference } from "./model-inference.js";
@@ -161,8 +161,8 @@ type FailureContext = {
   step: StepTools;
 };
 
-/** The ids a failed run's event carried: a chat turn's thread is its first message's id when absent. */
-const failedTurnEvent = z.object({ messageId: z.uuid(), threadId: z.uuid().optional(), userId: z.string().optional() });
+/** The ids a turn's event carries: a chat turn's thread is its first message's id when absent. */
+const turnEventIds = z.object({ messageId: z.uuid(), threadId: z.uuid().optional(), userId: z.string().optional() });
 
 /** A chat message, not an edit: its run creates its thread when new (threadline_begin_turn), as of `ts`, its sending. */
 const threadCreatingEvent = z.object({
@@ -170,6 +170,22 @@ const threadCreatingEvent = z.object({
   ts: z.number(),
   data: z.object({ edits: z.never().optional() }),
 });
+
+/**
+ * The message the event of a failed or cancelled run (as Inngest hands it over in
+ * inngest/function.failed and .cancelled: `data.event`) was sent for; undefined for an event
+ * refused by its schema, which never started a turn: nobody waits for it.
+ */
+function sentMessage(event: { name?: unknown; ts?: unknown; data?: unknown } | undefined): SentMessage | undefined {
+  const parsed = turnEventIds.safeParse(event?.data);
+  if (!parsed.success) return undefined;
+  const creating = threadCreatingEvent.safeParse(event);
+  return {
+    ...parsed.data,
+    threadId: parsed.data.threadId ?? parsed.data.messageId,
+    sentAt: creating.success ? creating.data.ts : undefined,
+  };
+}
 
 /**
  * The onFailure handler of turn functions: once a run has used up its retries (or failed
@@ -184,16 +200,7 @@ const recordTurnFailure =
   (db: pg.Pool) =>
   async ({ event, error, step }: FailureContext) => {
     const runId = event.data.run_id;
-    // An event refused by its schema never started a turn: nobody waits for it.
-    const parsed = failedTurnEvent.safeParse(event.data.event?.data);
-    const creating = threadCreatingEvent.safeParse(event.data.event);
-    const sent = parsed.success
-      ? {
-          ...parsed.data,
-          threadId: parsed.data.threadId ?? parsed.data.messageId,
-          sentAt: creating.success ? creating.data.ts : undefined,
-        }
-      : undefined;
+    const sent = sentMessage(event.data.event);
     await step.run("turn.record-failure", () => failTurn(db, runId, describeFailure(error), sent));
     if (!sent) return;
     await announceTurnFinished(step, { threadId: sent.threadId, runId, messageId: sent.messageId, status: "failed" });
@@ -205,7 +212,12 @@ const turnFunctionIds = [CHAT_TURN_ID, REGENERATE_ID].map((id) => `${inngest.id}
 /**
  * Inngest calls no onFailure for a cancelled run, so without this its turn would stay running and
  * every later turn of the thread would wait for it. Records the turn as cancelled and releases
- * the thread at once. A run cancelled after its turn finished changes nothing.
+ * the thread at once. A run cancelled after its turn finished changes nothing. A run cancelled
+ * before it began a turn (an operator cancelling queued runs, from the dashboard or the REST API)
+ * logs its cancellation for its message instead, as a failure before it began does (turns.ts
+ * cancelTurn): a stream waiting for the message's run ends, and the message can be sent again.
+ * No later turn waits for a run without a turn: nothing to release. A run cancelled by its
+ * thread's deletion or its user's erasure logs nothing: those end the streams themselves.
  */
 export function createTurnCancellation({ db }: { db: pg.Pool }) {
   return inngest.createFunction(
@@ -222,8 +234,10 @@ export function createTurnCancellation({ db }: { db: pg.Pool }) {
     },
     async ({ event, step }) => {
       const runId = String(event.data.run_id);
-      const turn = await step.run("turn.record-cancelled", () => cancelTurn(db, runId));
+      const sent = sentMessage(event.data.event);
+      const turn = await step.run("turn.record-cancelled", () => cancelTurn(db, runId, sent));
       if (!turn) return { runId, status: "no running turn" as const };
+      if ("unbegun" in turn) return { runId, status: "cancelled before it began a turn" as const, ...turn };
       await announceTurnFinished(step, { ...turn, runId, status: "cancelled" });
       return { runId, status: "cancelled" as const, ...turn };
     },

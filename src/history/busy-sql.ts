@@ -22,8 +22,9 @@ export type SelectBusyTurnRow = { run_id: string; message_id: string };
 
 /**
  * The run that last refused message `message` of thread `thread` (message.refused, logged by
- * busy.ts logRefusal) or failed before beginning its turn (message.failed, logged by its
- * onFailure: turns.ts failTurn), or NULL (thread_events_unanswered_idx): a sending route's read
+ * busy.ts logRefusal), failed before beginning its turn (message.failed, logged by its
+ * onFailure: turns.ts failTurn) or was cancelled before it (message.cancelled: turns.ts
+ * cancelTurn), or NULL (thread_events_unanswered_idx): a sending route's read
  * names it, so the message sent again is a new event (send-message.ts chatMessageEventId).
  */
 export const lastRefusal = (thread: string, message: string) => `(

@@ -41,7 +41,8 @@ export type TurnRetrying = z.infer<typeof turnRetrying>;
 
 /**
  * How a turn's stream ended: the turn's final status; refused: the run began no turn
- * (message.refused); failed also ends a run that failed before beginning one (message.failed).
+ * (message.refused); failed and cancelled also end a run that failed, or was cancelled, before
+ * beginning one (message.failed, message.cancelled).
  */
 const streamEndStatus = z.enum(["completed", "superseded", "skipped", "stopped", "failed", "cancelled", "refused"]);
 export type StreamEndStatus = z.infer<typeof streamEndStatus>;
@@ -141,6 +142,14 @@ export const threadLogEvent = z.discriminatedUnion("event", [
       "again (a new event: the run is named in its id).",
   ),
   kind(
+    "message.cancelled",
+    z.object({ runId: z.string(), messageId: z.string(), error: z.string() }),
+    "Run runId was cancelled before it began a turn for message messageId (an operator cancelled it while it was " +
+      "queued, or before its first step stored the message). The run stored nothing (stream.ended, status cancelled, " +
+      "follows). Logged only on a thread of the event's user. Send the message again (a new event: the run is named in " +
+      "its id).",
+  ),
+  kind(
     "stream.ended",
     z.object({
       scope: z.literal("network"),
@@ -150,7 +159,8 @@ export const threadLogEvent = z.discriminatedUnion("event", [
       variant: z.int().optional(),
     }),
     "The turn ended, written in the transaction that recorded it: a reader that sees it finds the answer or the failure stored " +
-      "(refused: the run began no turn, message.refused says why).",
+      "(refused: the run began no turn, message.refused says why; a run that failed or was cancelled before it began one " +
+      "logged message.failed or message.cancelled first).",
   ),
   kind(
     "title.changed",
@@ -233,7 +243,7 @@ export const THREAD_LOG_KINDS: readonly ThreadLogKind[] = threadLogEvent.options
 
 /**
  * The kinds a client that shows a thread live must act on: streamed text, a message refused (or
- * failed before its run began a turn), a retry under way, a turn's end (every ending is followed
+ * failed, or cancelled, before its run began a turn), a retry under way, a turn's end (every ending is followed
  * by stream.ended), a new title, a tool call awaiting the user's approval and its decision,
  * another branch shown. The rest is detail.
  */
@@ -241,6 +251,7 @@ export const CLIENT_KINDS = [
   "text.delta",
   "message.refused",
   "message.failed",
+  "message.cancelled",
   "turn.retrying",
   "stream.ended",
   "title.changed",

@@ -7,25 +7,28 @@ import { type OwnedEventsAfterRow, ownedEventsAfter } from "./events-sql.js";
 
 /**
  * The log rows, `x`, of the runs that began no turn for message `message` of thread `thread`:
- * refused (message.refused, busy.ts) or failed before beginning one (message.failed, turns.ts
- * failTurn). The predicate is thread_events_unanswered_idx's (migration 0032): read through it.
+ * refused (message.refused, busy.ts), failed before beginning one (message.failed, turns.ts
+ * failTurn) or cancelled before it (message.cancelled, turns.ts cancelTurn). The predicate is
+ * thread_events_unanswered_idx's (migration 0037): read through it.
  */
 export const unbegunRunEvents = (thread: string, message: string) => `thread_events x
-  WHERE x.thread_id = ${thread} AND (x.event = 'message.refused' OR x.event = 'message.failed')
+  WHERE x.thread_id = ${thread}
+    AND (x.event = 'message.refused' OR x.event = 'message.failed' OR x.event = 'message.cancelled')
     AND x.data ->> 'messageId' = ${message}::uuid::text`;
 
 /**
  * The turns (runs) of user message $2 in thread $1, oldest first, then the runs that began no turn
  * for it, in log order (thread_events_unanswered_idx; no variant, begun false): refused
- * (message.refused: status refused) or failed before beginning one (message.failed: status
- * failed), the reason as error.
+ * (message.refused: status refused), failed or cancelled before beginning one (message.failed:
+ * status failed; message.cancelled: status cancelled), the reason as error.
  */
 export const selectMessageTurns = `
   SELECT run_id, variant, status, error, begun FROM (
     SELECT t.run_id, t.variant, t.status, t.error, true AS begun, t.started_at, 0::bigint AS id FROM turns t
     WHERE t.message_id = $2::uuid AND t.thread_id = $1
     UNION ALL
-    SELECT x.run_id, 0, CASE WHEN x.event = 'message.refused' THEN 'refused' ELSE 'failed' END, x.data ->> 'error',
+    SELECT x.run_id, 0, CASE x.event WHEN 'message.refused' THEN 'refused' WHEN 'message.failed' THEN 'failed'
+           ELSE 'cancelled' END, x.data ->> 'error',
            false, NULL, x.id FROM ${unbegunRunEvents("$1", "$2")}
   ) runs
   ORDER BY begun DESC, started_at, run_id, id`;

@@ -8,7 +8,7 @@
 
 /**
  * The thread event log entries that end a turn which stored no answer: `detail` (`turn.<status>`,
- * or message.failed for a run that began no turn) with the cause, then stream.ended
+ * or message.<status> for a run that began no turn) with the cause, then stream.ended
  * (threadline_append_events in src/history/schema/functions).
  * Reads the CTE `ended` (thread_id, run_id, message_id, error).
  */
@@ -46,21 +46,29 @@ const endTurn = (status: "failed" | "cancelled") => `
 export const failTurn = endTurn("failed");
 
 /**
- * Run $2 failed before it began a turn for message $3 (no turn row: its first step failed through
- * its retries, or its event was refused): on thread $1, when it is user $4's, logs message.failed
- * (cause $5) then stream.ended (failed), under the run's own keys: what a stream following the
- * message waits for. A new thread that the run would have created, its message sent at $6, is
- * created for it, empty (threadline_unbegun_failure_thread says when); never another user's
- * thread. Not for a run that already ended its stream (a busy refusal logged message.refused and
- * stream.ended). The log entries are endStream's, as for a turn that failed.
+ * Run $2 ended `status` (failed, or cancelled) before it began a turn for message $3 (no turn
+ * row: its first step failed through its retries or its event was refused; or it was cancelled
+ * while queued or before its first step stored anything): on thread $1, when it is user $4's,
+ * logs message.<status> (cause $5) then stream.ended (<status>), under the run's own keys: what a
+ * stream following the message waits for. A new thread that the run would have created, its
+ * message sent at $6, is created for it, empty (threadline_unbegun_failure_thread says when);
+ * never another user's thread. Not for a run that already ended its stream (a busy refusal
+ * logged message.refused and stream.ended; a failure or cancellation logged before). The log
+ * entries are endStream's, as for a turn that ended so.
  */
-export const logUnbegunFailure = `
+const logUnbegun = (status: "failed" | "cancelled") => `
   WITH ended AS (
     SELECT $1::uuid AS thread_id, $2::text AS run_id, $3::uuid AS message_id, $5::text AS error
     WHERE NOT EXISTS (SELECT 1 FROM turns u WHERE u.run_id = $2)
       AND NOT EXISTS (SELECT 1 FROM thread_events x WHERE x.run_id = $2 AND x.attempt = 0 AND x.key = 'stream.ended')
       AND threadline_unbegun_failure_thread($1, $4, $3, $6))
-  ${endStream("failed", "message.failed")}`;
+  ${endStream(status, `message.${status}`)}`;
+
+/** A run that failed before it began a turn (its onFailure: turns.ts failTurn). */
+export const logUnbegunFailure = logUnbegun("failed");
+
+/** A run cancelled before it began a turn (turn-cancelled: turns.ts cancelTurn). */
+export const logUnbegunCancellation = logUnbegun("cancelled");
 
 /**
  * One round of a turn's wait, in one statement, for the turn of run $1:
@@ -117,7 +125,7 @@ export type SelectEarlierUnfinishedTurnRow = {
   abandoned: number;
 };
 
-/** Records a cancelled run's turn; returns what the finished event names. */
+/** Records a cancelled run's turn; returns what the finished event names (logUnbegunCancellation tells of a run that began none). */
 export const cancelTurn = endTurn("cancelled");
 export type CancelTurnRow = { thread_id: string; message_id: string };
 

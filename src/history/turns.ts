@@ -26,28 +26,61 @@ export async function failLostTurn(db: pg.Pool, runId: string, error: string): P
 }
 
 /**
- * The onFailure handler's write: failLostTurn without the answer, so its step result stays empty.
- * A run that began no turn for the message it was `sent` (its thread, message and user) logs its
- * failure on that thread instead, when the thread is the user's (sql.logUnbegunFailure): a stream
- * waiting for the message's run ends with it. A chat message that would have created its thread
- * (`sentAt`: when it was sent, ms since the epoch) creates it for this, empty, unless its user
- * was erased since. Either write happens once however often it is made.
+ * The message a run was sent for, as its event names it: its thread, message and user, and, for a
+ * chat message that would create its thread when new, when it was sent (`sentAt`, ms since the
+ * epoch).
  */
-export async function failTurn(
-  db: pg.Pool,
-  runId: string,
-  error: string,
-  sent?: { threadId: string; messageId: string; userId?: string | undefined; sentAt?: number | undefined },
-): Promise<void> {
-  if ((await failLostTurn(db, runId, error)) || sent?.userId === undefined) return;
-  const sentAt = sent.sentAt === undefined ? null : new Date(sent.sentAt);
-  await db.query(sql.logUnbegunFailure, [sent.threadId, runId, sent.messageId, sent.userId, error, sentAt]);
+export type SentMessage = {
+  threadId: string;
+  messageId: string;
+  userId?: string | undefined;
+  sentAt?: number | undefined;
+};
+
+/**
+ * The onFailure handler's write: failLostTurn without the answer, so its step result stays empty.
+ * A run that began no turn for the message it was `sent` logs its failure on that thread instead
+ * (logUnbegun): a stream waiting for the message's run ends with it. Either write happens once
+ * however often it is made.
+ */
+export async function failTurn(db: pg.Pool, runId: string, error: string, sent?: SentMessage): Promise<void> {
+  if ((await failLostTurn(db, runId, error)) || !sent) return;
+  await logUnbegun(db, sql.logUnbegunFailure, runId, error, sent);
 }
 
-/** Records a cancelled run's turn as cancelled; null when it had no running turn (nothing to release). */
-export async function cancelTurn(db: pg.Pool, runId: string): Promise<{ threadId: string; messageId: string } | null> {
+/** The cause a run cancelled before it began a turn logs: it stored nothing. */
+export const CANCELLED_BEFORE_BEGIN = "The run was cancelled before it stored the message: send it again.";
+
+/**
+ * Records a cancelled run's turn as cancelled: its thread and message, or null when it had no
+ * running turn (nothing to release). A run that began no turn for the message it was `sent`
+ * (cancelled while queued, or before its first step stored the message) logs its cancellation
+ * on that thread instead (logUnbegun), once: `unbegun` says it did. A run whose turn had finished,
+ * or whose thread was deleted (its deletion or its user's erasure cancelled it), logs nothing.
+ */
+export async function cancelTurn(
+  db: pg.Pool,
+  runId: string,
+  sent?: SentMessage,
+): Promise<{ threadId: string; messageId: string; unbegun?: true } | null> {
   const { rows } = await db.query<sql.CancelTurnRow>(sql.cancelTurn, [runId, "The run was cancelled."]);
-  return rows[0] ? { threadId: rows[0].thread_id, messageId: rows[0].message_id } : null;
+  if (rows[0]) return { threadId: rows[0].thread_id, messageId: rows[0].message_id };
+  if (sent && (await logUnbegun(db, sql.logUnbegunCancellation, runId, CANCELLED_BEFORE_BEGIN, sent)))
+    return { threadId: sent.threadId, messageId: sent.messageId, unbegun: true };
+  return null;
+}
+
+/**
+ * Logs how run `runId`, which began no turn, ended (`statement`: sql.logUnbegunFailure or
+ * sql.logUnbegunCancellation, with `error` as its cause) on its message's thread, when the thread
+ * is the user's; a chat message that would have created its thread (`sentAt`) creates it for
+ * this, empty, unless its user was erased since. False when nothing was logged.
+ */
+async function logUnbegun(db: pg.Pool, statement: string, runId: string, error: string, sent: SentMessage) {
+  if (sent.userId === undefined) return false;
+  const sentAt = sent.sentAt === undefined ? null : new Date(sent.sentAt);
+  const { rowCount } = await db.query(statement, [sent.threadId, runId, sent.messageId, sent.userId, error, sentAt]);
+  return (rowCount ?? 0) > 0;
 }
 
 /** How long a turn waited for may show no finish before the turn waiting presumes it lost (turn-waits.ts). */

@@ -335,7 +335,8 @@ function receive(threadId, batch) {
         if ((retry.runId === null || retry.runId === row.data.runId) && row.data.attempt > retry.streamedAttempt)
           state.retrying.delete(key);
     }
-    if (row.event === "message.refused" || row.event === "message.failed") notAccepted(row.data);
+    if (row.event === "message.refused" || row.event === "message.failed" || row.event === "message.cancelled")
+      notAccepted(row.data);
     if (row.event === "turn.retrying") noteRetry(row.data);
     if (row.event === "stream.ended") {
       ended = true;

@@ -27,7 +27,8 @@ import { streamedTexts } from "./deltas.js";
  *   the status.
  * - A run that refused its message (busy reject, message.refused) or failed before it began a turn
  *   (message.failed) has no answer: no `start`, only `error` with the reason, then `finish`
- *   (status refused, or failed).
+ *   (status refused, or failed); one cancelled before it began a turn (message.cancelled): only
+ *   `abort` with the reason, then `finish` (status cancelled).
  */
 
 /** providerMetadata of a text part: where its text came from. */
@@ -77,7 +78,7 @@ export type FollowedRun = {
   userMessageId: string;
   variant: number;
   ended?: RunEnding;
-  /** false: the run began no turn (refused, or failed before it), so there is no answer to start. */
+  /** false: the run began no turn (refused, or failed or cancelled before it), so there is no answer to start. */
   begun?: false;
   /** A stream going on after the client's approval responses: the tool calls it denied (shown as denied first). */
   deniedToolCalls?: readonly string[];
@@ -130,7 +131,8 @@ export class UiMessageStream {
         (row.event === "turn.failed" ||
           row.event === "turn.cancelled" ||
           row.event === "message.refused" ||
-          row.event === "message.failed") &&
+          row.event === "message.failed" ||
+          row.event === "message.cancelled") &&
         row.data.error !== null
       ) {
         this.cause = row.data.error;

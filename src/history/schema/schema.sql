@@ -257,7 +257,7 @@ CREATE INDEX messages_search_idx ON public.messages USING gin (user_id, search);
 
 CREATE INDEX thread_events_created_idx ON public.thread_events USING btree (created_at);
 
-CREATE INDEX thread_events_unanswered_idx ON public.thread_events USING btree (thread_id, ((data ->> 'messageId'::text))) WHERE ((event = 'message.refused'::text) OR (event = 'message.failed'::text));
+CREATE INDEX thread_events_unanswered_idx ON public.thread_events USING btree (thread_id, ((data ->> 'messageId'::text))) WHERE ((event = 'message.refused'::text) OR (event = 'message.failed'::text) OR (event = 'message.cancelled'::text));
 
 CREATE INDEX thread_tombstones_deleted_idx ON public.thread_tombstones USING btree (deleted_at);
 

@@ -1,5 +1,5 @@
--- Whether the failure of a run that began no turn is logged on thread p_thread_id for user
--- p_user_id (src/history/turns-sql.ts logUnbegunFailure): when the thread is the user's, or when
+-- Whether the failure (or cancellation) of a run that began no turn is logged on thread
+-- p_thread_id for user p_user_id (src/history/turns-sql.ts logUnbegun): when the thread is the user's, or when
 -- the run would have created it and did not get that far, after creating it (empty) here, so the
 -- streams following its first message end. p_sent is when that chat message was sent (Inngest's
 -- event.ts); NULL for a run that creates no thread (a regenerate, an edit), and then nothing is

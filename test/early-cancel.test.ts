@@ -1,0 +1,265 @@
+import { randomUUID } from "node:crypto";
+import type { Server } from "node:http";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { inngest } from "../inngest.config.js";
+import { chooseModel } from "../src/agents/model.js";
+import { readEnvironment } from "../src/config.js";
+import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createModelInference } from "../src/functions/model-inference.js";
+import { createRegenerate } from "../src/functions/regenerate.js";
+import { CHAT_TURN_ID, createTurnCancellation, REGENERATE_ID } from "../src/functions/turn-lifecycle.js";
+import { CANCELLED_BEFORE_BEGIN } from "../src/history/turns.js";
+import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
+import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
+import { until, within } from "./helpers/deadline.js";
+import { type EngineStandIn, type StandInRun, startEngineStandIn } from "./helpers/engine-stand-in.js";
+import { createTestApp, headersFor, listen } from "./helpers/http.js";
+import { type ModelServer, startModelServer } from "./helpers/model-server.js";
+import { openEventStream } from "./helpers/sse.js";
+
+/**
+ * The app as deployed, its functions run by the engine stand-in over the serve protocol: a chat
+ * message sent with useChat (POST /api/ui/chat) whose run is cancelled while still queued (an
+ * operator cancelling runs from the dashboard or the REST API after an incident): its run never
+ * began a turn. The open stream must end as cancelled, not heartbeat for ever, and the message can
+ * be sent again.
+ */
+const CHAT_TURN = `${inngest.id}-${CHAT_TURN_ID}`;
+const REGENERATE = `${inngest.id}-${REGENERATE_ID}`;
+const TURN_CANCELLED = `${inngest.id}-turn-cancelled`;
+const userId = "user-1";
+let db: TestDatabase;
+let model: ModelServer;
+let engine: EngineStandIn;
+let events: EventNotifier;
+let server: Server;
+let url: string;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  model = await startModelServer();
+  engine = await startEngineStandIn();
+  process.env.INNGEST_BASE_URL = engine.url;
+  const choice = chooseModel(
+    readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "test", MODEL: "test-model" }),
+  );
+  events = createEventNotifier(db.pool);
+  const { app } = createTestApp(db.pool, {
+    functions: [
+      createChatTurn({ db: db.pool, model: choice }),
+      createModelInference({ model: choice }),
+      createRegenerate({ db: db.pool, model: choice }),
+      createTurnCancellation({ db: db.pool }),
+    ],
+    events,
+    sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
+  });
+  ({ server, url } = await listen(app.fetch));
+  await engine.registerApp(`${url}/api/inngest`);
+});
+
+// A test that failed while holding runs does not hold the next test's.
+afterEach(() => {
+  engine.release(CHAT_TURN);
+  engine.release(REGENERATE);
+});
+
+afterAll(async () => {
+  await engine?.close();
+  await events?.close();
+  server?.closeAllConnections();
+  await new Promise((resolve) => server?.close(resolve));
+  await model?.close();
+  await db?.drop();
+});
+
+/** useChat sending `text` as message `messageId` of chat `threadId`. */
+const send = async (threadId: string, messageId: string, text: string) =>
+  fetch(`${url}/api/ui/chat`, {
+    method: "POST",
+    headers: await headersFor(userId),
+    body: JSON.stringify({
+      id: threadId,
+      trigger: "submit-message",
+      messages: [{ id: messageId, role: "user", parts: [{ type: "text", text }] }],
+    }),
+  });
+
+type Chunk = { type: string; [field: string]: unknown };
+
+/** A UI message stream's chunks, read to its end: the JSON ones parsed, then "[DONE]". */
+const chunks = async (response: Response) =>
+  (await response.text())
+    .split("\n")
+    .filter((line) => line.startsWith("data: "))
+    .map((line) => line.slice("data: ".length))
+    .map((data) => (data === "[DONE]" ? data : (JSON.parse(data) as Chunk)));
+
+/** Sends `text` and reads the answer's stream to its end: it must complete. */
+async function answered(threadId: string, messageId: string, text: string, answer: string) {
+  model.script({ text: answer });
+  const response = await send(threadId, messageId, text);
+  expect(response.status).toBe(200);
+  const read = await within(chunks(response), "the answer's UI message stream ends");
+  expect(read.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
+  return read;
+}
+
+/** The queued chat-turn run answering message `messageId`. */
+const queuedRun = (messageId: string) =>
+  engine.runFor((run) => run.fnId === CHAT_TURN && run.status === "queued" && run.event.data.messageId === messageId);
+
+/** The turn-cancelled run that handled run `run`'s cancellation, once it ended. */
+async function cancellationHandled(run: StandInRun) {
+  const handler = await engine.runFor(
+    (r) => r.fnId === TURN_CANCELLED && (r.event.data as { run_id?: string }).run_id === run.runId,
+  );
+  await within(handler.ended, "the cancellation's handler ends");
+  expect(handler.status).toBe("completed");
+  return handler;
+}
+
+const runRows = async (runId: string) =>
+  (
+    await db.pool.query<{ event: string; status: string | null }>(
+      "SELECT event, data ->> 'status' AS status FROM thread_events WHERE run_id = $1 ORDER BY id",
+      [runId],
+    )
+  ).rows;
+
+/** The UI stream of a message whose run was cancelled before it began: abort with the cause, finish, [DONE]. */
+const cancelledStream = [
+  { type: "abort", reason: CANCELLED_BEFORE_BEGIN },
+  { type: "finish", finishReason: "other", messageMetadata: { status: "cancelled" } },
+  "[DONE]",
+];
+
+describe("a chat message whose run an operator cancels before it began a turn, over the engine stand-in", () => {
+  it("on an existing thread: useChat's stream ends as cancelled, once; sent again, it is answered", async () => {
+    const threadId = randomUUID();
+    await answered(threadId, randomUUID(), "My name is Ada.", "Hello, Ada.");
+
+    engine.hold(CHAT_TURN);
+    const messageId = randomUUID();
+    const response = await send(threadId, messageId, "What is my name?");
+    expect(response.status).toBe(200);
+    const run = await queuedRun(messageId);
+    engine.cancel(run);
+
+    expect(await within(chunks(response), "the UI message stream ends")).toEqual(cancelledStream);
+    const handler = await cancellationHandled(run);
+    expect(await runRows(run.runId)).toEqual([
+      { event: "message.cancelled", status: null },
+      { event: "stream.ended", status: "cancelled" },
+    ]);
+    // The handler running again (Inngest retrying it, a rerun) writes nothing more.
+    await within(engine.rerun(handler).ended, "the rerun handler ends");
+    expect(await runRows(run.runId)).toHaveLength(2);
+    const stored = await db.pool.query("SELECT 1 FROM messages WHERE id = $1", [messageId]);
+    expect(stored.rowCount).toBe(0);
+
+    engine.release(CHAT_TURN);
+    await answered(threadId, messageId, "What is my name?", "Your name is Ada.");
+  });
+
+  it("on a new thread: useChat's stream ends as cancelled, the thread's events tell it; sent again, it is answered", async () => {
+    engine.hold(CHAT_TURN);
+    const threadId = randomUUID();
+    const messageId = randomUUID();
+    const response = await send(threadId, messageId, "My name is Grace.");
+    expect(response.status).toBe(200);
+    const run = await queuedRun(messageId);
+    engine.cancel(run);
+
+    expect(await within(chunks(response), "the UI message stream ends")).toEqual(cancelledStream);
+    const log = await openEventStream({ request: (path, init) => fetch(`${url}${path}`, init) }, threadId);
+    try {
+      expect(log.response.status).toBe(200);
+      await log.waitFor(2);
+      expect(log.received.map(({ event, data }) => ({ event, data }))).toEqual([
+        { event: "message.cancelled", data: { runId: run.runId, messageId, error: CANCELLED_BEFORE_BEGIN } },
+        { event: "stream.ended", data: { scope: "network", status: "cancelled", runId: run.runId, messageId } },
+      ]);
+    } finally {
+      await log.close();
+    }
+
+    engine.release(CHAT_TURN);
+    await answered(threadId, messageId, "My name is Grace.", "Hello, Grace.");
+  });
+
+  it("a regenerate: useChat's stream ends as cancelled; asked again, it is answered", async () => {
+    const threadId = randomUUID();
+    const messageId = randomUUID();
+    await answered(threadId, messageId, "Tell me a joke.", "Why did the chicken cross the road?");
+
+    engine.hold(REGENERATE);
+    const regenerate = async () =>
+      fetch(`${url}/api/ui/chat`, {
+        method: "POST",
+        headers: await headersFor(userId),
+        body: JSON.stringify({
+          id: threadId,
+          trigger: "regenerate-message",
+          messages: [{ id: messageId, role: "user", parts: [{ type: "text", text: "Tell me a joke." }] }],
+          messageId,
+        }),
+      });
+    const response = await regenerate();
+    expect(response.status).toBe(200);
+    const run = await engine.runFor((r) => r.fnId === REGENERATE && r.status === "queued");
+    engine.cancel(run);
+    expect(await within(chunks(response), "the UI message stream ends")).toEqual(cancelledStream);
+
+    engine.release(REGENERATE);
+    model.script({ text: "Knock knock." });
+    const again = await within(chunks(await regenerate()), "the second UI message stream ends");
+    expect(again.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
+  });
+
+  it("logs nothing on another user's thread", async () => {
+    const threadId = randomUUID();
+    await answered(threadId, randomUUID(), "Hello.", "Hi.");
+    const before = await db.pool.query("SELECT count(*)::int AS n FROM thread_events WHERE thread_id = $1", [threadId]);
+
+    engine.hold(CHAT_TURN);
+    const messageId = randomUUID();
+    await engine.send({
+      name: "chat/message.sent",
+      data: { threadId, messageId, content: "Mine now.", userId: "user-2", busy: "enqueue" },
+    });
+    const run = await queuedRun(messageId);
+    engine.cancel(run);
+    await cancellationHandled(run);
+    engine.release(CHAT_TURN);
+
+    expect(await runRows(run.runId)).toEqual([]);
+    const after = await db.pool.query("SELECT count(*)::int AS n FROM thread_events WHERE thread_id = $1", [threadId]);
+    expect(after.rows[0].n).toBe(before.rows[0].n);
+  });
+
+  it("a thread deleted while its message's run is queued: the stream ends as deleted, no thread comes back", async () => {
+    const threadId = randomUUID();
+    await answered(threadId, randomUUID(), "Hello.", "Hi.");
+
+    engine.hold(CHAT_TURN);
+    const messageId = randomUUID();
+    const response = await send(threadId, messageId, "Still there?");
+    const run = await queuedRun(messageId);
+    const deleted = await fetch(`${url}/api/threads/${threadId}`, {
+      method: "DELETE",
+      headers: await headersFor(userId),
+    });
+    expect(deleted.status).toBeLessThan(300);
+    await until(() => run.status === "cancelled", "the thread's deletion cancels the queued run");
+
+    const read = await within(chunks(response), "the UI message stream ends");
+    expect(read[0]).toMatchObject({ type: "data-thread-deleted", data: { threadId } });
+    expect(read.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "deleted" } });
+    await cancellationHandled(run);
+    engine.release(CHAT_TURN);
+    expect(await runRows(run.runId)).toEqual([]);
+    const thread = await db.pool.query("SELECT 1 FROM threads WHERE id = $1", [threadId]);
+    expect(thread.rowCount).toBe(0);
+  });
+});
