@@ -8,13 +8,15 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createModelInference } from "../src/functions/model-inference.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { CHAT_TURN_ID, createTurnCancellation, REGENERATE_ID } from "../src/functions/turn-lifecycle.js";
-import { CANCELLED_BEFORE_BEGIN } from "../src/history/turns.js";
+import { beginTurn } from "../src/history/store.js";
+import { CANCELLED_BEFORE_BEGIN, cancelTurn } from "../src/history/turns.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { until, within } from "./helpers/deadline.js";
 import { type EngineStandIn, type StandInRun, startEngineStandIn } from "./helpers/engine-stand-in.js";
 import { createTestApp, headersFor, listen } from "./helpers/http.js";
 import { type ModelServer, startModelServer } from "./helpers/model-server.js";
+import { withPausedFunction } from "./helpers/paused-function.js";
 import { openEventStream } from "./helpers/sse.js";
 
 /**
@@ -261,5 +263,65 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     expect(await runRows(run.runId)).toEqual([]);
     const thread = await db.pool.query("SELECT 1 FROM threads WHERE id = $1", [threadId]);
     expect(thread.rowCount).toBe(0);
+  });
+});
+
+describe("a cancellation while the run's first step executes (a step runs to its end)", () => {
+  const runEvents = async (pool: typeof db.pool, runId: string) =>
+    (
+      await pool.query<{ event: string }>("SELECT event FROM thread_events WHERE run_id = $1 ORDER BY id", [runId])
+    ).rows.map((row) => row.event);
+
+  it("logged first: the step stores nothing, on a new thread", async () => {
+    const threadId = randomUUID();
+    const runId = `run-${threadId}`;
+    const sent = { threadId, messageId: threadId, userId, sentAt: Date.now() };
+    expect(await cancelTurn(db.pool, runId, sent)).toEqual({ threadId, messageId: threadId, unbegun: true });
+
+    const begin = beginTurn(db.pool, {
+      threadId,
+      userId,
+      message: { id: threadId, text: "Hello?" },
+      turn: { runId, kind: "chat", eventTime: sent.sentAt },
+    });
+    await expect(begin).rejects.toThrow(/cancelled before it stored message/);
+    const stored = await db.pool.query(
+      "SELECT 1 FROM messages WHERE thread_id = $1 UNION ALL SELECT 1 FROM turns WHERE run_id = $2",
+      [threadId, runId],
+    );
+    expect(stored.rowCount).toBe(0);
+    expect(await runEvents(db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
+  });
+
+  it("the turn begun while the cancellation waited for the thread: recorded cancelled, released", async () => {
+    const pause = { name: "threadline_begin_turn", at: "turn_ahead := status", when: "p_run_id LIKE 'paused-%'" };
+    await withPausedFunction(pause, async ({ pool, pools, reachedPause, settled, release }) => {
+      const threadId = randomUUID();
+      await beginTurn(pool, {
+        threadId,
+        userId,
+        message: { id: randomUUID(), text: "Hello." },
+        turn: { runId: `first-${threadId}`, kind: "chat" },
+      });
+      const messageId = randomUUID();
+      const runId = `paused-${messageId}`;
+      const begin = beginTurn(pools[0], {
+        threadId,
+        userId,
+        message: { id: messageId, text: "Still there?" },
+        turn: { runId, kind: "chat" },
+      });
+      await reachedPause();
+      const cancelled = cancelTurn(pools[1], runId, { threadId, messageId, userId });
+      await settled(cancelled);
+      await release();
+      await begin;
+
+      // The turn to release (the handler announces turn.finished for it), recorded as cancelled.
+      expect(await cancelled).toEqual({ threadId, messageId });
+      const turn = await pool.query<{ status: string }>("SELECT status FROM turns WHERE run_id = $1", [runId]);
+      expect(turn.rows).toEqual([{ status: "cancelled" }]);
+      expect(await runEvents(pool, runId)).toEqual(["message.cancelled", "stream.ended", "turn.cancelled"]);
+    });
   });
 });

@@ -112,6 +112,12 @@ function refusal(code: string, { threadId, messageId }: { threadId: string; mess
         "thread_deleted",
         `Message ${messageId} was sent before its user's data was erased, so it is not stored in thread ${threadId}: send the words again as a new message.`,
       );
+    // The run's cancellation came while its first step executed, and was logged first (turns.ts cancelTurn).
+    case "run_cancelled":
+      return new HistoryRefusal(
+        "no_running_turn",
+        `The run was cancelled before it stored message ${messageId}: nothing is stored in thread ${threadId}; send the message again.`,
+      );
     default:
       throw new Error(`Unknown storage refusal ${code}`);
   }

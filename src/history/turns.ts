@@ -63,11 +63,18 @@ export async function cancelTurn(
   runId: string,
   sent?: SentMessage,
 ): Promise<{ threadId: string; messageId: string; unbegun?: true } | null> {
+  const running = await cancelRunningTurn(db, runId);
+  if (running || !sent) return running;
+  if (!(await logUnbegun(db, sql.logUnbegunCancellation, runId, CANCELLED_BEFORE_BEGIN, sent))) return null;
+  // The run's first step, executing when it was cancelled, may have begun its turn while the log
+  // waited for the thread's lock: that turn is cancelled too. Logged first, the cancellation
+  // refuses the turn instead (threadline_begin_turn).
+  return (await cancelRunningTurn(db, runId)) ?? { threadId: sent.threadId, messageId: sent.messageId, unbegun: true };
+}
+
+async function cancelRunningTurn(db: pg.Pool, runId: string) {
   const { rows } = await db.query<sql.CancelTurnRow>(sql.cancelTurn, [runId, "The run was cancelled."]);
-  if (rows[0]) return { threadId: rows[0].thread_id, messageId: rows[0].message_id };
-  if (sent && (await logUnbegun(db, sql.logUnbegunCancellation, runId, CANCELLED_BEFORE_BEGIN, sent)))
-    return { threadId: sent.threadId, messageId: sent.messageId, unbegun: true };
-  return null;
+  return rows[0] ? { threadId: rows[0].thread_id, messageId: rows[0].message_id } : null;
 }
 
 /**

@@ -417,6 +417,13 @@ BEGIN
   IF v_owner <> p_user_id THEN
     refusal := 'thread_not_owned'; RETURN NEXT; RETURN;
   END IF;
+  -- A run whose cancellation was logged before it began (message.cancelled: turns-sql.ts
+  -- logUnbegun, under this thread's share lock, so seen here once it committed) never begins: its
+  -- first step, executing when the cancellation came, stores nothing after the streams that
+  -- followed the message were told it was cancelled. A replay of the run is a new run.
+  IF EXISTS (SELECT 1 FROM thread_events x WHERE x.run_id = p_run_id AND x.attempt = 0 AND x.key = 'message.cancelled') THEN
+    refusal := 'run_cancelled'; RETURN NEXT; RETURN;
+  END IF;
 
   IF v_message.id IS NOT NULL AND (v_message.thread_id <> p_thread_id OR v_message.kind <> 'user') THEN
     refusal := 'message_in_use'; RETURN NEXT; RETURN;
