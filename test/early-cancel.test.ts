@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "../src/agents/model.js";
@@ -14,7 +13,7 @@ import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { until, within } from "./helpers/deadline.js";
 import { type EngineStandIn, type StandInRun, startEngineStandIn } from "./helpers/engine-stand-in.js";
-import { createTestApp, headersFor, listen } from "./helpers/http.js";
+import { headersFor, serveToStandIn } from "./helpers/http.js";
 import { type ModelServer, startModelServer } from "./helpers/model-server.js";
 import { withPausedFunction } from "./helpers/paused-function.js";
 import { openEventStream } from "./helpers/sse.js";
@@ -34,7 +33,7 @@ let db: TestDatabase;
 let model: ModelServer;
 let engine: EngineStandIn;
 let events: EventNotifier;
-let server: Server;
+let app: Awaited<ReturnType<typeof serveToStandIn>>;
 let url: string;
 
 beforeAll(async () => {
@@ -46,18 +45,18 @@ beforeAll(async () => {
     readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "test", MODEL: "test-model" }),
   );
   events = createEventNotifier(db.pool);
-  const { app } = createTestApp(db.pool, {
-    functions: [
+  app = await serveToStandIn(
+    db.pool,
+    engine,
+    [
       createChatTurn({ db: db.pool, model: choice }),
       createModelInference({ model: choice }),
       createRegenerate({ db: db.pool, model: choice }),
       createTurnCancellation({ db: db.pool }),
     ],
-    events,
-    sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
-  });
-  ({ server, url } = await listen(app.fetch));
-  await engine.registerApp(`${url}/api/inngest`);
+    { events },
+  );
+  url = app.url;
 });
 
 // A test that failed while holding runs does not hold the next test's.
@@ -69,8 +68,7 @@ afterEach(() => {
 afterAll(async () => {
   await engine?.close();
   await events?.close();
-  server?.closeAllConnections();
-  await new Promise((resolve) => server?.close(resolve));
+  await app?.close();
   await model?.close();
   await db?.drop();
 });

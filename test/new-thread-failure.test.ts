@@ -1,5 +1,4 @@
 import { randomUUID } from "node:crypto";
-import type { Server } from "node:http";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "../src/agents/model.js";
@@ -11,7 +10,7 @@ import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { within } from "./helpers/deadline.js";
 import { type EngineStandIn, startEngineStandIn } from "./helpers/engine-stand-in.js";
-import { createTestApp, headersFor, listen } from "./helpers/http.js";
+import { headersFor, serveToStandIn } from "./helpers/http.js";
 import { type ModelServer, startModelServer } from "./helpers/model-server.js";
 
 /**
@@ -27,7 +26,7 @@ let db: TestDatabase;
 let model: ModelServer;
 let engine: EngineStandIn;
 let events: EventNotifier;
-let server: Server;
+let app: Awaited<ReturnType<typeof serveToStandIn>>;
 let url: string;
 
 beforeAll(async () => {
@@ -39,20 +38,19 @@ beforeAll(async () => {
     readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "test", MODEL: "test-model" }),
   );
   events = createEventNotifier(db.pool);
-  const { app } = createTestApp(db.pool, {
-    functions: [createChatTurn({ db: db.pool, model: choice }), createModelInference({ model: choice })],
-    events,
-    sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
-  });
-  ({ server, url } = await listen(app.fetch));
-  await engine.registerApp(`${url}/api/inngest`);
+  app = await serveToStandIn(
+    db.pool,
+    engine,
+    [createChatTurn({ db: db.pool, model: choice }), createModelInference({ model: choice })],
+    { events },
+  );
+  url = app.url;
 });
 
 afterAll(async () => {
   await engine?.close();
   await events?.close();
-  server?.closeAllConnections();
-  await new Promise((resolve) => server?.close(resolve));
+  await app?.close();
   await model?.close();
   await db?.drop();
 });

@@ -142,10 +142,16 @@ export function createTestApp(
  * The app as deployed, serving `functions` over HTTP on a loopback port and registered with the
  * engine stand-in, which runs them over the SDK's serve protocol and receives the app's events.
  */
-export async function serveToStandIn(db: pg.Pool, engine: EngineStandIn, functions: InngestFunction.Any[]) {
+export async function serveToStandIn(
+  db: pg.Pool,
+  engine: EngineStandIn,
+  functions: InngestFunction.Any[],
+  options: { events?: EventNotifier } = {},
+) {
   const { app } = createTestApp(db, {
     functions,
     sendEvent: async (event) => ({ ids: [(await engine.send(event)).id] }),
+    ...options,
   });
   const { url, close } = await listen(app.fetch);
   await engine.registerApp(`${url}/api/inngest`);
