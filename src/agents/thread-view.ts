@@ -35,12 +35,11 @@ export function threadView(agentName: string, memory: AgentMemory | undefined) {
       stored === undefined
         ? prompt.filter((m) => m.role !== "system")
         : [{ type: "text", role: "user", content: stored }];
-    const seen = (result: AgentResult) => seenBy(agentName, result);
     // state.results copies the list on each read: read once.
     const results = state.results;
     const prior = priorResultCount(state);
     const earlier = state.messages.concat(storedView(agentName, results, prior));
-    const thisTurn = results.slice(prior).flatMap(seen);
+    const thisTurn = results.slice(prior).flatMap((result) => viewOf(agentName, result));
     const contexts =
       memory && state.threadId
         ? await memory.beforeModelCall({
@@ -67,26 +66,6 @@ export class TurnState extends State<StateData> {
 }
 
 /**
- * Each agent's view of a stored result, by agent name. The results a run read from history are
- * frozen and shared by its replays (src/history/adapter.ts), so their views are built once.
- */
-const storedViews = new Map<string, WeakMap<AgentResult, Message[]>>();
-
-function seenBy(agentName: string, result: AgentResult): Message[] {
-  if (!Object.isFrozen(result)) return viewOf(agentName, result);
-  let views = storedViews.get(agentName);
-  if (!views) {
-    views = new WeakMap<AgentResult, Message[]>();
-    storedViews.set(agentName, views);
-  }
-  const known = views.get(result);
-  if (known) return known;
-  const view = viewOf(agentName, result);
-  views.set(result, view);
-  return view;
-}
-
-/**
  * Each agent's view of the stored results a run read, by the last of them: every replay of the run,
  * and each of its inferences, sees the same (frozen, shared) results, so the view is built once.
  */
@@ -94,7 +73,7 @@ const storedListViews = new Map<string, WeakMap<AgentResult, { results: AgentRes
 
 function storedView(agentName: string, results: AgentResult[], prior: number): Message[] {
   const last = prior > 0 ? results[prior - 1]! : undefined;
-  if (!last || !Object.isFrozen(last)) return results.slice(0, prior).flatMap((r) => seenBy(agentName, r));
+  if (!last || !Object.isFrozen(last)) return results.slice(0, prior).flatMap((r) => viewOf(agentName, r));
   let views = storedListViews.get(agentName);
   if (!views) {
     views = new WeakMap();
@@ -104,7 +83,7 @@ function storedView(agentName: string, results: AgentResult[], prior: number): M
   if (known && known.results.length === prior && known.results.every((result, i) => result === results[i]))
     return known.view;
   const stored = results.slice(0, prior);
-  const view = stored.flatMap((r) => seenBy(agentName, r));
+  const view = stored.flatMap((r) => viewOf(agentName, r));
   // Only frozen results: a view of a result that may change later would go stale.
   if (stored.every((result) => Object.isFrozen(result))) views.set(last, { results: stored, view });
   return view;
