@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import type pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "../src/agents/model.js";
@@ -289,6 +290,39 @@ describe("a cancellation while the run's first step executes (a step runs to its
     );
     expect(stored.rowCount).toBe(0);
     expect(await runEvents(db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
+  });
+
+  it("the turn begun after the cancellation looked for it, before it logged: recorded cancelled, released", async () => {
+    const threadId = randomUUID();
+    await beginTurn(db.pool, {
+      threadId,
+      userId,
+      message: { id: randomUUID(), text: "Hello." },
+      turn: { runId: `first-${threadId}`, kind: "chat" },
+    });
+    const messageId = randomUUID();
+    const runId = `run-${messageId}`;
+    // The run's first step commits its turn between the cancellation's first statement (no turn
+    // yet) and its next one.
+    let statements = 0;
+    const racing = {
+      query: async (...args: Parameters<pg.Pool["query"]>) => {
+        statements += 1;
+        if (statements === 2)
+          await beginTurn(db.pool, {
+            threadId,
+            userId,
+            message: { id: messageId, text: "Still there?" },
+            turn: { runId, kind: "chat" },
+          });
+        return db.pool.query(...args);
+      },
+    } as unknown as pg.Pool;
+
+    expect(await cancelTurn(racing, runId, { threadId, messageId, userId })).toEqual({ threadId, messageId });
+    const turn = await db.pool.query<{ status: string }>("SELECT status FROM turns WHERE run_id = $1", [runId]);
+    expect(turn.rows).toEqual([{ status: "cancelled" }]);
+    expect(await runEvents(db.pool, runId)).toEqual(["turn.cancelled", "stream.ended"]);
   });
 
   it("the turn begun while the cancellation waited for the thread: recorded cancelled, released", async () => {
