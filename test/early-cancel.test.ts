@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import { DefaultChatTransport, type UIMessage } from "ai";
 import type pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
@@ -18,6 +19,7 @@ import { headersFor, serveToStandIn } from "./helpers/http.js";
 import { type ModelServer, startModelServer } from "./helpers/model-server.js";
 import { withPausedFunction } from "./helpers/paused-function.js";
 import { openEventStream } from "./helpers/sse.js";
+import { Chat } from "./helpers/use-chat.js";
 
 /**
  * The app as deployed, its functions run by the engine stand-in over the serve protocol: a chat
@@ -128,10 +130,10 @@ const runRows = async (runId: string) =>
     )
   ).rows;
 
-/** The UI stream of a message whose run was cancelled before it began: abort with the cause, finish, [DONE]. */
+/** The UI stream of a message whose run was cancelled before it began: the cause as an error, finish, [DONE]. */
 const cancelledStream = [
-  { type: "abort", reason: CANCELLED_BEFORE_BEGIN },
-  { type: "finish", finishReason: "other", messageMetadata: { status: "cancelled" } },
+  { type: "error", errorText: CANCELLED_BEFORE_BEGIN },
+  { type: "finish", finishReason: "error", messageMetadata: { status: "cancelled" } },
   "[DONE]",
 ];
 
@@ -216,6 +218,25 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     model.script({ text: "Knock knock." });
     const again = await within(chunks(await regenerate()), "the second UI message stream ends");
     expect(again.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
+  });
+
+  it("useChat (the `ai` client) shows the cause, as for a failure before the turn, and no empty answer", async () => {
+    engine.hold(CHAT_TURN);
+    const threadId = randomUUID();
+    const chat = new Chat({
+      id: threadId,
+      transport: new DefaultChatTransport<UIMessage>({ api: `${url}/api/ui/chat`, headers: await headersFor(userId) }),
+    });
+    const sending = chat.sendMessage({ text: "Hello?" });
+    const run = await engine.runFor(
+      (r) => r.fnId === CHAT_TURN && r.status === "queued" && r.event.data.threadId === threadId,
+    );
+    engine.cancel(run);
+    await within(sending, "useChat's request ends");
+
+    expect(chat.status).toBe("error");
+    expect(chat.error?.message).toBe(CANCELLED_BEFORE_BEGIN);
+    expect(chat.messages.map((message) => message.role)).toEqual(["user"]);
   });
 
   it("logs nothing on another user's thread", async () => {
