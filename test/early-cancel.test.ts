@@ -18,7 +18,7 @@ import { type EngineStandIn, type StandInRun, startEngineStandIn } from "./helpe
 import { headersFor, serveToStandIn } from "./helpers/http.js";
 import { type ModelServer, startModelServer } from "./helpers/model-server.js";
 import { withPausedFunction } from "./helpers/paused-function.js";
-import { openEventStream } from "./helpers/sse.js";
+import { openEventStream, uiChunks } from "./helpers/sse.js";
 import { Chat } from "./helpers/use-chat.js";
 
 /**
@@ -88,22 +88,12 @@ const send = async (threadId: string, messageId: string, text: string) =>
     }),
   });
 
-type Chunk = { type: string; [field: string]: unknown };
-
-/** A UI message stream's chunks, read to its end: the JSON ones parsed, then "[DONE]". */
-const chunks = async (response: Response) =>
-  (await response.text())
-    .split("\n")
-    .filter((line) => line.startsWith("data: "))
-    .map((line) => line.slice("data: ".length))
-    .map((data) => (data === "[DONE]" ? data : (JSON.parse(data) as Chunk)));
-
 /** Sends `text` and reads the answer's stream to its end: it must complete. */
 async function answered(threadId: string, messageId: string, text: string, answer: string) {
   model.script({ text: answer });
   const response = await send(threadId, messageId, text);
   expect(response.status).toBe(200);
-  const read = await within(chunks(response), "the answer's UI message stream ends");
+  const read = await within(uiChunks(response), "the answer's UI message stream ends");
   expect(read.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
   return read;
 }
@@ -149,7 +139,7 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     const run = await queuedRun(messageId);
     engine.cancel(run);
 
-    expect(await within(chunks(response), "the UI message stream ends")).toEqual(cancelledStream);
+    expect(await within(uiChunks(response), "the UI message stream ends")).toEqual(cancelledStream);
     const handler = await cancellationHandled(run);
     expect(await runRows(run.runId)).toEqual([
       { event: "message.cancelled", status: null },
@@ -174,7 +164,7 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     const run = await queuedRun(messageId);
     engine.cancel(run);
 
-    expect(await within(chunks(response), "the UI message stream ends")).toEqual(cancelledStream);
+    expect(await within(uiChunks(response), "the UI message stream ends")).toEqual(cancelledStream);
     const log = await openEventStream({ request: (path, init) => fetch(`${url}${path}`, init) }, threadId);
     try {
       expect(log.response.status).toBe(200);
@@ -212,11 +202,11 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     expect(response.status).toBe(200);
     const run = await engine.runFor((r) => r.fnId === REGENERATE && r.status === "queued");
     engine.cancel(run);
-    expect(await within(chunks(response), "the UI message stream ends")).toEqual(cancelledStream);
+    expect(await within(uiChunks(response), "the UI message stream ends")).toEqual(cancelledStream);
 
     engine.release(REGENERATE);
     model.script({ text: "Knock knock." });
-    const again = await within(chunks(await regenerate()), "the second UI message stream ends");
+    const again = await within(uiChunks(await regenerate()), "the second UI message stream ends");
     expect(again.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
   });
 
@@ -275,7 +265,7 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     expect(deleted.status).toBeLessThan(300);
     await until(() => run.status === "cancelled", "the thread's deletion cancels the queued run");
 
-    const read = await within(chunks(response), "the UI message stream ends");
+    const read = await within(uiChunks(response), "the UI message stream ends");
     expect(read[0]).toMatchObject({ type: "data-thread-deleted", data: { threadId } });
     expect(read.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "deleted" } });
     await cancellationHandled(run);
