@@ -1,4 +1,6 @@
 import { randomUUID } from "node:crypto";
+import { DefaultChatTransport, type UIMessage } from "ai";
+import type pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "../src/agents/model.js";
@@ -16,7 +18,8 @@ import { type EngineStandIn, type StandInRun, startEngineStandIn } from "./helpe
 import { headersFor, serveToStandIn } from "./helpers/http.js";
 import { type ModelServer, startModelServer } from "./helpers/model-server.js";
 import { withPausedFunction } from "./helpers/paused-function.js";
-import { openEventStream } from "./helpers/sse.js";
+import { openEventStream, uiChunks } from "./helpers/sse.js";
+import { Chat } from "./helpers/use-chat.js";
 
 /**
  * The app as deployed, its functions run by the engine stand-in over the serve protocol: a chat
@@ -85,22 +88,12 @@ const send = async (threadId: string, messageId: string, text: string) =>
     }),
   });
 
-type Chunk = { type: string; [field: string]: unknown };
-
-/** A UI message stream's chunks, read to its end: the JSON ones parsed, then "[DONE]". */
-const chunks = async (response: Response) =>
-  (await response.text())
-    .split("\n")
-    .filter((line) => line.startsWith("data: "))
-    .map((line) => line.slice("data: ".length))
-    .map((data) => (data === "[DONE]" ? data : (JSON.parse(data) as Chunk)));
-
 /** Sends `text` and reads the answer's stream to its end: it must complete. */
 async function answered(threadId: string, messageId: string, text: string, answer: string) {
   model.script({ text: answer });
   const response = await send(threadId, messageId, text);
   expect(response.status).toBe(200);
-  const read = await within(chunks(response), "the answer's UI message stream ends");
+  const read = await within(uiChunks(response), "the answer's UI message stream ends");
   expect(read.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
   return read;
 }
@@ -127,10 +120,10 @@ const runRows = async (runId: string) =>
     )
   ).rows;
 
-/** The UI stream of a message whose run was cancelled before it began: abort with the cause, finish, [DONE]. */
+/** The UI stream of a message whose run was cancelled before it began: the cause as an error, finish, [DONE]. */
 const cancelledStream = [
-  { type: "abort", reason: CANCELLED_BEFORE_BEGIN },
-  { type: "finish", finishReason: "other", messageMetadata: { status: "cancelled" } },
+  { type: "error", errorText: CANCELLED_BEFORE_BEGIN },
+  { type: "finish", finishReason: "error", messageMetadata: { status: "cancelled" } },
   "[DONE]",
 ];
 
@@ -146,7 +139,7 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     const run = await queuedRun(messageId);
     engine.cancel(run);
 
-    expect(await within(chunks(response), "the UI message stream ends")).toEqual(cancelledStream);
+    expect(await within(uiChunks(response), "the UI message stream ends")).toEqual(cancelledStream);
     const handler = await cancellationHandled(run);
     expect(await runRows(run.runId)).toEqual([
       { event: "message.cancelled", status: null },
@@ -171,7 +164,7 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     const run = await queuedRun(messageId);
     engine.cancel(run);
 
-    expect(await within(chunks(response), "the UI message stream ends")).toEqual(cancelledStream);
+    expect(await within(uiChunks(response), "the UI message stream ends")).toEqual(cancelledStream);
     const log = await openEventStream({ request: (path, init) => fetch(`${url}${path}`, init) }, threadId);
     try {
       expect(log.response.status).toBe(200);
@@ -209,12 +202,31 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     expect(response.status).toBe(200);
     const run = await engine.runFor((r) => r.fnId === REGENERATE && r.status === "queued");
     engine.cancel(run);
-    expect(await within(chunks(response), "the UI message stream ends")).toEqual(cancelledStream);
+    expect(await within(uiChunks(response), "the UI message stream ends")).toEqual(cancelledStream);
 
     engine.release(REGENERATE);
     model.script({ text: "Knock knock." });
-    const again = await within(chunks(await regenerate()), "the second UI message stream ends");
+    const again = await within(uiChunks(await regenerate()), "the second UI message stream ends");
     expect(again.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
+  });
+
+  it("useChat (the `ai` client) shows the cause, as for a failure before the turn, and no empty answer", async () => {
+    engine.hold(CHAT_TURN);
+    const threadId = randomUUID();
+    const chat = new Chat({
+      id: threadId,
+      transport: new DefaultChatTransport<UIMessage>({ api: `${url}/api/ui/chat`, headers: await headersFor(userId) }),
+    });
+    const sending = chat.sendMessage({ text: "Hello?" });
+    const run = await engine.runFor(
+      (r) => r.fnId === CHAT_TURN && r.status === "queued" && r.event.data.threadId === threadId,
+    );
+    engine.cancel(run);
+    await within(sending, "useChat's request ends");
+
+    expect(chat.status).toBe("error");
+    expect(chat.error?.message).toBe(CANCELLED_BEFORE_BEGIN);
+    expect(chat.messages.map((message) => message.role)).toEqual(["user"]);
   });
 
   it("logs nothing on another user's thread", async () => {
@@ -253,7 +265,7 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     expect(deleted.status).toBeLessThan(300);
     await until(() => run.status === "cancelled", "the thread's deletion cancels the queued run");
 
-    const read = await within(chunks(response), "the UI message stream ends");
+    const read = await within(uiChunks(response), "the UI message stream ends");
     expect(read[0]).toMatchObject({ type: "data-thread-deleted", data: { threadId } });
     expect(read.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "deleted" } });
     await cancellationHandled(run);
@@ -289,6 +301,39 @@ describe("a cancellation while the run's first step executes (a step runs to its
     );
     expect(stored.rowCount).toBe(0);
     expect(await runEvents(db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
+  });
+
+  it("the turn begun after the cancellation looked for it, before it logged: recorded cancelled, released", async () => {
+    const threadId = randomUUID();
+    await beginTurn(db.pool, {
+      threadId,
+      userId,
+      message: { id: randomUUID(), text: "Hello." },
+      turn: { runId: `first-${threadId}`, kind: "chat" },
+    });
+    const messageId = randomUUID();
+    const runId = `run-${messageId}`;
+    // The run's first step commits its turn between the cancellation's first statement (no turn
+    // yet) and its next one.
+    let statements = 0;
+    const racing = {
+      query: async (...args: Parameters<pg.Pool["query"]>) => {
+        statements += 1;
+        if (statements === 2)
+          await beginTurn(db.pool, {
+            threadId,
+            userId,
+            message: { id: messageId, text: "Still there?" },
+            turn: { runId, kind: "chat" },
+          });
+        return db.pool.query(...args);
+      },
+    } as unknown as pg.Pool;
+
+    expect(await cancelTurn(racing, runId, { threadId, messageId, userId })).toEqual({ threadId, messageId });
+    const turn = await db.pool.query<{ status: string }>("SELECT status FROM turns WHERE run_id = $1", [runId]);
+    expect(turn.rows).toEqual([{ status: "cancelled" }]);
+    expect(await runEvents(db.pool, runId)).toEqual(["turn.cancelled", "stream.ended"]);
   });
 
   it("the turn begun while the cancellation waited for the thread: recorded cancelled, released", async () => {

@@ -11,6 +11,7 @@ import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { within } from "./helpers/deadline.js";
 import { type EngineStandIn, startEngineStandIn } from "./helpers/engine-stand-in.js";
 import { headersFor, serveToStandIn } from "./helpers/http.js";
+import { uiChunks } from "./helpers/sse.js";
 import { type ModelServer, startModelServer } from "./helpers/model-server.js";
 
 /**
@@ -67,14 +68,6 @@ const send = async (threadId: string, messageId: string, text: string) =>
     }),
   });
 
-/** A UI message stream's chunks, read to its end: the JSON ones parsed, then "[DONE]". */
-const chunks = async (response: Response) =>
-  (await response.text())
-    .split("\n")
-    .filter((line) => line.startsWith("data: "))
-    .map((line) => line.slice("data: ".length))
-    .map((data) => (data === "[DONE]" ? data : (JSON.parse(data) as { type: string })));
-
 describe("a new thread's first message whose first step fails through its retries, over the engine stand-in", () => {
   it("ends useChat's stream with the cause and [DONE]; sent again once storage works, it is answered", async () => {
     // No user message can be stored: every attempt of history.append-user-message fails.
@@ -87,7 +80,7 @@ describe("a new thread's first message whose first step fails through its retrie
     const response = await send(threadId, messageId, "My name is Ada.");
     expect(response.status).toBe(200);
 
-    expect(await within(chunks(response), "the UI message stream ends")).toEqual([
+    expect(await within(uiChunks(response), "the UI message stream ends")).toEqual([
       { type: "error", errorText: OUTAGE },
       { type: "finish", finishReason: "error", messageMetadata: { status: "failed" } },
       "[DONE]",
@@ -99,7 +92,7 @@ describe("a new thread's first message whose first step fails through its retrie
     model.script({ text: "Hello, Ada." });
     const again = await send(threadId, messageId, "My name is Ada.");
     expect(again.status).toBe(200);
-    const answer = await within(chunks(again), "the second UI message stream ends");
+    const answer = await within(uiChunks(again), "the second UI message stream ends");
     expect(answer.map((chunk) => (typeof chunk === "string" ? chunk : chunk.type))).not.toContain("error");
     expect(answer.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
   });

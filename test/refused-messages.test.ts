@@ -10,7 +10,7 @@ import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.
 import { execute, executeFailureHandler, type SentEvent } from "./helpers/engine.js";
 import { conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
 import { createTestApp, headersFor, listen, type Listening } from "./helpers/http.js";
-import { openEventStream } from "./helpers/sse.js";
+import { dataLines, openEventStream } from "./helpers/sse.js";
 import { within, until } from "./helpers/deadline.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -68,13 +68,6 @@ async function run(event: SentEvent, runId?: string) {
   }
   return execution;
 }
-
-/** A UI message stream's `data:` payloads, read to the end of the response. */
-const dataLines = async (response: Response) =>
-  (await response.text())
-    .split("\n")
-    .filter((line) => line.startsWith("data: "))
-    .map((line) => line.slice("data: ".length));
 
 /** The message.refused and stream.ended rows of run `runId`. */
 const refusalRows = async (threadId: string, runId: string) =>

@@ -166,8 +166,9 @@ function postLarge(
     let written = 0;
     const write = () => {
       while (!answered && written < sent) {
-        written += piece.length;
-        if (!req.write(piece)) return void req.once("drain", write);
+        const next = piece.subarray(0, Math.min(piece.length, sent - written));
+        written += next.length;
+        if (!req.write(next)) return void req.once("drain", write);
       }
       if (!answered && chunked) req.end();
     };

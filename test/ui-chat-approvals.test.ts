@@ -1,9 +1,5 @@
 import { randomUUID } from "node:crypto";
 import {
-  AbstractChat,
-  type ChatInit,
-  type ChatState,
-  type ChatStatus,
   DefaultChatTransport,
   isToolUIPart,
   lastAssistantMessageIsCompleteWithApprovalResponses,
@@ -18,6 +14,7 @@ import { execute, type Execution } from "./helpers/engine.js";
 import { scriptedModel } from "./helpers/fixtures.js";
 import { createTestApp, headersFor, type SentEvent } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
+import { Chat } from "./helpers/use-chat.js";
 
 /**
  * The AI SDK's needsApproval protocol, end to end with the `ai` package's own chat client
@@ -46,29 +43,6 @@ beforeEach(() => {
 afterAll(async () => {
   await events.close();
 });
-
-/** useChat's state, without React. */
-class PlainState implements ChatState<UIMessage> {
-  status: ChatStatus = "ready";
-  error: Error | undefined = undefined;
-  messages: UIMessage[] = [];
-  pushMessage = (message: UIMessage) => {
-    this.messages = [...this.messages, message];
-  };
-  popMessage = () => {
-    this.messages = this.messages.slice(0, -1);
-  };
-  replaceMessage = (index: number, message: UIMessage) => {
-    this.messages = this.messages.map((m, i) => (i === index ? message : m));
-  };
-  snapshot = <T>(thing: T): T => structuredClone(thing);
-}
-
-class Chat extends AbstractChat<UIMessage> {
-  constructor(init: ChatInit<UIMessage>) {
-    super({ ...init, state: new PlainState() });
-  }
-}
 
 const transport = () =>
   new DefaultChatTransport<UIMessage>({

@@ -10,7 +10,7 @@ import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.
 import { execute, executeFailureHandler, type SentEvent, StepFault } from "./helpers/engine.js";
 import { conversation, scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
 import { createTestApp, headersFor, listen, type Listening } from "./helpers/http.js";
-import { openEventStream } from "./helpers/sse.js";
+import { dataLines, openEventStream } from "./helpers/sse.js";
 import { within, until } from "./helpers/deadline.js";
 import { tableRowCounts } from "./helpers/table-rows.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -72,13 +72,6 @@ const reportFailure = (event: SentEvent & { ts?: number }, execution: { runId: s
   const { name, message } = execution.error as Error;
   return executeFailureHandler(turnFunction(event), { runId: execution.runId, event, error: { name, message } });
 };
-
-/** A UI message stream's `data:` payloads, read to the end of the response. */
-const dataLines = async (response: Response) =>
-  (await response.text())
-    .split("\n")
-    .filter((line) => line.startsWith("data: "))
-    .map((line) => line.slice("data: ".length));
 
 /** Run `runId`'s rows of the thread's log. */
 const runRows = async (threadId: string, runId: string) =>

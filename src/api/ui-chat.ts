@@ -109,7 +109,7 @@ const streamDescription =
   "preceded by `error` (a failed turn, with its cause) or `abort` (a cancelled one); then `data: [DONE]`. A message sent with " +
   "busy reject that a turn begun after the route's check refused stores nothing: its stream is only `error` (the running turn " +
   "it met) and `finish` (status refused); so is one whose run failed before storing it (`error` with the cause, `finish` status " +
-  "failed); one whose run was cancelled before storing it is only `abort` (the reason) and `finish` (status cancelled). " +
+  "failed), or cancelled before storing it (`error` with the cause, `finish` status cancelled). " +
   "A retried inference step supersedes " +
   "its failed attempt's text: that part ends with providerMetadata.threadline.superseded = true, a `data-superseded` part names it, and the " +
   "retry streams as a new part. A tool call awaiting the owner's approval is `tool-input-available` then `tool-approval-request` " +

@@ -65,11 +65,13 @@ export async function cancelTurn(
 ): Promise<{ threadId: string; messageId: string; unbegun?: true } | null> {
   const running = await cancelRunningTurn(db, runId);
   if (running || !sent) return running;
-  if (!(await logUnbegun(db, sql.logUnbegunCancellation, runId, CANCELLED_BEFORE_BEGIN, sent))) return null;
-  // The run's first step, executing when it was cancelled, may have begun its turn while the log
-  // waited for the thread's lock: that turn is cancelled too. Logged first, the cancellation
-  // refuses the turn instead (threadline_begin_turn).
-  return (await cancelRunningTurn(db, runId)) ?? { threadId: sent.threadId, messageId: sent.messageId, unbegun: true };
+  const logged = await logUnbegun(db, sql.logUnbegunCancellation, runId, CANCELLED_BEFORE_BEGIN, sent);
+  // The run's first step, executing when it was cancelled, may have begun its turn since the look
+  // above (then nothing was logged) or while the log waited for the thread's lock: that turn is
+  // cancelled too. Logged first, the cancellation refuses the turn instead (threadline_begin_turn).
+  const begun = await cancelRunningTurn(db, runId);
+  if (begun) return begun;
+  return logged ? { threadId: sent.threadId, messageId: sent.messageId, unbegun: true } : null;
 }
 
 async function cancelRunningTurn(db: pg.Pool, runId: string) {

@@ -27,8 +27,8 @@ import { streamedTexts } from "./deltas.js";
  *   the status.
  * - A run that refused its message (busy reject, message.refused) or failed before it began a turn
  *   (message.failed) has no answer: no `start`, only `error` with the reason, then `finish`
- *   (status refused, or failed); one cancelled before it began a turn (message.cancelled): only
- *   `abort` with the reason, then `finish` (status cancelled).
+ *   (status refused, or failed); so does one cancelled before it began a turn (message.cancelled:
+ *   status cancelled).
  */
 
 /** providerMetadata of a text part: where its text came from. */
@@ -197,13 +197,16 @@ export class UiMessageStream {
     }
     chunks.push(...this.closeStep());
     const status = this.ending?.status ?? "failed";
-    const failed = status === "failed" || status === "refused";
+    // A run that began no turn stored nothing: the cause tells the client to send again, so it is
+    // an error even when cancelled. useChat drops an abort's reason, and a finish without a start
+    // would add an empty answer.
+    const failed = status === "failed" || status === "refused" || this.run.begun === false;
     if (failed)
       chunks.push({
         type: "error",
         errorText: this.ending?.cause ?? "The turn failed: regenerate the answer to try again.",
       });
-    if (status === "cancelled")
+    if (status === "cancelled" && !failed)
       chunks.push({ type: "abort", ...(this.ending?.cause === undefined ? {} : { reason: this.ending.cause }) });
     const finishReason = failed ? "error" : status === "cancelled" ? "other" : "stop";
     chunks.push({ type: "finish", finishReason, messageMetadata: { status } });

@@ -97,3 +97,16 @@ export async function openEventStream(
 export function expectConsecutive(events: ReceivedEvent[], first: number) {
   expect(events.map((e) => e.id)).toEqual(events.map((_, i) => first + i));
 }
+
+/** A UI message stream's (useChat's) `data:` payloads, read to the end of the response. */
+export const dataLines = async (response: Response) =>
+  (await response.text())
+    .split("\n")
+    .filter((line) => line.startsWith("data: "))
+    .map((line) => line.slice("data: ".length));
+
+export type UiChunk = { type: string; [field: string]: unknown };
+
+/** A UI message stream's chunks, read to its end: the JSON ones parsed, then "[DONE]". */
+export const uiChunks = async (response: Response) =>
+  (await dataLines(response)).map((data) => (data === "[DONE]" ? data : (JSON.parse(data) as UiChunk)));
