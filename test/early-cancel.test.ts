@@ -229,6 +229,76 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     expect(chat.messages.map((message) => message.role)).toEqual(["user"]);
   });
 
+  it("useChat's regenerate() after it asks again for the cancelled message, not the thread's earlier one", async () => {
+    const threadId = randomUUID();
+    const chat = new Chat({
+      id: threadId,
+      transport: new DefaultChatTransport<UIMessage>({ api: `${url}/api/ui/chat`, headers: await headersFor(userId) }),
+    });
+    model.script({ text: "Hi." });
+    await within(chat.sendMessage({ text: "Hello." }), "the first answer ends");
+    engine.hold(CHAT_TURN);
+    const sending = chat.sendMessage({ text: "Second question?" });
+    const run = await engine.runFor(
+      (r) => r.fnId === CHAT_TURN && r.status === "queued" && r.event.data.content === "Second question?",
+    );
+    engine.cancel(run);
+    await within(sending, "useChat's request ends");
+    expect(chat.status).toBe("error");
+    engine.release(CHAT_TURN);
+
+    model.reset();
+    model.script({ text: "Second answer." });
+    await within(chat.regenerate(), "the regenerated answer ends");
+
+    expect(chat.status).toBe("ready");
+    expect(chat.messages.map((m) => [m.role, m.parts.flatMap((p) => (p.type === "text" ? [p.text] : []))])).toEqual([
+      ["user", ["Hello."]],
+      ["assistant", ["Hi."]],
+      ["user", ["Second question?"]],
+      ["assistant", ["Second answer."]],
+    ]);
+    // The model was asked the cancelled message, once; the first answer was not asked again.
+    expect(model.requests.map((request) => request.messages.at(-1)?.content)).toEqual(["Second question?"]);
+    const stored = await db.pool.query<{ kind: string; text: string; variant: number | null }>(
+      "SELECT kind, content ->> 'text' AS text, variant FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq",
+      [threadId],
+    );
+    expect(stored.rows.map((row) => row.text)).toEqual(["Hello.", "Second question?"]);
+    const variants = await db.pool.query<{ n: number }>(
+      "SELECT count(DISTINCT (answers, variant))::int AS n FROM messages WHERE thread_id = $1 AND kind = 'agent'",
+      [threadId],
+    );
+    expect(variants.rows[0]!.n).toBe(2);
+  });
+
+  it("useChat's regenerate() on a new thread whose first message was cancelled answers it", async () => {
+    engine.hold(CHAT_TURN);
+    const threadId = randomUUID();
+    const chat = new Chat({
+      id: threadId,
+      transport: new DefaultChatTransport<UIMessage>({ api: `${url}/api/ui/chat`, headers: await headersFor(userId) }),
+    });
+    const sending = chat.sendMessage({ text: "First words." });
+    const run = await engine.runFor(
+      (r) => r.fnId === CHAT_TURN && r.status === "queued" && r.event.data.threadId === threadId,
+    );
+    engine.cancel(run);
+    await within(sending, "useChat's request ends");
+    engine.release(CHAT_TURN);
+
+    model.reset();
+    model.script({ text: "An answer at last." });
+    await within(chat.regenerate(), "the regenerated answer ends");
+
+    expect(chat.status).toBe("ready");
+    expect(chat.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
+    expect(chat.messages[1]!.parts).toContainEqual(
+      expect.objectContaining({ type: "text", text: "An answer at last." }),
+    );
+    expect(model.requests.map((request) => request.messages.at(-1)?.content)).toEqual(["First words."]);
+  });
+
   it("logs nothing on another user's thread", async () => {
     const threadId = randomUUID();
     await answered(threadId, randomUUID(), "Hello.", "Hi.");

@@ -13,7 +13,14 @@ import { clientMessageId, editMessageId } from "../history/ids.js";
 import { assistantTexts } from "../history/messages.js";
 import { checkOwnedThread, listAnswerVariants } from "../history/store.js";
 import { isDeletedThread } from "../history/threads.js";
-import { answeredMessage, messageTurns, readRunEventsAfter, runningTurn, type TurnRun } from "../history/turn-runs.js";
+import {
+  answeredMessage,
+  isStoredMessage,
+  messageTurns,
+  readRunEventsAfter,
+  runningTurn,
+  type TurnRun,
+} from "../history/turn-runs.js";
 import { logger } from "../platform/logger.js";
 import { followThread, type ThreadFollower } from "../stream/follow.js";
 import {
@@ -80,7 +87,7 @@ const uiChatBody = z.looseObject({
   }),
   messageId: clientId.optional().meta({
     description:
-      "regenerate-message: the answer (or user message) to answer again; absent: the thread's last user message. submit-message (useChat's edit): the user message the last message edits (a new branch; the old one stays).",
+      "regenerate-message: the answer (or user message) to answer again; absent: the thread's last user message. A last message that is a user message the thread never stored (its run refused, failed or was cancelled before storing it) is sent as submit-message sends it. submit-message (useChat's edit): the user message the last message edits (a new branch; the old one stays).",
   }),
   busy: busyPolicy.optional().meta({
     description:
@@ -147,42 +154,16 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
         const body = c.req.valid("json");
         const userId = callerId(c);
         const threadId = body.id;
-        if (body.trigger === "submit-message") {
-          const last = body.messages.length - 1;
-          const message = body.messages[last]!;
-          const refused = (field: string, text: string) =>
-            badRequest(c, { issues: [{ path: ["messages", last, field], message: text }] });
-          // addToolApprovalResponse: the answer the client holds, with its decisions, goes on.
-          const responses = message.role === "assistant" ? approvalResponses(message.parts) : [];
-          if (responses.length > 0) return continueAfterApprovals(c, threadId, responses);
-          if (message.role !== "user") return refused("role", "the last message must be the user's message to send");
-          if (message.parts.some((part) => part.type !== "text"))
-            return refused("parts", "only text parts can be sent (files and other parts are not accepted)");
-          const content = message.parts.map((part) => (typeof part.text === "string" ? part.text : "")).join("");
-          const parsed = chatMessageSentData.safeParse({
-            messageId: userMessageId(threadId, message.id),
-            content,
-            threadId,
-            userId,
-            ...(body.busy === undefined ? {} : { busy: body.busy }),
-          });
-          if (!parsed.success)
-            return badRequest(c, {
-              issues: parsed.error.issues.map((issue) => ({ ...issue, path: ["messages", last, "parts"] })),
-            });
-          const data = parsed.data;
-          // useChat's edit (sendMessage with an existing user message's id): the new words under that
-          // id, so the edit's own id is derived from both (the same edit sent again is the same
-          // message); the edited message is the one on the path in that place (useChat keeps the id
-          // through earlier edits of it).
-          if (body.messageId !== undefined) {
-            const named = userMessageId(threadId, body.messageId);
-            const edits = await currentSibling(db, threadId, named);
-            const edit = { ...data, threadId, messageId: editMessageId(threadId, named, data.content), edits };
-            return streamTurn(c, threadId, edit.messageId, "submit", () => sendEdit(deps, edit));
-          }
-          return streamTurn(c, threadId, data.messageId, "submit", () => sendChatMessage(deps, data));
-        }
+        if (body.trigger === "submit-message") return submit(c, body, body.messageId);
+        // useChat's regenerate() after a message its run never stored (refused, or failed or
+        // cancelled before its turn): the thread holds no answer of it to redo, so it is sent again.
+        const lastSent = body.messages.at(-1)!;
+        if (
+          lastSent.role === "user" &&
+          (body.messageId === undefined || body.messageId === lastSent.id) &&
+          !(await isStoredMessage(db, userMessageId(threadId, lastSent.id)))
+        )
+          return submit(c, body, undefined);
         await checkOwnedThread(db, threadId, userId);
         const answered = await answeredMessage(
           db,
@@ -239,6 +220,46 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
         return respond(c, follower, slot, threadId, () => Promise.resolve(run));
       },
     );
+
+  /** Sends useChat's last message and streams its answer; `edited`: the user message it edits. */
+  async function submit(c: Context<AuthEnv>, body: z.infer<typeof uiChatBody>, edited: string | undefined) {
+    const userId = callerId(c);
+    const threadId = body.id;
+    const last = body.messages.length - 1;
+    const message = body.messages[last]!;
+    const refused = (field: string, text: string) =>
+      badRequest(c, { issues: [{ path: ["messages", last, field], message: text }] });
+    // addToolApprovalResponse: the answer the client holds, with its decisions, goes on.
+    const responses = message.role === "assistant" ? approvalResponses(message.parts) : [];
+    if (responses.length > 0) return continueAfterApprovals(c, threadId, responses);
+    if (message.role !== "user") return refused("role", "the last message must be the user's message to send");
+    if (message.parts.some((part) => part.type !== "text"))
+      return refused("parts", "only text parts can be sent (files and other parts are not accepted)");
+    const content = message.parts.map((part) => (typeof part.text === "string" ? part.text : "")).join("");
+    const parsed = chatMessageSentData.safeParse({
+      messageId: userMessageId(threadId, message.id),
+      content,
+      threadId,
+      userId,
+      ...(body.busy === undefined ? {} : { busy: body.busy }),
+    });
+    if (!parsed.success)
+      return badRequest(c, {
+        issues: parsed.error.issues.map((issue) => ({ ...issue, path: ["messages", last, "parts"] })),
+      });
+    const data = parsed.data;
+    // useChat's edit (sendMessage with an existing user message's id): the new words under that
+    // id, so the edit's own id is derived from both (the same edit sent again is the same
+    // message); the edited message is the one on the path in that place (useChat keeps the id
+    // through earlier edits of it).
+    if (edited !== undefined) {
+      const named = userMessageId(threadId, edited);
+      const edits = await currentSibling(db, threadId, named);
+      const edit = { ...data, threadId, messageId: editMessageId(threadId, named, data.content), edits };
+      return streamTurn(c, threadId, edit.messageId, "submit", () => sendEdit(deps, edit));
+    }
+    return streamTurn(c, threadId, data.messageId, "submit", () => sendChatMessage(deps, data));
+  }
 
   /**
    * Subscribes, notes the message's runs so far, sends, then streams the run the send started (a

@@ -76,6 +76,10 @@ export const selectRunEventsAfter = ownedEventsAfter(
 );
 export type SelectRunEventsAfterRow = OwnedEventsAfterRow;
 
+/** Whether message $1 is stored, in any thread (message ids are unique across threads). */
+export const selectMessageStored = "SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1) AS stored";
+export type SelectMessageStoredRow = { stored: boolean };
+
 /**
  * The user message that message $2 of thread $1 stands for: itself when it is a user message, the
  * one it answers when it is an answer; with $2 NULL, the last user message on the current path.

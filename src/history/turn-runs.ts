@@ -65,6 +65,12 @@ export async function readRunEventsAfter(
   return { present: rows[0]!.present, events };
 }
 
+/** Whether a message with this id is stored, in any thread. */
+export async function isStoredMessage(db: pg.Pool, messageId: string): Promise<boolean> {
+  const { rows } = await db.query<sql.SelectMessageStoredRow>(sql.selectMessageStored, [messageId]);
+  return rows[0]!.stored;
+}
+
 /**
  * The user message a regenerate request names: the message itself when it is a user message, the
  * one it answers when it is an answer, the last user message on the current path when none is
