@@ -299,6 +299,46 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     expect(model.requests.map((request) => request.messages.at(-1)?.content)).toEqual(["First words."]);
   });
 
+  it("useChat's regenerate() after a cancelled edit sends the edit again, not the original's words", async () => {
+    const threadId = randomUUID();
+    const chat = new Chat({
+      id: threadId,
+      transport: new DefaultChatTransport<UIMessage>({ api: `${url}/api/ui/chat`, headers: await headersFor(userId) }),
+    });
+    model.script({ text: "Paris." });
+    await within(chat.sendMessage({ text: "Capital of France?" }), "the first answer ends");
+    const asked = chat.messages[0]!.id;
+    engine.hold(CHAT_TURN);
+    const editing = chat.sendMessage({ text: "Capital of Italy?", messageId: asked });
+    const run = await engine.runFor(
+      (r) => r.fnId === CHAT_TURN && r.status === "queued" && r.event.data.content === "Capital of Italy?",
+    );
+    engine.cancel(run);
+    await within(editing, "useChat's request ends");
+    expect(chat.status).toBe("error");
+    engine.release(CHAT_TURN);
+
+    model.reset();
+    model.script({ text: "Rome." });
+    await within(chat.regenerate(), "the regenerated answer ends");
+
+    expect(chat.status).toBe("ready");
+    expect(chat.messages.map((m) => m.parts.flatMap((p) => (p.type === "text" ? [p.text] : [])))).toEqual([
+      ["Capital of Italy?"],
+      ["Rome."],
+    ]);
+    expect(model.requests.map((request) => request.messages.at(-1)?.content)).toEqual(["Capital of Italy?"]);
+    // The edit is a sibling of the original, on the current path; the original's answer was not asked again.
+    const stored = await db.pool.query<{ text: string; on_path: boolean }>(
+      "SELECT content ->> 'text' AS text, on_path FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq",
+      [threadId],
+    );
+    expect(stored.rows).toEqual([
+      { text: "Capital of France?", on_path: false },
+      { text: "Capital of Italy?", on_path: true },
+    ]);
+  });
+
   it("logs nothing on another user's thread", async () => {
     const threadId = randomUUID();
     await answered(threadId, randomUUID(), "Hello.", "Hi.");

@@ -15,7 +15,7 @@ import { checkOwnedThread, listAnswerVariants } from "../history/store.js";
 import { isDeletedThread } from "../history/threads.js";
 import {
   answeredMessage,
-  isStoredMessage,
+  heldWords,
   messageTurns,
   readRunEventsAfter,
   runningTurn,
@@ -87,7 +87,7 @@ const uiChatBody = z.looseObject({
   }),
   messageId: clientId.optional().meta({
     description:
-      "regenerate-message: the answer (or user message) to answer again; absent: the thread's last user message. A last message that is a user message the thread never stored (its run refused, failed or was cancelled before storing it) is sent as submit-message sends it. submit-message (useChat's edit): the user message the last message edits (a new branch; the old one stays).",
+      "regenerate-message: the answer (or user message) to answer again; absent: the thread's last user message. A last message that is a user message the thread never stored (its run refused, failed or was cancelled before storing it), or an edit of one it never stored (other words than the message in its place), is sent as submit-message sends it. submit-message (useChat's edit): the user message the last message edits (a new branch; the old one stays).",
   }),
   busy: busyPolicy.optional().meta({
     description:
@@ -155,15 +155,15 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
         const userId = callerId(c);
         const threadId = body.id;
         if (body.trigger === "submit-message") return submit(c, body, body.messageId);
-        // useChat's regenerate() after a message its run never stored (refused, or failed or
-        // cancelled before its turn): the thread holds no answer of it to redo, so it is sent again.
+        // useChat's regenerate() after a message (or an edit) its run never stored (refused, or
+        // failed or cancelled before its turn): the thread holds no answer of those words to redo, so
+        // they are sent again, as submit-message sent them.
         const lastSent = body.messages.at(-1)!;
-        if (
-          lastSent.role === "user" &&
-          (body.messageId === undefined || body.messageId === lastSent.id) &&
-          !(await isStoredMessage(db, userMessageId(threadId, lastSent.id)))
-        )
-          return submit(c, body, undefined);
+        if (lastSent.role === "user" && (body.messageId === undefined || body.messageId === lastSent.id)) {
+          const held = await heldWords(db, threadId, userMessageId(threadId, lastSent.id), textOf(lastSent));
+          if (held === "nothing") return submit(c, body, undefined);
+          if (held === "not-the-edit") return submit(c, body, lastSent.id);
+        }
         await checkOwnedThread(db, threadId, userId);
         const answered = await answeredMessage(
           db,
@@ -235,7 +235,7 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
     if (message.role !== "user") return refused("role", "the last message must be the user's message to send");
     if (message.parts.some((part) => part.type !== "text"))
       return refused("parts", "only text parts can be sent (files and other parts are not accepted)");
-    const content = message.parts.map((part) => (typeof part.text === "string" ? part.text : "")).join("");
+    const content = textOf(message);
     const parsed = chatMessageSentData.safeParse({
       messageId: userMessageId(threadId, message.id),
       content,
@@ -447,6 +447,10 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
     return results.map((result) => assistantTexts(result.content).join(""));
   }
 }
+
+/** A useChat message's words: its text parts, joined. */
+const textOf = (message: z.infer<typeof uiMessage>) =>
+  message.parts.map((part) => (typeof part.text === "string" ? part.text : "")).join("");
 
 /** Ends a UI stream whose thread was deleted; true: the stream is complete. */
 async function endDeleted(stream: SSEStreamingApi, threadId: string): Promise<true> {

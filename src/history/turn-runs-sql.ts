@@ -76,9 +76,18 @@ export const selectRunEventsAfter = ownedEventsAfter(
 );
 export type SelectRunEventsAfterRow = OwnedEventsAfterRow;
 
-/** Whether message $1 is stored, in any thread (message ids are unique across threads). */
-export const selectMessageStored = "SELECT EXISTS (SELECT 1 FROM messages WHERE id = $1) AS stored";
-export type SelectMessageStoredRow = { stored: boolean };
+/**
+ * Whether message $2 is stored, in any thread (message ids are unique across threads), and, when it
+ * is a user message of thread $1, the words of the message on the current path in its place: its
+ * own, or an edit's that replaced it.
+ */
+export const selectSentWords = `
+  SELECT EXISTS (SELECT 1 FROM messages WHERE id = $2) AS stored,
+    (SELECT s.content ->> 'text' FROM messages e
+     JOIN messages s ON s.thread_id = e.thread_id AND s.kind = 'user' AND s.on_path
+       AND s.parent_id IS NOT DISTINCT FROM e.parent_id AND s.parent_variant IS NOT DISTINCT FROM e.parent_variant
+     WHERE e.id = $2 AND e.thread_id = $1 AND e.kind = 'user') AS current_text`;
+export type SelectSentWordsRow = { stored: boolean; current_text: string | null };
 
 /**
  * The user message that message $2 of thread $1 stands for: itself when it is a user message, the

@@ -65,10 +65,22 @@ export async function readRunEventsAfter(
   return { present: rows[0]!.present, events };
 }
 
-/** Whether a message with this id is stored, in any thread. */
-export async function isStoredMessage(db: pg.Pool, messageId: string): Promise<boolean> {
-  const { rows } = await db.query<sql.SelectMessageStoredRow>(sql.selectMessageStored, [messageId]);
-  return rows[0]!.stored;
+/**
+ * What the thread holds of a user message a client shows with these words under this id: nothing
+ * (no message has the id: its run never stored it), an edit of it it never stored (the message
+ * in its place on the current path has other words; useChat keeps a message's id through its
+ * edits), or the words themselves. A message of another thread, or not a user message, is held.
+ */
+export async function heldWords(
+  db: pg.Pool,
+  threadId: string,
+  messageId: string,
+  text: string,
+): Promise<"nothing" | "not-the-edit" | "held"> {
+  const { rows } = await db.query<sql.SelectSentWordsRow>(sql.selectSentWords, [threadId, messageId]);
+  const { stored, current_text: currentText } = rows[0]!;
+  if (!stored) return "nothing";
+  return currentText !== null && currentText !== text ? "not-the-edit" : "held";
 }
 
 /**
