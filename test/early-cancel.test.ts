@@ -426,17 +426,25 @@ describe("a cancellation while the run's first step executes (a step runs to its
     // The run's first step commits its turn between the cancellation's first statement (no turn
     // yet) and its next one.
     let statements = 0;
+    const beforeNext = async () => {
+      statements += 1;
+      if (statements === 2)
+        await beginTurn(db.pool, {
+          threadId,
+          userId,
+          message: { id: messageId, text: "Still there?" },
+          turn: { runId, kind: "chat" },
+        });
+    };
     const racing = {
       query: async (...args: Parameters<pg.Pool["query"]>) => {
-        statements += 1;
-        if (statements === 2)
-          await beginTurn(db.pool, {
-            threadId,
-            userId,
-            message: { id: messageId, text: "Still there?" },
-            turn: { runId, kind: "chat" },
-          });
+        await beforeNext();
         return db.pool.query(...args);
+      },
+      // The log's transaction.
+      connect: async () => {
+        await beforeNext();
+        return db.pool.connect();
       },
     } as unknown as pg.Pool;
 
@@ -446,7 +454,7 @@ describe("a cancellation while the run's first step executes (a step runs to its
     expect(await runEvents(db.pool, runId)).toEqual(["turn.cancelled", "stream.ended"]);
   });
 
-  it("the turn begun while the cancellation waited for the thread: recorded cancelled, released", async () => {
+  it("the turn begun while the cancellation waited for the thread: recorded cancelled, released, its message not told unstored", async () => {
     const pause = { name: "threadline_begin_turn", at: "turn_ahead := status", when: "p_run_id LIKE 'paused-%'" };
     await withPausedFunction(pause, async ({ pool, pools, reachedPause, settled, release }) => {
       const threadId = randomUUID();
@@ -474,7 +482,34 @@ describe("a cancellation while the run's first step executes (a step runs to its
       expect(await cancelled).toEqual({ threadId, messageId });
       const turn = await pool.query<{ status: string }>("SELECT status FROM turns WHERE run_id = $1", [runId]);
       expect(turn.rows).toEqual([{ status: "cancelled" }]);
-      expect(await runEvents(pool, runId)).toEqual(["message.cancelled", "stream.ended", "turn.cancelled"]);
+      // The message is stored: its stream ends as a cancelled turn's, never telling it was not stored
+      // (the client would offer to send it again, and the thread would hold the words twice).
+      expect(await runEvents(pool, runId)).toEqual(["turn.cancelled", "stream.ended"]);
+    });
+  });
+
+  it("the first turn of a new thread, begun while the cancellation waited for the thread: the same", async () => {
+    const pause = { name: "threadline_begin_turn", at: "turn_ahead := status", when: "p_run_id LIKE 'paused-%'" };
+    await withPausedFunction(pause, async ({ pool, pools, reachedPause, settled, release }) => {
+      const messageId = randomUUID();
+      const threadId = messageId;
+      const runId = `paused-${messageId}`;
+      const begin = beginTurn(pools[0], {
+        threadId,
+        userId,
+        message: { id: messageId, text: "Hello?" },
+        turn: { runId, kind: "chat" },
+      });
+      await reachedPause();
+      const cancelled = cancelTurn(pools[1], runId, { threadId, messageId, userId, sentAt: Date.now() - 1_000 });
+      await settled(cancelled);
+      await release();
+      await begin;
+
+      expect(await cancelled).toEqual({ threadId, messageId });
+      const turn = await pool.query<{ status: string }>("SELECT status FROM turns WHERE run_id = $1", [runId]);
+      expect(turn.rows).toEqual([{ status: "cancelled" }]);
+      expect(await runEvents(pool, runId)).toEqual(["turn.cancelled", "stream.ended"]);
     });
   });
 });

@@ -64,6 +64,18 @@ const logUnbegun = (status: "failed" | "cancelled") => `
       AND threadline_unbegun_failure_thread($1, $4, $3, $6))
   ${endStream(status, `message.${status}`)}`;
 
+/**
+ * Before logUnbegun, in its transaction: whether thread $1 is user $2's to log on, creating it
+ * for message $3 sent at $4 as logUnbegun would (threadline_unbegun_failure_thread; a first step
+ * creating it meanwhile is waited for), then its row share-locked (lockUnbegunThread). A first
+ * step of the run executing now holds the row (threadline_begin_turn locks it FOR UPDATE) until it
+ * commits: logUnbegun then reads, in a snapshot taken after, the turn that step began, and logs
+ * nothing. Taken by logUnbegun alone, the lock came after its snapshot, which missed that turn.
+ */
+export const selectUnbegunThread = "SELECT threadline_unbegun_failure_thread($1, $2, $3, $4) AS owned";
+export type SelectUnbegunThreadRow = { owned: boolean };
+export const lockUnbegunThread = "SELECT 1 FROM threads WHERE id = $1 FOR KEY SHARE";
+
 /** A run that failed before it began a turn (its onFailure: turns.ts failTurn). */
 export const logUnbegunFailure = logUnbegun("failed");
 

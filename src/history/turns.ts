@@ -2,6 +2,7 @@ import type pg from "pg";
 import { logger } from "../platform/logger.js";
 import { HistoryRefusal, threadNotOwned } from "./errors.js";
 import { resultId } from "./ids.js";
+import { transaction } from "./store.js";
 import { runningTurn } from "./turn-runs.js";
 import * as sql from "./turns-sql.js";
 
@@ -67,8 +68,9 @@ export async function cancelTurn(
   if (running || !sent) return running;
   const logged = await logUnbegun(db, sql.logUnbegunCancellation, runId, CANCELLED_BEFORE_BEGIN, sent);
   // The run's first step, executing when it was cancelled, may have begun its turn since the look
-  // above (then nothing was logged) or while the log waited for the thread's lock: that turn is
-  // cancelled too. Logged first, the cancellation refuses the turn instead (threadline_begin_turn).
+  // above: then nothing was logged (logUnbegun waits for that step's lock on the thread, then sees
+  // its turn), and that turn is cancelled now. Logged first, the cancellation refuses the turn
+  // instead (threadline_begin_turn).
   const begun = await cancelRunningTurn(db, runId);
   if (begun) return begun;
   return logged ? { threadId: sent.threadId, messageId: sent.messageId, unbegun: true } : null;
@@ -86,10 +88,17 @@ async function cancelRunningTurn(db: pg.Pool, runId: string) {
  * this, empty, unless its user was erased since. False when nothing was logged.
  */
 async function logUnbegun(db: pg.Pool, statement: string, runId: string, error: string, sent: SentMessage) {
-  if (sent.userId === undefined) return false;
+  const { userId } = sent;
+  if (userId === undefined) return false;
   const sentAt = sent.sentAt === undefined ? null : new Date(sent.sentAt);
-  const { rowCount } = await db.query(statement, [sent.threadId, runId, sent.messageId, sent.userId, error, sentAt]);
-  return (rowCount ?? 0) > 0;
+  return transaction(db, async (client) => {
+    const thread = [sent.threadId, userId, sent.messageId, sentAt];
+    const { rows } = await client.query<sql.SelectUnbegunThreadRow>(sql.selectUnbegunThread, thread);
+    if (!rows[0]!.owned) return false;
+    await client.query(sql.lockUnbegunThread, [sent.threadId]);
+    const logged = await client.query(statement, [sent.threadId, runId, sent.messageId, userId, error, sentAt]);
+    return (logged.rowCount ?? 0) > 0;
+  });
 }
 
 /** How long a turn waited for may show no finish before the turn waiting presumes it lost (turn-waits.ts). */
