@@ -272,6 +272,36 @@ describe("a new thread's first message whose run fails before it begins a turn",
     expect((await threadRows(bed.db.pool, threadId)).map((row) => row.kind)).toEqual(["user", "agent"]);
   });
 
+  it("a user erased before its run began: useChat's stream ends as its thread's deletion does; no thread is created", async () => {
+    const erasedUser = `user-${randomUUID()}`;
+    const threadId = randomUUID();
+    const body = {
+      id: threadId,
+      trigger: "submit-message",
+      messages: [uiMessage(randomUUID(), "Forget me.")],
+    };
+    const response = await fetch(`${server.url}/api/ui/chat`, {
+      method: "POST",
+      headers: await headersFor(erasedUser),
+      body: JSON.stringify(body),
+    });
+    expect(response.status).toBe(200);
+    const event = { ...sent.at(-1)!, ts: Date.now() - 1_000 };
+    await eraseUser(bed.db.pool, erasedUser, []);
+
+    expect((await run(event)).error).toMatchObject({ name: "NonRetriableError" });
+    const chunks = await within(dataLines(response), "the UI message stream ends");
+    expect(chunks.at(-1)).toBe("[DONE]");
+    expect(chunks.slice(0, -1).map((chunk) => JSON.parse(chunk) as unknown)).toContainEqual({
+      type: "data-thread-deleted",
+      data: { threadId },
+      transient: true,
+    });
+    expect(await threadRows(bed.db.pool, threadId)).toEqual([]);
+    const thread = await bed.db.pool.query("SELECT 1 FROM threads WHERE id = $1", [threadId]);
+    expect(thread.rowCount).toBe(0);
+  });
+
   it("creates no thread its run would not have created: a deleted thread's id, another thread's message, an edit, a user erased since", async () => {
     const { messageIds } = await conversation(chatTurn, bed.model, [
       ["Hi", "Hello."],
@@ -297,6 +327,10 @@ describe("a new thread's first message whose run fails before it begins a turn",
     ];
     const before = await tableRowCounts(bed.db.pool);
     for (const event of refused) expect((await run(event)).error).toMatchObject({ name: "NonRetriableError" });
-    expect(await tableRowCounts(bed.db.pool)).toEqual(before);
+    // Only the erased user's two new threads' ids are tombstoned, as the erasure's deletions are.
+    expect(await tableRowCounts(bed.db.pool)).toEqual({
+      ...before,
+      thread_tombstones: before.thread_tombstones! + 2,
+    });
   });
 });

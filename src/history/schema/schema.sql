@@ -1356,6 +1356,10 @@ BEGIN
       AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = p_message_id) THEN
     PERFORM pg_advisory_xact_lock_shared(hashtext('threadline.user_erasure'), hashtext(p_user_id));
     IF threadline_user_erased_after(p_user_id, p_sent) THEN
+      -- The erasure deleted the user's threads; this one, never created, is told deleted as they
+      -- were (a tombstone, and its live streams woken), so a stream following its first message ends.
+      INSERT INTO thread_tombstones (thread_id) VALUES (p_thread_id) ON CONFLICT (thread_id) DO NOTHING;
+      PERFORM pg_notify('threadline_events', p_thread_id::text || ' deleted');
       RETURN false;
     END IF;
     INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;

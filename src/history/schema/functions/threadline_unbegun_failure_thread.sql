@@ -9,7 +9,8 @@
 -- - not when the message id is another thread's message (the run refused it as message_in_use);
 -- - not for a user erased after p_sent: under the user's erasure lock, taken shared as
 --   threadline_begin_turn takes it, so the erasure (src/history/users.ts) either deletes the
---   thread once this commits or committed before, and its row is read here after the lock.
+--   thread once this commits or committed before, and its row is read here after the lock. The
+--   thread's id is then tombstoned instead, as the erasure's deletions are.
 -- Another user's thread is never the user's: false.
 CREATE OR REPLACE FUNCTION threadline_unbegun_failure_thread(
   p_thread_id uuid, p_user_id text, p_message_id uuid, p_sent timestamptz
@@ -24,6 +25,10 @@ BEGIN
       AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = p_message_id) THEN
     PERFORM pg_advisory_xact_lock_shared(hashtext('threadline.user_erasure'), hashtext(p_user_id));
     IF threadline_user_erased_after(p_user_id, p_sent) THEN
+      -- The erasure deleted the user's threads; this one, never created, is told deleted as they
+      -- were (a tombstone, and its live streams woken), so a stream following its first message ends.
+      INSERT INTO thread_tombstones (thread_id) VALUES (p_thread_id) ON CONFLICT (thread_id) DO NOTHING;
+      PERFORM pg_notify('threadline_events', p_thread_id::text || ' deleted');
       RETURN false;
     END IF;
     INSERT INTO threads (id, user_id) VALUES (p_thread_id, p_user_id) ON CONFLICT (id) DO NOTHING;
