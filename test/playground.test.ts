@@ -561,12 +561,15 @@ if (!hasChromium) {
       });
 
       await sendMessage("Say quick");
+      // The held response reached the page (before it, nothing is in flight yet under load).
+      await eventually(() => stored).toBe(1);
       await eventually(() => inFlight.size).toBe(0);
       await eventually(ready).toEqual({ users: 1, edit: true, stop: false });
 
       await user.first().getByRole("button", { name: "Edit" }).click();
       await page.getByRole("textbox", { name: "Edited message" }).fill("Say quick, edited");
       await page.getByRole("button", { name: "Save and send" }).click();
+      await eventually(() => stored).toBe(2);
       await eventually(() => inFlight.size).toBe(0);
       await eventually(ready).toEqual({ users: 1, edit: true, stop: false });
       expect(await user.first().innerText()).toContain("Say quick, edited");
