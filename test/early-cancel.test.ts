@@ -42,7 +42,8 @@ let url: string;
 beforeAll(async () => {
   db = await createTestDatabase();
   model = await startModelServer();
-  engine = await startEngineStandIn();
+  // Idempotency keys modelled: a message sent again after its run was cancelled must start a run.
+  engine = await startEngineStandIn({ idempotency: true });
   process.env.INNGEST_BASE_URL = engine.url;
   const choice = chooseModel(
     readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "test", MODEL: "test-model" }),
