@@ -10,7 +10,7 @@ import { createModelInference } from "../src/functions/model-inference.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { CHAT_TURN_ID, createTurnCancellation, REGENERATE_ID } from "../src/functions/turn-lifecycle.js";
 import { beginTurn } from "../src/history/store.js";
-import { CANCELLED_BEFORE_BEGIN, cancelTurn } from "../src/history/turns.js";
+import { CANCELLED_BEFORE_ANSWERING, CANCELLED_BEFORE_BEGIN, cancelTurn } from "../src/history/turns.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { until, within } from "./helpers/deadline.js";
@@ -182,7 +182,7 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     await answered(threadId, messageId, "My name is Grace.", "Hello, Grace.");
   });
 
-  it("a regenerate: useChat's stream ends as cancelled; asked again, it is answered", async () => {
+  it("a regenerate: useChat's stream ends as cancelled, not saying to send the stored message again; asked again, it is answered", async () => {
     const threadId = randomUUID();
     const messageId = randomUUID();
     await answered(threadId, messageId, "Tell me a joke.", "Why did the chicken cross the road?");
@@ -203,7 +203,16 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     expect(response.status).toBe(200);
     const run = await engine.runFor((r) => r.fnId === REGENERATE && r.status === "queued");
     engine.cancel(run);
-    expect(await within(uiChunks(response), "the UI message stream ends")).toEqual(cancelledStream);
+    // The words are stored: sent again (as the cause said before), the thread would hold them twice.
+    expect(await within(uiChunks(response), "the UI message stream ends")).toEqual([
+      { type: "error", errorText: CANCELLED_BEFORE_ANSWERING },
+      ...cancelledStream.slice(1),
+    ]);
+    const logged = await db.pool.query(
+      "SELECT data FROM thread_events WHERE run_id = $1 AND event = 'message.cancelled'",
+      [run.runId],
+    );
+    expect(logged.rows).toEqual([{ data: { runId: run.runId, messageId, error: CANCELLED_BEFORE_ANSWERING } }]);
 
     engine.release(REGENERATE);
     model.script({ text: "Knock knock." });
