@@ -423,6 +423,42 @@ describe("a cancellation while the run's first step executes (a step runs to its
     expect(await runEvents(db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
   });
 
+  it("a busy refusal the cancellation logged before: the run's log tells one ending, the cancellation", async () => {
+    const threadId = randomUUID();
+    await beginTurn(db.pool, {
+      threadId,
+      userId,
+      message: { id: randomUUID(), text: "Hello." },
+      turn: { runId: `first-${threadId}`, kind: "chat" },
+    });
+    const messageId = randomUUID();
+    const runId = `run-${messageId}`;
+    // The run's first step refuses the message (busy reject: a turn runs) and, before it logs the
+    // refusal (its second statement), the cancellation is handled: it finds no turn and logs.
+    let statements = 0;
+    const racing = {
+      query: async (...args: Parameters<pg.Pool["query"]>) => {
+        statements += 1;
+        if (statements === 2) await cancelTurn(db.pool, runId, { threadId, messageId, userId });
+        return db.pool.query(...args);
+      },
+      connect: async () => {
+        statements += 1;
+        if (statements === 2) await cancelTurn(db.pool, runId, { threadId, messageId, userId });
+        return db.pool.connect();
+      },
+    } as unknown as pg.Pool;
+    const begin = beginTurn(racing, {
+      threadId,
+      userId,
+      message: { id: messageId, text: "Still there?" },
+      turn: { runId, kind: "chat", busy: "reject" },
+    });
+    await expect(begin).rejects.toThrow(/still answering message/);
+    expect(statements).toBeGreaterThanOrEqual(2);
+    expect(await runEvents(db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
+  });
+
   it("the turn begun after the cancellation looked for it, before it logged: recorded cancelled, released", async () => {
     const threadId = randomUUID();
     await beginTurn(db.pool, {
