@@ -166,6 +166,15 @@ export const chatMessageSentData = z.object({
         'What happens when a turn of the thread is still running: "enqueue" (this message is answered after it), "reject" (409 naming that turn, nothing stored), "interrupt" (that turn is stopped, keeping its partial answer, then this message is answered), "rollback" (as interrupt, and that turn\'s message and partial answer leave the current path). Absent: the operator\'s BUSY_POLICY (default "enqueue").',
     })
     .optional(),
+  resentAfter: z
+    .string()
+    .min(1)
+    .max(200, "resentAfter must be at most 200 characters")
+    .meta({
+      description:
+        "Set by the sending routes, never by a client: the run that began no turn for this message (refused it, or failed or was cancelled before storing it). The message is sent again after it, so its idempotency key differs from that run's (chat-turn.ts).",
+    })
+    .optional(),
 });
 export type ChatMessageSent = z.infer<typeof chatMessageSentData>;
 

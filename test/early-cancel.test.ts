@@ -10,7 +10,7 @@ import { createModelInference } from "../src/functions/model-inference.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { CHAT_TURN_ID, createTurnCancellation, REGENERATE_ID } from "../src/functions/turn-lifecycle.js";
 import { beginTurn } from "../src/history/store.js";
-import { CANCELLED_BEFORE_BEGIN, cancelTurn } from "../src/history/turns.js";
+import { CANCELLED_BEFORE_ANSWERING, CANCELLED_BEFORE_BEGIN, cancelTurn } from "../src/history/turns.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { until, within } from "./helpers/deadline.js";
@@ -42,7 +42,8 @@ let url: string;
 beforeAll(async () => {
   db = await createTestDatabase();
   model = await startModelServer();
-  engine = await startEngineStandIn();
+  // Idempotency keys modelled: a message sent again after its run was cancelled must start a run.
+  engine = await startEngineStandIn({ idempotency: true });
   process.env.INNGEST_BASE_URL = engine.url;
   const choice = chooseModel(
     readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "test", MODEL: "test-model" }),
@@ -181,7 +182,7 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     await answered(threadId, messageId, "My name is Grace.", "Hello, Grace.");
   });
 
-  it("a regenerate: useChat's stream ends as cancelled; asked again, it is answered", async () => {
+  it("a regenerate: useChat's stream ends as cancelled, not saying to send the stored message again; asked again, it is answered", async () => {
     const threadId = randomUUID();
     const messageId = randomUUID();
     await answered(threadId, messageId, "Tell me a joke.", "Why did the chicken cross the road?");
@@ -202,7 +203,16 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     expect(response.status).toBe(200);
     const run = await engine.runFor((r) => r.fnId === REGENERATE && r.status === "queued");
     engine.cancel(run);
-    expect(await within(uiChunks(response), "the UI message stream ends")).toEqual(cancelledStream);
+    // The words are stored: sent again (as the cause said before), the thread would hold them twice.
+    expect(await within(uiChunks(response), "the UI message stream ends")).toEqual([
+      { type: "error", errorText: CANCELLED_BEFORE_ANSWERING },
+      ...cancelledStream.slice(1),
+    ]);
+    const logged = await db.pool.query(
+      "SELECT data FROM thread_events WHERE run_id = $1 AND event = 'message.cancelled'",
+      [run.runId],
+    );
+    expect(logged.rows).toEqual([{ data: { runId: run.runId, messageId, error: CANCELLED_BEFORE_ANSWERING } }]);
 
     engine.release(REGENERATE);
     model.script({ text: "Knock knock." });
@@ -410,6 +420,42 @@ describe("a cancellation while the run's first step executes (a step runs to its
       [threadId, runId],
     );
     expect(stored.rowCount).toBe(0);
+    expect(await runEvents(db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
+  });
+
+  it("a busy refusal the cancellation logged before: the run's log tells one ending, the cancellation", async () => {
+    const threadId = randomUUID();
+    await beginTurn(db.pool, {
+      threadId,
+      userId,
+      message: { id: randomUUID(), text: "Hello." },
+      turn: { runId: `first-${threadId}`, kind: "chat" },
+    });
+    const messageId = randomUUID();
+    const runId = `run-${messageId}`;
+    // The run's first step refuses the message (busy reject: a turn runs) and, before it logs the
+    // refusal (its second statement), the cancellation is handled: it finds no turn and logs.
+    let statements = 0;
+    const racing = {
+      query: async (...args: Parameters<pg.Pool["query"]>) => {
+        statements += 1;
+        if (statements === 2) await cancelTurn(db.pool, runId, { threadId, messageId, userId });
+        return db.pool.query(...args);
+      },
+      connect: async () => {
+        statements += 1;
+        if (statements === 2) await cancelTurn(db.pool, runId, { threadId, messageId, userId });
+        return db.pool.connect();
+      },
+    } as unknown as pg.Pool;
+    const begin = beginTurn(racing, {
+      threadId,
+      userId,
+      message: { id: messageId, text: "Still there?" },
+      turn: { runId, kind: "chat", busy: "reject" },
+    });
+    await expect(begin).rejects.toThrow(/still answering message/);
+    expect(statements).toBeGreaterThanOrEqual(2);
     expect(await runEvents(db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
   });
 

@@ -329,8 +329,10 @@ describe("cancellation and deduplication (BRIEF, docs)", () => {
     expect(cancelled.opts.triggers[0]!.if).toContain(`${inngest.id}-chat-turn`);
   });
 
-  it("a chat message is answered by one run: the idempotency key is its id, scoped by its user", () => {
-    expect(optsOf(createChatTurn(deps())).idempotency).toBe('event.data.userId + ":" + event.data.messageId');
+  it("a chat message is answered by one run: the idempotency key is its id, scoped by its user (and, sent again after a run that began no turn, that run)", () => {
+    expect(optsOf(createChatTurn(deps())).idempotency).toBe(
+      'has(event.data.resentAfter) ? event.data.userId + ":" + event.data.messageId + ":" + event.data.resentAfter : event.data.userId + ":" + event.data.messageId',
+    );
   });
 });
 

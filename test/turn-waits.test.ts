@@ -448,9 +448,11 @@ describe("idempotency", () => {
     expect(sent[1]!.id).toBe(sent[0]!.id);
   });
 
-  it("a chat turn is keyed by its user and message id, a regenerate by its user and request id (each event its own request without one)", () => {
+  it("a chat turn is keyed by its user and message id (and the run a re-sent message follows), a regenerate by its user and request id (each event its own request without one)", () => {
     const options = (fn: unknown) => (fn as { opts: { idempotency?: string } }).opts.idempotency;
-    expect(options(createChatTurn(deps()))).toBe('event.data.userId + ":" + event.data.messageId');
+    expect(options(createChatTurn(deps()))).toBe(
+      'has(event.data.resentAfter) ? event.data.userId + ":" + event.data.messageId + ":" + event.data.resentAfter : event.data.userId + ":" + event.data.messageId',
+    );
     expect(options(createRegenerate(deps()))).toBe(
       'has(event.data.requestId) ? event.data.userId + ":" + event.data.requestId : event.id',
     );

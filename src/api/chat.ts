@@ -9,7 +9,9 @@ import { sendChatMessage } from "./send-message.js";
 import { validate } from "./validate.js";
 
 /** The message as a client sends it: everything the event carries except the user, who is the caller. */
-const chatBody = chatMessageSentData.omit({ userId: true, edits: true }).extend({ userId: userIdNotAccepted });
+const chatBody = chatMessageSentData
+  .omit({ userId: true, edits: true, resentAfter: true })
+  .extend({ userId: userIdNotAccepted });
 
 const chatAcceptedResponse = z.object({
   threadId: z.uuid().meta({ description: "The thread the message belongs to (a new thread's id is the message id)." }),

@@ -26,6 +26,16 @@ export const chatMessageEventId = (userId: string, messageId: string, refusedRun
 const digest = (text: string) => createHash("sha256").update(text).digest("base64url").slice(0, 22);
 
 /**
+ * A message sent again after run `refusedRunId` began no turn for it names that run: chat-turn's
+ * idempotency key then differs from that run's, which Inngest keeps for 24 hours whatever the run
+ * did (the event id alone would not start a run). A client's own resentAfter is never taken.
+ */
+const resentAfter = <T extends ChatMessageSent>(data: T, refusedRunId: string | null): T => {
+  const { resentAfter: _ignored, ...rest } = data;
+  return (refusedRunId ? { ...rest, resentAfter: refusedRunId } : rest) as T;
+};
+
+/**
  * Sends a chat message for its user, as POST /api/chat and POST /api/ui/chat both do: refused first
  * (404 another user's thread, 409 a message id used for other words) rather than accepted and
  * refused inside the run, where the sender cannot see it. The event id is the message's (in the
@@ -46,7 +56,7 @@ export async function sendChatMessage(
   const { ids } = await sendEvent({
     id: chatMessageEventId(data.userId, data.messageId, refusedRunId),
     name: "chat/message.sent",
-    data,
+    data: resentAfter(data, refusedRunId),
   });
   return { threadId: data.threadId ?? data.messageId, messageId: data.messageId, eventId: ids[0]! };
 }
@@ -90,7 +100,7 @@ export async function sendEdit(
   const { ids } = await sendEvent({
     id: chatMessageEventId(data.userId, data.messageId, refusedRunId),
     name: "chat/message.sent",
-    data,
+    data: resentAfter(data, refusedRunId),
   });
   return { threadId: data.threadId, messageId: data.messageId, eventId: ids[0]! };
 }

@@ -49,8 +49,12 @@ export function createChatTurn(deps: FunctionDeps) {
       name: "Chat turn",
       triggers: [chatMessageSent],
       // A message is answered by one run: a duplicate event within 24 hours starts none (per user:
-      // another user's message id never silences this user's message).
-      idempotency: 'event.data.userId + ":" + event.data.messageId',
+      // another user's message id never silences this user's message). Inngest keeps the key
+      // whatever the run did, so a message sent again after a run that began no turn for it
+      // (refused, or failed or cancelled before storing it: the client is told to send it again)
+      // names that run (resentAfter, set by send-message.ts), or its run would never start.
+      idempotency:
+        'has(event.data.resentAfter) ? event.data.userId + ":" + event.data.messageId + ":" + event.data.resentAfter : event.data.userId + ":" + event.data.messageId',
       ...turnOptions(deps),
     },
     // The SDK validates event.data against the trigger's schema before this runs (non-retriable).

@@ -61,3 +61,16 @@ export type InterruptTurnsRow = {
   answer_stored: boolean;
   rolled_back: boolean;
 };
+
+/**
+ * busy.ts logRefusal, in one transaction: thread $1's row locked FOR UPDATE (lockRefusingThread),
+ * then run $2's refusal ($3: its events, message.refused and stream.ended) appended unless the run
+ * already ended its stream (insertRefusal). threadline_begin_turn raised the refusal and kept no
+ * lock: a cancellation of the run handled in between logs message.cancelled and stream.ended
+ * (turns-sql.ts logUnbegun, under the thread's share lock, which this lock waits for or makes
+ * wait), and the run's log then tells that ending alone, not a refusal after it.
+ */
+export const lockRefusingThread = "SELECT 1 FROM threads WHERE id = $1 FOR UPDATE";
+export const insertRefusal = `
+  SELECT threadline_append_events($1, $2, 0, $3::jsonb) AS last_id
+  WHERE NOT EXISTS (SELECT 1 FROM thread_events x WHERE x.run_id = $2 AND x.attempt = 0 AND x.key = 'stream.ended')`;

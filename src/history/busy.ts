@@ -4,7 +4,6 @@ import type { BusyPolicy } from "./busy-policy.js";
 import * as sql from "./busy-sql.js";
 import { durably } from "./durable.js";
 import { HistoryRefusal } from "./errors.js";
-import { appendEvents } from "./events.js";
 import { resultId } from "./ids.js";
 
 /**
@@ -57,7 +56,8 @@ const REFUSED_KEY = "message.refused";
 /**
  * Logs run `runId`'s refusal of message `messageId` (ThreadBusy, from the turn's first statement):
  * message.refused (the running turn and the reason), then stream.ended with status refused, under
- * the run's own keys, so however often the refusal is reported the log holds it once. The run
+ * the run's own keys, so however often the refusal is reported the log holds it once; nothing when
+ * the run's stream had ended otherwise meanwhile (busy-sql.ts insertRefusal). The run
  * began no turn, so these rows are what ends the wait of a stream following the message (the UI
  * message stream, the thread's event stream). Asking again, the run is refused again
  * (threadline_begin_turn finds this row), whatever the thread does meanwhile.
@@ -68,19 +68,27 @@ export async function logRefusal(
   refusal: ThreadBusy,
 ): Promise<void> {
   const { threadId, runId, messageId } = input;
-  await appendEvents(db, {
-    threadId,
-    runId,
-    attempt: 0,
-    events: [
-      {
-        key: REFUSED_KEY,
-        event: "message.refused",
-        data: { runId, messageId, code: "thread_busy", runningTurn: refusal.runningTurn, error: refusal.message },
-      },
-      { key: "stream.ended", event: "stream.ended", data: { scope: "network", status: "refused", runId, messageId } },
-    ],
-  });
+  const events = [
+    {
+      key: REFUSED_KEY,
+      event: "message.refused",
+      data: { runId, messageId, code: "thread_busy", runningTurn: refusal.runningTurn, error: refusal.message },
+    },
+    { key: "stream.ended", event: "stream.ended", data: { scope: "network", status: "refused", runId, messageId } },
+  ];
+  // Not after another ending of the run (its cancellation, logged since the refusal was raised).
+  const client = await db.connect();
+  try {
+    await client.query("BEGIN");
+    await client.query(sql.lockRefusingThread, [threadId]);
+    await client.query(sql.insertRefusal, [threadId, runId, JSON.stringify(events)]);
+    await client.query("COMMIT");
+  } catch (error) {
+    await client.query("ROLLBACK").catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
 }
 
 /**

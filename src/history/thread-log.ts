@@ -147,7 +147,8 @@ export const threadLogEvent = z.discriminatedUnion("event", [
     "Run runId was cancelled before it began a turn for message messageId (an operator cancelled it while it was " +
       "queued, or before its first step stored the message). The run stored nothing (stream.ended, status cancelled, " +
       "follows). Logged only on a thread of the event's user. Send the message again (a new event: the run is named in " +
-      "its id).",
+      "its id), unless the message is stored (a regenerate's run, a rerun's): then the cause says so, and regenerating " +
+      "it answers it.",
   ),
   kind(
     "stream.ended",

@@ -56,9 +56,9 @@ export const failTurn = endTurn("failed");
  * logged message.refused and stream.ended; a failure or cancellation logged before). The log
  * entries are endStream's, as for a turn that ended so.
  */
-const logUnbegun = (status: "failed" | "cancelled") => `
+const logUnbegun = (status: "failed" | "cancelled", error = "$5::text") => `
   WITH ended AS (
-    SELECT $1::uuid AS thread_id, $2::text AS run_id, $3::uuid AS message_id, $5::text AS error
+    SELECT $1::uuid AS thread_id, $2::text AS run_id, $3::uuid AS message_id, ${error} AS error
     WHERE NOT EXISTS (SELECT 1 FROM turns u WHERE u.run_id = $2)
       AND NOT EXISTS (SELECT 1 FROM thread_events x WHERE x.run_id = $2 AND x.attempt = 0 AND x.key = 'stream.ended')
       AND threadline_unbegun_failure_thread($1, $4, $3, $6))
@@ -79,8 +79,16 @@ export const lockUnbegunThread = "SELECT 1 FROM threads WHERE id = $1 FOR KEY SH
 /** A run that failed before it began a turn (its onFailure: turns.ts failTurn). */
 export const logUnbegunFailure = logUnbegun("failed");
 
-/** A run cancelled before it began a turn (turn-cancelled: turns.ts cancelTurn). */
-export const logUnbegunCancellation = logUnbegun("cancelled");
+/**
+ * A run cancelled before it began a turn (turn-cancelled: turns.ts cancelTurn). Its cause is $5
+ * (send the message again) unless message $3 is stored in the thread (a regenerate, or a rerun of a
+ * run that stored it): then $7, which asks for no second copy of the words. Read in the log's
+ * snapshot, after the thread's lock, as the turn is.
+ */
+export const logUnbegunCancellation = logUnbegun(
+  "cancelled",
+  "CASE WHEN EXISTS (SELECT 1 FROM messages m WHERE m.id = $3 AND m.thread_id = $1) THEN $7::text ELSE $5::text END",
+);
 
 /**
  * One round of a turn's wait, in one statement, for the turn of run $1:

@@ -53,6 +53,13 @@ export async function failTurn(db: pg.Pool, runId: string, error: string, sent?:
 export const CANCELLED_BEFORE_BEGIN = "The run was cancelled before it stored the message: send it again.";
 
 /**
+ * The cause a run cancelled before it began a turn logs when its message is stored all the same
+ * (a regenerate, a rerun of a run that stored it): sent again as new words, it would be held twice.
+ */
+export const CANCELLED_BEFORE_ANSWERING =
+  "The run was cancelled before it began answering; the message is stored: regenerate it for an answer.";
+
+/**
  * Records a cancelled run's turn as cancelled: its thread and message, or null when it had no
  * running turn (nothing to release). A run that began no turn for the message it was `sent`
  * (cancelled while queued, or before its first step stored the message) logs its cancellation
@@ -66,7 +73,9 @@ export async function cancelTurn(
 ): Promise<{ threadId: string; messageId: string; unbegun?: true } | null> {
   const running = await cancelRunningTurn(db, runId);
   if (running || !sent) return running;
-  const logged = await logUnbegun(db, sql.logUnbegunCancellation, runId, CANCELLED_BEFORE_BEGIN, sent);
+  const logged = await logUnbegun(db, sql.logUnbegunCancellation, runId, CANCELLED_BEFORE_BEGIN, sent, [
+    CANCELLED_BEFORE_ANSWERING,
+  ]);
   // The run's first step, executing when it was cancelled, may have begun its turn since the look
   // above: then nothing was logged (logUnbegun waits for that step's lock on the thread, then sees
   // its turn), and that turn is cancelled now. Logged first, the cancellation refuses the turn
@@ -87,7 +96,15 @@ async function cancelRunningTurn(db: pg.Pool, runId: string) {
  * is the user's; a chat message that would have created its thread (`sentAt`) creates it for
  * this, empty, unless its user was erased since. False when nothing was logged.
  */
-async function logUnbegun(db: pg.Pool, statement: string, runId: string, error: string, sent: SentMessage) {
+async function logUnbegun(
+  db: pg.Pool,
+  statement: string,
+  runId: string,
+  error: string,
+  sent: SentMessage,
+  // The statement's parameters after the six every statement takes (logUnbegunCancellation's $7).
+  more: readonly string[] = [],
+) {
   const { userId } = sent;
   if (userId === undefined) return false;
   const sentAt = sent.sentAt === undefined ? null : new Date(sent.sentAt);
@@ -96,7 +113,15 @@ async function logUnbegun(db: pg.Pool, statement: string, runId: string, error: 
     const { rows } = await client.query<sql.SelectUnbegunThreadRow>(sql.selectUnbegunThread, thread);
     if (!rows[0]!.owned) return false;
     await client.query(sql.lockUnbegunThread, [sent.threadId]);
-    const logged = await client.query(statement, [sent.threadId, runId, sent.messageId, userId, error, sentAt]);
+    const logged = await client.query(statement, [
+      sent.threadId,
+      runId,
+      sent.messageId,
+      userId,
+      error,
+      sentAt,
+      ...more,
+    ]);
     return (logged.rowCount ?? 0) > 0;
   });
 }

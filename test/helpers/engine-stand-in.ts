@@ -26,8 +26,13 @@ import type { AddressInfo } from "node:net";
  * - `hold` keeps a function's new runs queued (a backlog, as after an incident) until `release`;
  *   `cancel` cancels a run as an operator does (dashboard, REST API, bulk cancellation).
  *
+ * - with `idempotency`, a function's idempotency key (its expression evaluated on the event) starts
+ *   one run: an event with a key seen before starts none, whatever its id (Inngest keeps a key 24
+ *   hours; the stand-in for its life). A rerun is no new event: it always starts.
+ *
  * Modelled as BRIEF.md's engine facts say the real server behaves; NOT modelled: concurrency keys,
- * idempotency keys, debounce, batching, priority, cron and the retry backoff (retries run at once).
+ * idempotency keys unless asked, debounce, batching, priority, cron and the retry backoff (retries
+ * run at once).
  * Expressions (`if`, cancelOn) are understood in the forms Threadline uses: `==` / `!=` between
  * `event.…`/`async.…` paths and string literals, joined by `&&` / `||`.
  */
@@ -38,6 +43,8 @@ export type StandInOptions = {
   msPerSecond?: number;
   /** Lets the SDK checkpoint (AsyncCheckpointing, its default when the executor sends a function id); default: async mode. */
   checkpoint?: boolean;
+  /** Models the functions' idempotency keys (default: not modelled, every event starts a run). */
+  idempotency?: boolean;
 };
 
 type StandInEvent = { id: string; name: string; data: Record<string, unknown>; ts: number; v?: string };
@@ -72,6 +79,7 @@ type FnConfig = {
   triggers: { event?: string; expression?: string; cron?: string }[];
   steps: { step: { runtime: { url: string }; retries?: { attempts: number } } };
   cancel?: { event: string; if?: string }[];
+  idempotency?: string;
 };
 
 type Op = {
@@ -142,6 +150,8 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
   const held = new Set<string>();
   /** A queued run's start, and the end of its `ended` should it be cancelled before starting. */
   const queued = new Map<StandInRun, { start: () => void; end: () => void }>();
+  /** The idempotency keys that started a run, per function. */
+  const idempotencyKeys = new Map<string, Set<string>>();
   let closed = false;
 
   const server: Server = createServer(async (req, res) => {
@@ -216,9 +226,20 @@ export async function startEngineStandIn(options: StandInOptions = {}): Promise<
       const triggered = fn.triggers.some(
         (t) => t.event === event.name && (!t.expression || evaluate(t.expression, { event })),
       );
-      if (triggered) start(fn, event, {}, []);
+      if (triggered && !idempotent(fn, event)) start(fn, event, {}, []);
     }
     return event;
+  }
+
+  /** Whether `event` repeats an idempotency key of `fn` that started a run (then it starts none). */
+  function idempotent(fn: FnConfig, event: StandInEvent): boolean {
+    if (!options.idempotency || !fn.idempotency) return false;
+    const key = keyOf(fn.idempotency, { event });
+    const seen = idempotencyKeys.get(fn.id) ?? new Set<string>();
+    idempotencyKeys.set(fn.id, seen);
+    if (seen.has(key)) return true;
+    seen.add(key);
+    return false;
   }
 
   function cancel(run: StandInRun) {
@@ -567,6 +588,43 @@ function evaluate(expression: string, scope: Record<string, unknown>): boolean {
       return operator === "==" ? equal : !equal;
     }),
   );
+}
+
+/**
+ * Evaluates the key expression forms Threadline uses: `has(<path>) ? <key> : <key>`, a key being
+ * paths and string literals joined by `+`.
+ */
+function keyOf(expression: string, scope: Record<string, unknown>): string {
+  const question = topLevel(expression, "?");
+  if (question >= 0) {
+    const condition = /^\s*has\((.+)\)\s*$/.exec(expression.slice(0, question));
+    const rest = expression.slice(question + 1);
+    const colon = topLevel(rest, ":");
+    if (!condition || colon < 0) throw new Error(`stand-in: unsupported key expression ${expression}`);
+    const present = operand(condition[1]!.trim(), scope) !== undefined;
+    return keyOf(present ? rest.slice(0, colon) : rest.slice(colon + 1), scope);
+  }
+  const terms: string[] = [];
+  let from = 0;
+  for (let plus = topLevel(expression, "+"); plus >= 0; plus = topLevel(expression, "+", from)) {
+    terms.push(expression.slice(from, plus));
+    from = plus + 1;
+  }
+  terms.push(expression.slice(from));
+  return terms.map((term) => String(operand(term.trim(), scope))).join("");
+}
+
+/** The index of `char` in `text` at or after `from`, outside string literals; -1 when none. */
+function topLevel(text: string, char: string, from = 0): number {
+  let quote: string | null = null;
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    if (quote) {
+      if (c === quote) quote = null;
+    } else if (c === '"' || c === "'") quote = c;
+    else if (c === char && i >= from) return i;
+  }
+  return -1;
 }
 
 function operand(text: string, scope: Record<string, unknown>): unknown {
