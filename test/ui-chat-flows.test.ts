@@ -1,5 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { DefaultChatTransport, type UIMessage } from "ai";
+import {
+  DefaultChatTransport,
+  isToolUIPart,
+  lastAssistantMessageIsCompleteWithApprovalResponses,
+  type UIMessage,
+} from "ai";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
 import { chooseModel } from "../src/agents/model.js";
@@ -325,5 +330,36 @@ describe("a message sent while an answer streams (busy policies)", () => {
     await within(first, "the first answer ends");
     expect([tab.status, tab.error]).toEqual(["ready", undefined]);
     expect(shown(tab)).toEqual(await storedShown(threadId));
+  });
+});
+
+describe("approvals", () => {
+  it("addToolApprovalResponse approving a call: the tool part ends with the output the thread stores, then the answer's text", async () => {
+    const chat = new Chat({
+      id: randomUUID(),
+      transport: transport(),
+      sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
+    });
+    model.script(
+      { toolCalls: [{ name: "roll_dice", id: "call_1", arguments: { count: 1, sides: 6 } }] },
+      { text: "Rolled." },
+    );
+    await within(chat.sendMessage({ text: "Roll" }), "the first stream ends");
+    const part = () => chat.messages[1]!.parts.find(isToolUIPart)!;
+    const { approval } = part() as { approval: { id: string } };
+    await chat.addToolApprovalResponse({ id: approval.id, approved: true });
+    await until(() => chat.status === "ready" && JSON.stringify(chat.messages).includes("Rolled."), "the answer ends");
+    expect(chat.error).toBeUndefined();
+    expect(shown(chat)).toEqual([
+      ["user", ["Roll"]],
+      ["assistant", ["Rolled."]],
+    ]);
+    const answer = (await stored(chat.id))[1]! as unknown as {
+      content: { toolCalls: { tool: { id: string }; content: { data: unknown } }[] };
+    };
+    const [result] = answer.content.toolCalls;
+    expect(result!.tool.id).toBe("call_1");
+    expect(part()).toMatchObject({ toolCallId: "call_1", state: "output-available", output: result!.content.data });
+    expect(chat.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
   });
 });

@@ -22,7 +22,8 @@ import { streamedTexts } from "./deltas.js";
  *   `needsApproval` flow does: `tool-input-available` then `tool-approval-request` (approvalId) in a
  *   step of their own; the stream then ends (`finish`, reason tool-calls, status awaiting_approval) so
  *   useChat's addToolApprovalResponse can send the decision on the next request, whose stream goes on
- *   from after the decision (src/api/ui-chat.ts). A denial or expiry seen is `tool-output-denied`.
+ *   from after the decision (src/api/ui-chat.ts). A denial or expiry seen is `tool-output-denied`;
+ *   an approved call's output (the log holds none) is sent from the stored answer once the turn ends.
  * - The end: `finish` (completed, superseded, skipped: the stored answer; stopped), or `error` with
  *   the cause then `finish` (failed), or `abort` then `finish` (cancelled); `finish` metadata holds
  *   the status.
@@ -46,6 +47,8 @@ export type UiMessageChunk =
   | { type: "tool-input-available"; toolCallId: string; toolName: string; input: unknown }
   | { type: "tool-approval-request"; approvalId: string; toolCallId: string }
   | { type: "tool-output-denied"; toolCallId: string }
+  | { type: "tool-output-available"; toolCallId: string; output: unknown }
+  | { type: "tool-output-error"; toolCallId: string; errorText: string }
   | { type: "text-start"; id: string; providerMetadata?: PartOrigin }
   | { type: "text-delta"; id: string; delta: string }
   | { type: "text-end"; id: string; providerMetadata?: PartOrigin }
@@ -83,6 +86,14 @@ export type FollowedRun = {
   begun?: false;
   /** A stream going on after the client's approval responses: the tool calls it denied (shown as denied first). */
   deniedToolCalls?: readonly string[];
+  /** A stream going on after the client's approval responses: the tool calls it approved (their outputs shown at the end). */
+  approvedToolCalls?: readonly string[];
+};
+
+/** What the run stored as its answer (read once its turn ended): each result's text, and the outputs of its tool calls by id. */
+export type StoredAnswer = {
+  texts: readonly string[];
+  toolOutputs: ReadonlyMap<string, { output: unknown } | { errorText: string }>;
 };
 
 /** How the run ended (its stream.ended), with the cause a failure or cancellation recorded. */
@@ -102,11 +113,15 @@ export class UiMessageStream {
   private cause: string | undefined;
   /** The approvals of the run's tool calls seen, by id: whether each is still pending. */
   private readonly approvals = new Map<string, boolean>();
+  /** The approved tool calls the client shows (approval-responded): their outputs are sent once stored. */
+  private readonly approved: Set<string>;
   /** Whether `start` was sent: an answer the client shows. */
   private started = false;
   ending: RunEnding | undefined;
 
-  constructor(readonly run: FollowedRun) {}
+  constructor(readonly run: FollowedRun) {
+    this.approved = new Set(run.approvedToolCalls);
+  }
 
   /** The answer's id: the id its first stored result has (src/history/ids.ts). */
   get messageId(): string {
@@ -120,7 +135,7 @@ export class UiMessageStream {
    * before showing anything must not leave an empty answer the thread does not hold.
    */
   start(): UiMessageChunk[] {
-    return this.run.deniedToolCalls === undefined ? [] : this.opening();
+    return this.run.deniedToolCalls === undefined && this.run.approvedToolCalls === undefined ? [] : this.opening();
   }
 
   /** `start` (the answer's id and metadata), once; none for a run that began no turn. */
@@ -170,8 +185,8 @@ export class UiMessageStream {
         this.approvals.has(row.data.approvalId)
       ) {
         this.approvals.set(row.data.approvalId, false);
-        if (row.data.status !== "approved")
-          chunks.push({ type: "tool-output-denied", toolCallId: row.data.toolCallId });
+        if (row.data.status === "approved") this.approved.add(row.data.toolCallId);
+        else chunks.push({ type: "tool-output-denied", toolCallId: row.data.toolCallId });
       }
     }
     // A turn that had finished before its log rows were read, and whose rows were pruned since, ends as its turn says.
@@ -194,19 +209,20 @@ export class UiMessageStream {
     ];
   }
 
-  /** Whether the answer is still to be sent whole: nothing was streamed for it. */
+  /** Whether the answer is still to be sent whole (nothing was streamed for it), or approved tool calls' outputs. */
   get needsStoredAnswer(): boolean {
-    return this.shown.size === 0 && ANSWERED.includes(this.ending?.status ?? "");
+    return (this.shown.size === 0 || this.approved.size > 0) && ANSWERED.includes(this.ending?.status ?? "");
   }
 
   /**
    * The last chunks once `ending` is set: the stored answer's text when nothing was streamed (one
-   * part per text), then the end. A failed run that showed nothing sends no `start`: only the error
-   * and `finish`, as a run that began no turn.
+   * part per text), the outputs of the approved tool calls shown, then the end. A failed run that
+   * showed nothing sends no `start`: only the error and `finish`, as a run that began no turn.
    */
-  finish(storedTexts: readonly string[]): UiMessageChunk[] {
+  finish(stored: StoredAnswer = { texts: [], toolOutputs: new Map() }): UiMessageChunk[] {
     const chunks: UiMessageChunk[] = [];
-    const texts = this.needsStoredAnswer ? storedTexts.filter((text) => text.length > 0) : [];
+    const answered = ANSWERED.includes(this.ending?.status ?? "");
+    const texts = this.shown.size === 0 && answered ? stored.texts.filter((text) => text.length > 0) : [];
     if (texts.length > 0) {
       chunks.push({ type: "start-step" });
       texts.forEach((text, position) => {
@@ -216,6 +232,12 @@ export class UiMessageStream {
       chunks.push({ type: "finish-step" });
     }
     chunks.push(...this.closeStep());
+    // An approved call's part shows its output, as the AI SDK's own approval flow does once the tool ran.
+    for (const toolCallId of answered ? this.approved : []) {
+      const result = stored.toolOutputs.get(toolCallId);
+      if (result && "errorText" in result) chunks.push({ type: "tool-output-error", toolCallId, ...result });
+      else if (result) chunks.push({ type: "tool-output-available", toolCallId, ...result });
+    }
     const status = this.ending?.status ?? "failed";
     // A run that began no turn stored nothing: the cause tells the client to send again, so it is
     // an error even when cancelled. useChat drops an abort's reason, and a finish without a start
