@@ -363,3 +363,47 @@ describe("approvals", () => {
     expect(chat.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
   });
 });
+
+describe("endings with nothing shown", () => {
+  it("the stop route before any text arrived: no empty answer, status ready, as the thread stores (no answer)", async () => {
+    const chat = newChat();
+    model.script({ text: "Too late.", delayMs: 1_000 });
+    const sending = chat.sendMessage({ text: "Slow?" });
+    await until(() => model.requests.length === 1, "the model is asked");
+    const stop = await post(`/api/threads/${chat.id}/stop`, {});
+    expect(stop.status).toBe(202);
+    expect(await stop.json()).toMatchObject({ answerStored: false });
+    await within(sending, "the stream ends");
+    expect([chat.status, chat.error]).toEqual(["ready", undefined]);
+    expect(shown(chat)).toEqual([["user", ["Slow?"]]]);
+    expect(shown(chat)).toEqual(await storedShown(chat.id));
+  });
+
+  it("a turn cancelled while it waited behind another: the cause shown, and no empty answer", async () => {
+    const threadId = randomUUID();
+    const tab = newChat(threadId);
+    const other = newChat(threadId);
+    const held = gate();
+    model.script(
+      { text: "First answer.", stream: { chunks: ["First", " answer."], holdAfter: { chunks: 1, gate: held } } },
+      { text: "Never asked." },
+    );
+    const first = tab.sendMessage({ text: "First?" });
+    await within(held.reached, "the model is held");
+    const second = other.sendMessage({ text: "Second?" });
+    const run = await engine.runFor(
+      (r) => r.fnId === CHAT_TURN && r.event.data.threadId === threadId && r.event.data.content === "Second?",
+    );
+    // Its turn began (the message is stored) and waits for the first one.
+    await until(() => run.order.length > 0, "the second turn began");
+    engine.cancel(run);
+    await within(second, "the cancelled turn's stream ends");
+    expect(other.status).toBe("error");
+    expect(other.error?.message).toBe("The run was cancelled.");
+    expect(shown(other)).toEqual([["user", ["Second?"]]]);
+    held.release();
+    await within(first, "the first answer ends");
+    const stored = await storedShown(threadId);
+    expect(stored.filter(([role]) => role === "assistant")).toEqual([["assistant", ["First answer."]]]);
+  });
+});

@@ -115,8 +115,9 @@ const streamDescription =
   "`data: {json}` lines, each a UI message chunk: `start` (the answer's id, with the thread, user message, run and variant as metadata), " +
   "then per inference step `start-step`, `text-start`, `text-delta`…, `text-end`, `finish-step`; `finish` (metadata: the turn's status), " +
   "preceded by `error` (a failed turn, with its cause) or `abort` (a cancelled one); then `data: [DONE]`. `start` comes with the " +
-  "answer's first part (or its end): a turn that failed before any part streams only `error` and `finish` (status failed), so " +
-  "useChat shows no empty answer. A message sent with " +
+  "answer's first part (or its end): a turn that failed or was cancelled before any part streams only `error` (the cause) and " +
+  "`finish` (status failed or cancelled), and one stopped before any part only `finish` (no metadata), so useChat shows no " +
+  "empty answer the thread does not hold. A message sent with " +
   "busy reject that a turn begun after the route's check refused stores nothing: its stream is only `error` (the running turn " +
   "it met) and `finish` (status refused); so is one whose run failed before storing it (`error` with the cause, `finish` status " +
   "failed), or cancelled before storing it (`error` with the cause, `finish` status cancelled). " +
