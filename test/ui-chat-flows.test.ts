@@ -362,6 +362,43 @@ describe("approvals", () => {
     expect(part()).toMatchObject({ toolCallId: "call_1", state: "output-available", output: result!.content.data });
     expect(chat.messages.map((m) => m.role)).toEqual(["user", "assistant"]);
   });
+  it("a reload while the approved call's turn goes on: the resumed answer ends with the tool's output", async () => {
+    const threadId = randomUUID();
+    const chat = newChat(threadId);
+    const held = gate();
+    model.script(
+      { toolCalls: [{ name: "roll_dice", id: "call_2", arguments: { count: 2, sides: 6 } }] },
+      { text: "Rolled twice.", stream: { chunks: ["Rolled", " twice."], holdAfter: { chunks: 1, gate: held } } },
+    );
+    await within(chat.sendMessage({ text: "Roll two" }), "the first stream ends");
+    const { approval } = chat.messages[1]!.parts.find(isToolUIPart)! as { approval: { id: string } };
+    // Decided elsewhere (the playground, another tab): this page reloads and resumes.
+    const decided = await post(`/api/threads/${threadId}/approvals/${approval.id}`, {
+      decision: "approve",
+      requestId: randomUUID(),
+    });
+    expect(decided.status).toBe(200);
+    await within(held.reached, "the answer after the tool is held");
+    const reloaded = newChat(threadId);
+    reloaded.messages = chat.messages.slice(0, 1);
+    const resuming = reloaded.resumeStream();
+    await until(() => reloaded.status === "streaming", "the resumed stream streams");
+    held.release();
+    await within(resuming, "the resumed stream ends");
+    expect([reloaded.status, reloaded.error]).toEqual(["ready", undefined]);
+    expect(shown(reloaded)).toEqual([
+      ["user", ["Roll two"]],
+      ["assistant", ["Rolled twice."]],
+    ]);
+    const answer = (await stored(threadId))[1]! as unknown as {
+      content: { toolCalls: { content: { data: unknown } }[] };
+    };
+    expect(reloaded.messages[1]!.parts.find(isToolUIPart)).toMatchObject({
+      toolCallId: "call_2",
+      state: "output-available",
+      output: answer.content.toolCalls[0]!.content.data,
+    });
+  });
 });
 
 describe("endings with nothing shown", () => {
