@@ -202,7 +202,7 @@ describe("more flows", () => {
     expect(shown(chat)).toEqual(await storedShown(chat.id));
   });
 
-  it("a failed turn (the model refuses the request): the error shown, and no empty answer", async () => {
+  it("a failed turn (the model failing through its retries): the error shown, and no empty answer", async () => {
     const chat = newChat();
     // Every attempt fails: the scripted model answers 500 once its script is exhausted.
     await within(chat.sendMessage({ text: "Break" }), "the request ends");
