@@ -297,7 +297,7 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     expect(answer.metadata).toMatchObject({ status: "failed" });
   });
 
-  it("a cancelled turn ends the stream with an abort chunk", async () => {
+  it("a cancelled turn that showed nothing ends the stream with its cause as an error (useChat adds no empty answer)", async () => {
     const threadId = randomUUID();
     const { chunks, stream, done } = collect(await send(threadId, [userMessage("Wait")]));
     const { data } = lastSent();
@@ -310,11 +310,15 @@ describe("POST /api/ui/chat with useChat's transport", () => {
       turn: { runId, kind: "chat" },
     });
     await cancelTurn(bed.db.pool, runId);
-    const answer = await finalMessage(stream);
+    const errors: string[] = [];
+    const answer = await finalMessage(stream, errors);
     await done;
-    expect(chunks.map((chunk) => chunk.type)).toEqual(["start", "abort", "finish"]);
-    expect(chunks[1]).toEqual({ type: "abort", reason: "The run was cancelled." });
-    expect(answer.metadata).toMatchObject({ runId, status: "cancelled" });
+    expect(chunks).toEqual([
+      { type: "error", errorText: "The run was cancelled." },
+      { type: "finish", finishReason: "error", messageMetadata: { status: "cancelled" } },
+    ]);
+    expect(errors).toEqual(["The run was cancelled."]);
+    expect(answer.metadata).toMatchObject({ status: "cancelled" });
   });
 
   it("regenerate-message asks again for the answer it names (or, unnamed, the last one) and streams the new variant", async () => {

@@ -10,7 +10,7 @@ import { type Approval, decisionEventId } from "../history/approvals.js";
 import { HistoryRefusal } from "../history/errors.js";
 import { currentSibling } from "../history/branches.js";
 import { clientMessageId, editMessageId } from "../history/ids.js";
-import { assistantTexts } from "../history/messages.js";
+import { agentContent, assistantTexts } from "../history/messages.js";
 import { checkOwnedThread, listAnswerVariants } from "../history/store.js";
 import { isDeletedThread } from "../history/threads.js";
 import {
@@ -27,6 +27,7 @@ import {
   threadDeletedChunks,
   UiMessageStream,
   type FollowedRun,
+  type StoredAnswer,
   type UiMessageChunk,
 } from "../stream/ui-message-stream.js";
 import { recordDecision } from "./approvals.js";
@@ -113,7 +114,10 @@ const streamAnswer = (description: string) => ({
 const streamDescription =
   "`data: {json}` lines, each a UI message chunk: `start` (the answer's id, with the thread, user message, run and variant as metadata), " +
   "then per inference step `start-step`, `text-start`, `text-delta`…, `text-end`, `finish-step`; `finish` (metadata: the turn's status), " +
-  "preceded by `error` (a failed turn, with its cause) or `abort` (a cancelled one); then `data: [DONE]`. A message sent with " +
+  "preceded by `error` (a failed turn, with its cause) or `abort` (a cancelled one); then `data: [DONE]`. `start` comes with the " +
+  "answer's first part (or its end): a turn that failed or was cancelled before any part streams only `error` (the cause) and " +
+  "`finish` (status failed or cancelled), and one stopped before any part only `finish` (no metadata), so useChat shows no " +
+  "empty answer the thread does not hold. A message sent with " +
   "busy reject that a turn begun after the route's check refused stores nothing: its stream is only `error` (the running turn " +
   "it met) and `finish` (status refused); so is one whose run failed before storing it (`error` with the cause, `finish` status " +
   "failed), or cancelled before storing it (`error` with the cause, `finish` status cancelled). " +
@@ -121,7 +125,8 @@ const streamDescription =
   "its failed attempt's text: that part ends with providerMetadata.threadline.superseded = true, a `data-superseded` part names it, and the " +
   "retry streams as a new part. A tool call awaiting the owner's approval is `tool-input-available` then `tool-approval-request` " +
   "(approvalId), and the stream ends (`finish`, reason tool-calls, status awaiting_approval): send the assistant message with the " +
-  "tool part `approval-responded` (useChat's addToolApprovalResponse) as submit-message to record the decision and stream the rest. " +
+  "tool part `approval-responded` (useChat's addToolApprovalResponse) as submit-message to record the decision and stream the rest; " +
+  "an approved call's output is `tool-output-available` (`tool-output-error` for a tool that threw) once the turn stored it. " +
   "Comment lines are heartbeats.";
 
 /** A user message's id: the client's when it is a UUID, else one derived from it (useChat's default ids are not UUIDs). */
@@ -324,6 +329,7 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
       follower = await followThread(events, threadId);
       let approval: Approval | undefined;
       const denied: string[] = [];
+      const approved: string[] = [];
       for (const response of responses) {
         const answer = await recordDecision(deps, {
           threadId,
@@ -339,7 +345,7 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
           return answer.status === 404 ? c.json(answer.body, 404) : c.json(answer.body, 409);
         }
         approval = answer.body.approval;
-        if (approval.status !== "approved") denied.push(approval.toolCallId);
+        (approval.status === "approved" ? approved : denied).push(approval.toolCallId);
       }
       const { runId, messageId } = approval!;
       const from = await decisionEventId(
@@ -354,6 +360,7 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
         userMessageId: messageId,
         variant: turn?.variant ?? 0,
         deniedToolCalls: denied,
+        approvedToolCalls: approved,
         ...(turn && turn.status !== "running"
           ? { ended: { status: turn.status, ...(turn.error === null ? {} : { cause: turn.error }) } }
           : {}),
@@ -417,7 +424,7 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
               return true;
             }
             if (!translator.ending) return false;
-            const stored = translator.needsStoredAnswer ? await storedAnswerTexts(translator.run, callerId(c)) : [];
+            const stored = translator.needsStoredAnswer ? await storedAnswer(translator.run, callerId(c)) : undefined;
             await write(stream, translator.finish(stored));
             await stream.writeSSE({ data: "[DONE]" });
             return true;
@@ -440,13 +447,27 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
     );
   }
 
-  /** The texts of the answer the run stored (or found, skipped), one per stored result. */
-  async function storedAnswerTexts(run: FollowedRun, userId: string): Promise<string[]> {
+  /** The answer the run stored (or found, skipped): its texts, one per stored result, and its tool calls' outputs. */
+  async function storedAnswer(run: FollowedRun, userId: string): Promise<StoredAnswer> {
     const variants = await listAnswerVariants(db, { threadId: run.threadId, messageId: run.userMessageId, userId });
     const results = variants.find((variant) => variant.variant === run.variant)?.results ?? [];
-    return results.map((result) => assistantTexts(result.content).join(""));
+    return {
+      texts: results.map((result) => assistantTexts(result.content).join("")),
+      toolOutputs: new Map(results.flatMap((result) => toolOutputs(result.content))),
+    };
   }
 }
+
+/** A stored result's tool outputs by tool call id: AgentKit's `{data}`, or `{error}` for a tool that threw. */
+const toolOutputs = (content: unknown) =>
+  agentContent.parse(content).toolCalls.map(({ tool, content: result }) => {
+    const { data, error } = (result ?? {}) as { data?: unknown; error?: { message?: unknown } };
+    const output =
+      error === undefined
+        ? { output: data ?? result }
+        : { errorText: typeof error.message === "string" ? error.message : JSON.stringify(error) };
+    return [tool.id, output] as const;
+  });
 
 /** A useChat message's words: its text parts, joined. */
 const textOf = (message: z.infer<typeof uiMessage>) =>
