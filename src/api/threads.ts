@@ -195,7 +195,7 @@ const threadMessage = z.object({
   variant: z
     .int()
     .optional()
-    .meta({ description: "An answer's variant (0 for the first answer, one more per regenerate)." }),
+    .meta({ description: "An answer's variant (1 for the first answer, one more per regenerate)." }),
   stopped: z
     .literal(true)
     .optional()
