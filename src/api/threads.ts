@@ -386,7 +386,7 @@ export function threadRoutes({ db, sendEvent }: ApiDeps) {
           operationId: "deleteThread",
           tags: ["Threads"],
           summary: "Deletes a thread and everything kept for it, then announces thread/deleted",
-          responses: { 200: jsonResponse("Deleted.", threadDeletedResponse), ...apiErrors(400, 404) },
+          responses: { 200: jsonResponse("Deleted.", threadDeletedResponse), ...apiErrors(400, 404, 413, 415) },
         }),
         validate("param", threadParams),
         async (c) => {

@@ -1,0 +1,61 @@
+import { randomUUID } from "node:crypto";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { MAX_BODY_BYTES } from "../src/api/bounded-input.js";
+import { countRows } from "./helpers/fixtures.js";
+import { createTestApp, headersFor, listen, type Listening, type SentEvent } from "./helpers/http.js";
+import { documentedOperations, expectDocumentedResponse, type OpenApiDocument } from "./helpers/openapi.js";
+import { useTestBed } from "./helpers/test-bed.js";
+
+/**
+ * The API's edges over real HTTP, against a listening server, each answer checked against the
+ * OpenAPI document the server serves: its status is one the operation documents, with the
+ * documented content type and body. A client's mistake is a documented 4xx saying what to fix.
+ */
+const bed = useTestBed();
+
+let server: Listening;
+let sent: SentEvent[];
+let spec: OpenApiDocument;
+beforeAll(async () => {
+  const test = createTestApp(bed.db.pool);
+  sent = test.sent;
+  server = await listen(test.app.fetch);
+  spec = (await (await fetch(`${server.url}/openapi.json`)).json()) as OpenApiDocument;
+});
+afterAll(() => server.close());
+
+/** Every documented API operation a client calls ("POST /api/chat"), with its path parameters filled by fresh UUIDs. */
+const apiOperations = () =>
+  documentedOperations(spec)
+    .filter((operation) => operation.split(" ")[1]!.startsWith("/api/") && !operation.endsWith(" /api/inngest"))
+    .map((operation) => {
+      const [method, template] = operation.split(" ") as [string, string];
+      return { operation, method, path: template.replace(/\{\w+\}/g, () => randomUUID()) };
+    });
+
+describe("request bodies", () => {
+  it("every operation that may carry a body documents the 415 and 413 its body checks answer, and they write and send nothing", async () => {
+    const before = await countRows(bed.db.pool);
+    const headers = await headersFor("user-1");
+    const bodied = apiOperations().filter(({ method }) => method !== "GET" && method !== "HEAD");
+    expect(bodied.length).toBeGreaterThan(10);
+    const statuses: string[] = [];
+    for (const { method, path } of bodied) {
+      const notJson = await fetch(`${server.url}${path}`, {
+        method,
+        headers: { ...headers, "content-type": "text/plain" },
+        body: "{}",
+      });
+      statuses.push(await expectDocumentedResponse(spec, method, path, notJson));
+      const tooLarge = await fetch(`${server.url}${path}`, {
+        method,
+        headers,
+        body: JSON.stringify({ content: "x".repeat(MAX_BODY_BYTES) }),
+      });
+      statuses.push(await expectDocumentedResponse(spec, method, path, tooLarge));
+    }
+    expect(statuses.filter((status) => !/ (413|415)$/.test(status))).toEqual([]);
+    expect(sent).toEqual([]);
+    expect(await countRows(bed.db.pool)).toEqual(before);
+  });
+});
