@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_BODY_BYTES } from "../src/api/bounded-input.js";
 import { countRows } from "./helpers/fixtures.js";
-import { createTestApp, headersFor, listen, type Listening, type SentEvent } from "./helpers/http.js";
+import { createTestApp, headersFor, listen, testAuth, tokenFor, type Listening, type SentEvent } from "./helpers/http.js";
 import { documentedOperations, expectDocumentedResponse, type OpenApiDocument } from "./helpers/openapi.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -57,5 +57,37 @@ describe("request bodies", () => {
     expect(statuses.filter((status) => !/ (413|415)$/.test(status))).toEqual([]);
     expect(sent).toEqual([]);
     expect(await countRows(bed.db.pool)).toEqual(before);
+  });
+});
+
+describe("credentials", () => {
+  it("every operation answers missing, malformed and refused credentials with its documented 401, and an address over the failure limit with its documented 429", async () => {
+    const limited = createTestApp(bed.db.pool, { auth: { ...testAuth, failureLimit: { perMinute: 3 } } });
+    const guarded = await listen(limited.app.fetch);
+    try {
+      const refused: Record<string, string>[] = [
+        {},
+        { authorization: "Basic dXNlcjpwYXNz" },
+        { authorization: `Bearer ${await tokenFor("user-1", { secret: "another-secret-of-at-least-32-characters" })}` },
+        { authorization: "Bearer tl_unknown_key" },
+        { "x-threadline-user": "user-1" },
+      ];
+      const operations = apiOperations();
+      for (const { method, path } of operations)
+        for (const headers of refused) {
+          const response = await fetch(`${server.url}${path}`, { method, headers });
+          expect(await expectDocumentedResponse(spec, method, path, response)).toMatch(/ 401$/);
+        }
+      // Three refused tokens from this address spend its failures; then every route answers 429.
+      for (let i = 0; i < 3; i++)
+        expect((await fetch(`${guarded.url}/api/threads`, { headers: { authorization: "Bearer x.y.z" } })).status).toBe(401);
+      for (const { method, path } of operations) {
+        const response = await fetch(`${guarded.url}${path}`, { method, headers: await headersFor("user-1") });
+        expect(await expectDocumentedResponse(spec, method, path, response)).toMatch(/ 429$/);
+      }
+      expect(limited.sent).toEqual([]);
+    } finally {
+      await guarded.close();
+    }
   });
 });
