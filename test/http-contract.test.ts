@@ -1,8 +1,17 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_BODY_BYTES } from "../src/api/bounded-input.js";
+import { seedBulkThread } from "./helpers/bulk-thread.js";
 import { countRows } from "./helpers/fixtures.js";
-import { createTestApp, headersFor, listen, testAuth, tokenFor, type Listening, type SentEvent } from "./helpers/http.js";
+import {
+  createTestApp,
+  headersFor,
+  listen,
+  testAuth,
+  tokenFor,
+  type Listening,
+  type SentEvent,
+} from "./helpers/http.js";
 import { documentedOperations, expectDocumentedResponse, type OpenApiDocument } from "./helpers/openapi.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -80,7 +89,9 @@ describe("credentials", () => {
         }
       // Three refused tokens from this address spend its failures; then every route answers 429.
       for (let i = 0; i < 3; i++)
-        expect((await fetch(`${guarded.url}/api/threads`, { headers: { authorization: "Bearer x.y.z" } })).status).toBe(401);
+        expect((await fetch(`${guarded.url}/api/threads`, { headers: { authorization: "Bearer x.y.z" } })).status).toBe(
+          401,
+        );
       for (const { method, path } of operations) {
         const response = await fetch(`${guarded.url}${path}`, { method, headers: await headersFor("user-1") });
         expect(await expectDocumentedResponse(spec, method, path, response)).toMatch(/ 429$/);
@@ -88,6 +99,96 @@ describe("credentials", () => {
       expect(limited.sent).toEqual([]);
     } finally {
       await guarded.close();
+    }
+  });
+});
+
+describe("query strings", () => {
+  /** The documented query parameters of every API operation read with GET. */
+  const queried = () =>
+    apiOperations().flatMap(({ operation, method, path }) =>
+      method !== "GET"
+        ? []
+        : (spec.paths[operation.split(" ")[1]!]!.get!.parameters ?? [])
+            .filter((parameter) => parameter.in === "query")
+            .map((parameter) => ({ operation, path, name: parameter.name })),
+    );
+
+  it("every documented query parameter, given a value it cannot take, is a documented 400 naming it, never a 5xx", async () => {
+    const { threadId } = await seedBulkThread(bed.db.pool, { turns: 2, userId: "user-1" });
+    const headers = await headersFor("user-1");
+    const values = [
+      "",
+      "abc",
+      "-1",
+      "0",
+      "1.5",
+      "1e3",
+      " 5",
+      "99999999999999999999",
+      "\u0000",
+      "😀",
+      "x".repeat(2_000),
+    ];
+    const parameters = queried();
+    expect(parameters.map(({ name }) => name)).toEqual(expect.arrayContaining(["limit", "cursor", "before", "after"]));
+    for (const { path: template, name } of parameters) {
+      // A real thread, so the parameters are read where a page exists.
+      const path = template.replace(/[0-9a-f]{8}-[0-9a-f-]{27}/, threadId);
+      for (const value of values) {
+        const url = `${path}?${new URLSearchParams({ ...(name === "q" ? {} : { q: "question" }), [name]: value })}`;
+        const response = await fetch(`${server.url}${url}`, {
+          headers,
+          signal: AbortSignal.timeout(10_000),
+        });
+        if (response.headers.get("content-type")?.startsWith("text/event-stream")) {
+          await response.body?.cancel();
+          continue;
+        }
+        const answer = response.clone();
+        await expectDocumentedResponse(spec, "GET", url, response);
+        expect(answer.status, `${url} -> ${answer.status}`).toBeLessThan(500);
+        if (answer.status === 400) {
+          const { issues } = (await answer.json()) as { issues: { field: string }[] };
+          expect(
+            issues.map((issue) => issue.field),
+            url,
+          ).toContain(name);
+        }
+      }
+    }
+  });
+
+  it("a time outside the years 1 to 9999 (once in UTC) is a 400 naming the field, never a 500 or a body off the documented schema", async () => {
+    const headers = await headersFor("user-1");
+    const zeroId = "00000000-0000-0000-0000-000000000000";
+    const cursorAt = (at: string) => Buffer.from(`${at}|${zeroId}`).toString("base64url");
+    const cases: [string, string][] = [
+      [`/api/threads?cursorTimestamp=0000-01-01T00:00:00Z&cursorId=${zeroId}`, "cursorTimestamp"],
+      [`/api/threads?cursorTimestamp=0001-01-01T00:00:00%2B14:00&cursorId=${zeroId}`, "cursorTimestamp"],
+      [`/api/threads?cursorTimestamp=9999-12-31T23:59:59-14:00&cursorId=${zeroId}`, "cursorTimestamp"],
+      [`/api/threads?cursor=${cursorAt("0000-01-01T00:00:00.000Z")}`, "cursor"],
+      ["/api/usage?from=0000-01-01T00:00:00%2B14:00", "from"],
+      ["/api/usage?from=2020-01-01&to=9999-12-31T23:59:59-14:00", "to"],
+    ];
+    for (const [url, field] of cases) {
+      const response = await fetch(`${server.url}${url}`, { headers });
+      const answer = response.clone();
+      expect(await expectDocumentedResponse(spec, "GET", url, response), url).toMatch(/ 400$/);
+      const { issues } = (await answer.json()) as { issues: { field: string }[] };
+      expect(
+        issues.map((issue) => issue.field),
+        url,
+      ).toContain(field);
+    }
+    // The extremes themselves are times like any other.
+    for (const url of [
+      `/api/threads?cursorTimestamp=0001-01-01T00:00:00Z&cursorId=${zeroId}`,
+      `/api/threads?cursorTimestamp=9999-12-31T23:59:59.999Z&cursorId=${zeroId}`,
+      "/api/usage?from=0001-01-01&to=9999-12-31T23:59:59Z",
+    ]) {
+      const response = await fetch(`${server.url}${url}`, { headers });
+      expect(await expectDocumentedResponse(spec, "GET", url, response), url).toMatch(/ 200$/);
     }
   });
 });
