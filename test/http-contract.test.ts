@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_BODY_BYTES } from "../src/api/bounded-input.js";
+import { requestApproval } from "../src/history/approvals.js";
+import { beginTurn } from "../src/history/store.js";
 import { seedBulkThread } from "./helpers/bulk-thread.js";
 import { countRows } from "./helpers/fixtures.js";
 import {
@@ -190,5 +192,88 @@ describe("query strings", () => {
       const response = await fetch(`${server.url}${url}`, { headers });
       expect(await expectDocumentedResponse(spec, "GET", url, response), url).toMatch(/ 200$/);
     }
+  });
+});
+
+describe("another user's thread", () => {
+  it("every operation on it answers exactly as on a thread that does not exist (status and body), and changes nothing", async () => {
+    // Bob's answered thread, and Bob's thread whose turn runs and waits on an approval.
+    const answered = (await seedBulkThread(bed.db.pool, { turns: 2, userId: "bob" })).threadId;
+    const [question, answer] = (
+      await bed.db.pool.query<{ id: string }>("SELECT id FROM messages WHERE thread_id = $1 ORDER BY seq", [answered])
+    ).rows.map((row) => row.id);
+    const running = randomUUID();
+    await beginTurn(bed.db.pool, {
+      threadId: running,
+      userId: "bob",
+      message: { id: running, text: "Roll a die" },
+      turn: { runId: `run-${running}`, kind: "chat" },
+    });
+    const approval = (await requestApproval(bed.db.pool, {
+      approvalId: randomUUID(),
+      runId: `run-${running}`,
+      toolCallId: "call_dice",
+      toolName: "roll_dice",
+      arguments: { count: 1, sides: 6 },
+      expiresInSeconds: 3600,
+    }))!.approvalId;
+    const bodies: Record<string, unknown> = {
+      "PATCH /api/threads/{threadId}": { title: "Mine now" },
+      "PUT /api/threads/{threadId}/messages/{answerId}/feedback": { rating: "down" },
+      "POST /api/threads/{threadId}/approvals/{approvalId}": { decision: "approve" },
+      "POST /api/threads/{threadId}/messages/{messageId}/edit": { messageId: randomUUID(), content: "Edited" },
+    };
+    const alice = await headersFor("alice");
+    const before = { rows: await countRows(bed.db.pool), sent: sent.length };
+    const threadOperations = documentedOperations(spec).filter((operation) => operation.includes("{threadId}"));
+    expect(threadOperations.length).toBeGreaterThan(15);
+    const answerOf = async (method: string, path: string, body: unknown) => {
+      const response = await fetch(`${server.url}${path}`, {
+        method,
+        headers: alice,
+        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      });
+      const text = response.headers.get("content-type")?.startsWith("text/event-stream")
+        ? (await response.body?.cancel(), "(an event stream)")
+        : await response.text();
+      return { status: response.status, text };
+    };
+    for (const operation of threadOperations) {
+      const [method, template] = operation.split(" ") as [string, string];
+      const threadId = /approvals|stop/.test(template) ? running : answered;
+      const path = (thread: string) =>
+        template
+          .replace("{threadId}", thread)
+          .replace("{messageId}", question!)
+          .replace("{answerId}", answer!)
+          .replace("{approvalId}", approval);
+      const body = bodies[operation] ?? (method === "GET" || method === "DELETE" ? undefined : {});
+      const bobs = await answerOf(method, path(threadId), body);
+      const unknown = await answerOf(method, path(randomUUID()), body);
+      expect(bobs, operation).toEqual(unknown);
+      expect(bobs.status, operation).toBeGreaterThanOrEqual(200);
+    }
+    // Threads named in a body: a message, useChat's id, a thread to create.
+    for (const [path, body] of [
+      ["/api/threads", (id: string) => ({ id, title: "Mine now" })],
+      [
+        "/api/ui/chat",
+        (id: string) => ({
+          id,
+          trigger: "submit-message",
+          messages: [{ id: randomUUID(), role: "user", parts: [{ type: "text", text: "hi" }] }],
+        }),
+      ],
+      ["/api/chat", (threadId: string) => ({ threadId, messageId: randomUUID(), content: "hi" })],
+    ] as const) {
+      const bobs = await answerOf("POST", path, body(answered));
+      expect(bobs.status, `${path} ${bobs.text}`).toBe(404);
+      expect(JSON.parse(bobs.text), path).toEqual({
+        error: "Thread not found: no thread with this id belongs to you.",
+        code: "thread_not_found",
+      });
+    }
+    expect(await countRows(bed.db.pool)).toEqual(before.rows);
+    expect(sent.length).toBe(before.sent);
   });
 });
