@@ -71,6 +71,44 @@ describe("request bodies", () => {
   });
 });
 
+describe("nested JSON", () => {
+  it("JSON nested 10,000 levels deep in a field that takes any JSON is a documented 400 naming the field, never a 500", async () => {
+    const { threadId } = await seedBulkThread(bed.db.pool, { turns: 1, userId: "user-1" });
+    const headers = await headersFor("user-1");
+    const deep = `${"[".repeat(10_000)}${"]".repeat(10_000)}`;
+    const tool = (input: string) => `{"type":"tool","id":"call_1","name":"roll_dice","input":${input}}`;
+    const before = await countRows(bed.db.pool);
+    const cases: [string, string, string, string][] = [
+      ["POST", "/api/threads", `{"metadata":{"labels":${deep}}}`, "metadata"],
+      ["PATCH", `/api/threads/${threadId}`, `{"metadata":{"labels":${deep}}}`, "metadata"],
+      [
+        "POST",
+        "/api/chat",
+        `{"messageId":"${randomUUID()}","content":"hi","conversation":[{"type":"tool_call","role":"assistant","tools":[${tool(`{"faces":${deep}}`)}],"stop_reason":"tool"}]}`,
+        "conversation.0.tools.0.input",
+      ],
+      [
+        "POST",
+        "/api/chat",
+        `{"messageId":"${randomUUID()}","content":"hi","conversation":[{"type":"tool_call","role":"assistant","tools":[${tool("{}")}],"stop_reason":"tool"},{"type":"tool_result","role":"tool_result","tool":${tool("{}")},"content":${deep},"stop_reason":"tool"}]}`,
+        "conversation.1.content",
+      ],
+    ];
+    for (const [method, path, body, field] of cases) {
+      const response = await fetch(`${server.url}${path}`, { method, headers, body });
+      const answer = response.clone();
+      expect(await expectDocumentedResponse(spec, method, path, response), `${method} ${path}`).toMatch(/ 400$/);
+      const { issues } = (await answer.json()) as { issues: { field: string; message: string }[] };
+      expect(issues, `${method} ${path}`).toContainEqual({
+        field,
+        message: expect.stringMatching(/nested deeper than \d+ levels/),
+      });
+    }
+    expect(sent).toEqual([]);
+    expect(await countRows(bed.db.pool)).toEqual(before);
+  });
+});
+
 describe("credentials", () => {
   it("every operation answers missing, malformed and refused credentials with its documented 401, and an address over the failure limit with its documented 429", async () => {
     const limited = createTestApp(bed.db.pool, { auth: { ...testAuth, failureLimit: { perMinute: 3 } } });

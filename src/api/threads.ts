@@ -124,7 +124,7 @@ const title = safeString({ error: "title must be a string, or null for untitled"
 const metadata = z
   .record(z.string(), z.unknown(), { error: "metadata must be a JSON object" })
   .superRefine((value, ctx) => {
-    refuseUnsafeJson(value, ctx);
+    if (!refuseUnsafeJson(value, ctx)) return;
     const bytes = jsonBytes(value);
     if (bytes > MAX_METADATA_BYTES) {
       ctx.addIssue({
