@@ -1,4 +1,5 @@
 import { randomUUID } from "node:crypto";
+import fc from "fast-check";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_BODY_BYTES } from "../src/api/bounded-input.js";
 import { requestApproval } from "../src/history/approvals.js";
@@ -313,5 +314,105 @@ describe("another user's thread", () => {
     }
     expect(await countRows(bed.db.pool)).toEqual(before.rows);
     expect(sent.length).toBe(before.sent);
+  });
+});
+
+describe("any body", () => {
+  /** Odd strings: empty, blank, NUL, a lone surrogate, an emoji, long ones, and the words the routes take. */
+  const odd = fc.oneof(
+    fc.string({ maxLength: 20 }),
+    fc.constantFrom("", " ", "\u0000", "\ud800", "😀", "x".repeat(5_000), "y".repeat(60_000)),
+    fc.constantFrom(
+      "up",
+      "down",
+      "approve",
+      "deny",
+      "submit-message",
+      "regenerate-message",
+      "user",
+      "assistant",
+      "text",
+    ),
+  );
+  /** Stands for the caller's thread, its question or its answer; else a random UUID or an odd string. */
+  const idOrOdd = fc.oneof(fc.constantFrom("thread", "question", "answer"), fc.uuid(), odd);
+  const anyJson: fc.Arbitrary<unknown> = fc.letrec((tie) => ({
+    value: fc.oneof(
+      { depthSize: "small" },
+      odd,
+      idOrOdd,
+      fc.integer(),
+      fc.double(),
+      fc.boolean(),
+      fc.constant(null),
+      fc.array(tie("value"), { maxLength: 3 }),
+      fc.dictionary(odd, tie("value"), { maxKeys: 4 }),
+    ),
+  })).value;
+  const fields = (shape: Record<string, fc.Arbitrary<unknown>>) =>
+    fc.oneof(
+      { arbitrary: fc.record({ ...shape, extra: anyJson }, { requiredKeys: [] }), weight: 5 },
+      { arbitrary: anyJson, weight: 1 },
+    );
+  const uiMessage = fc.record({
+    id: idOrOdd,
+    role: fc.oneof(fc.constantFrom("user", "assistant"), odd),
+    parts: fc.oneof(
+      fc.array(fc.record({ type: fc.oneof(fc.constant("text"), odd), text: anyJson }), { maxLength: 2 }),
+      anyJson,
+    ),
+  });
+  const bodies: Record<string, fc.Arbitrary<unknown>> = {
+    "POST /api/ui/chat": fields({
+      id: idOrOdd,
+      messages: fc.oneof(fc.array(uiMessage, { maxLength: 2 }), anyJson),
+      trigger: fc.oneof(fc.constantFrom("submit-message", "regenerate-message"), odd),
+      messageId: idOrOdd,
+    }),
+    "POST /api/threads": fields({ id: idOrOdd, title: anyJson, metadata: anyJson }),
+    "PATCH /api/threads/{threadId}": fields({ title: anyJson, metadata: anyJson }),
+    "PUT /api/threads/{threadId}/messages/{answerId}/feedback": fields({ rating: anyJson, comment: anyJson }),
+    "POST /api/threads/{threadId}/approvals/{approvalId}": fields({ decision: anyJson, reason: anyJson }),
+    "POST /api/threads/{threadId}/messages/{messageId}/edit": fields({ messageId: idOrOdd, content: anyJson }),
+    "POST /api/threads/{threadId}/stop": fields({ messageId: idOrOdd }),
+    "POST /api/realtime/token": fields({ threadId: idOrOdd }),
+  };
+
+  it("to the routes that take one is a documented answer (its status, content type and body), never a 5xx", async () => {
+    const { threadId } = await seedBulkThread(bed.db.pool, { turns: 2, userId: "user-1" });
+    const [question, answer] = (
+      await bed.db.pool.query<{ id: string }>("SELECT id FROM messages WHERE thread_id = $1 ORDER BY seq", [threadId])
+    ).rows.map((row) => row.id);
+    const real: Record<string, string> = { thread: threadId, question: question!, answer: answer! };
+    const resolved = (value: unknown): unknown =>
+      typeof value === "string"
+        ? (real[value] ?? value)
+        : Array.isArray(value)
+          ? value.map(resolved)
+          : value !== null && typeof value === "object"
+            ? Object.fromEntries(Object.entries(value).map(([key, item]) => [key, resolved(item)]))
+            : value;
+    const headers = await headersFor("user-1");
+    for (const [operation, body] of Object.entries(bodies)) {
+      const [method, template] = operation.split(" ") as [string, string];
+      await fc.assert(
+        fc.asyncProperty(body, fc.constantFrom("thread", "random"), async (sentBody, thread) => {
+          const path = template
+            .replace("{threadId}", thread === "thread" ? threadId : randomUUID())
+            .replace("{messageId}", question!)
+            .replace("{answerId}", answer!)
+            .replace("{approvalId}", randomUUID());
+          const response = await fetch(`${server.url}${path}`, {
+            method,
+            headers,
+            body: JSON.stringify(resolved(sentBody)),
+          });
+          if (response.headers.get("content-type")?.startsWith("text/event-stream")) await response.body?.cancel();
+          else await expectDocumentedResponse(spec, method, path, response);
+          expect(response.status, operation).toBeLessThan(500);
+        }),
+        { numRuns: 60 },
+      );
+    }
   });
 });
