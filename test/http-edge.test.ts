@@ -168,11 +168,15 @@ describe("body size", () => {
 
 /**
  * Two requests written byte for byte on one keep-alive connection, back to back as a client
- * pipelines them: the first whole (head and body), then the second. The statuses of the answers
+ * pipelines them: the first whole (head and body, with its Content-Length or in `chunks`), then the second. The statuses of the answers
  * the connection gave, and whether it was still open a second after them (Node keeps an idle
  * keep-alive connection 5 s).
  */
-async function twoOnOneConnection(port: number, first: { head: string; body: string }, second: string) {
+async function twoOnOneConnection(
+  port: number,
+  first: { head: string; body: string; chunks?: number },
+  second: string,
+) {
   const socket = net.connect(port, "127.0.0.1");
   let received = "";
   let closed = false;
@@ -181,7 +185,16 @@ async function twoOnOneConnection(port: number, first: { head: string; body: str
   socket.on("error", () => undefined);
   const statuses = () => [...received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => Number(match[1]));
   try {
-    socket.write(`${first.head}Content-Length: ${Buffer.byteLength(first.body)}\r\n\r\n${first.body}`);
+    if (!first.chunks)
+      socket.write(`${first.head}Content-Length: ${Buffer.byteLength(first.body)}\r\n\r\n${first.body}`);
+    else {
+      // Sent as a client streams it: in chunks, its length unknown until the end.
+      const size = Math.ceil(first.body.length / first.chunks);
+      const chunks = Array.from({ length: first.chunks }, (_, i) => first.body.slice(i * size, (i + 1) * size));
+      socket.write(
+        `${first.head}Transfer-Encoding: chunked\r\n\r\n${chunks.map((chunk) => `${chunk.length.toString(16)}\r\n${chunk}\r\n`).join("")}0\r\n\r\n`,
+      );
+    }
     socket.write(second);
     await until(() => statuses().length === 2 || closed, "the second answer, or the connection closing");
     const closedSoon = await until(() => closed, "the server closing the connection", 1_000).then(
@@ -204,9 +217,19 @@ describe("a refused or unread body leaves the connection usable", () => {
     const tooLarge = JSON.stringify({ messageId: randomUUID(), content: "x".repeat(4 * MAX_BODY_BYTES) });
     const large = JSON.stringify({ note: "y".repeat(MAX_BODY_BYTES - 1_000) });
     try {
-      const cases: [string, { head: string; body: string }, number][] = [
+      const cases: [string, { head: string; body: string; chunks?: number }, number][] = [
         ["a message over the body limit", { head: head("POST", "/api/chat"), body: tooLarge }, 413],
         ["a large body not sent as JSON", { head: head("POST", "/api/chat", "text/plain"), body: large }, 415],
+        [
+          "a large chunked body not sent as JSON",
+          { head: head("POST", "/api/chat", "text/plain"), body: large, chunks: 16 },
+          415,
+        ],
+        [
+          "a large chunked body on a DELETE",
+          { head: head("DELETE", `/api/threads/${randomUUID()}`), body: large, chunks: 16 },
+          404,
+        ],
         ["a large body on a DELETE", { head: head("DELETE", `/api/threads/${randomUUID()}`), body: large }, 404],
         ["a large body to no route", { head: head("POST", "/api/no-such-route"), body: large }, 404],
       ];

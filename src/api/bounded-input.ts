@@ -87,6 +87,21 @@ async function presentBody(request: Request): Promise<ReadableStream<Uint8Array>
   }
 }
 
+/** Reads a body to its end and drops it; past `limit` bytes it stops and cancels the rest. */
+async function discard(body: ReadableStream<Uint8Array>, limit: number): Promise<void> {
+  const reader = body.getReader();
+  try {
+    for (let read = 0; read <= limit; ) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      read += value.byteLength;
+    }
+    await reader.cancel();
+  } catch {
+    // The client went away: nothing left to discard.
+  }
+}
+
 /** The request as it would be without a body: no stream, no content headers (a route reads `{}`). */
 function withBody(request: Request, body: ReadableStream<Uint8Array> | null): Request {
   const headers = new Headers(request.headers);
@@ -121,6 +136,9 @@ export const requireJsonBody = (): MiddlewareHandler => async (c, next) => {
   if (body !== "declared" && body !== c.req.raw.body) c.req.raw = withBody(c.req.raw, body);
   const contentType = c.req.header("content-type");
   if (contentType !== undefined && isJson(contentType)) return next();
+  // Opened to learn it was there, so the server no longer discards it: read the rest away (up to
+  // the body limit), or the connection stalls (see limitBody).
+  if (body !== "declared") void discard(body, MAX_BODY_BYTES);
   const sent = contentType === undefined ? "no Content-Type header" : `Content-Type ${JSON.stringify(contentType)}`;
   return c.json(
     {
