@@ -1,11 +1,13 @@
 import { randomUUID } from "node:crypto";
 import http from "node:http";
+import net from "node:net";
 import pg from "pg";
 import { afterEach, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { checkEventSize, MAX_BODY_BYTES, MAX_EVENT_BYTES } from "../src/api/bounded-input.js";
 import { EventTooLarge } from "../src/api/errors.js";
 import { logger } from "../src/platform/logger.js";
 import { createApp } from "../src/server.js";
+import { until } from "./helpers/deadline.js";
 import { countRows } from "./helpers/fixtures.js";
 import { testAuth, tokenFor, listen } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -161,6 +163,85 @@ describe("body size", () => {
     );
     // Measured in UTF-8 bytes, not characters: 100,000 three-byte characters are 300,000 bytes.
     expect(() => checkEventSize({ name: "x", data: { content: "€".repeat(100_000) } })).toThrow(EventTooLarge);
+  });
+});
+
+/**
+ * Two requests written byte for byte on one keep-alive connection, back to back as a client
+ * pipelines them: the first whole (head and body, with its Content-Length or in `chunks`), then the second. The statuses of the answers
+ * the connection gave, and whether it was still open a second after them (Node keeps an idle
+ * keep-alive connection 5 s).
+ */
+async function twoOnOneConnection(
+  port: number,
+  first: { head: string; body: string; chunks?: number },
+  second: string,
+) {
+  const socket = net.connect(port, "127.0.0.1");
+  let received = "";
+  let closed = false;
+  socket.on("data", (data: Buffer) => (received += data.toString("latin1")));
+  socket.on("close", () => (closed = true));
+  socket.on("error", () => undefined);
+  const statuses = () => [...received.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map((match) => Number(match[1]));
+  try {
+    if (!first.chunks)
+      socket.write(`${first.head}Content-Length: ${Buffer.byteLength(first.body)}\r\n\r\n${first.body}`);
+    else {
+      // Sent as a client streams it: in chunks, its length unknown until the end.
+      const size = Math.ceil(first.body.length / first.chunks);
+      const chunks = Array.from({ length: first.chunks }, (_, i) => first.body.slice(i * size, (i + 1) * size));
+      socket.write(
+        `${first.head}Transfer-Encoding: chunked\r\n\r\n${chunks.map((chunk) => `${chunk.length.toString(16)}\r\n${chunk}\r\n`).join("")}0\r\n\r\n`,
+      );
+    }
+    socket.write(second);
+    await until(() => statuses().length === 2 || closed, "the second answer, or the connection closing");
+    const closedSoon = await until(() => closed, "the server closing the connection", 1_000).then(
+      () => true,
+      () => false,
+    );
+    return { statuses: statuses(), closedSoon };
+  } finally {
+    socket.destroy();
+  }
+}
+
+describe("a refused or unread body leaves the connection usable", () => {
+  it("over real HTTP, the request after a 413, a 415 or a route that reads no body is answered on the same keep-alive connection, which stays open", async () => {
+    const { port, close } = await listen(app.fetch);
+    const head = (method: string, path: string, contentType = "application/json") =>
+      `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${auth.authorization}\r\nContent-Type: ${contentType}\r\n`;
+    const next = "GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    // Bodies larger than a socket's buffers: one left unread stalls the connection.
+    const tooLarge = JSON.stringify({ messageId: randomUUID(), content: "x".repeat(4 * MAX_BODY_BYTES) });
+    const large = JSON.stringify({ note: "y".repeat(MAX_BODY_BYTES - 1_000) });
+    try {
+      const cases: [string, { head: string; body: string; chunks?: number }, number][] = [
+        ["a message over the body limit", { head: head("POST", "/api/chat"), body: tooLarge }, 413],
+        ["a large body not sent as JSON", { head: head("POST", "/api/chat", "text/plain"), body: large }, 415],
+        [
+          "a large chunked body not sent as JSON",
+          { head: head("POST", "/api/chat", "text/plain"), body: large, chunks: 16 },
+          415,
+        ],
+        [
+          "a large chunked body on a DELETE",
+          { head: head("DELETE", `/api/threads/${randomUUID()}`), body: large, chunks: 16 },
+          404,
+        ],
+        ["a large body on a DELETE", { head: head("DELETE", `/api/threads/${randomUUID()}`), body: large }, 404],
+        ["a large body to no route", { head: head("POST", "/api/no-such-route"), body: large }, 404],
+      ];
+      for (const [name, first, status] of cases)
+        expect(await twoOnOneConnection(port, first, next), name).toEqual({
+          statuses: [status, 200],
+          closedSoon: false,
+        });
+      expect(sent).toEqual([]);
+    } finally {
+      await close();
+    }
   });
 });
 

@@ -1,4 +1,4 @@
-import type { MiddlewareHandler } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { INNGEST_EVENT_LIMIT_BYTES, jsonBytes } from "../../inngest.config.js";
 import { EventTooLarge } from "./errors.js";
@@ -24,36 +24,52 @@ export const MAX_BODY_BYTES = MAX_EVENT_BYTES;
 const bodiless = (method: string) => method === "GET" || method === "HEAD";
 
 /**
+ * The body's length as its Content-Length header declares it (the HTTP server holds a body to it),
+ * or undefined when the length is only known by reading: no header, or a chunked body.
+ */
+const declaredLength = (request: Request): number | undefined => {
+  const length = request.headers.get("content-length");
+  if (length === null || request.headers.has("transfer-encoding") || !/^\d+$/.test(length)) return undefined;
+  return Number(length);
+};
+
+/**
  * Refuses a body over MAX_BODY_BYTES with 413: at once when its Content-Length says so, and for a
  * streamed body as soon as the bytes read pass the limit (the rest is never read).
+ *
+ * A body whose Content-Length decides is not touched here: a Node server discards a body the app
+ * never opened once the answer is sent, keeping the connection, but one opened and left unread
+ * stalls the connection until the server drops it, failing the client's next request on it.
  */
 export const limitBody = (): MiddlewareHandler => {
-  const limit = bodyLimit({
-    maxSize: MAX_BODY_BYTES,
-    onError: (c) =>
-      c.json(
-        {
-          error: `Request body too large: at most ${MAX_BODY_BYTES} bytes are accepted (Inngest's event size limit). Send a shorter message or conversation.`,
-        },
-        413,
-      ),
-  });
-  return (c, next) => (bodiless(c.req.method) ? next() : limit(c, next));
+  const tooLarge = (c: Context) =>
+    c.json(
+      {
+        error: `Request body too large: at most ${MAX_BODY_BYTES} bytes are accepted (Inngest's event size limit). Send a shorter message or conversation.`,
+      },
+      413,
+    );
+  const limit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: tooLarge });
+  return (c, next) => {
+    if (bodiless(c.req.method)) return next();
+    const length = declaredLength(c.req.raw);
+    if (length !== undefined) return length > MAX_BODY_BYTES ? Promise.resolve(tooLarge(c)) : next();
+    return limit(c, next);
+  };
 };
 
 /** A JSON media type: application/json, with or without parameters such as charset. */
 const isJson = (contentType: string) => contentType.split(";")[0]!.trim().toLowerCase() === "application/json";
 
 /**
- * The request's body stream, or null when it has none: no stream, `Content-Length: 0`, or a stream
- * that ends before its first byte. A Node server hands a bodiless DELETE or POST (curl -X DELETE,
+ * The body stream of a request that declares no length, or null when it has none: no stream, or a
+ * stream that ends before its first byte. A Node server hands a bodiless DELETE or POST (curl -X DELETE,
  * fetch without a body) a stream all the same, with neither a length nor a content type, and an
  * empty chunked body has no length either: only reading the first bytes tells. A body that is there
  * is given back whole (the bytes read, then the rest, unread).
  */
 async function presentBody(request: Request): Promise<ReadableStream<Uint8Array> | null> {
-  if (request.body === null || request.headers.get("content-length") === "0") return null;
-  if (request.headers.has("content-length")) return request.body;
+  if (request.body === null) return null;
   const reader = request.body.getReader();
   for (;;) {
     const { done, value } = await reader.read();
@@ -68,6 +84,21 @@ async function presentBody(request: Request): Promise<ReadableStream<Uint8Array>
       },
       cancel: (reason) => reader.cancel(reason),
     });
+  }
+}
+
+/** Reads a body to its end and drops it; past `limit` bytes it stops and cancels the rest. */
+async function discard(body: ReadableStream<Uint8Array>, limit: number): Promise<void> {
+  const reader = body.getReader();
+  try {
+    for (let read = 0; read <= limit; ) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      read += value.byteLength;
+    }
+    await reader.cancel();
+  } catch {
+    // The client went away: nothing left to discard.
   }
 }
 
@@ -93,14 +124,21 @@ function withBody(request: Request, body: ReadableStream<Uint8Array> | null): Re
 export const requireJsonBody = (): MiddlewareHandler => async (c, next) => {
   // Left as they came (an event stream keeps its request).
   if (bodiless(c.req.method)) return next();
-  const body = await presentBody(c.req.raw);
+  // A declared length tells without opening the body (see limitBody): one there is left to the
+  // route, unopened, whether it reads it or not.
+  const length = declaredLength(c.req.raw);
+  const body = length === undefined ? await presentBody(c.req.raw) : length > 0 ? "declared" : null;
   if (body === null) {
-    if (c.req.raw.body !== null || c.req.raw.headers.has("content-type")) c.req.raw = withBody(c.req.raw, null);
+    if (length === 0 || c.req.raw.body !== null || c.req.raw.headers.has("content-type"))
+      c.req.raw = withBody(c.req.raw, null);
     return next();
   }
-  if (body !== c.req.raw.body) c.req.raw = withBody(c.req.raw, body);
+  if (body !== "declared" && body !== c.req.raw.body) c.req.raw = withBody(c.req.raw, body);
   const contentType = c.req.header("content-type");
   if (contentType !== undefined && isJson(contentType)) return next();
+  // Opened to learn it was there, so the server no longer discards it: read the rest away (up to
+  // the body limit), or the connection stalls (see limitBody).
+  if (body !== "declared") void discard(body, MAX_BODY_BYTES);
   const sent = contentType === undefined ? "no Content-Type header" : `Content-Type ${JSON.stringify(contentType)}`;
   return c.json(
     {

@@ -77,7 +77,10 @@ export function branchRoutes(deps: ApiDeps) {
         operationId: "switchBranch",
         tags: ["Threads"],
         summary: "Make the branch through a message (a user message or an answer variant) the thread's current path",
-        responses: { 200: jsonResponse("The path switched.", switchedResponse), ...apiErrors(400, 404, 409) },
+        responses: {
+          200: jsonResponse("The path switched.", switchedResponse),
+          ...apiErrors(400, 404, 409, 413, 415),
+        },
       }),
       validate("param", messageParams),
       async (c) => {
@@ -93,7 +96,10 @@ export function branchRoutes(deps: ApiDeps) {
         tags: ["Threads"],
         summary:
           "Delete a branch off the current path: a user message or an answer variant, with everything that follows it",
-        responses: { 200: jsonResponse("Deleted.", branchDeletedResponse), ...apiErrors(400, 404, 409) },
+        responses: {
+          200: jsonResponse("Deleted.", branchDeletedResponse),
+          ...apiErrors(400, 404, 409, 413, 415),
+        },
       }),
       validate("param", messageParams),
       async (c) => {

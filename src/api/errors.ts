@@ -171,6 +171,10 @@ export const unsupportedMediaTypeBody = z.object({ error: errorText }).meta({ id
 export const unprocessableBody = z
   .object({ error: errorText, code: z.enum(refusalCodes(422)) })
   .meta({ id: "Unprocessable" });
+/** The client's address sent too many refused credentials (src/auth/failure-limit.ts): answered before any route. */
+export const tooManyFailuresBody = z
+  .object({ error: errorText, code: z.literal("too_many_failures") })
+  .meta({ id: "TooManyFailures" });
 export const tooManyStreamsBody = z
   .object({ error: errorText, code: z.literal("too_many_streams") })
   .meta({ id: "TooManyStreams" });

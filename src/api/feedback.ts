@@ -122,7 +122,7 @@ export function feedbackRoutes({ db, sendEvent }: ApiDeps) {
         summary: "Removes the caller's rating of an answer (not announced)",
         responses: {
           200: jsonResponse("Removed, or there was none.", feedbackDeletedResponse),
-          ...apiErrors(400, 404, 422),
+          ...apiErrors(400, 404, 413, 415, 422),
         },
       }),
       validate("param", answerParams),

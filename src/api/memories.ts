@@ -65,7 +65,10 @@ export function memoryRoutes({ db }: ApiDeps) {
         operationId: "forgetAllMemories",
         tags: ["Memory"],
         summary: "Erases everything remembered about the caller",
-        responses: { 200: jsonResponse("How many memories were erased.", memoriesDeletedResponse), ...apiErrors() },
+        responses: {
+          200: jsonResponse("How many memories were erased.", memoriesDeletedResponse),
+          ...apiErrors(413, 415),
+        },
       }),
       async (c) =>
         c.json({ deleted: await forgetAll(db, callerId(c)) } satisfies z.infer<typeof memoriesDeletedResponse>),
@@ -76,7 +79,10 @@ export function memoryRoutes({ db }: ApiDeps) {
         operationId: "forgetMemory",
         tags: ["Memory"],
         summary: "Erases one memory",
-        responses: { 200: jsonResponse("The memory erased.", memoryDeletedResponse), ...apiErrors(400, 404) },
+        responses: {
+          200: jsonResponse("The memory erased.", memoryDeletedResponse),
+          ...apiErrors(400, 404, 413, 415),
+        },
       }),
       validate("param", memoryParams),
       async (c) => {

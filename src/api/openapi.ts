@@ -13,6 +13,7 @@ import {
   notFoundBody,
   serverFaultBody,
   tooLargeBody,
+  tooManyFailuresBody,
   tooManyStreamsBody,
   unauthenticatedBody,
   unavailableBody,
@@ -63,12 +64,14 @@ const errorAnswers = {
   429: {
     ...jsonResponse(
       "Too many open streams: the caller's share or the server's is taken (STREAM_MAX_PER_USER, STREAM_MAX_PER_PROCESS); " +
-        "or, for a send, the caller's usage budget of the day or month is reached (`budget_exceeded`: nothing was sent).",
-      z.union([tooManyStreamsBody, budgetExceededBody]),
+        "or, for a send, the caller's usage budget of the day or month is reached (`budget_exceeded`: nothing was sent); " +
+        "or, on any route, the client's address sent too many refused credentials (`too_many_failures`, AUTH_FAILURES_PER_MINUTE).",
+      z.union([tooManyStreamsBody, budgetExceededBody, tooManyFailuresBody]),
     ),
     headers: {
       "Retry-After": {
-        description: "Seconds to wait before opening the stream again, or until the budget's period resets.",
+        description:
+          "Seconds to wait before opening the stream again, until the budget's period resets, or before sending credentials again.",
         required: true,
         schema: { type: "string" },
       },
@@ -85,10 +88,11 @@ const errorAnswers = {
 
 /**
  * The error answers of an authenticated API route: the statuses given (those of its own
- * refusals) plus 401, 500 and 503, which any route behind authentication can answer.
+ * refusals) plus 401, 429 (too many refused credentials from the address), 500 and 503, which
+ * any route behind authentication can answer.
  */
 export const apiErrors = (...statuses: (keyof typeof errorAnswers)[]) =>
-  Object.fromEntries(([...statuses, 401, 500, 503] as const).map((status) => [status, errorAnswers[status]]));
+  Object.fromEntries(([...statuses, 401, 429, 500, 503] as const).map((status) => [status, errorAnswers[status]]));
 
 /** The version of the API this document describes (the package's version). */
 const API_VERSION = "0.1.0";

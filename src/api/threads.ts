@@ -19,7 +19,7 @@ import { logger } from "../platform/logger.js";
 import type { ApiDeps } from "./deps.js";
 import { answerFeedback } from "./feedback.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
-import { cursorParameter, pageLimit, validate } from "./validate.js";
+import { cursorParameter, pageLimit, validate, withinYears } from "./validate.js";
 
 /* ---- The thread list and each thread's details ---- */
 
@@ -76,7 +76,7 @@ function decodeThreadCursor(cursor: string): ThreadCursor | undefined {
   const [lastActivityAt, id, extra] = Buffer.from(cursor, "base64url").toString("latin1").split("|");
   if (extra !== undefined || !lastActivityAt || !id || !ISO_MILLIS.test(lastActivityAt) || !UUID.test(id))
     return undefined;
-  return Number.isNaN(Date.parse(lastActivityAt)) ? undefined : { lastActivityAt, id };
+  return withinYears(new Date(lastActivityAt)) ? { lastActivityAt, id } : undefined;
 }
 
 const threadListQuery = z
@@ -90,6 +90,10 @@ const threadListQuery = z
     /** use-agent's transport sends the position as two fields. */
     cursorTimestamp: z.iso
       .datetime({ offset: true, error: "cursorTimestamp must be the nextCursorTimestamp of an earlier page" })
+      .refine(
+        (value) => withinYears(new Date(value)),
+        "cursorTimestamp must be the nextCursorTimestamp of an earlier page",
+      )
       .optional(),
     cursorId: z.uuid({ error: "cursorId must be the nextCursorId of an earlier page" }).optional(),
     // Refused, not ignored: a client asking for page 2 by offset would silently get page 1 again.
@@ -120,7 +124,7 @@ const title = safeString({ error: "title must be a string, or null for untitled"
 const metadata = z
   .record(z.string(), z.unknown(), { error: "metadata must be a JSON object" })
   .superRefine((value, ctx) => {
-    refuseUnsafeJson(value, ctx);
+    if (!refuseUnsafeJson(value, ctx)) return;
     const bytes = jsonBytes(value);
     if (bytes > MAX_METADATA_BYTES) {
       ctx.addIssue({
@@ -386,7 +390,7 @@ export function threadRoutes({ db, sendEvent }: ApiDeps) {
           operationId: "deleteThread",
           tags: ["Threads"],
           summary: "Deletes a thread and everything kept for it, then announces thread/deleted",
-          responses: { 200: jsonResponse("Deleted.", threadDeletedResponse), ...apiErrors(400, 404) },
+          responses: { 200: jsonResponse("Deleted.", threadDeletedResponse), ...apiErrors(400, 404, 413, 415) },
         }),
         validate("param", threadParams),
         async (c) => {

@@ -5,15 +5,16 @@ import { callerId, type AuthEnv } from "../auth/identity.js";
 import { USAGE_GROUPS, usageReport } from "../history/usage.js";
 import type { ApiDeps } from "./deps.js";
 import { apiErrors, jsonResponse } from "./openapi.js";
-import { validate } from "./validate.js";
+import { validate, withinYears } from "./validate.js";
 
-/** A time: an ISO 8601 date-time (with an offset) or a date (its UTC midnight). */
+/** A time: an ISO 8601 date-time (with an offset) or a date (its UTC midnight), in the UTC years 1 to 9999. */
 const instant = (name: string) =>
   z
     .union([z.iso.datetime({ offset: true }), z.iso.date()], {
       error: `${name} must be an ISO 8601 date-time (2025-01-31T00:00:00Z) or a date (2025-01-31)`,
     })
-    .transform((value) => new Date(value));
+    .transform((value) => new Date(value))
+    .refine(withinYears, `${name} must be a time between 0001-01-01 and 9999-12-31 (UTC)`);
 
 const usageQuery = z
   .object({

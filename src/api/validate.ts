@@ -33,3 +33,12 @@ export const cursorParameter = <Position>(
   message: string,
   text: z.ZodString = z.string({ error: message }),
 ) => text.transform((value, ctx) => decode(value) ?? (ctx.addIssue({ code: "custom", message }), z.NEVER));
+
+/**
+ * Whether a time lies in the UTC years 1 to 9999: the times PostgreSQL stores (it has no year 0)
+ * and ISO 8601 writes with four digits (toISOString writes others as -000001 or +010000).
+ */
+export const withinYears = (date: Date) => {
+  const year = date.getUTCFullYear();
+  return year >= 1 && year <= 9999;
+};

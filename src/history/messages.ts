@@ -16,7 +16,9 @@ const toolMessage = z.object({
   // AgentKit leaves a tool result's input out when the model sent no arguments.
   input: z
     .record(z.string(), z.unknown())
-    .superRefine((input, ctx) => refuseUnsafeJson(input, ctx))
+    .superRefine((input, ctx) => {
+      refuseUnsafeJson(input, ctx);
+    })
     .optional(),
 });
 
@@ -38,7 +40,9 @@ const toolResultMessage = z.object({
   type: z.literal("tool_result"),
   role: z.literal("tool_result"),
   tool: toolMessage,
-  content: z.unknown().superRefine((content, ctx) => refuseUnsafeJson(content, ctx)),
+  content: z.unknown().superRefine((content, ctx) => {
+    refuseUnsafeJson(content, ctx);
+  }),
   stop_reason: z.literal("tool"),
 });
 

@@ -30,23 +30,46 @@ export const safeString = (params?: Parameters<typeof z.string>[0]) =>
   });
 
 /**
- * Refuses NUL and lone surrogates anywhere in a JSON value (tool inputs and results, however
- * nested), object keys included, with the path to the offending string (or key's object).
+ * The deepest nesting of arrays and objects accepted in JSON a client sends: far beyond any real
+ * value, and well within what JSON.stringify (which overflows the stack a few thousand levels
+ * down) and the events built from it can take.
  */
-export function refuseUnsafeJson(value: unknown, ctx: z.RefinementCtx, path: PropertyKey[] = []): void {
+const MAX_JSON_DEPTH = 512;
+
+/** Whether a value is nested no deeper than MAX_JSON_DEPTH, refusing unsafe strings on the way. */
+function checkJson(value: unknown, ctx: z.RefinementCtx, path: PropertyKey[], depth: number): boolean {
   if (typeof value === "string") {
     const problem = unsafeTextProblem(value);
     if (problem) ctx.addIssue({ code: "custom", path, message: problem });
-  } else if (Array.isArray(value)) {
-    for (const [index, item] of value.entries()) refuseUnsafeJson(item, ctx, [...path, index]);
-  } else if (value !== null && typeof value === "object") {
-    for (const [key, item] of Object.entries(value)) {
-      // The path stops at the object: the offending key itself must not travel on in error messages.
-      const problem = unsafeTextProblem(key);
-      if (problem) ctx.addIssue({ code: "custom", path, message: `a key ${problem}` });
-      refuseUnsafeJson(item, ctx, [...path, key]);
-    }
+    return true;
   }
+  if (value === null || typeof value !== "object") return true;
+  if (depth >= MAX_JSON_DEPTH) return false;
+  if (Array.isArray(value)) return value.every((item, index) => checkJson(item, ctx, [...path, index], depth + 1));
+  return Object.entries(value).every(([key, item]) => {
+    // The path stops at the object: the offending key itself must not travel on in error messages.
+    const problem = unsafeTextProblem(key);
+    if (problem) ctx.addIssue({ code: "custom", path, message: `a key ${problem}` });
+    return checkJson(item, ctx, [...path, key], depth + 1);
+  });
+}
+
+/**
+ * Refuses NUL and lone surrogates anywhere in a JSON value (tool inputs and results, however
+ * nested), object keys included, with the path to the offending string (or key's object); and a
+ * value nested deeper than MAX_JSON_DEPTH, at its own path, as a fatal issue. False when it was too
+ * deep (its size must then not be measured: JSON.stringify would overflow the stack).
+ */
+export function refuseUnsafeJson(value: unknown, ctx: z.RefinementCtx, path: PropertyKey[] = []): boolean {
+  if (checkJson(value, ctx, path, 0)) return true;
+  ctx.addIssue({
+    code: "custom",
+    path,
+    message: `is nested deeper than ${MAX_JSON_DEPTH} levels of arrays and objects: send flatter JSON`,
+    // Fatal: the checks of the schemas around it (a conversation's size) are not run on it.
+    continue: false,
+  });
+  return false;
 }
 
 /**
