@@ -245,6 +245,35 @@ describe("a refused or unread body leaves the connection usable", () => {
   });
 });
 
+describe("a streamed body over the limit", () => {
+  it("over real HTTP, is answered 413 with Connection: close, and the connection closes (the rest is never read)", async () => {
+    const { port, close } = await listen(app.fetch);
+    const socket = net.connect(port, "127.0.0.1");
+    let received = "";
+    let closed = false;
+    socket.on("data", (data: Buffer) => (received += data.toString("latin1")));
+    socket.on("close", () => (closed = true));
+    socket.on("error", () => undefined);
+    try {
+      const chunk = "x".repeat(64 * 1024);
+      socket.write(
+        `POST /api/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: ${auth.authorization}\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n`,
+      );
+      // Twice the limit, streamed: the client learns from the answer not to reuse the connection.
+      for (let sent = 0; sent < 2 * MAX_BODY_BYTES && !closed; sent += chunk.length)
+        socket.write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`);
+      await until(() => closed, "the server closing the connection after its answer");
+      const head = received.slice(0, received.indexOf("\r\n\r\n"));
+      expect(head).toMatch(/^HTTP\/1\.1 413 /);
+      expect(head).toMatch(/\r\nconnection: close\r\n/i);
+      expect(sent).toEqual([]);
+    } finally {
+      socket.destroy();
+      await close();
+    }
+  });
+});
+
 describe("errors carry a request id, never internals", () => {
   it("answers every request with an X-Request-Id, keeping a well-formed one the caller sent", async () => {
     const fresh = await app.request("/health");

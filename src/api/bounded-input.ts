@@ -49,7 +49,15 @@ export const limitBody = (): MiddlewareHandler => {
       },
       413,
     );
-  const limit = bodyLimit({ maxSize: MAX_BODY_BYTES, onError: tooLarge });
+  // A streamed body refused part-way is left unread: the connection cannot carry another request,
+  // so the answer says so (Node then closes it) instead of promising keep-alive and dropping it.
+  const limit = bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: (c) => {
+      c.header("Connection", "close");
+      return tooLarge(c);
+    },
+  });
   return (c, next) => {
     if (bodiless(c.req.method)) return next();
     const length = declaredLength(c.req.raw);
