@@ -121,6 +121,28 @@ const runRows = async (runId: string) =>
     )
   ).rows;
 
+/** useChat (the `ai` client) on chat `threadId`, as the user, through the app's route. */
+const useChat = async (threadId: string) =>
+  new Chat({
+    id: threadId,
+    transport: new DefaultChatTransport<UIMessage>({ api: `${url}/api/ui/chat`, headers: await headersFor(userId) }),
+  });
+
+/**
+ * Sends with `send` while chat-turn runs are held, cancels the queued run of the words `content`
+ * as an operator does, and waits for the client's request to end.
+ */
+async function cancelledWhileQueued(send: () => Promise<void>, content: string) {
+  engine.hold(CHAT_TURN);
+  const sending = send();
+  const run = await engine.runFor(
+    (r) => r.fnId === CHAT_TURN && r.status === "queued" && r.event.data.content === content,
+  );
+  engine.cancel(run);
+  await within(sending, "useChat's request ends");
+  engine.release(CHAT_TURN);
+}
+
 /** The UI stream of a message whose run was cancelled before it began: the cause as an error, finish, [DONE]. */
 const cancelledStream = [
   { type: "error", errorText: CANCELLED_BEFORE_BEGIN },
@@ -221,18 +243,9 @@ describe("a chat message whose run an operator cancels before it began a turn, o
   });
 
   it("useChat (the `ai` client) shows the cause, as for a failure before the turn, and no empty answer", async () => {
-    engine.hold(CHAT_TURN);
     const threadId = randomUUID();
-    const chat = new Chat({
-      id: threadId,
-      transport: new DefaultChatTransport<UIMessage>({ api: `${url}/api/ui/chat`, headers: await headersFor(userId) }),
-    });
-    const sending = chat.sendMessage({ text: "Hello?" });
-    const run = await engine.runFor(
-      (r) => r.fnId === CHAT_TURN && r.status === "queued" && r.event.data.threadId === threadId,
-    );
-    engine.cancel(run);
-    await within(sending, "useChat's request ends");
+    const chat = await useChat(threadId);
+    await cancelledWhileQueued(() => chat.sendMessage({ text: "Hello?" }), "Hello?");
 
     expect(chat.status).toBe("error");
     expect(chat.error?.message).toBe(CANCELLED_BEFORE_BEGIN);
@@ -241,21 +254,11 @@ describe("a chat message whose run an operator cancels before it began a turn, o
 
   it("useChat's regenerate() after it asks again for the cancelled message, not the thread's earlier one", async () => {
     const threadId = randomUUID();
-    const chat = new Chat({
-      id: threadId,
-      transport: new DefaultChatTransport<UIMessage>({ api: `${url}/api/ui/chat`, headers: await headersFor(userId) }),
-    });
+    const chat = await useChat(threadId);
     model.script({ text: "Hi." });
     await within(chat.sendMessage({ text: "Hello." }), "the first answer ends");
-    engine.hold(CHAT_TURN);
-    const sending = chat.sendMessage({ text: "Second question?" });
-    const run = await engine.runFor(
-      (r) => r.fnId === CHAT_TURN && r.status === "queued" && r.event.data.content === "Second question?",
-    );
-    engine.cancel(run);
-    await within(sending, "useChat's request ends");
+    await cancelledWhileQueued(() => chat.sendMessage({ text: "Second question?" }), "Second question?");
     expect(chat.status).toBe("error");
-    engine.release(CHAT_TURN);
 
     model.reset();
     model.script({ text: "Second answer." });
@@ -283,19 +286,9 @@ describe("a chat message whose run an operator cancels before it began a turn, o
   });
 
   it("useChat's regenerate() on a new thread whose first message was cancelled answers it", async () => {
-    engine.hold(CHAT_TURN);
     const threadId = randomUUID();
-    const chat = new Chat({
-      id: threadId,
-      transport: new DefaultChatTransport<UIMessage>({ api: `${url}/api/ui/chat`, headers: await headersFor(userId) }),
-    });
-    const sending = chat.sendMessage({ text: "First words." });
-    const run = await engine.runFor(
-      (r) => r.fnId === CHAT_TURN && r.status === "queued" && r.event.data.threadId === threadId,
-    );
-    engine.cancel(run);
-    await within(sending, "useChat's request ends");
-    engine.release(CHAT_TURN);
+    const chat = await useChat(threadId);
+    await cancelledWhileQueued(() => chat.sendMessage({ text: "First words." }), "First words.");
 
     model.reset();
     model.script({ text: "An answer at last." });
@@ -311,22 +304,15 @@ describe("a chat message whose run an operator cancels before it began a turn, o
 
   it("useChat's regenerate() after a cancelled edit sends the edit again, not the original's words", async () => {
     const threadId = randomUUID();
-    const chat = new Chat({
-      id: threadId,
-      transport: new DefaultChatTransport<UIMessage>({ api: `${url}/api/ui/chat`, headers: await headersFor(userId) }),
-    });
+    const chat = await useChat(threadId);
     model.script({ text: "Paris." });
     await within(chat.sendMessage({ text: "Capital of France?" }), "the first answer ends");
     const asked = chat.messages[0]!.id;
-    engine.hold(CHAT_TURN);
-    const editing = chat.sendMessage({ text: "Capital of Italy?", messageId: asked });
-    const run = await engine.runFor(
-      (r) => r.fnId === CHAT_TURN && r.status === "queued" && r.event.data.content === "Capital of Italy?",
+    await cancelledWhileQueued(
+      () => chat.sendMessage({ text: "Capital of Italy?", messageId: asked }),
+      "Capital of Italy?",
     );
-    engine.cancel(run);
-    await within(editing, "useChat's request ends");
     expect(chat.status).toBe("error");
-    engine.release(CHAT_TURN);
 
     model.reset();
     model.script({ text: "Rome." });
