@@ -143,6 +143,29 @@ async function cancelledWhileQueued(send: () => Promise<void>, content: string) 
   engine.release(CHAT_TURN);
 }
 
+/**
+ * A pool that runs `meanwhile` just before the second statement (or transaction) sent through it:
+ * another writer committing between a function's statements.
+ */
+function racingPool(meanwhile: () => Promise<unknown>) {
+  let statements = 0;
+  const next = async () => {
+    statements += 1;
+    if (statements === 2) await meanwhile();
+  };
+  const pool = {
+    query: async (...args: Parameters<pg.Pool["query"]>) => {
+      await next();
+      return db.pool.query(...args);
+    },
+    connect: async () => {
+      await next();
+      return db.pool.connect();
+    },
+  } as unknown as pg.Pool;
+  return { pool, statements: () => statements };
+}
+
 /** The UI stream of a message whose run was cancelled before it began: the cause as an error, finish, [DONE]. */
 const cancelledStream = [
   { type: "error", errorText: CANCELLED_BEFORE_BEGIN },
@@ -421,27 +444,15 @@ describe("a cancellation while the run's first step executes (a step runs to its
     const runId = `run-${messageId}`;
     // The run's first step refuses the message (busy reject: a turn runs) and, before it logs the
     // refusal (its second statement), the cancellation is handled: it finds no turn and logs.
-    let statements = 0;
-    const racing = {
-      query: async (...args: Parameters<pg.Pool["query"]>) => {
-        statements += 1;
-        if (statements === 2) await cancelTurn(db.pool, runId, { threadId, messageId, userId });
-        return db.pool.query(...args);
-      },
-      connect: async () => {
-        statements += 1;
-        if (statements === 2) await cancelTurn(db.pool, runId, { threadId, messageId, userId });
-        return db.pool.connect();
-      },
-    } as unknown as pg.Pool;
-    const begin = beginTurn(racing, {
+    const racing = racingPool(() => cancelTurn(db.pool, runId, { threadId, messageId, userId }));
+    const begin = beginTurn(racing.pool, {
       threadId,
       userId,
       message: { id: messageId, text: "Still there?" },
       turn: { runId, kind: "chat", busy: "reject" },
     });
     await expect(begin).rejects.toThrow(/still answering message/);
-    expect(statements).toBeGreaterThanOrEqual(2);
+    expect(racing.statements()).toBeGreaterThanOrEqual(2);
     expect(await runEvents(db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
   });
 
@@ -457,30 +468,16 @@ describe("a cancellation while the run's first step executes (a step runs to its
     const runId = `run-${messageId}`;
     // The run's first step commits its turn between the cancellation's first statement (no turn
     // yet) and its next one.
-    let statements = 0;
-    const beforeNext = async () => {
-      statements += 1;
-      if (statements === 2)
-        await beginTurn(db.pool, {
-          threadId,
-          userId,
-          message: { id: messageId, text: "Still there?" },
-          turn: { runId, kind: "chat" },
-        });
-    };
-    const racing = {
-      query: async (...args: Parameters<pg.Pool["query"]>) => {
-        await beforeNext();
-        return db.pool.query(...args);
-      },
-      // The log's transaction.
-      connect: async () => {
-        await beforeNext();
-        return db.pool.connect();
-      },
-    } as unknown as pg.Pool;
+    const racing = racingPool(() =>
+      beginTurn(db.pool, {
+        threadId,
+        userId,
+        message: { id: messageId, text: "Still there?" },
+        turn: { runId, kind: "chat" },
+      }),
+    );
 
-    expect(await cancelTurn(racing, runId, { threadId, messageId, userId })).toEqual({ threadId, messageId });
+    expect(await cancelTurn(racing.pool, runId, { threadId, messageId, userId })).toEqual({ threadId, messageId });
     const turn = await db.pool.query<{ status: string }>("SELECT status FROM turns WHERE run_id = $1", [runId]);
     expect(turn.rows).toEqual([{ status: "cancelled" }]);
     expect(await runEvents(db.pool, runId)).toEqual(["turn.cancelled", "stream.ended"]);
