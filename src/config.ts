@@ -95,6 +95,28 @@ const deploymentEnvironment = z.object({
       )
       .transform((value) => new URL(value).origin),
   ),
+  /**
+   * Browser origins allowed to call the API from another origin (CORS), comma-separated: e.g. a web
+   * app at https://app.example.com using useChat with Threadline's URL. Unset: same origin only.
+   */
+  CORS_ORIGINS: optionalSetting(
+    z
+      .string()
+      .transform((value) => value.split(",").map((origin) => origin.trim()))
+      .pipe(
+        z.array(
+          z
+            .url({
+              protocol: /^https?$/,
+              error: "CORS_ORIGINS must list http(s) origins, comma-separated (e.g. https://app.example.com)",
+            })
+            .refine(
+              (value) => !URL.canParse(value) || value === new URL(value).origin,
+              "CORS_ORIGINS holds origins only, as a browser sends them: scheme, host and port, no path or trailing slash",
+            ),
+        ),
+      ),
+  ),
   /** The path of the serve endpoint as Inngest reaches it (a proxy may add a prefix); default /api/inngest. */
   INNGEST_SERVE_PATH: optionalSetting(
     z.string().regex(/^\/[^\s?#]*$/, "INNGEST_SERVE_PATH must be a path starting with / (e.g. /api/inngest)"),

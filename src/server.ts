@@ -7,6 +7,7 @@ import type { InngestFunction } from "inngest";
 import { chooseStartModel, MODEL_SETUP_STEPS } from "./agents/model.js";
 import { streamingRefusal } from "./agents/streamed-completion.js";
 import { branchRoutes } from "./api/branches.js";
+import { crossOrigin } from "./api/cors.js";
 import { chatRoutes } from "./api/chat.js";
 import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
 import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
@@ -61,6 +62,8 @@ export type AppDeps = ApiDeps & {
   /** Readiness's probe of that server (default: one probe per 10 s). */
   engineProbe?: EngineProbe;
   service?: ServiceInfo;
+  /** Browser origins allowed to call the API from another origin (CORS_ORIGINS). */
+  corsOrigins?: readonly string[] | undefined;
 };
 
 /**
@@ -76,6 +79,7 @@ export function createApp({
   service,
   engine = devServerEngine(),
   engineProbe: probe,
+  corsOrigins,
   ...api
 }: AppDeps) {
   // An event Inngest would refuse for its size is refused here (413); one that cannot reach Inngest
@@ -113,6 +117,7 @@ export function createApp({
   // The caller is checked before the body is looked at, and the body is bounded by the largest
   // event (the serve endpoint above bounds Inngest's calls by a run's state, up to 32 MB).
   const routes = new Hono<AuthEnv>()
+    .use(crossOrigin(corsOrigins))
     .use(authenticate(auth, deps.db))
     .use(requireJsonBody(), limitBody())
     .route("/chat", chatRoutes(deps))
@@ -210,6 +215,7 @@ export async function startServer() {
     realtime,
     functions,
     auth: authSettings(env),
+    corsOrigins: env.CORS_ORIGINS,
     serving,
     engine,
     engineProbe: engineProbe(engine, { intervalMs: env.READINESS_ENGINE_INTERVAL_SECONDS * 1_000 }),

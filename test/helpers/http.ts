@@ -117,6 +117,7 @@ export function createTestApp(
     realtime?: RealtimePublisher;
     engineProbe?: EngineProbe;
     streams?: StreamLimits;
+    corsOrigins?: readonly string[];
   } = {},
 ) {
   const sent: SentEvent[] = [];
@@ -134,6 +135,7 @@ export function createTestApp(
     ...(overrides.realtime ? { realtime: overrides.realtime } : {}),
     ...(overrides.engineProbe ? { engineProbe: overrides.engineProbe } : {}),
     ...(overrides.streams ? { streams: overrides.streams } : {}),
+    ...(overrides.corsOrigins ? { corsOrigins: overrides.corsOrigins } : {}),
   });
   return { app, sent };
 }
