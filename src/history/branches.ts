@@ -2,7 +2,7 @@ import type pg from "pg";
 import * as sql from "./branches-sql.js";
 import { ThreadBusy } from "./busy.js";
 import { HistoryRefusal, threadNotOwned } from "./errors.js";
-import { transaction } from "./store.js";
+import { transaction } from "./transaction.js";
 
 /**
  * The conversation tree (migration 0019): editing a user message makes a sibling branch (stored by

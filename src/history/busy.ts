@@ -5,6 +5,7 @@ import * as sql from "./busy-sql.js";
 import { durably } from "./durable.js";
 import { HistoryRefusal } from "./errors.js";
 import { resultId } from "./ids.js";
+import { transaction } from "./transaction.js";
 
 /**
  * A chat message sent while a turn of its thread is unfinished meets its busy policy
@@ -77,18 +78,10 @@ export async function logRefusal(
     { key: "stream.ended", event: "stream.ended", data: { scope: "network", status: "refused", runId, messageId } },
   ];
   // Not after another ending of the run (its cancellation, logged since the refusal was raised).
-  const client = await db.connect();
-  try {
-    await client.query("BEGIN");
+  await transaction(db, async (client) => {
     await client.query(sql.lockRefusingThread, [threadId]);
     await client.query(sql.insertRefusal, [threadId, runId, JSON.stringify(events)]);
-    await client.query("COMMIT");
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /**

@@ -33,21 +33,6 @@ export type TurnStart = {
   turnAhead: boolean;
 };
 
-export async function transaction<T>(db: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await db.connect();
-  try {
-    await client.query("BEGIN");
-    const result = await work(client);
-    await client.query("COMMIT");
-    return result;
-  } catch (error) {
-    await client.query("ROLLBACK").catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
-}
-
 /** Creates the thread, or checks that an existing one belongs to the user (seeding and tools; a turn needs no call). */
 export async function ensureThread(db: pg.Pool, threadId: string, userId: string): Promise<{ created: boolean }> {
   const inserted = await db.query(sql.insertThread, [threadId, userId]).catch((error: unknown) => {

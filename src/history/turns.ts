@@ -2,7 +2,7 @@ import type pg from "pg";
 import { logger } from "../platform/logger.js";
 import { HistoryRefusal, threadNotOwned } from "./errors.js";
 import { resultId } from "./ids.js";
-import { transaction } from "./store.js";
+import { transaction } from "./transaction.js";
 import { runningTurn } from "./turn-runs.js";
 import * as sql from "./turns-sql.js";
 

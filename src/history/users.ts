@@ -4,7 +4,7 @@
  * usage.ts, users-sql.ts.
  */
 import type pg from "pg";
-import { transaction } from "./store.js";
+import { transaction } from "./transaction.js";
 import { deleteUserUsage } from "./usage.js";
 import * as sql from "./users-sql.js";
 

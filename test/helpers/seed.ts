@@ -3,7 +3,8 @@ import type pg from "pg";
 import { ASSISTANT_NAME } from "../../src/agents/assistant.js";
 import { resultId } from "../../src/history/ids.js";
 import type { AgentContent } from "../../src/history/messages.js";
-import { beginTurn, ensureThread, storeAnswer, transaction } from "../../src/history/store.js";
+import { beginTurn, ensureThread, storeAnswer } from "../../src/history/store.js";
+import { transaction } from "../../src/history/transaction.js";
 
 /**
  * One answered turn stored through the real storage code, as a chat turn stores it: the question,
