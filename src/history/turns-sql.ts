@@ -46,27 +46,8 @@ const endTurn = (status: "failed" | "cancelled") => `
 export const failTurn = endTurn("failed");
 
 /**
- * Run $2 ended `status` (failed, or cancelled) before it began a turn for message $3 (no turn
- * row: its first step failed through its retries or its event was refused; or it was cancelled
- * while queued or before its first step stored anything): on thread $1, when it is user $4's,
- * logs message.<status> (cause $5) then stream.ended (<status>), under the run's own keys: what a
- * stream following the message waits for. A new thread that the run would have created, its
- * message sent at $6, is created for it, empty (threadline_unbegun_failure_thread says when);
- * never another user's thread. Not for a run that already ended its stream (a busy refusal
- * logged message.refused and stream.ended; a failure or cancellation logged before). The log
- * entries are endStream's, as for a turn that ended so.
- */
-const logUnbegun = (status: "failed" | "cancelled", error = "$5::text") => `
-  WITH ended AS (
-    SELECT $1::uuid AS thread_id, $2::text AS run_id, $3::uuid AS message_id, ${error} AS error
-    WHERE NOT EXISTS (SELECT 1 FROM turns u WHERE u.run_id = $2)
-      AND NOT EXISTS (SELECT 1 FROM thread_events x WHERE x.run_id = $2 AND x.attempt = 0 AND x.key = 'stream.ended')
-      AND threadline_unbegun_failure_thread($1, $4, $3, $6))
-  ${endStream(status, `message.${status}`)}`;
-
-/**
- * Before logUnbegun, in its transaction: whether thread $1 is user $2's to log on, creating it
- * for message $3 sent at $4 as logUnbegun would (threadline_unbegun_failure_thread; a first step
+ * The log's transaction, first: whether thread $1 is user $2's to log on, creating it for message
+ * $3 sent at $4 when the run would have (threadline_unbegun_failure_thread says when; a first step
  * creating it meanwhile is waited for), then its row share-locked (lockUnbegunThread). A first
  * step of the run executing now holds the row (threadline_begin_turn locks it FOR UPDATE) until it
  * commits: logUnbegun then reads, in a snapshot taken after, the turn that step began, and logs
@@ -76,18 +57,35 @@ export const selectUnbegunThread = "SELECT threadline_unbegun_failure_thread($1,
 export type SelectUnbegunThreadRow = { owned: boolean };
 export const lockUnbegunThread = "SELECT 1 FROM threads WHERE id = $1 FOR KEY SHARE";
 
+/**
+ * Then: run $2 ended `status` (failed, or cancelled) before it began a turn for message $3 (no turn
+ * row: its first step failed through its retries or its event was refused; or it was cancelled
+ * while queued or before its first step stored anything): on thread $1, the user's (checked and
+ * locked above, in the same transaction), logs message.<status> (cause $4) then stream.ended
+ * (<status>), under the run's own keys: what a stream following the message waits for. Not for a
+ * run that already ended its stream (a busy refusal logged message.refused and stream.ended; a
+ * failure or cancellation logged before). The log entries are endStream's, as for a turn that
+ * ended so.
+ */
+const logUnbegun = (status: "failed" | "cancelled", error = "$4::text") => `
+  WITH ended AS (
+    SELECT $1::uuid AS thread_id, $2::text AS run_id, $3::uuid AS message_id, ${error} AS error
+    WHERE NOT EXISTS (SELECT 1 FROM turns u WHERE u.run_id = $2)
+      AND NOT EXISTS (SELECT 1 FROM thread_events x WHERE x.run_id = $2 AND x.attempt = 0 AND x.key = 'stream.ended'))
+  ${endStream(status, `message.${status}`)}`;
+
 /** A run that failed before it began a turn (its onFailure: turns.ts failTurn). */
 export const logUnbegunFailure = logUnbegun("failed");
 
 /**
- * A run cancelled before it began a turn (turn-cancelled: turns.ts cancelTurn). Its cause is $5
+ * A run cancelled before it began a turn (turn-cancelled: turns.ts cancelTurn). Its cause is $4
  * (send the message again) unless message $3 is stored in the thread (a regenerate, or a rerun of a
- * run that stored it): then $7, which asks for no second copy of the words. Read in the log's
+ * run that stored it): then $5, which asks for no second copy of the words. Read in the log's
  * snapshot, after the thread's lock, as the turn is.
  */
 export const logUnbegunCancellation = logUnbegun(
   "cancelled",
-  "CASE WHEN EXISTS (SELECT 1 FROM messages m WHERE m.id = $3 AND m.thread_id = $1) THEN $7::text ELSE $5::text END",
+  "CASE WHEN EXISTS (SELECT 1 FROM messages m WHERE m.id = $3 AND m.thread_id = $1) THEN $5::text ELSE $4::text END",
 );
 
 /**

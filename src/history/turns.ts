@@ -102,7 +102,7 @@ async function logUnbegun(
   runId: string,
   error: string,
   sent: SentMessage,
-  // The statement's parameters after the six every statement takes (logUnbegunCancellation's $7).
+  // The statement's parameters after the four every one takes (logUnbegunCancellation's $5).
   more: readonly string[] = [],
 ) {
   const { userId } = sent;
@@ -113,15 +113,7 @@ async function logUnbegun(
     const { rows } = await client.query<sql.SelectUnbegunThreadRow>(sql.selectUnbegunThread, thread);
     if (!rows[0]!.owned) return false;
     await client.query(sql.lockUnbegunThread, [sent.threadId]);
-    const logged = await client.query(statement, [
-      sent.threadId,
-      runId,
-      sent.messageId,
-      userId,
-      error,
-      sentAt,
-      ...more,
-    ]);
+    const logged = await client.query(statement, [sent.threadId, runId, sent.messageId, error, ...more]);
     return (logged.rowCount ?? 0) > 0;
   });
 }
