@@ -1,6 +1,6 @@
 import type { Context, MiddlewareHandler } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { INNGEST_EVENT_LIMIT_BYTES, jsonBytes } from "../../inngest.config.js";
+import { boundBody, declaredLength } from "../platform/body-bound.js";
 import { EventTooLarge } from "./errors.js";
 
 /**
@@ -24,16 +24,6 @@ export const MAX_BODY_BYTES = MAX_EVENT_BYTES;
 const bodiless = (method: string) => method === "GET" || method === "HEAD";
 
 /**
- * The body's length as its Content-Length header declares it (the HTTP server holds a body to it),
- * or undefined when the length is only known by reading: no header, or a chunked body.
- */
-const declaredLength = (request: Request): number | undefined => {
-  const length = request.headers.get("content-length");
-  if (length === null || request.headers.has("transfer-encoding") || !/^\d+$/.test(length)) return undefined;
-  return Number(length);
-};
-
-/**
  * Refuses a body over MAX_BODY_BYTES with 413: at once when its Content-Length says so, and for a
  * streamed body as soon as the bytes read pass the limit (the rest is never read).
  *
@@ -49,21 +39,16 @@ export const limitBody = (): MiddlewareHandler => {
       },
       413,
     );
-  // A streamed body refused part-way is left unread: the connection cannot carry another request,
-  // so the answer says so (Node then closes it) instead of promising keep-alive and dropping it.
-  const limit = bodyLimit({
-    maxSize: MAX_BODY_BYTES,
-    onError: (c) => {
+  const bound = boundBody(MAX_BODY_BYTES, {
+    declared: tooLarge,
+    // A streamed body refused part-way is left unread: the connection cannot carry another request,
+    // so the answer says so (Node then closes it) instead of promising keep-alive and dropping it.
+    streamed: (c) => {
       c.header("Connection", "close");
       return tooLarge(c);
     },
   });
-  return (c, next) => {
-    if (bodiless(c.req.method)) return next();
-    const length = declaredLength(c.req.raw);
-    if (length !== undefined) return length > MAX_BODY_BYTES ? Promise.resolve(tooLarge(c)) : next();
-    return limit(c, next);
-  };
+  return (c, next) => (bodiless(c.req.method) ? next() : bound(c, next));
 };
 
 /** A JSON media type: application/json, with or without parameters such as charset. */
@@ -134,7 +119,7 @@ export const requireJsonBody = (): MiddlewareHandler => async (c, next) => {
   if (bodiless(c.req.method)) return next();
   // A declared length tells without opening the body (see limitBody): one there is left to the
   // route, unopened, whether it reads it or not.
-  const length = declaredLength(c.req.raw);
+  const length = declaredLength(c);
   const body = length === undefined ? await presentBody(c.req.raw) : length > 0 ? "declared" : null;
   if (body === null) {
     if (length === 0 || c.req.raw.body !== null || c.req.raw.headers.has("content-type"))

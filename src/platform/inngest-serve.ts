@@ -1,9 +1,9 @@
 import type { IncomingMessage } from "node:http";
 import type { Context, MiddlewareHandler } from "hono";
-import { bodyLimit } from "hono/body-limit";
 import { Inngest, InngestCommHandler, type InngestFunction, type ServeHandlerOptions } from "inngest";
 import { inngest } from "../../inngest.config.js";
 import { type Environment, isProduction } from "../config.js";
+import { boundBody } from "./body-bound.js";
 import { keepAliveFetch } from "./keep-alive-fetch.js";
 import { logger } from "./logger.js";
 
@@ -168,19 +168,8 @@ export function inngestHandler(functions: InngestFunction.Any[], serving: Innges
     ...(serving.mode === "cloud" && serving.refuseUnsignedSync && { enableUnauthedSync: false }),
   });
   const serveRequest: MiddlewareHandler = (c) => handler(c);
-  const bounded = bodyLimit({
-    maxSize: INNGEST_MAX_REQUEST_BYTES,
-    onError: (c) => tooLarge(c),
-  });
-  // A declared length is judged from the header (Node's parser reads no more than it), leaving the
-  // body to the handler's c.req.text(), which @hono/node-server reads straight from the socket;
-  // bodyLimit would first build a Fetch Request and a web stream over it. A chunked body is read by
-  // bodyLimit, up to the bound.
-  const limit: MiddlewareHandler = async (c, next) => {
-    const length = c.req.header("content-length");
-    if (length === undefined || c.req.header("transfer-encoding") !== undefined) return bounded(c, next);
-    return Number(length) > INNGEST_MAX_REQUEST_BYTES ? tooLarge(c) : next();
-  };
+  // Inngest's calls: bounded by its largest request, the connection closed after a refusal either way.
+  const limit = boundBody(INNGEST_MAX_REQUEST_BYTES, { declared: tooLarge, streamed: tooLarge });
   if (serving.mode === "dev") return [limit, serveRequest];
 
   const mustBeSigned = new Set(serving.refuseUnsignedSync ? ["POST", "PUT"] : ["POST"]);
