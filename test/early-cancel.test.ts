@@ -143,6 +143,18 @@ async function cancelledWhileQueued(send: () => Promise<void>, content: string) 
   engine.release(CHAT_TURN);
 }
 
+/** A new thread of the user whose first message's turn is running (a later message's turn waits, or is refused by busy reject). */
+async function threadAnswering(pool: pg.Pool) {
+  const threadId = randomUUID();
+  await beginTurn(pool, {
+    threadId,
+    userId,
+    message: { id: randomUUID(), text: "Hello." },
+    turn: { runId: `first-${threadId}`, kind: "chat" },
+  });
+  return threadId;
+}
+
 /**
  * A pool that runs `meanwhile` just before the second statement (or transaction) sent through it:
  * another writer committing between a function's statements.
@@ -433,13 +445,7 @@ describe("a cancellation while the run's first step executes (a step runs to its
   });
 
   it("a busy refusal the cancellation logged before: the run's log tells one ending, the cancellation", async () => {
-    const threadId = randomUUID();
-    await beginTurn(db.pool, {
-      threadId,
-      userId,
-      message: { id: randomUUID(), text: "Hello." },
-      turn: { runId: `first-${threadId}`, kind: "chat" },
-    });
+    const threadId = await threadAnswering(db.pool);
     const messageId = randomUUID();
     const runId = `run-${messageId}`;
     // The run's first step refuses the message (busy reject: a turn runs) and, before it logs the
@@ -457,13 +463,7 @@ describe("a cancellation while the run's first step executes (a step runs to its
   });
 
   it("the turn begun after the cancellation looked for it, before it logged: recorded cancelled, released", async () => {
-    const threadId = randomUUID();
-    await beginTurn(db.pool, {
-      threadId,
-      userId,
-      message: { id: randomUUID(), text: "Hello." },
-      turn: { runId: `first-${threadId}`, kind: "chat" },
-    });
+    const threadId = await threadAnswering(db.pool);
     const messageId = randomUUID();
     const runId = `run-${messageId}`;
     // The run's first step commits its turn between the cancellation's first statement (no turn
@@ -486,13 +486,7 @@ describe("a cancellation while the run's first step executes (a step runs to its
   it("the turn begun while the cancellation waited for the thread: recorded cancelled, released, its message not told unstored", async () => {
     const pause = { name: "threadline_begin_turn", at: "turn_ahead := status", when: "p_run_id LIKE 'paused-%'" };
     await withPausedFunction(pause, async ({ pool, pools, reachedPause, settled, release }) => {
-      const threadId = randomUUID();
-      await beginTurn(pool, {
-        threadId,
-        userId,
-        message: { id: randomUUID(), text: "Hello." },
-        turn: { runId: `first-${threadId}`, kind: "chat" },
-      });
+      const threadId = await threadAnswering(pool);
       const messageId = randomUUID();
       const runId = `paused-${messageId}`;
       const begin = beginTurn(pools[0], {
