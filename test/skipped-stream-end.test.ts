@@ -7,25 +7,28 @@ import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createModelInference } from "../src/functions/model-inference.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
-import { CHAT_TURN_ID, createTurnCancellation } from "../src/functions/turn-lifecycle.js";
+import { CHAT_TURN_ID, createTurnCancellation, REGENERATE_ID } from "../src/functions/turn-lifecycle.js";
 import { resultId } from "../src/history/ids.js";
+import { beginTurnName } from "../src/history/store-sql.js";
 import { beginTurn, storeAnswer } from "../src/history/store.js";
 import { selectEarlierUnfinishedTurnName } from "../src/history/turns-sql.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { until, within } from "./helpers/deadline.js";
 import { type EngineStandIn, type StandInRun, startEngineStandIn } from "./helpers/engine-stand-in.js";
-import { serveToStandIn } from "./helpers/http.js";
+import { headersFor, serveToStandIn } from "./helpers/http.js";
 import { type ModelServer, startModelServer } from "./helpers/model-server.js";
-import { openEventStream } from "./helpers/sse.js";
+import { openEventStream, uiChunks } from "./helpers/sse.js";
 
 /**
- * A narrow window in which a turn was recorded as skipped while nothing ended its stream, so a
- * client following it (GET /api/threads/:id/events) waited for ever: a run skipped while it
- * waited and cancelled before it logged the skip. The app as deployed, its functions run by the
- * engine stand-in over the serve protocol.
+ * Two narrow windows in which a turn was recorded as skipped while nothing ended its stream, so a
+ * client following it (GET /api/threads/:id/events, useChat's stream) waited for ever: a run
+ * skipped while it waited and cancelled before it logged the skip, and a regenerate whose message
+ * left the current path after its run loaded it, before its turn began. The app as deployed, its
+ * functions run by the engine stand-in over the serve protocol.
  */
 const CHAT_TURN = `${inngest.id}-${CHAT_TURN_ID}`;
+const REGENERATE = `${inngest.id}-${REGENERATE_ID}`;
 const TURN_CANCELLED = `${inngest.id}-turn-cancelled`;
 const userId = "user-1";
 let db: TestDatabase;
@@ -84,6 +87,7 @@ function pausingPool(pool: pg.Pool) {
   };
 }
 let chatPool: ReturnType<typeof pausingPool>;
+let regeneratePool: ReturnType<typeof pausingPool>;
 
 beforeAll(async () => {
   db = await createTestDatabase();
@@ -96,13 +100,14 @@ beforeAll(async () => {
   );
   events = createEventNotifier(db.pool);
   chatPool = pausingPool(db.pool);
+  regeneratePool = pausingPool(db.pool);
   app = await serveToStandIn(
     db.pool,
     engine,
     [
       createChatTurn({ db: chatPool.pool, model: choice }),
       createModelInference({ model: choice }),
-      createRegenerate({ db: db.pool, model: choice }),
+      createRegenerate({ db: regeneratePool.pool, model: choice }),
       createTurnCancellation({ db: db.pool }),
     ],
     { events },
@@ -112,6 +117,7 @@ beforeAll(async () => {
 
 afterEach(() => {
   chatPool.disarm();
+  regeneratePool.disarm();
 });
 
 afterAll(async () => {
@@ -226,6 +232,95 @@ describe("a run skipped while it waited, cancelled before it logged the skip", (
       expect(await runRows(second.runId)).toEqual([
         { event: "turn.skipped", status: null },
         { event: "stream.ended", status: "skipped" },
+      ]);
+    } finally {
+      await log.close();
+    }
+  });
+});
+
+describe("a regenerate whose message leaves the current path after its run loaded it, before its turn began", () => {
+  /** useChat sending `text` as message `messageId` of chat `threadId`; `edits`: the message it edits. */
+  const send = async (threadId: string, messageId: string, text: string, edits?: string) =>
+    fetch(`${url}/api/ui/chat`, {
+      method: "POST",
+      headers: await headersFor(userId),
+      body: JSON.stringify({
+        id: threadId,
+        trigger: "submit-message",
+        messages: [{ id: messageId, role: "user", parts: [{ type: "text", text }] }],
+        ...(edits === undefined ? {} : { messageId: edits }),
+      }),
+    });
+
+  /** Sends `text` and reads the answer's stream to its end: it must complete. */
+  async function answered(threadId: string, messageId: string, text: string, answer: string, edits?: string) {
+    model.script({ text: answer });
+    const response = await send(threadId, messageId, text, edits);
+    expect(response.status).toBe(200);
+    const read = await within(uiChunks(response), "the answer's UI message stream ends");
+    expect(read.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
+  }
+
+  it("ends useChat's stream and the thread's stream as skipped, once; the model is not asked", async () => {
+    const threadId = randomUUID();
+    const messageId = randomUUID();
+    await answered(threadId, messageId, "Capital of France?", "Paris.");
+
+    // The run's first step loads the message (on the path), its next one begins the turn: held just before.
+    const begin = regeneratePool.arm({ name: beginTurnName, phase: "before" });
+    const regenerate = await fetch(`${url}/api/ui/chat`, {
+      method: "POST",
+      headers: await headersFor(userId),
+      body: JSON.stringify({
+        id: threadId,
+        trigger: "regenerate-message",
+        messages: [{ id: messageId, role: "user", parts: [{ type: "text", text: "Capital of France?" }] }],
+        messageId,
+      }),
+    });
+    expect(regenerate.status).toBe(200);
+    const run = await engine.runFor((r) => r.fnId === REGENERATE);
+    await within(begin.waiting, "the regenerate is about to begin its turn");
+    // Meanwhile the message is edited: it leaves the current path.
+    await answered(threadId, randomUUID(), "Capital of Italy?", "Rome.", messageId);
+    const log = await follow(threadId);
+    try {
+      model.reset();
+      begin.release();
+
+      const read = await within(uiChunks(regenerate), "the regenerate's UI message stream ends");
+      // As for any skipped turn, the answer the message has is sent whole: nothing new was made.
+      expect(read).toContainEqual(expect.objectContaining({ type: "text-delta", delta: "Paris." }));
+      expect(read.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "skipped" } });
+      await until(
+        () => log.received.some((e) => e.event === "stream.ended" && e.data.runId === run.runId),
+        "the regenerate's stream.ended reaches the client",
+      );
+      expect(
+        log.received.filter((e) => e.data.runId === run.runId).map(({ event, data }) => ({ event, data })),
+      ).toEqual([
+        {
+          event: "turn.skipped",
+          data: { runId: run.runId, reason: "the message is no longer on the thread's current path" },
+        },
+        { event: "stream.ended", data: { scope: "network", status: "skipped", runId: run.runId, messageId } },
+      ]);
+      await within(run.ended, "the regenerate's run ends");
+      expect(run.output).toMatchObject({ status: "skipped" });
+      expect(model.requests).toHaveLength(0);
+
+      // The event run again (a rerun, from the start or from a later step) logs nothing: the re-run rule.
+      await within(engine.rerun(run).ended, "the whole rerun ends");
+      const begun = run.order.findIndex((step) => step.id === "history.append-user-message");
+      await within(engine.rerun(run, run.order[begun + 1]!.id).ended, "the rerun from a later step ends");
+      const logged = await db.pool.query<{ run_id: string; event: string }>(
+        "SELECT run_id, event FROM thread_events WHERE thread_id = $1 AND run_id IN (SELECT run_id FROM turns WHERE kind = 'regenerate') ORDER BY id",
+        [threadId],
+      );
+      expect(logged.rows).toEqual([
+        { run_id: run.runId, event: "turn.skipped" },
+        { run_id: run.runId, event: "stream.ended" },
       ]);
     } finally {
       await log.close();

@@ -118,7 +118,8 @@ export const threadLogEvent = z.discriminatedUnion("event", [
   kind(
     "turn.skipped",
     z.object({ runId: z.string(), reason: z.string() }),
-    "The turn's message was answered meanwhile by another run: nothing stored (stream.ended follows).",
+    "The turn answered nothing (reason says why): its message was answered meanwhile by another run, or, a " +
+      "regenerate's, left the current path before its turn began. Nothing stored (stream.ended follows).",
   ),
   kind(
     "message.refused",

@@ -26,7 +26,8 @@ const NETWORK_ENDINGS = new Set<string>([
  * (turns-sql.ts selectEarlierUnfinishedTurn), so a run cancelled right after still ends it; it is
  * written here again under the same keys, which adds nothing unless that skip was recorded by a
  * lookup that did not log it (a run in flight over the deploy that made it log). A turn skipped
- * as it began logs nothing at all (docs/engine.md, the re-run rule).
+ * as it began logs nothing here (docs/engine.md, the re-run rule; a regenerate's first run whose
+ * message left the path is ended by threadline_begin_turn).
  * The chunks AgentKit publishes are in the log's vocabulary (src/history/thread-log.ts).
  *
  * With `chunks` false (EVENT_LOG_CHUNKS unset) the turn passes AgentKit no publish at all, which
