@@ -78,6 +78,7 @@ describe("the SQL that writes the thread log and its vocabulary", () => {
         "turn.cancelled",
         "turn.stopped",
         "turn.interrupted",
+        "turn.skipped",
         "stream.ended",
         "title.changed",
         "tool.approval.requested",

@@ -231,38 +231,44 @@ describe("a turn waits for the earlier turn of its thread", () => {
     ]);
   });
 
-  it("a duplicate run of the same message waits for the first, then finds the message answered and skips: one model call", async () => {
-    const chatTurn = createChatTurn(deps());
-    const { threadId } = await conversation(chatTurn, bed.model, [["Hello.", "Hi."]]);
-    const event = chatEvent({ threadId, content: "Tell me a fact." });
-    bed.model.script({ text: "Octopuses have three hearts.", delayMs: 300 });
+  it.each([
+    ["", false],
+    [", with chunk logging", true],
+  ])(
+    "a duplicate run of the same message waits for the first, then finds the message answered and skips: one model call%s",
+    async (_, eventLog) => {
+      const chatTurn = createChatTurn({ ...deps(), eventLog });
+      const { threadId } = await conversation(chatTurn, bed.model, [["Hello.", "Hi."]]);
+      const event = chatEvent({ threadId, content: "Tell me a fact." });
+      bed.model.script({ text: "Octopuses have three hearts.", delayMs: 300 });
 
-    const first = execute(chatTurn, event);
-    while (bed.model.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
-    const duplicate = await execute(chatTurn, event);
+      const first = execute(chatTurn, event);
+      while (bed.model.requests.length === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+      const duplicate = await execute(chatTurn, event);
 
-    expect(duplicate.error).toBeUndefined();
-    expect(duplicate.result).toMatchObject({ status: "skipped" });
-    expect(waitSteps(duplicate).length).toBeGreaterThan(0);
-    expect((await first).result).toMatchObject({ status: "completed", answer: "Octopuses have three hearts." });
-    expect(bed.model.requests).toHaveLength(1);
-    expect((await threadRows(bed.db.pool, threadId)).filter((r) => r.kind === "agent" && r.on_path)).toHaveLength(2);
-    expect((await turnsOf(bed.db.pool, event.data.messageId)).map((t) => t.status).sort()).toEqual([
-      "completed",
-      "skipped",
-    ]);
-    expect(finishedEvent(duplicate)?.data).toMatchObject({ status: "skipped" });
-    // A client that followed the duplicate's stream sees why it ended (without chunk logging, in turn.log-skipped).
-    expect(duplicate.stepIds).toContain("turn.log-skipped");
-    const { rows } = await bed.db.pool.query<{ event: string; data: { status?: string } }>(
-      "SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id",
-      [duplicate.runId],
-    );
-    expect(rows.map((r) => [r.event, r.data.status])).toEqual([
-      ["turn.skipped", undefined],
-      ["stream.ended", "skipped"],
-    ]);
-  });
+      expect(duplicate.error).toBeUndefined();
+      expect(duplicate.result).toMatchObject({ status: "skipped" });
+      expect(waitSteps(duplicate).length).toBeGreaterThan(0);
+      expect((await first).result).toMatchObject({ status: "completed", answer: "Octopuses have three hearts." });
+      expect(bed.model.requests).toHaveLength(1);
+      expect((await threadRows(bed.db.pool, threadId)).filter((r) => r.kind === "agent" && r.on_path)).toHaveLength(2);
+      expect((await turnsOf(bed.db.pool, event.data.messageId)).map((t) => t.status).sort()).toEqual([
+        "completed",
+        "skipped",
+      ]);
+      expect(finishedEvent(duplicate)?.data).toMatchObject({ status: "skipped" });
+      // A client that followed the duplicate's stream sees why it ended, once, and nothing after
+      // (the lookup that found the message answered logged it; the network's chunks come later).
+      const { rows } = await bed.db.pool.query<{ event: string; data: { status?: string } }>(
+        "SELECT event, data FROM thread_events WHERE run_id = $1 ORDER BY id",
+        [duplicate.runId],
+      );
+      expect(rows.map((r) => [r.event, r.data.status])).toEqual([
+        ["turn.skipped", undefined],
+        ["stream.ended", "skipped"],
+      ]);
+    },
+  );
 });
 
 describe("a turn's finish is announced when a later turn may wait for it", () => {

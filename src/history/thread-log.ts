@@ -6,9 +6,9 @@ import { z } from "zod";
  * is the source, the types are inferred from it.
  *
  * Who writes which kinds: Threadline's TypeScript (src/stream/delta-writer.ts: text.delta of an
- * inference step; src/stream/publish.ts: turn.skipped and its stream.ended, and AgentKit's chunks
- * when EVENT_LOG_CHUNKS=1), its statements and PL/pgSQL functions (turn endings, stream.ended,
- * turn.retrying, title.changed). Who reads them: the SSE route (src/api/events.ts), the UI message
+ * inference step; src/stream/publish.ts: AgentKit's chunks when EVENT_LOG_CHUNKS=1), its
+ * statements and PL/pgSQL functions (turn endings, turn.skipped, stream.ended, turn.retrying,
+ * title.changed). Who reads them: the SSE route (src/api/events.ts), the UI message
  * stream (src/stream/ui-message-stream.ts), the realtime relay and the playground. The playground's
  * JavaScript and the SQL cannot import this module: test/thread-log-parity.test.ts holds them to it.
  *
@@ -118,7 +118,8 @@ export const threadLogEvent = z.discriminatedUnion("event", [
   kind(
     "turn.skipped",
     z.object({ runId: z.string(), reason: z.string() }),
-    "The turn's message was answered meanwhile by another run: nothing stored (stream.ended follows).",
+    "The turn answered nothing (reason says why): its message was answered meanwhile by another run, or, a " +
+      "regenerate's, left the current path before its turn began. Nothing stored (stream.ended follows).",
   ),
   kind(
     "message.refused",

@@ -2,7 +2,7 @@ import { NonRetriableError } from "inngest";
 import type pg from "pg";
 import { type StepTools, turnFinished } from "../../inngest.config.js";
 import { durably } from "./durable.js";
-import { findEarlierTurn, PATIENCE_MINUTES } from "./turns.js";
+import { findEarlierTurn, PATIENCE_MINUTES, SKIPPED_WHILE_WAITING } from "./turns.js";
 
 /**
  * One turn per thread at a time. The turn functions hold no concurrency key: on the real engine an
@@ -72,7 +72,7 @@ export async function waitForEarlierTurns(
     const found = await durably(step, roundId("history.find-earlier-turn", round), () =>
       findEarlierTurn(db, { runId, abandon }),
     );
-    if (found.skipped) return { skipReason: "the message was answered by another run while this one waited" };
+    if (found.skipped) return { skipReason: SKIPPED_WHILE_WAITING };
     if (!found.earlier) return {};
     // A new turn ahead, or the one asked to be abandoned is alive (awaiting approval): patience restarts.
     if (found.earlier.runId !== waitingFor || found.earlier.runId === abandon) {

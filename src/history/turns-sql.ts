@@ -21,6 +21,20 @@ const endStream = (status: "failed" | "cancelled", detail = `turn.${status}`) =>
   FROM ended e`;
 
 /**
+ * The thread event log entries that end a turn skipped while it waited (its message answered by
+ * another run): turn.skipped with `reason`, then stream.ended, under the keys the run's own
+ * writer uses (src/stream/publish.ts), so either writing them again adds nothing.
+ * Reads the CTE `skipped` (thread_id, run_id, message_id).
+ */
+const skippedStream = (reason: string) => `
+  SELECT s.run_id, threadline_append_events(s.thread_id, s.run_id, 0, jsonb_build_array(
+    jsonb_build_object('key', 'turn.skipped', 'event', 'turn.skipped',
+      'data', jsonb_build_object('runId', s.run_id, 'reason', ${reason})),
+    jsonb_build_object('key', 'stream.ended', 'event', 'stream.ended',
+      'data', jsonb_build_object('scope', 'network', 'status', 'skipped', 'runId', s.run_id, 'messageId', s.message_id))))
+  FROM skipped s`;
+
+/**
  * The CTE `locked`: the thread of run `runParam`, share-locked before the statement updates that
  * run's turn. A stop (threadline_stop_turn) and storing an answer lock the thread first and the
  * turn row second; taking them in the other order, a failure or cancellation recorded while the
@@ -96,16 +110,20 @@ export const logUnbegunCancellation = logUnbegun(
  *   on an earlier message, or an earlier run on the same message (a duplicate delivery). Order is
  *   (message seq, started_at, run_id), a total order, so two runs never wait for each other;
  * - with none left, a chat turn whose message meanwhile got its answer (from the run it waited
- *   for) is recorded as skipped instead of answering the message twice.
- * The statement's snapshot predates its own update, so the abandoned run is excluded by id. A turn
- * awaiting the user's approval of a tool call (until its expiry) is never abandoned: it stays ahead.
+ *   for) is recorded as skipped instead of answering the message twice, ending its event stream
+ *   (turn.skipped with the reason $4, stream.ended): a run cancelled or failing right after this
+ *   step finds its turn no longer running, and nothing else would end the stream a client follows.
+ * The thread is locked (`locked`, the thread of run $1, which run $2's turn is on too) before
+ * either turn is updated. The statement's snapshot predates its own update, so the abandoned run
+ * is excluded by id. A turn awaiting the user's approval of a tool call (until its expiry) is
+ * never abandoned: it stays ahead.
  */
 export const selectEarlierUnfinishedTurn = `
   WITH me AS (
     SELECT t.run_id, t.thread_id, t.kind, t.message_id, t.started_at, m.seq
     FROM turns t JOIN messages m ON m.id = t.message_id
     WHERE t.run_id = $1
-  ), ${lockRunThread("$2")}, abandoned AS (
+  ), ${lockRunThread("$1")}, abandoned AS (
     UPDATE turns SET status = 'failed', error = $3, finished_at = now()
     WHERE run_id = $2 AND status = 'running' AND thread_id IN (SELECT id FROM locked)
       -- A turn waiting for the user's approval of a tool call is alive, not lost.
@@ -126,13 +144,14 @@ export const selectEarlierUnfinishedTurn = `
     UPDATE turns SET status = 'skipped', finished_at = now()
     FROM me
     WHERE turns.run_id = me.run_id AND turns.status = 'running' AND me.kind = 'chat'
+      AND turns.thread_id IN (SELECT id FROM locked)
       AND NOT EXISTS (SELECT 1 FROM earlier)
       AND EXISTS (SELECT 1 FROM messages a WHERE a.answers = me.message_id AND a.on_path)
-    RETURNING turns.run_id
+    RETURNING turns.run_id, turns.thread_id, turns.message_id
   )
   SELECT (SELECT run_id FROM earlier) AS earlier_run_id,
          (SELECT message_id FROM earlier) AS earlier_message_id,
-         EXISTS (SELECT 1 FROM skipped) AS skipped,
+         (SELECT count(*) FROM (${skippedStream("$4::text")}) logged) > 0 AS skipped,
          (SELECT count(*)::int FROM (${endStream("failed")}) logged) AS abandoned`;
 /** The prepared name of selectEarlierUnfinishedTurn (history.find-earlier-turn), as in store-sql.ts. */
 export const selectEarlierUnfinishedTurnName = "history.find-earlier-turn";

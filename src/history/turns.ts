@@ -10,7 +10,7 @@ import * as sql from "./turns-sql.js";
  * Every status change of a started turn made from TypeScript, each one statement: failed (by its
  * run's onFailure, as lost, or abandoned by a later turn's wait), cancelled and skipped (a
  * duplicate run whose message got its answer meanwhile) written here, and stopped by the user
- * (threadline_stop_turn); failed, cancelled and stopped also end the turn's event stream in it.
+ * (threadline_stop_turn); each also ends the turn's event stream in it.
  * Set inside PL/pgSQL instead: running or skipped by threadline_begin_turn, completed or superseded
  * by threadline_store_answer (store.ts runs both). Imports: pg, storage modules, ids, the logger.
  */
@@ -123,6 +123,9 @@ export const PATIENCE_MINUTES = 30;
 
 export const ABANDONED_TURN_ERROR = `No finish was reported for this turn within ${PATIENCE_MINUTES} minutes of a later turn waiting for it: its run is presumed lost. Regenerate the message to answer it.`;
 
+/** Why a chat turn skipped while it waited answers nothing (its turn.skipped's reason, and the run's outcome). */
+export const SKIPPED_WHILE_WAITING = "the message was answered by another run while this one waited";
+
 export type EarlierTurn = {
   /** The oldest unfinished turn ahead of this one, or null when the thread is clear. */
   earlier: { runId: string; messageId: string } | null;
@@ -133,7 +136,7 @@ export type EarlierTurn = {
 /**
  * One round of a turn's wait (turn-waits.ts), in one statement (see sql.selectEarlierUnfinishedTurn):
  * records `abandon` as failed when given, finds the oldest unfinished turn ahead of run `runId`'s,
- * and records this turn as skipped when its message got its answer meanwhile.
+ * and records this turn as skipped when its message got its answer meanwhile, ending its stream.
  */
 export async function findEarlierTurn(
   db: pg.Pool,
@@ -142,7 +145,7 @@ export async function findEarlierTurn(
   const { rows } = await db.query<sql.SelectEarlierUnfinishedTurnRow>({
     name: sql.selectEarlierUnfinishedTurnName,
     text: sql.selectEarlierUnfinishedTurn,
-    values: [input.runId, input.abandon ?? null, ABANDONED_TURN_ERROR],
+    values: [input.runId, input.abandon ?? null, ABANDONED_TURN_ERROR, SKIPPED_WHILE_WAITING],
   });
   const row = rows[0]!;
   if (row.abandoned > 0)

@@ -22,8 +22,12 @@ const NETWORK_ENDINGS = new Set<string>([
  * while the run fails) and are not written: stream.ended is written by the statement that stores
  * the answer (threadline_store_answer) or records the failure or cancellation, so a client that
  * reads "ended" finds the turn recorded. A turn skipped while it waited (its message answered by
- * another run meanwhile) stores nothing: its ending is written here. A turn skipped as it began
- * logs nothing at all (docs/engine.md, the re-run rule).
+ * another run meanwhile) stores nothing: the wait's lookup that records the skip logs its ending
+ * (turns-sql.ts selectEarlierUnfinishedTurn), so a run cancelled right after still ends it; it is
+ * written here again under the same keys, which adds nothing unless that skip was recorded by a
+ * lookup that did not log it (a run in flight over the deploy that made it log). A turn skipped
+ * as it began logs nothing here (docs/engine.md, the re-run rule; a regenerate's first run whose
+ * message left the path is ended by threadline_begin_turn).
  * The chunks AgentKit publishes are in the log's vocabulary (src/history/thread-log.ts).
  *
  * With `chunks` false (EVENT_LOG_CHUNKS unset) the turn passes AgentKit no publish at all, which
@@ -66,8 +70,12 @@ function turnPublisher(input: { db: pg.Pool; step: StepTools; runId: string; sta
     if (!threadId || turnSkippedAtStart(state)) return;
     const network = chunk.data.scope === "network" && NETWORK_ENDINGS.has(chunk.event);
     const skipReason = turnSkipReason(state);
-    if (network && !(skipReason && chunk.event === "stream.ended")) return;
-    const events: NewEvent[] = network ? skippedEnding(runId, skipReason!) : [{ key: chunk.id, ...loggedEvent(chunk) }];
+    // A turn skipped while it waited logs its ending alone: the network's run.started comes after
+    // the wait, which logged that ending already.
+    if (skipReason ? !(network && chunk.event === "stream.ended") : network) return;
+    const events: NewEvent[] = skipReason
+      ? skippedEnding(runId, skipReason)
+      : [{ key: chunk.id, ...loggedEvent(chunk) }];
     // Once the turn was stopped, cancelled or failed, its run's later chunks are not logged: that ending stays last.
     await step.run(chunk.id, () => appendRunEvents(db, { threadId, runId, attempt: 0, events }));
   };

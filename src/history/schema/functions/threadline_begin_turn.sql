@@ -60,6 +60,7 @@ DECLARE
   v_busy record;
   v_refused jsonb;
   v_stored_now boolean := false;
+  v_ends_stream boolean := false;
 BEGIN
   SELECT t.user_id INTO v_owner FROM threads t WHERE t.id = p_thread_id FOR UPDATE;
   SELECT * INTO v_message FROM messages m WHERE m.id = p_message_id;
@@ -201,6 +202,12 @@ BEGIN
     skip_reason := NULL;
     IF NOT v_message.on_path THEN
       variant := v_max; status := 'skipped'; skip_reason := 'the message is no longer on the thread''s current path';
+      -- A regenerate's first run (no turn of its event yet) whose message left the path after
+      -- its run loaded it (history.load-message refuses one already off it): the client that asked
+      -- follows this run, so its stream ends here, once. A rerun of the event logs nothing (the
+      -- re-run rule: its stream was the first run's).
+      v_ends_stream := p_kind = 'regenerate' AND NOT EXISTS (SELECT 1 FROM turns t
+        WHERE p_event_id IS NOT NULL AND t.event_id = p_event_id AND t.message_id = p_message_id);
     ELSIF p_kind = 'chat' THEN
       IF v_current IS NOT NULL THEN
         variant := v_current; status := 'skipped'; skip_reason := 'the message already has an answer: regenerate it for a new one';
@@ -232,6 +239,13 @@ BEGIN
               ELSE p_context END,
               CASE WHEN status = 'running' THEN NULL ELSE now() END)
       RETURNING * INTO v_turn;
+    IF v_ends_stream THEN
+      PERFORM threadline_append_events(p_thread_id, p_run_id, 0, jsonb_build_array(
+        jsonb_build_object('key', 'turn.skipped', 'event', 'turn.skipped',
+          'data', jsonb_build_object('runId', p_run_id, 'reason', skip_reason)),
+        jsonb_build_object('key', 'stream.ended', 'event', 'stream.ended',
+          'data', jsonb_build_object('scope', 'network', 'status', 'skipped', 'runId', p_run_id, 'messageId', p_message_id))));
+    END IF;
   END IF;
 
   -- turn_ahead: whether an unfinished turn is ahead of this one, by the order of
