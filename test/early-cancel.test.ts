@@ -1,25 +1,20 @@
 import { randomUUID } from "node:crypto";
 import { DefaultChatTransport, type UIMessage } from "ai";
 import type pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
-import { chooseModel } from "../src/agents/model.js";
-import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createModelInference } from "../src/functions/model-inference.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { CHAT_TURN_ID, createTurnCancellation, REGENERATE_ID } from "../src/functions/turn-lifecycle.js";
 import { beginTurn } from "../src/history/store.js";
 import { CANCELLED_BEFORE_ANSWERING, CANCELLED_BEFORE_BEGIN, cancelTurn } from "../src/history/turns.js";
-import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { until, within } from "./helpers/deadline.js";
-import { type EngineStandIn, type StandInRun, startEngineStandIn } from "./helpers/engine-stand-in.js";
-import { headersFor, serveToStandIn } from "./helpers/http.js";
-import { type ModelServer, startModelServer } from "./helpers/model-server.js";
+import { headersFor } from "./helpers/http.js";
 import { withPausedFunction } from "./helpers/paused-function.js";
 import { openEventStream, uiChunks } from "./helpers/sse.js";
 import { Chat } from "./helpers/use-chat.js";
+import { useStandInBed } from "./helpers/stand-in-bed.js";
 
 /**
  * The app as deployed, its functions run by the engine stand-in over the serve protocol: a chat
@@ -30,69 +25,28 @@ import { Chat } from "./helpers/use-chat.js";
  */
 const CHAT_TURN = `${inngest.id}-${CHAT_TURN_ID}`;
 const REGENERATE = `${inngest.id}-${REGENERATE_ID}`;
-const TURN_CANCELLED = `${inngest.id}-turn-cancelled`;
 const userId = "user-1";
-let db: TestDatabase;
-let model: ModelServer;
-let engine: EngineStandIn;
-let events: EventNotifier;
-let app: Awaited<ReturnType<typeof serveToStandIn>>;
-let url: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  model = await startModelServer();
-  // Idempotency keys modelled: a message sent again after its run was cancelled must start a run.
-  engine = await startEngineStandIn({ idempotency: true });
-  process.env.INNGEST_BASE_URL = engine.url;
-  const choice = chooseModel(
-    readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "test", MODEL: "test-model" }),
-  );
-  events = createEventNotifier(db.pool);
-  app = await serveToStandIn(
-    db.pool,
-    engine,
-    [
-      createChatTurn({ db: db.pool, model: choice }),
-      createModelInference({ model: choice }),
-      createRegenerate({ db: db.pool, model: choice }),
-      createTurnCancellation({ db: db.pool }),
-    ],
-    { events },
-  );
-  url = app.url;
-});
+// Idempotency keys modelled: a message sent again after its run was cancelled must start a run.
+const bed = useStandInBed(
+  ({ db, model }) => [
+    createChatTurn({ db, model }),
+    createModelInference({ model }),
+    createRegenerate({ db, model }),
+    createTurnCancellation({ db }),
+  ],
+  { idempotency: true },
+);
 
 // A test that failed while holding runs does not hold the next test's.
 afterEach(() => {
-  engine.release(CHAT_TURN);
-  engine.release(REGENERATE);
+  bed.engine.release(CHAT_TURN);
+  bed.engine.release(REGENERATE);
 });
-
-afterAll(async () => {
-  await engine?.close();
-  await events?.close();
-  await app?.close();
-  await model?.close();
-  await db?.drop();
-});
-
-/** useChat sending `text` as message `messageId` of chat `threadId`. */
-const send = async (threadId: string, messageId: string, text: string) =>
-  fetch(`${url}/api/ui/chat`, {
-    method: "POST",
-    headers: await headersFor(userId),
-    body: JSON.stringify({
-      id: threadId,
-      trigger: "submit-message",
-      messages: [{ id: messageId, role: "user", parts: [{ type: "text", text }] }],
-    }),
-  });
 
 /** Sends `text` and reads the answer's stream to its end: it must complete. */
 async function answered(threadId: string, messageId: string, text: string, answer: string) {
-  model.script({ text: answer });
-  const response = await send(threadId, messageId, text);
+  bed.model.script({ text: answer });
+  const response = await bed.send(threadId, messageId, text);
   expect(response.status).toBe(200);
   const read = await within(uiChunks(response), "the answer's UI message stream ends");
   expect(read.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
@@ -101,31 +55,18 @@ async function answered(threadId: string, messageId: string, text: string, answe
 
 /** The queued chat-turn run answering message `messageId`. */
 const queuedRun = (messageId: string) =>
-  engine.runFor((run) => run.fnId === CHAT_TURN && run.status === "queued" && run.event.data.messageId === messageId);
-
-/** The turn-cancelled run that handled run `run`'s cancellation, once it ended. */
-async function cancellationHandled(run: StandInRun) {
-  const handler = await engine.runFor(
-    (r) => r.fnId === TURN_CANCELLED && (r.event.data as { run_id?: string }).run_id === run.runId,
+  bed.engine.runFor(
+    (run) => run.fnId === CHAT_TURN && run.status === "queued" && run.event.data.messageId === messageId,
   );
-  await within(handler.ended, "the cancellation's handler ends");
-  expect(handler.status).toBe("completed");
-  return handler;
-}
-
-const runRows = async (runId: string) =>
-  (
-    await db.pool.query<{ event: string; status: string | null }>(
-      "SELECT event, data ->> 'status' AS status FROM thread_events WHERE run_id = $1 ORDER BY id",
-      [runId],
-    )
-  ).rows;
 
 /** useChat (the `ai` client) on chat `threadId`, as the user, through the app's route. */
 const useChat = async (threadId: string) =>
   new Chat({
     id: threadId,
-    transport: new DefaultChatTransport<UIMessage>({ api: `${url}/api/ui/chat`, headers: await headersFor(userId) }),
+    transport: new DefaultChatTransport<UIMessage>({
+      api: `${bed.url}/api/ui/chat`,
+      headers: await headersFor(userId),
+    }),
   });
 
 /**
@@ -133,14 +74,14 @@ const useChat = async (threadId: string) =>
  * as an operator does, and waits for the client's request to end.
  */
 async function cancelledWhileQueued(send: () => Promise<void>, content: string) {
-  engine.hold(CHAT_TURN);
+  bed.engine.hold(CHAT_TURN);
   const sending = send();
-  const run = await engine.runFor(
+  const run = await bed.engine.runFor(
     (r) => r.fnId === CHAT_TURN && r.status === "queued" && r.event.data.content === content,
   );
-  engine.cancel(run);
+  bed.engine.cancel(run);
   await within(sending, "useChat's request ends");
-  engine.release(CHAT_TURN);
+  bed.engine.release(CHAT_TURN);
 }
 
 /** A new thread of the user whose first message's turn is running (a later message's turn waits, or is refused by busy reject). */
@@ -168,11 +109,11 @@ function racingPool(meanwhile: () => Promise<unknown>) {
   const pool = {
     query: async (...args: Parameters<pg.Pool["query"]>) => {
       await next();
-      return db.pool.query(...args);
+      return bed.db.pool.query(...args);
     },
     connect: async () => {
       await next();
-      return db.pool.connect();
+      return bed.db.pool.connect();
     },
   } as unknown as pg.Pool;
   return { pool, statements: () => statements };
@@ -190,40 +131,40 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     const threadId = randomUUID();
     await answered(threadId, randomUUID(), "My name is Ada.", "Hello, Ada.");
 
-    engine.hold(CHAT_TURN);
+    bed.engine.hold(CHAT_TURN);
     const messageId = randomUUID();
-    const response = await send(threadId, messageId, "What is my name?");
+    const response = await bed.send(threadId, messageId, "What is my name?");
     expect(response.status).toBe(200);
     const run = await queuedRun(messageId);
-    engine.cancel(run);
+    bed.engine.cancel(run);
 
     expect(await within(uiChunks(response), "the UI message stream ends")).toEqual(cancelledStream);
-    const handler = await cancellationHandled(run);
-    expect(await runRows(run.runId)).toEqual([
+    const handler = await bed.cancellationHandled(run);
+    expect(await bed.runRows(run.runId)).toEqual([
       { event: "message.cancelled", status: null },
       { event: "stream.ended", status: "cancelled" },
     ]);
     // The handler running again (Inngest retrying it, a rerun) writes nothing more.
-    await within(engine.rerun(handler).ended, "the rerun handler ends");
-    expect(await runRows(run.runId)).toHaveLength(2);
-    const stored = await db.pool.query("SELECT 1 FROM messages WHERE id = $1", [messageId]);
+    await within(bed.engine.rerun(handler).ended, "the rerun handler ends");
+    expect(await bed.runRows(run.runId)).toHaveLength(2);
+    const stored = await bed.db.pool.query("SELECT 1 FROM messages WHERE id = $1", [messageId]);
     expect(stored.rowCount).toBe(0);
 
-    engine.release(CHAT_TURN);
+    bed.engine.release(CHAT_TURN);
     await answered(threadId, messageId, "What is my name?", "Your name is Ada.");
   });
 
   it("on a new thread: useChat's stream ends as cancelled, the thread's events tell it; sent again, it is answered", async () => {
-    engine.hold(CHAT_TURN);
+    bed.engine.hold(CHAT_TURN);
     const threadId = randomUUID();
     const messageId = randomUUID();
-    const response = await send(threadId, messageId, "My name is Grace.");
+    const response = await bed.send(threadId, messageId, "My name is Grace.");
     expect(response.status).toBe(200);
     const run = await queuedRun(messageId);
-    engine.cancel(run);
+    bed.engine.cancel(run);
 
     expect(await within(uiChunks(response), "the UI message stream ends")).toEqual(cancelledStream);
-    const log = await openEventStream({ request: (path, init) => fetch(`${url}${path}`, init) }, threadId);
+    const log = await openEventStream({ request: (path, init) => fetch(`${bed.url}${path}`, init) }, threadId);
     try {
       expect(log.response.status).toBe(200);
       await log.waitFor(2);
@@ -235,7 +176,7 @@ describe("a chat message whose run an operator cancels before it began a turn, o
       await log.close();
     }
 
-    engine.release(CHAT_TURN);
+    bed.engine.release(CHAT_TURN);
     await answered(threadId, messageId, "My name is Grace.", "Hello, Grace.");
   });
 
@@ -244,9 +185,9 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     const messageId = randomUUID();
     await answered(threadId, messageId, "Tell me a joke.", "Why did the chicken cross the road?");
 
-    engine.hold(REGENERATE);
+    bed.engine.hold(REGENERATE);
     const regenerate = async () =>
-      fetch(`${url}/api/ui/chat`, {
+      fetch(`${bed.url}/api/ui/chat`, {
         method: "POST",
         headers: await headersFor(userId),
         body: JSON.stringify({
@@ -258,21 +199,21 @@ describe("a chat message whose run an operator cancels before it began a turn, o
       });
     const response = await regenerate();
     expect(response.status).toBe(200);
-    const run = await engine.runFor((r) => r.fnId === REGENERATE && r.status === "queued");
-    engine.cancel(run);
+    const run = await bed.engine.runFor((r) => r.fnId === REGENERATE && r.status === "queued");
+    bed.engine.cancel(run);
     // The words are stored: sent again (as the cause said before), the thread would hold them twice.
     expect(await within(uiChunks(response), "the UI message stream ends")).toEqual([
       { type: "error", errorText: CANCELLED_BEFORE_ANSWERING },
       ...cancelledStream.slice(1),
     ]);
-    const logged = await db.pool.query(
+    const logged = await bed.db.pool.query(
       "SELECT data FROM thread_events WHERE run_id = $1 AND event = 'message.cancelled'",
       [run.runId],
     );
     expect(logged.rows).toEqual([{ data: { runId: run.runId, messageId, error: CANCELLED_BEFORE_ANSWERING } }]);
 
-    engine.release(REGENERATE);
-    model.script({ text: "Knock knock." });
+    bed.engine.release(REGENERATE);
+    bed.model.script({ text: "Knock knock." });
     const again = await within(uiChunks(await regenerate()), "the second UI message stream ends");
     expect(again.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });
   });
@@ -290,13 +231,13 @@ describe("a chat message whose run an operator cancels before it began a turn, o
   it("useChat's regenerate() after it asks again for the cancelled message, not the thread's earlier one", async () => {
     const threadId = randomUUID();
     const chat = await useChat(threadId);
-    model.script({ text: "Hi." });
+    bed.model.script({ text: "Hi." });
     await within(chat.sendMessage({ text: "Hello." }), "the first answer ends");
     await cancelledWhileQueued(() => chat.sendMessage({ text: "Second question?" }), "Second question?");
     expect(chat.status).toBe("error");
 
-    model.reset();
-    model.script({ text: "Second answer." });
+    bed.model.reset();
+    bed.model.script({ text: "Second answer." });
     await within(chat.regenerate(), "the regenerated answer ends");
 
     expect(chat.status).toBe("ready");
@@ -307,13 +248,13 @@ describe("a chat message whose run an operator cancels before it began a turn, o
       ["assistant", ["Second answer."]],
     ]);
     // The model was asked the cancelled message, once; the first answer was not asked again.
-    expect(model.requests.map((request) => request.messages.at(-1)?.content)).toEqual(["Second question?"]);
-    const stored = await db.pool.query<{ kind: string; text: string; variant: number | null }>(
+    expect(bed.model.requests.map((request) => request.messages.at(-1)?.content)).toEqual(["Second question?"]);
+    const stored = await bed.db.pool.query<{ kind: string; text: string; variant: number | null }>(
       "SELECT kind, content ->> 'text' AS text, variant FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq",
       [threadId],
     );
     expect(stored.rows.map((row) => row.text)).toEqual(["Hello.", "Second question?"]);
-    const variants = await db.pool.query<{ n: number }>(
+    const variants = await bed.db.pool.query<{ n: number }>(
       "SELECT count(DISTINCT (answers, variant))::int AS n FROM messages WHERE thread_id = $1 AND kind = 'agent'",
       [threadId],
     );
@@ -325,8 +266,8 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     const chat = await useChat(threadId);
     await cancelledWhileQueued(() => chat.sendMessage({ text: "First words." }), "First words.");
 
-    model.reset();
-    model.script({ text: "An answer at last." });
+    bed.model.reset();
+    bed.model.script({ text: "An answer at last." });
     await within(chat.regenerate(), "the regenerated answer ends");
 
     expect(chat.status).toBe("ready");
@@ -334,13 +275,13 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     expect(chat.messages[1]!.parts).toContainEqual(
       expect.objectContaining({ type: "text", text: "An answer at last." }),
     );
-    expect(model.requests.map((request) => request.messages.at(-1)?.content)).toEqual(["First words."]);
+    expect(bed.model.requests.map((request) => request.messages.at(-1)?.content)).toEqual(["First words."]);
   });
 
   it("useChat's regenerate() after a cancelled edit sends the edit again, not the original's words", async () => {
     const threadId = randomUUID();
     const chat = await useChat(threadId);
-    model.script({ text: "Paris." });
+    bed.model.script({ text: "Paris." });
     await within(chat.sendMessage({ text: "Capital of France?" }), "the first answer ends");
     const asked = chat.messages[0]!.id;
     await cancelledWhileQueued(
@@ -349,8 +290,8 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     );
     expect(chat.status).toBe("error");
 
-    model.reset();
-    model.script({ text: "Rome." });
+    bed.model.reset();
+    bed.model.script({ text: "Rome." });
     await within(chat.regenerate(), "the regenerated answer ends");
 
     expect(chat.status).toBe("ready");
@@ -358,9 +299,9 @@ describe("a chat message whose run an operator cancels before it began a turn, o
       ["Capital of Italy?"],
       ["Rome."],
     ]);
-    expect(model.requests.map((request) => request.messages.at(-1)?.content)).toEqual(["Capital of Italy?"]);
+    expect(bed.model.requests.map((request) => request.messages.at(-1)?.content)).toEqual(["Capital of Italy?"]);
     // The edit is a sibling of the original, on the current path; the original's answer was not asked again.
-    const stored = await db.pool.query<{ text: string; on_path: boolean }>(
+    const stored = await bed.db.pool.query<{ text: string; on_path: boolean }>(
       "SELECT content ->> 'text' AS text, on_path FROM messages WHERE thread_id = $1 AND kind = 'user' ORDER BY seq",
       [threadId],
     );
@@ -373,21 +314,25 @@ describe("a chat message whose run an operator cancels before it began a turn, o
   it("logs nothing on another user's thread", async () => {
     const threadId = randomUUID();
     await answered(threadId, randomUUID(), "Hello.", "Hi.");
-    const before = await db.pool.query("SELECT count(*)::int AS n FROM thread_events WHERE thread_id = $1", [threadId]);
+    const before = await bed.db.pool.query("SELECT count(*)::int AS n FROM thread_events WHERE thread_id = $1", [
+      threadId,
+    ]);
 
-    engine.hold(CHAT_TURN);
+    bed.engine.hold(CHAT_TURN);
     const messageId = randomUUID();
-    await engine.send({
+    await bed.engine.send({
       name: "chat/message.sent",
       data: { threadId, messageId, content: "Mine now.", userId: "user-2", busy: "enqueue" },
     });
     const run = await queuedRun(messageId);
-    engine.cancel(run);
-    await cancellationHandled(run);
-    engine.release(CHAT_TURN);
+    bed.engine.cancel(run);
+    await bed.cancellationHandled(run);
+    bed.engine.release(CHAT_TURN);
 
-    expect(await runRows(run.runId)).toEqual([]);
-    const after = await db.pool.query("SELECT count(*)::int AS n FROM thread_events WHERE thread_id = $1", [threadId]);
+    expect(await bed.runRows(run.runId)).toEqual([]);
+    const after = await bed.db.pool.query("SELECT count(*)::int AS n FROM thread_events WHERE thread_id = $1", [
+      threadId,
+    ]);
     expect(after.rows[0].n).toBe(before.rows[0].n);
   });
 
@@ -395,11 +340,11 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     const threadId = randomUUID();
     await answered(threadId, randomUUID(), "Hello.", "Hi.");
 
-    engine.hold(CHAT_TURN);
+    bed.engine.hold(CHAT_TURN);
     const messageId = randomUUID();
-    const response = await send(threadId, messageId, "Still there?");
+    const response = await bed.send(threadId, messageId, "Still there?");
     const run = await queuedRun(messageId);
-    const deleted = await fetch(`${url}/api/threads/${threadId}`, {
+    const deleted = await fetch(`${bed.url}/api/threads/${threadId}`, {
       method: "DELETE",
       headers: await headersFor(userId),
     });
@@ -409,16 +354,16 @@ describe("a chat message whose run an operator cancels before it began a turn, o
     const read = await within(uiChunks(response), "the UI message stream ends");
     expect(read[0]).toMatchObject({ type: "data-thread-deleted", data: { threadId } });
     expect(read.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "deleted" } });
-    await cancellationHandled(run);
-    engine.release(CHAT_TURN);
-    expect(await runRows(run.runId)).toEqual([]);
-    const thread = await db.pool.query("SELECT 1 FROM threads WHERE id = $1", [threadId]);
+    await bed.cancellationHandled(run);
+    bed.engine.release(CHAT_TURN);
+    expect(await bed.runRows(run.runId)).toEqual([]);
+    const thread = await bed.db.pool.query("SELECT 1 FROM threads WHERE id = $1", [threadId]);
     expect(thread.rowCount).toBe(0);
   });
 });
 
 describe("a cancellation while the run's first step executes (a step runs to its end)", () => {
-  const runEvents = async (pool: typeof db.pool, runId: string) =>
+  const runEvents = async (pool: typeof bed.db.pool, runId: string) =>
     (
       await pool.query<{ event: string }>("SELECT event FROM thread_events WHERE run_id = $1 ORDER BY id", [runId])
     ).rows.map((row) => row.event);
@@ -427,30 +372,30 @@ describe("a cancellation while the run's first step executes (a step runs to its
     const threadId = randomUUID();
     const runId = `run-${threadId}`;
     const sent = { threadId, messageId: threadId, userId, sentAt: Date.now() };
-    expect(await cancelTurn(db.pool, runId, sent)).toEqual({ threadId, messageId: threadId, unbegun: true });
+    expect(await cancelTurn(bed.db.pool, runId, sent)).toEqual({ threadId, messageId: threadId, unbegun: true });
 
-    const begin = beginTurn(db.pool, {
+    const begin = beginTurn(bed.db.pool, {
       threadId,
       userId,
       message: { id: threadId, text: "Hello?" },
       turn: { runId, kind: "chat", eventTime: sent.sentAt },
     });
     await expect(begin).rejects.toThrow(/cancelled before it stored message/);
-    const stored = await db.pool.query(
+    const stored = await bed.db.pool.query(
       "SELECT 1 FROM messages WHERE thread_id = $1 UNION ALL SELECT 1 FROM turns WHERE run_id = $2",
       [threadId, runId],
     );
     expect(stored.rowCount).toBe(0);
-    expect(await runEvents(db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
+    expect(await runEvents(bed.db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
   });
 
   it("a busy refusal the cancellation logged before: the run's log tells one ending, the cancellation", async () => {
-    const threadId = await threadAnswering(db.pool);
+    const threadId = await threadAnswering(bed.db.pool);
     const messageId = randomUUID();
     const runId = `run-${messageId}`;
     // The run's first step refuses the message (busy reject: a turn runs) and, before it logs the
     // refusal (its second statement), the cancellation is handled: it finds no turn and logs.
-    const racing = racingPool(() => cancelTurn(db.pool, runId, { threadId, messageId, userId }));
+    const racing = racingPool(() => cancelTurn(bed.db.pool, runId, { threadId, messageId, userId }));
     const begin = beginTurn(racing.pool, {
       threadId,
       userId,
@@ -459,17 +404,17 @@ describe("a cancellation while the run's first step executes (a step runs to its
     });
     await expect(begin).rejects.toThrow(/still answering message/);
     expect(racing.statements()).toBeGreaterThanOrEqual(2);
-    expect(await runEvents(db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
+    expect(await runEvents(bed.db.pool, runId)).toEqual(["message.cancelled", "stream.ended"]);
   });
 
   it("the turn begun after the cancellation looked for it, before it logged: recorded cancelled, released", async () => {
-    const threadId = await threadAnswering(db.pool);
+    const threadId = await threadAnswering(bed.db.pool);
     const messageId = randomUUID();
     const runId = `run-${messageId}`;
     // The run's first step commits its turn between the cancellation's first statement (no turn
     // yet) and its next one.
     const racing = racingPool(() =>
-      beginTurn(db.pool, {
+      beginTurn(bed.db.pool, {
         threadId,
         userId,
         message: { id: messageId, text: "Still there?" },
@@ -478,9 +423,9 @@ describe("a cancellation while the run's first step executes (a step runs to its
     );
 
     expect(await cancelTurn(racing.pool, runId, { threadId, messageId, userId })).toEqual({ threadId, messageId });
-    const turn = await db.pool.query<{ status: string }>("SELECT status FROM turns WHERE run_id = $1", [runId]);
+    const turn = await bed.db.pool.query<{ status: string }>("SELECT status FROM turns WHERE run_id = $1", [runId]);
     expect(turn.rows).toEqual([{ status: "cancelled" }]);
-    expect(await runEvents(db.pool, runId)).toEqual(["turn.cancelled", "stream.ended"]);
+    expect(await runEvents(bed.db.pool, runId)).toEqual(["turn.cancelled", "stream.ended"]);
   });
 
   it("the turn begun while the cancellation waited for the thread: recorded cancelled, released, its message not told unstored", async () => {

@@ -1,9 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type pg from "pg";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
-import { chooseModel } from "../src/agents/model.js";
-import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createModelInference } from "../src/functions/model-inference.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
@@ -12,13 +10,10 @@ import { resultId } from "../src/history/ids.js";
 import { beginTurnName } from "../src/history/store-sql.js";
 import { beginTurn, storeAnswer } from "../src/history/store.js";
 import { selectEarlierUnfinishedTurnName } from "../src/history/turns-sql.js";
-import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { until, within } from "./helpers/deadline.js";
-import { type EngineStandIn, type StandInRun, startEngineStandIn } from "./helpers/engine-stand-in.js";
-import { headersFor, serveToStandIn } from "./helpers/http.js";
-import { type ModelServer, startModelServer } from "./helpers/model-server.js";
+import { headersFor } from "./helpers/http.js";
 import { openEventStream, uiChunks } from "./helpers/sse.js";
+import { useStandInBed } from "./helpers/stand-in-bed.js";
 
 /**
  * Two narrow windows in which a turn was recorded as skipped while nothing ended its stream, so a
@@ -29,15 +24,7 @@ import { openEventStream, uiChunks } from "./helpers/sse.js";
  */
 const CHAT_TURN = `${inngest.id}-${CHAT_TURN_ID}`;
 const REGENERATE = `${inngest.id}-${REGENERATE_ID}`;
-const TURN_CANCELLED = `${inngest.id}-turn-cancelled`;
 const userId = "user-1";
-let db: TestDatabase;
-let model: ModelServer;
-let engine: EngineStandIn;
-let events: EventNotifier;
-let app: Awaited<ReturnType<typeof serveToStandIn>>;
-let url: string;
-
 /**
  * A step's statement held where a test wants a cancellation or another writer to land: the
  * statement named `name` (a prepared statement of src/history) waits, before it is sent or once
@@ -89,66 +76,29 @@ function pausingPool(pool: pg.Pool) {
 let chatPool: ReturnType<typeof pausingPool>;
 let regeneratePool: ReturnType<typeof pausingPool>;
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-  model = await startModelServer();
-  // A wait's round lasts 0.5 s of real time: the run waited for is not presumed lost during a test.
-  engine = await startEngineStandIn({ msPerSecond: 50 });
-  process.env.INNGEST_BASE_URL = engine.url;
-  const choice = chooseModel(
-    readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "test", MODEL: "test-model" }),
-  );
-  events = createEventNotifier(db.pool);
-  chatPool = pausingPool(db.pool);
-  regeneratePool = pausingPool(db.pool);
-  app = await serveToStandIn(
-    db.pool,
-    engine,
-    [
-      createChatTurn({ db: chatPool.pool, model: choice }),
-      createModelInference({ model: choice }),
-      createRegenerate({ db: regeneratePool.pool, model: choice }),
-      createTurnCancellation({ db: db.pool }),
-    ],
-    { events },
-  );
-  url = app.url;
-});
+// A wait's round lasts 0.5 s of real time: the run waited for is not presumed lost during a test.
+const bed = useStandInBed(
+  ({ db, model }) => {
+    chatPool = pausingPool(db);
+    regeneratePool = pausingPool(db);
+    return [
+      createChatTurn({ db: chatPool.pool, model }),
+      createModelInference({ model }),
+      createRegenerate({ db: regeneratePool.pool, model }),
+      createTurnCancellation({ db }),
+    ];
+  },
+  { msPerSecond: 50 },
+);
 
 afterEach(() => {
   chatPool.disarm();
   regeneratePool.disarm();
 });
 
-afterAll(async () => {
-  await engine?.close();
-  await events?.close();
-  await app?.close();
-  await model?.close();
-  await db?.drop();
-});
-
-const runRows = async (runId: string) =>
-  (
-    await db.pool.query<{ event: string; status: string | null }>(
-      "SELECT event, data ->> 'status' AS status FROM thread_events WHERE run_id = $1 ORDER BY id",
-      [runId],
-    )
-  ).rows;
-
-/** The turn-cancelled run that handled run `run`'s cancellation, once it ended. */
-async function cancellationHandled(run: StandInRun) {
-  const handler = await engine.runFor(
-    (r) => r.fnId === TURN_CANCELLED && (r.event.data as { run_id?: string }).run_id === run.runId,
-  );
-  await within(handler.ended, "the cancellation's handler ends");
-  expect(handler.status).toBe("completed");
-  return handler;
-}
-
 /** The thread's event log, followed as a client does, from its beginning. */
 const follow = (threadId: string) =>
-  openEventStream({ request: (path, init) => fetch(`${url}${path}`, init) }, threadId);
+  openEventStream({ request: (path, init) => fetch(`${bed.url}${path}`, init) }, threadId);
 
 describe("a run skipped while it waited, cancelled before it logged the skip", () => {
   it("ends its stream as skipped, once: a client following the thread sees it end", async () => {
@@ -157,7 +107,7 @@ describe("a run skipped while it waited, cancelled before it logged the skip", (
     const threadId = randomUUID();
     const messageId = threadId;
     const first = `first-${messageId}`;
-    const begun = await beginTurn(db.pool, {
+    const begun = await beginTurn(bed.db.pool, {
       threadId,
       userId,
       message: { id: messageId, text: "Tell me a fact." },
@@ -165,11 +115,11 @@ describe("a run skipped while it waited, cancelled before it logged the skip", (
     });
     const log = await follow(threadId);
     try {
-      await engine.send({
+      await bed.engine.send({
         name: "chat/message.sent",
         data: { threadId, messageId, content: "Tell me a fact.", userId, busy: "enqueue" },
       });
-      const second = await engine.runFor((r) => r.fnId === CHAT_TURN && r.event.data.messageId === messageId);
+      const second = await bed.engine.runFor((r) => r.fnId === CHAT_TURN && r.event.data.messageId === messageId);
       await until(
         () => second.order.some((step) => step.id === "history.find-earlier-turn"),
         "the second run found the first ahead of it",
@@ -182,7 +132,7 @@ describe("a run skipped while it waited, cancelled before it logged the skip", (
         phase: "after",
         matches: (row) => row?.skipped === true,
       });
-      await storeAnswer(db.pool, {
+      await storeAnswer(bed.db.pool, {
         threadId,
         userId,
         runId: first,
@@ -201,14 +151,14 @@ describe("a run skipped while it waited, cancelled before it logged the skip", (
           },
         ],
       });
-      await engine.send({
+      await bed.engine.send({
         id: `turn-finished-${first}`,
         name: "threadline/turn.finished",
         data: { threadId, runId: first, messageId, status: "completed" },
       });
       await within(skip.waiting, "the second run's lookup finds the message answered");
-      engine.cancel(second);
-      const handler = await cancellationHandled(second);
+      bed.engine.cancel(second);
+      const handler = await bed.cancellationHandled(second);
       skip.release();
       await within(second.ended, "the second run ends");
 
@@ -225,11 +175,11 @@ describe("a run skipped while it waited, cancelled before it logged the skip", (
         },
         { event: "stream.ended", data: { scope: "network", status: "skipped", runId: second.runId, messageId } },
       ]);
-      const turns = await db.pool.query("SELECT status FROM turns WHERE run_id = $1", [second.runId]);
+      const turns = await bed.db.pool.query("SELECT status FROM turns WHERE run_id = $1", [second.runId]);
       expect(turns.rows).toEqual([{ status: "skipped" }]);
       // The handler running again (Inngest retrying it) writes nothing.
-      await within(engine.rerun(handler).ended, "the rerun handler ends");
-      expect(await runRows(second.runId)).toEqual([
+      await within(bed.engine.rerun(handler).ended, "the rerun handler ends");
+      expect(await bed.runRows(second.runId)).toEqual([
         { event: "turn.skipped", status: null },
         { event: "stream.ended", status: "skipped" },
       ]);
@@ -242,7 +192,7 @@ describe("a run skipped while it waited, cancelled before it logged the skip", (
 describe("a regenerate whose message leaves the current path after its run loaded it, before its turn began", () => {
   /** useChat sending `text` as message `messageId` of chat `threadId`; `edits`: the message it edits. */
   const send = async (threadId: string, messageId: string, text: string, edits?: string) =>
-    fetch(`${url}/api/ui/chat`, {
+    fetch(`${bed.url}/api/ui/chat`, {
       method: "POST",
       headers: await headersFor(userId),
       body: JSON.stringify({
@@ -255,7 +205,7 @@ describe("a regenerate whose message leaves the current path after its run loade
 
   /** Sends `text` and reads the answer's stream to its end: it must complete. */
   async function answered(threadId: string, messageId: string, text: string, answer: string, edits?: string) {
-    model.script({ text: answer });
+    bed.model.script({ text: answer });
     const response = await send(threadId, messageId, text, edits);
     expect(response.status).toBe(200);
     const read = await within(uiChunks(response), "the answer's UI message stream ends");
@@ -269,7 +219,7 @@ describe("a regenerate whose message leaves the current path after its run loade
 
     // The run's first step loads the message (on the path), its next one begins the turn: held just before.
     const begin = regeneratePool.arm({ name: beginTurnName, phase: "before" });
-    const regenerate = await fetch(`${url}/api/ui/chat`, {
+    const regenerate = await fetch(`${bed.url}/api/ui/chat`, {
       method: "POST",
       headers: await headersFor(userId),
       body: JSON.stringify({
@@ -280,13 +230,13 @@ describe("a regenerate whose message leaves the current path after its run loade
       }),
     });
     expect(regenerate.status).toBe(200);
-    const run = await engine.runFor((r) => r.fnId === REGENERATE);
+    const run = await bed.engine.runFor((r) => r.fnId === REGENERATE);
     await within(begin.waiting, "the regenerate is about to begin its turn");
     // Meanwhile the message is edited: it leaves the current path.
     await answered(threadId, randomUUID(), "Capital of Italy?", "Rome.", messageId);
     const log = await follow(threadId);
     try {
-      model.reset();
+      bed.model.reset();
       begin.release();
 
       const read = await within(uiChunks(regenerate), "the regenerate's UI message stream ends");
@@ -308,13 +258,13 @@ describe("a regenerate whose message leaves the current path after its run loade
       ]);
       await within(run.ended, "the regenerate's run ends");
       expect(run.output).toMatchObject({ status: "skipped" });
-      expect(model.requests).toHaveLength(0);
+      expect(bed.model.requests).toHaveLength(0);
 
       // The event run again (a rerun, from the start or from a later step) logs nothing: the re-run rule.
-      await within(engine.rerun(run).ended, "the whole rerun ends");
+      await within(bed.engine.rerun(run).ended, "the whole rerun ends");
       const begun = run.order.findIndex((step) => step.id === "history.append-user-message");
-      await within(engine.rerun(run, run.order[begun + 1]!.id).ended, "the rerun from a later step ends");
-      const logged = await db.pool.query<{ run_id: string; event: string }>(
+      await within(bed.engine.rerun(run, run.order[begun + 1]!.id).ended, "the rerun from a later step ends");
+      const logged = await bed.db.pool.query<{ run_id: string; event: string }>(
         "SELECT run_id, event FROM thread_events WHERE thread_id = $1 AND run_id IN (SELECT run_id FROM turns WHERE kind = 'regenerate') ORDER BY id",
         [threadId],
       );

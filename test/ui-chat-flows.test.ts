@@ -5,21 +5,17 @@ import {
   lastAssistantMessageIsCompleteWithApprovalResponses,
   type UIMessage,
 } from "ai";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
-import { chooseModel } from "../src/agents/model.js";
-import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { CHAT_TURN_ID, createTurnCancellation, REGENERATE_ID } from "../src/functions/turn-lifecycle.js";
 import { NO_MEMORY } from "../src/memory/components.js";
-import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
 import { until, within } from "./helpers/deadline.js";
-import { type EngineStandIn, startEngineStandIn } from "./helpers/engine-stand-in.js";
-import { headersFor, serveToStandIn } from "./helpers/http.js";
-import { gate, type ModelServer, startModelServer } from "./helpers/model-server.js";
+import { headersFor } from "./helpers/http.js";
+import { gate } from "./helpers/model-server.js";
 import { Chat } from "./helpers/use-chat.js";
+import { useStandInBed } from "./helpers/stand-in-bed.js";
 
 /**
  * The flows a chat app's developer drives with useChat (the `ai` package's own chat client, with
@@ -29,24 +25,10 @@ import { Chat } from "./helpers/use-chat.js";
 const CHAT_TURN = `${inngest.id}-${CHAT_TURN_ID}`;
 const REGENERATE = `${inngest.id}-${REGENERATE_ID}`;
 const userId = "user-1";
-let db: TestDatabase;
-let model: ModelServer;
-let engine: EngineStandIn;
-let events: EventNotifier;
-let app: Awaited<ReturnType<typeof serveToStandIn>>;
-let url: string;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  model = await startModelServer();
-  engine = await startEngineStandIn();
-  process.env.INNGEST_BASE_URL = engine.url;
-  const choice = chooseModel(
-    readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "test", MODEL: "test-model" }),
-  );
+const bed = useStandInBed(({ db, model }) => {
   const deps = {
-    db: db.pool,
-    model: choice,
+    db,
+    model,
     inference: "stream" as const,
     agents: {
       network: "assistant" as const,
@@ -54,33 +36,18 @@ beforeAll(async () => {
       approvals: { tools: [], expiryMinutes: 60, demoTool: true },
     },
   };
-  events = createEventNotifier(db.pool);
-  app = await serveToStandIn(
-    db.pool,
-    engine,
-    [createChatTurn(deps), createRegenerate(deps), createTurnCancellation({ db: db.pool })],
-    { events },
-  );
-  url = app.url;
+  return [createChatTurn(deps), createRegenerate(deps), createTurnCancellation({ db })];
 });
 
 afterEach(() => {
-  engine.release(CHAT_TURN);
-  engine.release(REGENERATE);
-  model.reset();
-});
-
-afterAll(async () => {
-  await engine?.close();
-  await events?.close();
-  await app?.close();
-  await model?.close();
-  await db?.drop();
+  bed.engine.release(CHAT_TURN);
+  bed.engine.release(REGENERATE);
+  bed.model.reset();
 });
 
 const transport = (body?: Record<string, unknown>) =>
   new DefaultChatTransport<UIMessage>({
-    api: `${url}/api/ui/chat`,
+    api: `${bed.url}/api/ui/chat`,
     headers: () => headersFor(userId),
     ...(body ? { body } : {}),
   });
@@ -107,7 +74,7 @@ type StoredMessage = {
 
 /** What the thread stores on its current path, as GET /api/threads/:id/messages gives it. */
 async function stored(threadId: string) {
-  const response = await fetch(`${url}/api/threads/${threadId}/messages?limit=100`, {
+  const response = await fetch(`${bed.url}/api/threads/${threadId}/messages?limit=100`, {
     headers: await headersFor(userId),
   });
   expect(response.status).toBe(200);
@@ -124,12 +91,12 @@ const storedShown = async (threadId: string) =>
   ]);
 
 const post = async (path: string, body: unknown) =>
-  fetch(`${url}${path}`, { method: "POST", headers: await headersFor(userId), body: JSON.stringify(body) });
+  fetch(`${bed.url}${path}`, { method: "POST", headers: await headersFor(userId), body: JSON.stringify(body) });
 
 describe("useChat's flows over HTTP, against what the thread stores", () => {
   it("send: the answer shown is the one stored, under its id; status ready", async () => {
     const chat = newChat();
-    model.script({ text: "Hello there." });
+    bed.model.script({ text: "Hello there." });
     await within(chat.sendMessage({ text: "Hi" }), "the answer ends");
     expect(chat.status).toBe("ready");
     expect(chat.error).toBeUndefined();
@@ -146,9 +113,9 @@ describe("useChat's flows over HTTP, against what the thread stores", () => {
 describe("more flows", () => {
   it("regenerate(): the last answer is replaced by the new one, as stored", async () => {
     const chat = newChat();
-    model.script({ text: "Blue." });
+    bed.model.script({ text: "Blue." });
     await within(chat.sendMessage({ text: "A colour?" }), "the answer ends");
-    model.script({ text: "Green." });
+    bed.model.script({ text: "Green." });
     await within(chat.regenerate(), "the new answer ends");
     expect([chat.status, chat.error]).toEqual(["ready", undefined]);
     expect(shown(chat)).toEqual([
@@ -161,10 +128,10 @@ describe("more flows", () => {
 
   it("regenerate({messageId}) of an earlier answer: the client and the thread both end at its new answer", async () => {
     const chat = newChat();
-    model.script({ text: "One." }, { text: "Two." });
+    bed.model.script({ text: "One." }, { text: "Two." });
     await within(chat.sendMessage({ text: "First?" }), "the first answer ends");
     await within(chat.sendMessage({ text: "Second?" }), "the second answer ends");
-    model.script({ text: "One again." });
+    bed.model.script({ text: "One again." });
     await within(chat.regenerate({ messageId: chat.messages[1]!.id }), "the new answer ends");
     expect([chat.status, chat.error]).toEqual(["ready", undefined]);
     expect(shown(chat)).toEqual([
@@ -177,10 +144,10 @@ describe("more flows", () => {
 
   it("edit: sendMessage({text, messageId}) of an earlier message: a new branch, shown as stored", async () => {
     const chat = newChat();
-    model.script({ text: "Paris." }, { text: "Berlin." });
+    bed.model.script({ text: "Paris." }, { text: "Berlin." });
     await within(chat.sendMessage({ text: "France?" }), "the first answer ends");
     await within(chat.sendMessage({ text: "Germany?" }), "the second answer ends");
-    model.script({ text: "Rome." });
+    bed.model.script({ text: "Rome." });
     await within(chat.sendMessage({ text: "Italy?", messageId: chat.messages[0]!.id }), "the edit's answer ends");
     expect([chat.status, chat.error]).toEqual(["ready", undefined]);
     expect(shown(chat)).toEqual([
@@ -189,10 +156,10 @@ describe("more flows", () => {
     ]);
     expect(shown(chat)).toEqual(await storedShown(chat.id));
     // A second edit of the same message, and a regenerate of its answer, go on from what is shown.
-    model.script({ text: "Madrid." });
+    bed.model.script({ text: "Madrid." });
     await within(chat.sendMessage({ text: "Spain?", messageId: chat.messages[0]!.id }), "the second edit ends");
     expect(shown(chat)).toEqual(await storedShown(chat.id));
-    model.script({ text: "Madrid, again." });
+    bed.model.script({ text: "Madrid, again." });
     await within(chat.regenerate(), "the regenerate ends");
     expect([chat.status, chat.error]).toEqual(["ready", undefined]);
     expect(shown(chat)).toEqual([
@@ -211,7 +178,7 @@ describe("more flows", () => {
     expect(shown(chat)).toEqual([["user", ["Break"]]]);
     expect(shown(chat)).toEqual(await storedShown(chat.id));
     // Regenerate after it answers.
-    model.script({ text: "Fixed." });
+    bed.model.script({ text: "Fixed." });
     await within(chat.regenerate(), "the regenerate ends");
     expect([chat.status, chat.error]).toEqual(["ready", undefined]);
     expect(shown(chat)).toEqual([
@@ -224,7 +191,7 @@ describe("more flows", () => {
   it("the stop route while useChat streams: its stream ends, the partial answer shown is the one stored", async () => {
     const chat = newChat();
     const held = gate();
-    model.script({
+    bed.model.script({
       text: "Once upon a time.",
       stream: { chunks: ["Once", " upon", " a time."], holdAfter: { chunks: 2, gate: held } },
     });
@@ -248,7 +215,7 @@ describe("more flows", () => {
     const threadId = randomUUID();
     const first = newChat(threadId);
     const held = gate();
-    model.script({
+    bed.model.script({
       text: "Long answer.",
       stream: { chunks: ["Long", " answer."], holdAfter: { chunks: 1, gate: held } },
     });
@@ -283,7 +250,7 @@ describe("a message sent while an answer streams (busy policies)", () => {
     it(`${busy}: both answers shown in order, as stored${busy === "interrupt" ? " (the first one stopped where it was)" : ""}`, async () => {
       const chat = newChat(randomUUID(), { busy });
       const held = gate();
-      model.script(
+      bed.model.script(
         { text: "First answer.", stream: { chunks: ["First", " answer."], holdAfter: { chunks: 1, gate: held } } },
         { text: "Second answer." },
       );
@@ -292,7 +259,7 @@ describe("a message sent while an answer streams (busy policies)", () => {
       await until(() => chat.messages[1]?.role === "assistant", "the partial answer is shown");
       const second = chat.sendMessage({ text: "Second?" });
       if (busy === "enqueue") {
-        const runs = () => engine.runs.filter((r) => r.fnId === CHAT_TURN && r.event.data.threadId === chat.id);
+        const runs = () => bed.engine.runs.filter((r) => r.fnId === CHAT_TURN && r.event.data.threadId === chat.id);
         await until(() => runs().length === 2, "the second message's run starts");
       } else {
         // The interrupt stops the first turn while its model is still held.
@@ -317,7 +284,7 @@ describe("a message sent while an answer streams (busy policies)", () => {
     const tab = newChat(threadId);
     const other = newChat(threadId, { busy: "reject" });
     const held = gate();
-    model.script({
+    bed.model.script({
       text: "First answer.",
       stream: { chunks: ["First", " answer."], holdAfter: { chunks: 1, gate: held } },
     });
@@ -340,7 +307,7 @@ describe("approvals", () => {
       transport: transport(),
       sendAutomaticallyWhen: lastAssistantMessageIsCompleteWithApprovalResponses,
     });
-    model.script(
+    bed.model.script(
       { toolCalls: [{ name: "roll_dice", id: "call_1", arguments: { count: 1, sides: 6 } }] },
       { text: "Rolled." },
     );
@@ -366,7 +333,7 @@ describe("approvals", () => {
     const threadId = randomUUID();
     const chat = newChat(threadId);
     const held = gate();
-    model.script(
+    bed.model.script(
       { toolCalls: [{ name: "roll_dice", id: "call_2", arguments: { count: 2, sides: 6 } }] },
       { text: "Rolled twice.", stream: { chunks: ["Rolled", " twice."], holdAfter: { chunks: 1, gate: held } } },
     );
@@ -404,9 +371,9 @@ describe("approvals", () => {
 describe("endings with nothing shown", () => {
   it("the stop route before any text arrived: no empty answer, status ready, as the thread stores (no answer)", async () => {
     const chat = newChat();
-    model.script({ text: "Too late.", delayMs: 1_000 });
+    bed.model.script({ text: "Too late.", delayMs: 1_000 });
     const sending = chat.sendMessage({ text: "Slow?" });
-    await until(() => model.requests.length === 1, "the model is asked");
+    await until(() => bed.model.requests.length === 1, "the model is asked");
     const stop = await post(`/api/threads/${chat.id}/stop`, {});
     expect(stop.status).toBe(202);
     expect(await stop.json()).toMatchObject({ answerStored: false });
@@ -421,19 +388,19 @@ describe("endings with nothing shown", () => {
     const tab = newChat(threadId);
     const other = newChat(threadId);
     const held = gate();
-    model.script(
+    bed.model.script(
       { text: "First answer.", stream: { chunks: ["First", " answer."], holdAfter: { chunks: 1, gate: held } } },
       { text: "Never asked." },
     );
     const first = tab.sendMessage({ text: "First?" });
     await within(held.reached, "the model is held");
     const second = other.sendMessage({ text: "Second?" });
-    const run = await engine.runFor(
+    const run = await bed.engine.runFor(
       (r) => r.fnId === CHAT_TURN && r.event.data.threadId === threadId && r.event.data.content === "Second?",
     );
     // Its turn began (the message is stored) and waits for the first one.
     await until(() => run.order.length > 0, "the second turn began");
-    engine.cancel(run);
+    bed.engine.cancel(run);
     await within(second, "the cancelled turn's stream ends");
     expect(other.status).toBe("error");
     expect(other.error?.message).toBe("The run was cancelled.");

@@ -1,55 +1,26 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { inngest } from "../inngest.config.js";
-import { chooseModel } from "../src/agents/model.js";
-import { readEnvironment } from "../src/config.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createModelInference } from "../src/functions/model-inference.js";
 import { CHAT_TURN_ID } from "../src/functions/turn-lifecycle.js";
-import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
-import { type EngineStandIn, startEngineStandIn } from "./helpers/engine-stand-in.js";
-import { serveToStandIn } from "./helpers/http.js";
-import { type ModelServer, startModelServer } from "./helpers/model-server.js";
+import { useStandInBed } from "./helpers/stand-in-bed.js";
 
 /**
  * A turn whose final answer AgentKit rejects records that answer's usage in usage.<step id> before
  * it fails (src/functions/turn-runner.ts). When that step fails for good too, the run still fails
  * with the turn's own error, not the ledger's: that is what the user is shown.
  */
-let db: TestDatabase;
-let model: ModelServer;
-let engine: EngineStandIn;
-let app: Awaited<ReturnType<typeof serveToStandIn>>;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  model = await startModelServer();
-  engine = await startEngineStandIn();
-  process.env.INNGEST_BASE_URL = engine.url;
-  const choice = chooseModel(
-    readEnvironment({ OPENAI_BASE_URL: model.baseUrl, OPENAI_API_KEY: "test", MODEL: "test-model" }),
-  );
-  app = await serveToStandIn(db.pool, engine, [
-    createChatTurn({ db: db.pool, model: choice }),
-    createModelInference({ model: choice }),
-  ]);
-});
-
-afterAll(async () => {
-  await engine?.close();
-  await app?.close();
-  await model?.close();
-  await db?.drop();
-});
+const bed = useStandInBed(({ db, model }) => [createChatTurn({ db, model }), createModelInference({ model })]);
 
 describe("a rejected final answer whose usage step fails too", () => {
   it("fails the run with the turn's own error", async () => {
-    await db.pool.query(`
+    await bed.db.pool.query(`
       CREATE FUNCTION test_ledger_down() RETURNS trigger LANGUAGE plpgsql AS
         $$ BEGIN RAISE EXCEPTION 'ledger down'; END $$;
       CREATE TRIGGER test_ledger_down BEFORE INSERT ON usage_records FOR EACH ROW EXECUTE FUNCTION test_ledger_down();`);
     // Content that is no string: AgentKit's parser throws on it, after the inference succeeded.
-    model.script({
+    bed.model.script({
       status: 200,
       body: {
         id: "chatcmpl-rejected",
@@ -59,11 +30,11 @@ describe("a rejected final answer whose usage step fails too", () => {
         usage: { prompt_tokens: 10, completion_tokens: 2, total_tokens: 12 },
       },
     });
-    const event = await engine.send({
+    const event = await bed.engine.send({
       name: "chat/message.sent",
       data: { userId: `u-${randomUUID()}`, messageId: randomUUID(), content: "Answer in numbers." },
     });
-    const run = await engine.runFor((r) => r.event.id === event.id && r.fnId === `${inngest.id}-${CHAT_TURN_ID}`);
+    const run = await bed.engine.runFor((r) => r.event.id === event.id && r.fnId === `${inngest.id}-${CHAT_TURN_ID}`);
     await run.ended;
 
     expect(run.status).toBe("failed");
