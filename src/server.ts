@@ -12,6 +12,7 @@ import { chatRoutes } from "./api/chat.js";
 import { checkEventSize, limitBody, requireJsonBody } from "./api/bounded-input.js";
 import { answerError, EventNotSent, type AppEnv } from "./api/errors.js";
 import { healthRoutes } from "./api/health.js";
+import { allowedMethods, methodNotAllowed, refuseOtherMethods } from "./api/methods.js";
 import { apiReferenceRoutes } from "./api/openapi.js";
 import type { ApiDeps } from "./api/deps.js";
 import { eventRoutes } from "./api/events.js";
@@ -94,11 +95,15 @@ export function createApp({
   const deps = { ...api, sendEvent, ...streams };
   const app = new Hono<AppEnv>();
   app.onError(answerError);
-  app.notFound((c) =>
-    c.json(
-      { error: `No route for ${c.req.method} ${c.req.path}: see /docs (the API reference) or /openapi.json.` },
-      404,
-    ),
+  const allowed = allowedMethods(app);
+  // Paths outside /api (the health checks, the reference, the playground) are told their methods here.
+  app.notFound(
+    (c) =>
+      methodNotAllowed(c, allowed(c.req.path)) ??
+      c.json(
+        { error: `No route for ${c.req.method} ${c.req.path}: see /docs (the API reference) or /openapi.json.` },
+        404,
+      ),
   );
   app.use(requestId());
   app.on(
@@ -115,9 +120,11 @@ export function createApp({
     ...inngestHandler(functions, serving),
   );
   // The caller is checked before the body is looked at, and the body is bounded by the largest
-  // event (the serve endpoint above bounds Inngest's calls by a run's state, up to 32 MB).
+  // event (the serve endpoint above bounds Inngest's calls by a run's state, up to 32 MB). A
+  // method a path does not take is refused after CORS (a browser reads the 405) and before the caller.
   const routes = new Hono<AuthEnv>()
     .use(crossOrigin(corsOrigins))
+    .use(refuseOtherMethods(allowed))
     .use(authenticate(auth, deps.db))
     .use(requireJsonBody(), limitBody())
     .route("/chat", chatRoutes(deps))

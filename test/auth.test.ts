@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { createServer, type Server } from "node:http";
-import type { AddressInfo } from "node:net";
+import net, { type AddressInfo } from "node:net";
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey } from "jose";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { apiKeysCommand } from "../scripts/api-keys.js";
@@ -8,7 +8,7 @@ import type { AuthSettings } from "../src/auth/settings.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, countRows, scriptedModel, threadRows } from "./helpers/fixtures.js";
-import { asUser, createTestApp, testAuth, TEST_JWT, tokenFor, type SentEvent } from "./helpers/http.js";
+import { asUser, createTestApp, listen, testAuth, TEST_JWT, tokenFor, type SentEvent } from "./helpers/http.js";
 import { servedRoutes } from "./helpers/openapi.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -369,5 +369,75 @@ describe("AUTH=dev", () => {
     expect(devSent[1]!.data.userId).toBe("grace");
     expect((await call(app, route, { "x-threadline-user": "frank" })).status).toBe(401);
     expect(devSent).toHaveLength(2);
+  });
+
+  /**
+   * POST /api/chat written byte for byte on a socket, with `users` as X-Threadline-User headers
+   * (each its bytes as given: curl sends what the terminal typed, UTF-8); its status and JSON body.
+   */
+  function chatAs(port: number, users: Buffer[]): Promise<{ status: number; body: { error?: string } }> {
+    const body = JSON.stringify({ messageId: randomUUID(), content: "hi" });
+    return new Promise((resolve, reject) => {
+      const socket = net.connect(port, "127.0.0.1");
+      const received: Buffer[] = [];
+      socket.on("data", (data: Buffer) => received.push(data));
+      socket.on("error", reject);
+      socket.on("end", () => {
+        const [head = "", ...rest] = Buffer.concat(received).toString("utf8").split("\r\n\r\n");
+        resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(head)?.[1]), body: JSON.parse(rest.join("\r\n\r\n")) });
+      });
+      const line = (text: string) => Buffer.from(`${text}\r\n`);
+      socket.write(
+        Buffer.concat([
+          line("POST /api/chat HTTP/1.1"),
+          line(`Host: 127.0.0.1:${port}`),
+          line("Connection: close"),
+          line("Content-Type: application/json"),
+          line(`Content-Length: ${Buffer.byteLength(body)}`),
+          ...users.map((user) => Buffer.concat([Buffer.from("X-Threadline-User: "), user, line("")])),
+          line(""),
+          Buffer.from(body),
+        ]),
+      );
+    });
+  }
+
+  it("over real HTTP, reads X-Threadline-User as UTF-8: a user named in any script is that user", async () => {
+    const { app: devApp, sent: devSent } = createTestApp(bed.db.pool, { auth: { ...testAuth, dev: true } });
+    const server = await listen(devApp.fetch);
+    try {
+      for (const user of ["José", "Zoë Ångström", "山田太郎", "user-😀"]) {
+        const answer = await chatAs(server.port, [Buffer.from(user, "utf8")]);
+        expect(answer.status, user).toBe(202);
+        expect(devSent.at(-1)!.data.userId, user).toBe(user);
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
+  it("over real HTTP, refuses X-Threadline-User bytes that are not UTF-8, or the header sent twice, saying what to send; nothing is sent", async () => {
+    const { app: devApp, sent: devSent } = createTestApp(bed.db.pool, { auth: { ...testAuth, dev: true } });
+    const server = await listen(devApp.fetch);
+    try {
+      // "José" in Latin-1: é is the lone byte E9.
+      const latin1 = await chatAs(server.port, [Buffer.from("José", "latin1")]);
+      expect(latin1.status).toBe(401);
+      expect(latin1.body.error).toMatch(/X-Threadline-User header is not valid UTF-8: send the user id's UTF-8 bytes/);
+      for (const users of [
+        ["alice", "bob"],
+        ["alice", "alice"],
+      ]) {
+        const twice = await chatAs(
+          server.port,
+          users.map((user) => Buffer.from(user)),
+        );
+        expect(twice.status, users.join()).toBe(401);
+        expect(twice.body.error, users.join()).toMatch(/X-Threadline-User header was sent 2 times: send it once/);
+      }
+      expect(devSent).toEqual([]);
+    } finally {
+      await server.close();
+    }
   });
 });

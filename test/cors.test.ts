@@ -113,6 +113,25 @@ describe("CORS_ORIGINS", () => {
     expect(stream.headers["access-control-allow-origin"]).toBe(webOrigin);
   });
 
+  it("a method a path does not take is a 405 that names a listed origin, and a preflight asking for any method is still answered", async () => {
+    const path = `/api/threads/${randomUUID()}`;
+    const signedIn = { origin: webOrigin, authorization: (await headersFor(userId)).authorization! };
+    for (const headers of [signedIn, { origin: webOrigin }] as Record<string, string>[]) {
+      const refused = await send(open.url, "PUT", path, headers);
+      expect(refused.status).toBe(405);
+      expect(refused.headers.allow).toBe("GET, HEAD, PATCH, DELETE");
+      expect(refused.headers["access-control-allow-origin"]).toBe(webOrigin);
+    }
+    for (const method of ["PUT", "PATCH"]) {
+      const answer = await send(open.url, "OPTIONS", path, {
+        origin: webOrigin,
+        "access-control-request-method": method,
+      });
+      expect(answer.status, method).toBe(204);
+      expect(answer.headers["access-control-allow-origin"], method).toBe(webOrigin);
+    }
+  });
+
   it("an unlisted origin, and any origin when none is listed, gets no CORS headers", async () => {
     for (const [base, origin] of [
       [open.url, "https://elsewhere.example"],

@@ -15,7 +15,12 @@ import {
   type Listening,
   type SentEvent,
 } from "./helpers/http.js";
-import { documentedOperations, expectDocumentedResponse, type OpenApiDocument } from "./helpers/openapi.js";
+import {
+  documentedOperations,
+  expectDocumentedResponse,
+  HTTP_METHODS,
+  type OpenApiDocument,
+} from "./helpers/openapi.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 /**
@@ -44,6 +49,71 @@ const apiOperations = () =>
       const [method, template] = operation.split(" ") as [string, string];
       return { operation, method, path: template.replace(/\{\w+\}/g, () => randomUUID()) };
     });
+
+describe("methods", () => {
+  /** The methods the document gives the path templates a concrete path matches (HEAD with GET, as Hono answers it). */
+  const documentedMethods = (path: string) => {
+    const methods = Object.entries(spec.paths)
+      .filter(([template]) => new RegExp(`^${template.replace(/\{[^}]+\}/g, "[^/]+")}$`).test(path))
+      .flatMap(([, item]) => Object.keys(item).filter((method) => HTTP_METHODS.includes(method)))
+      .map((method) => method.toUpperCase());
+    return [...new Set([...methods, ...(methods.includes("GET") ? ["HEAD"] : [])])].sort();
+  };
+
+  it("a method a path does not take is a 405 whose Allow lists the methods it takes, with or without credentials; an unknown path stays 404", async () => {
+    const before = await countRows(bed.db.pool);
+    const signedIn = await headersFor("user-1");
+    const templates = [...new Set(documentedOperations(spec).map((operation) => operation.split(" ")[1]!))];
+    expect(templates.length).toBeGreaterThan(30);
+    let refused = 0;
+    for (const template of templates) {
+      const path = template.replace(/\{\w+\}/g, () => randomUUID());
+      const allowed = documentedMethods(path);
+      for (const method of ["GET", "POST", "PUT", "PATCH", "DELETE"].filter((method) => !allowed.includes(method)))
+        for (const headers of [signedIn, {}]) {
+          const response = await fetch(`${server.url}${path}`, { method, headers });
+          const label = `${method} ${template} (${Object.keys(headers).length > 0 ? "signed in" : "anonymous"})`;
+          expect(response.status, label).toBe(405);
+          expect(response.headers.get("allow")?.split(", ").sort(), label).toEqual(allowed);
+          expect(response.headers.get("content-type"), label).toMatch(/^application\/json/);
+          expect(await response.json(), label).toEqual({
+            error: expect.stringContaining(
+              `${method} ${path} is not allowed: this path takes ${response.headers.get("allow")}`,
+            ),
+            code: "method_not_allowed",
+          });
+          refused++;
+        }
+    }
+    expect(refused).toBeGreaterThan(100);
+    for (const [method, path] of [
+      ["GET", "/api/nothing"],
+      ["PUT", "/api/nothing"],
+      ["DELETE", `/api/threads/${randomUUID()}/nothing`],
+      ["POST", "/nothing"],
+    ] as const) {
+      const response = await fetch(`${server.url}${path}`, { method, headers: signedIn });
+      expect(response.status, `${method} ${path}`).toBe(404);
+      expect(response.headers.get("allow"), `${method} ${path}`).toBeNull();
+    }
+    expect(sent).toEqual([]);
+    expect(await countRows(bed.db.pool)).toEqual(before);
+  });
+
+  it("HEAD on a GET route answers as the GET does, without a body; a method a route takes is unaffected", async () => {
+    const headers = await headersFor("user-1");
+    for (const path of ["/api/threads", "/health", "/openapi.json"]) {
+      const head = await fetch(`${server.url}${path}`, { method: "HEAD", headers });
+      const get = await fetch(`${server.url}${path}`, { headers });
+      expect(head.status, path).toBe(get.status);
+      expect(head.headers.get("content-type"), path).toBe(get.headers.get("content-type"));
+      expect(await head.text(), path).toBe("");
+      await get.body?.cancel();
+    }
+    const anonymous = await fetch(`${server.url}/api/threads`, { method: "HEAD" });
+    expect(anonymous.status).toBe(401);
+  });
+});
 
 describe("request bodies", () => {
   it("every operation that may carry a body documents the 415 and 413 its body checks answer, and they write and send nothing", async () => {

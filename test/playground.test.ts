@@ -799,6 +799,21 @@ if (!hasChromium) {
       expect(pageProblems).toEqual([expect.stringMatching(/status of 401 \(Unauthorized\)/)]);
     });
 
+    it("signs in with a user name in any script (AUTH=dev): the server's user is the name as typed", async () => {
+      const name = "José 山田";
+      await bed.db.pool.query(
+        "INSERT INTO threads (id, user_id, title, title_source) VALUES ($1, $2, 'Only for José', 'user')",
+        [crypto.randomUUID(), name],
+      );
+      await openPlayground({ signIn: false });
+      await page.getByLabel("User name").fill(name);
+      await page.getByRole("button", { name: "Sign in" }).click();
+      await eventually(() => page.getByText(`Signed in as ${name}`).isVisible()).toBe(true);
+      await eventually(() => page.getByRole("link", { name: /Only for José/ }).isVisible()).toBe(true);
+      expect(await page.getByRole("link").count()).toBe(1);
+      expect(pageProblems).toEqual([]);
+    });
+
     it("folds deltas exactly as src/stream/deltas.ts does (one module for both, run in the browser)", async () => {
       const row = fc.record({
         event: fc.constantFrom("text.delta", "text.delta", "text.delta", "part.created"),

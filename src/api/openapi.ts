@@ -104,7 +104,9 @@ const document: GenerateSpecOptions["documentation"] = {
     description:
       "A durable conversation backend: a chat message becomes an Inngest run that stores the user's words, " +
       "loads the thread's history from PostgreSQL, lets an AgentKit agent answer and stores the answer. " +
-      "Every API route acts for the user its credentials identify.",
+      "Every API route acts for the user its credentials identify. " +
+      "A method a path does not take is answered 405 with an Allow header naming the methods it takes " +
+      '(body `{error, code: "method_not_allowed"}`), before credentials are checked; a path that does not exist, 404.',
   },
   tags: [
     {

@@ -1,3 +1,4 @@
+import type { HttpBindings } from "@hono/node-server";
 import type { Context, MiddlewareHandler } from "hono";
 import type pg from "pg";
 import { logger } from "../platform/logger.js";
@@ -28,8 +29,7 @@ export function authenticate(settings: AuthSettings, db: pg.Pool): MiddlewareHan
   async function identify(c: Context): Promise<Identity | Refusal> {
     const authorization = c.req.header("authorization");
     if (authorization === undefined) {
-      const devUser = settings.dev ? c.req.header(DEV_USER_HEADER) : undefined;
-      return devUser === undefined ? { missing: true } : asIdentity(devUser, "dev", `the ${DEV_USER_HEADER} header`);
+      return settings.dev ? devUser(c) : { missing: true };
     }
     const token = BEARER.exec(authorization)?.[1];
     if (token === undefined) return { missing: false, reason: "the Authorization header must read: Bearer <token>" };
@@ -109,6 +109,35 @@ class KeysUnavailable extends Error {
   constructor(cause: unknown) {
     super("JWT signing keys unavailable", { cause });
   }
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
+/**
+ * The user AUTH=dev's header names, as the client wrote it. Header values arrive one character per
+ * byte (Latin-1, as Node and fetch's Headers read them), so the bytes are read again as UTF-8:
+ * "José" sent in UTF-8 would otherwise be another user. A header sent twice is refused: Node joins
+ * the copies into "a, b", a user nobody named. The copies are counted in the raw headers of a
+ * request served by @hono/node-server (an in-process request has only the joined value).
+ */
+function devUser(c: Context): Identity | Refusal {
+  const raw = (c.env as Partial<HttpBindings> | undefined)?.incoming?.rawHeaders ?? [];
+  const name = DEV_USER_HEADER.toLowerCase();
+  const copies = raw.filter((entry, i) => i % 2 === 0 && entry.toLowerCase() === name).length;
+  if (copies > 1)
+    return { missing: false, reason: `the ${DEV_USER_HEADER} header was sent ${copies} times: send it once` };
+  const value = c.req.header(DEV_USER_HEADER);
+  if (value === undefined) return { missing: true };
+  let userId: string;
+  try {
+    userId = utf8.decode(Buffer.from(value, "latin1"));
+  } catch {
+    return {
+      missing: false,
+      reason: `the ${DEV_USER_HEADER} header is not valid UTF-8: send the user id's UTF-8 bytes (a client that writes header values as Latin-1 must encode the id first)`,
+    };
+  }
+  return asIdentity(userId, "dev", `the ${DEV_USER_HEADER} header`);
 }
 
 function asIdentity(userId: unknown, method: Identity["method"], source: string): Identity | Refusal {

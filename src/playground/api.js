@@ -15,8 +15,14 @@ export class ApiError extends Error {
 export function authHeaders(credentials) {
   return credentials.kind === "token"
     ? { authorization: `Bearer ${credentials.value}` }
-    : { "X-Threadline-User": credentials.value };
+    : { "X-Threadline-User": utf8Bytes(credentials.value) };
 }
+
+/**
+ * The name's UTF-8 bytes, one character each: fetch sends a header value's characters as bytes
+ * (Latin-1), and refuses any beyond it, while the server reads the header as UTF-8.
+ */
+const utf8Bytes = (text) => String.fromCharCode(...new TextEncoder().encode(text));
 
 /** The API as one user: each method answers the parsed JSON body, or throws ApiError with the server's message. */
 export function apiFor(credentials) {
