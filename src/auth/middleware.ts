@@ -113,12 +113,22 @@ class KeysUnavailable extends Error {
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
 
+/** A header value's bytes (one character each) read as UTF-8, or undefined when they are not UTF-8. */
+function asUtf8(value: string): string | undefined {
+  try {
+    return utf8.decode(Buffer.from(value, "latin1"));
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The user AUTH=dev's header names, as the client wrote it. Header values arrive one character per
- * byte (Latin-1, as Node and fetch's Headers read them), so the bytes are read again as UTF-8:
- * "José" sent in UTF-8 would otherwise be another user. A header sent twice is refused: Node joins
- * the copies into "a, b", a user nobody named. The copies are counted in the raw headers of a
- * request served by @hono/node-server (an in-process request has only the joined value).
+ * byte (Latin-1, as Node and fetch's Headers read them), so bytes that are UTF-8 (curl sends what
+ * was typed) are read again as UTF-8: "José" would otherwise be another user. Other bytes are the
+ * characters a Latin-1 writer sent (fetch writes "José" so), and are kept. A header sent twice is
+ * refused: Node joins the copies into "a, b", a user nobody named. The copies are counted in the
+ * raw headers of a request served by @hono/node-server (an in-process request has only the joined value).
  */
 function devUser(c: Context): Identity | Refusal {
   const raw = (c.env as Partial<HttpBindings> | undefined)?.incoming?.rawHeaders ?? [];
@@ -128,16 +138,7 @@ function devUser(c: Context): Identity | Refusal {
     return { missing: false, reason: `the ${DEV_USER_HEADER} header was sent ${copies} times: send it once` };
   const value = c.req.header(DEV_USER_HEADER);
   if (value === undefined) return { missing: true };
-  let userId: string;
-  try {
-    userId = utf8.decode(Buffer.from(value, "latin1"));
-  } catch {
-    return {
-      missing: false,
-      reason: `the ${DEV_USER_HEADER} header is not valid UTF-8: send the user id's UTF-8 bytes (a client that writes header values as Latin-1 must encode the id first)`,
-    };
-  }
-  return asIdentity(userId, "dev", `the ${DEV_USER_HEADER} header`);
+  return asIdentity(asUtf8(value) ?? value, "dev", `the ${DEV_USER_HEADER} header`);
 }
 
 function asIdentity(userId: unknown, method: Identity["method"], source: string): Identity | Refusal {
