@@ -236,6 +236,37 @@ async function storedAbout(db: pg.Pool, userId: string) {
   };
 }
 
+/** A user's thread with one answered turn (seeded as the turn writes it). */
+async function answeredThread(db: pg.Pool, userId: string) {
+  const threadId = randomUUID();
+  const first = randomUUID();
+  const start = await beginTurn(db, {
+    threadId,
+    userId,
+    message: { id: first, text: "Roll a die" },
+    turn: { runId: `run-${first}`, kind: "chat" },
+  });
+  await storeAnswer(db, {
+    threadId,
+    userId,
+    runId: `run-${first}`,
+    messageId: first,
+    messageSeq: start.messageSeq,
+    variant: start.variant,
+    detachLaterTurns: false,
+    results: [{ id: resultId(first, start.variant, 0), agentName: ASSISTANT_NAME, content: answerOf("a four") }],
+  });
+  return { threadId, first, answerId: resultId(first, start.variant, 0) };
+}
+
+/** The export's lines, the first line of `type` changed by `edit`; returns the text and that line's number. */
+function tampered(text: string, type: string, edit: (line: string) => string) {
+  const lines = text.split("\n");
+  const index = lines.findIndex((line) => line.startsWith(`{"type":"${type}"`));
+  lines[index] = edit(lines[index]!);
+  return { text: lines.join("\n"), line: index + 1 };
+}
+
 describe("the subject-access export", () => {
   it("holds everything stored about the caller: all variants, stopped and failed turns with causes, summary, agent state, memories, event log, API keys", async () => {
     const { threadId, first, failing, stopped, variants } = await seedSubject(bed.db.pool);
@@ -382,5 +413,36 @@ describe("the subject-access export", () => {
     } finally {
       await scratch.drop();
     }
+  });
+  it("refuses a tampered file naming the line and what is wrong, writing nothing: a bad value, a dangling id, a deleted thread", async () => {
+    const user = `tampered-${randomUUID()}`;
+    const { threadId, first } = await answeredThread(bed.db.pool, user);
+    const text = await exportOf(bed.db.pool, user);
+    const scratch = await createTestDatabase();
+    try {
+      const status = tampered(text, "turn", (line) => line.replace('"status":"completed"', '"status":"finished"'));
+      await expect(importUserData(scratch.pool, each(status.text))).rejects.toThrow(
+        new RegExp(`^line ${status.line}: .*turns_status_check`),
+      );
+      const dangling = tampered(text, "turn", (line) =>
+        line.replace(`"messageId":"${first}"`, `"messageId":"${randomUUID()}"`),
+      );
+      const refusal = importUserData(scratch.pool, each(dangling.text));
+      await expect(refusal).rejects.toThrow(ImportRefused);
+      await expect(refusal).rejects.toThrow(new RegExp(`^line ${dangling.line}: .*is not present in table "messages"`));
+      const { rows } = await scratch.pool.query("SELECT 1 FROM threads UNION ALL SELECT 1 FROM messages");
+      expect(rows).toEqual([]);
+    } finally {
+      await scratch.drop();
+    }
+    // Deleted since the export: the thread is not restored (its tombstone refuses its id).
+    await createTestApp(bed.db.pool).app.request(`/api/threads/${threadId}`, {
+      method: "DELETE",
+      headers: await headersFor(user),
+    });
+    const deleted = importUserData(bed.db.pool, each(text));
+    await expect(deleted).rejects.toThrow(ImportRefused);
+    await expect(deleted).rejects.toThrow(new RegExp(`^line 2: thread ${threadId} was deleted in this database`));
+    expect((await bed.db.pool.query("SELECT 1 FROM messages WHERE thread_id = $1", [threadId])).rows).toEqual([]);
   });
 });

@@ -1,8 +1,9 @@
 /**
  * Restores a subject-access export into an empty database, in one transaction.
- * Imports: pg, export-format.ts, export-sql.ts.
+ * Imports: pg, errors.ts, export-format.ts, export-sql.ts.
  */
 import type pg from "pg";
+import { isThreadDeletedError } from "./errors.js";
 import * as sql from "./export-sql.js";
 import {
   countOf,
@@ -100,12 +101,7 @@ export async function importUserData(
   } catch (error) {
     failed = true;
     await client.query("ROLLBACK").catch(() => undefined);
-    if ((error as { code?: string }).code === "23505") {
-      throw new ImportRefused(
-        `line ${lineNumber}: ${(error as Error).message}: this database already holds rows of this export; restore into one that does not`,
-      );
-    }
-    throw error;
+    throw refusalOf(error, lineNumber);
   } finally {
     client.release(failed);
   }
@@ -208,6 +204,30 @@ const insertOf = (record: RestoredRecord, userId: string) =>
 async function finishThread(client: pg.PoolClient, thread: ThreadRecord): Promise<void> {
   await client.query(sql.finishThread, [thread.id, thread.updatedAt, thread.lastActivityAt, thread.lastMessageAt]);
   await client.query(sql.setEventCounter, [thread.id]);
+}
+
+/**
+ * The database's refusal of a line's row, as the importer's: which line, and what is wrong with it.
+ * A row the schema refuses (class 22, a data exception; class 23, a constraint: a value out of
+ * its range, an id naming no row) was edited or cut from the file; a tombstoned thread id
+ * (TL410) was deleted here, and a deleted thread is never restored. Any other error is a fault.
+ */
+function refusalOf(error: unknown, lineNumber: number): unknown {
+  if (error instanceof ImportRefused) return error;
+  const { code, message, detail } = error as { code?: string; message?: string; detail?: string };
+  if (isThreadDeletedError(error))
+    return new ImportRefused(
+      `line ${lineNumber}: ${message} in this database: a deleted thread is not restored; remove its lines (from its thread line to the next thread's) to restore the rest`,
+    );
+  if (code === "23505")
+    return new ImportRefused(
+      `line ${lineNumber}: ${message}: this database already holds rows of this export; restore into one that does not`,
+    );
+  if (code?.startsWith("22") || code?.startsWith("23"))
+    return new ImportRefused(
+      `line ${lineNumber}: ${message}${detail ? ` (${detail})` : ""}: the line does not hold what an export writes; restore the file as it was exported`,
+    );
+  return error;
 }
 
 function parseJson(line: string, lineNumber: number): unknown {
