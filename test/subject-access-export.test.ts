@@ -259,11 +259,11 @@ async function answeredThread(db: pg.Pool, userId: string) {
   return { threadId, first, answerId: resultId(first, start.variant, 0) };
 }
 
-/** The export's lines, the first line of `type` changed by `edit`; returns the text and that line's number. */
-function tampered(text: string, type: string, edit: (line: string) => string) {
+/** The export with `from` replaced by `to` in the first line of `type` holding it; and that line's number. */
+function tampered(text: string, type: string, from: string, to: string) {
   const lines = text.split("\n");
-  const index = lines.findIndex((line) => line.startsWith(`{"type":"${type}"`));
-  lines[index] = edit(lines[index]!);
+  const index = lines.findIndex((line) => line.startsWith(`{"type":"${type}"`) && line.includes(from));
+  lines[index] = lines[index]!.replace(from, to);
   return { text: lines.join("\n"), line: index + 1 };
 }
 
@@ -420,16 +420,16 @@ describe("the subject-access export", () => {
     const text = await exportOf(bed.db.pool, user);
     const scratch = await createTestDatabase();
     try {
-      const status = tampered(text, "turn", (line) => line.replace('"status":"completed"', '"status":"finished"'));
+      const status = tampered(text, "turn", '"status":"completed"', '"status":"finished"');
       await expect(importUserData(scratch.pool, each(status.text))).rejects.toThrow(
         new RegExp(`^line ${status.line}: .*turns_status_check`),
       );
-      const dangling = tampered(text, "turn", (line) =>
-        line.replace(`"messageId":"${first}"`, `"messageId":"${randomUUID()}"`),
-      );
+      const dangling = tampered(text, "turn", `"messageId":"${first}"`, `"messageId":"${randomUUID()}"`);
       const refusal = importUserData(scratch.pool, each(dangling.text));
       await expect(refusal).rejects.toThrow(ImportRefused);
-      await expect(refusal).rejects.toThrow(new RegExp(`^line ${dangling.line}: .*is not present in table "messages"`));
+      await expect(refusal).rejects.toThrow(
+        new RegExp(`^line ${dangling.line}: turn.messageId names .*, not a user message of this file's thread`),
+      );
       const { rows } = await scratch.pool.query("SELECT 1 FROM threads UNION ALL SELECT 1 FROM messages");
       expect(rows).toEqual([]);
     } finally {
@@ -444,5 +444,38 @@ describe("the subject-access export", () => {
     await expect(deleted).rejects.toThrow(ImportRefused);
     await expect(deleted).rejects.toThrow(new RegExp(`^line 2: thread ${threadId} was deleted in this database`));
     expect((await bed.db.pool.query("SELECT 1 FROM messages WHERE thread_id = $1", [threadId])).rows).toEqual([]);
+  });
+  it("refuses a tampered file whose lines name another thread's rows (another user's answer, message or thread), writing nothing", async () => {
+    const user = `tampered-${randomUUID()}`;
+    const own = await answeredThread(bed.db.pool, user);
+    await putFeedback(bed.db.pool, { ...own, userId: user, rating: "up", comment: null });
+    await rememberFromThread(bed.db.pool, { userId: user, threadId: own.threadId, text: "Plays board games" });
+    const text = await exportOf(bed.db.pool, user);
+    const scratch = await createTestDatabase();
+    try {
+      // The other user's thread is in the database the file is restored into.
+      await answeredThread(scratch.pool, "someone");
+      const [elsewhere] = (
+        await scratch.pool.query<{ id: string; answers: string; thread_id: string }>(
+          "SELECT id, answers, thread_id FROM messages WHERE kind = 'agent'",
+        )
+      ).rows;
+      for (const [type, from, to] of [
+        ["feedback", own.answerId, elsewhere!.id],
+        ["turn", `"messageId":"${own.first}"`, `"messageId":"${elsewhere!.answers}"`],
+        ["message", `"answers":"${own.first}"`, `"answers":"${elsewhere!.answers}"`],
+        ["memory", own.threadId, elsewhere!.thread_id],
+      ] as const) {
+        const edited = tampered(text, type, from, to);
+        await expect(importUserData(scratch.pool, each(edited.text)), type).rejects.toThrow(
+          new RegExp(`^line ${edited.line}: .* (names|of) .* not .*of this file`),
+        );
+      }
+      const { rows } = await scratch.pool.query("SELECT 1 FROM message_feedback UNION ALL SELECT 1 FROM user_memories");
+      expect(rows).toEqual([]);
+      expect((await scratch.pool.query("SELECT 1 FROM threads")).rows).toHaveLength(1);
+    } finally {
+      await scratch.drop();
+    }
   });
 });

@@ -20,6 +20,7 @@ import {
 export class ImportRefused extends Error {}
 
 type ThreadRecord = Extract<ExportRecord, { type: "thread" }>;
+type ExportedMessage = Extract<ExportRecord, { type: "message" }>;
 
 /**
  * Restores a subject-access export (export-format.ts) into a database that holds none of its
@@ -47,6 +48,10 @@ export async function importUserData(
     const counts = noCounts();
     let userId: string | undefined;
     let thread: ThreadRecord | undefined;
+    // What a line may name: the file's threads, and the current thread's messages so far (a
+    // thread's messages precede the lines that name them), each with its role.
+    const threadIds = new Set<string>();
+    let messages = new Map<string, ExportedMessage["role"]>();
     let ended = false;
     for await (const line of { [Symbol.asyncIterator]: () => reader }) {
       lineNumber += 1;
@@ -89,7 +94,14 @@ export async function importUserData(
         ended = true;
         continue;
       }
-      if (record.type === "thread") thread = record;
+      if (record.type === "thread") {
+        thread = record;
+        threadIds.add(record.id);
+        messages = new Map();
+      }
+      const foreign = foreignReference(record, messages, threadIds);
+      if (foreign) throw new ImportRefused(`line ${lineNumber}: ${foreign}`);
+      if (record.type === "message") messages.set(record.id, record.role);
       // An API key is counted, not restored: the export never holds its secret.
       if (record.type !== "api_key") await client.query(...insertOf(record, userId));
       counts[countOf[record.type]] += 1;
@@ -199,6 +211,39 @@ const INSERTS: { [T in RestoredRecord["type"]]: Insert<Extract<RestoredRecord, {
 // The table is typed per record type; TypeScript cannot tie a lookup by `record.type` to it.
 const insertOf = (record: RestoredRecord, userId: string) =>
   (INSERTS[record.type] as Insert<RestoredRecord>)(record, userId);
+
+/**
+ * What a record names outside its own thread (another thread's message, a thread the file does
+ * not hold), said as a refusal; undefined when it names only its own. The foreign keys would take
+ * any row of the database, another user's too: an edited file could tie the user's rows to them.
+ */
+function foreignReference(
+  record: ExportRecord,
+  messages: ReadonlyMap<string, ExportedMessage["role"]>,
+  threadIds: ReadonlySet<string>,
+): string | undefined {
+  const names = (field: string, id: string, role: ExportedMessage["role"]) =>
+    messages.get(id) === role
+      ? undefined
+      : `${record.type}.${field} names ${id}, not ${role === "user" ? "a user message" : "an answer"} of this file's thread ${(record as { threadId: string }).threadId} before it`;
+  switch (record.type) {
+    case "message":
+      return (
+        (record.answers === undefined ? undefined : names("answers", record.answers, "user")) ??
+        (record.parentId === undefined ? undefined : names("parentId", record.parentId, "user"))
+      );
+    case "turn":
+      return names("messageId", record.messageId, "user");
+    case "feedback":
+      return names("answerId", record.answerId, "assistant");
+    case "memory":
+      return record.threadId === null || threadIds.has(record.threadId)
+        ? undefined
+        : `memory.threadId names ${record.threadId}, not a thread of this file`;
+    default:
+      return undefined;
+  }
+}
 
 /** The thread's counters and times as exported (inserting its messages moved some). */
 async function finishThread(client: pg.PoolClient, thread: ThreadRecord): Promise<void> {
