@@ -9,6 +9,7 @@ import { importCommand } from "../scripts/import.js";
 import { ASSISTANT_NAME } from "../src/agents/assistant.js";
 import { exportLine } from "../src/api/export.js";
 import { insertApiKey } from "../src/auth/api-key-store.js";
+import { decideApproval, requestApproval } from "../src/history/approvals.js";
 import { appendEvents } from "../src/history/events.js";
 import { putFeedback } from "../src/history/feedback.js";
 import { EXPORT_FORMAT, EXPORT_VERSION } from "../src/history/export-format.js";
@@ -31,6 +32,7 @@ afterAll(async () => {
 });
 
 const USER = "subject";
+const APPROVAL_ID = randomUUID();
 type Line = ReturnType<typeof exportLine.parse>;
 
 const answerOf = (text: string) => ({
@@ -51,6 +53,22 @@ async function seedSubject(db: pg.Pool) {
     userId: USER,
     message: { id: first, text: "What is a durable step?" },
     turn: { runId: `run-${first}`, kind: "chat" },
+  });
+  // The first turn asked to roll dice; the user denied it, saying why.
+  await requestApproval(db, {
+    approvalId: APPROVAL_ID,
+    runId: `run-${first}`,
+    toolCallId: "call_dice",
+    toolName: "roll_dice",
+    arguments: { sides: 20 },
+    expiresInSeconds: 600,
+  });
+  await decideApproval(db, {
+    threadId,
+    userId: USER,
+    approvalId: APPROVAL_ID,
+    decision: "deny",
+    reason: "no gambling",
   });
   await storeAnswer(db, {
     threadId,
@@ -230,6 +248,9 @@ async function storedAbout(db: pg.Pool, userId: string) {
     feedback: await rows(
       `SELECT message_id, thread_id, rating, comment, ${ms("created_at")}, ${ms("updated_at")} FROM message_feedback WHERE user_id = $1 ORDER BY message_id`,
     ),
+    approvals: await rows(
+      `SELECT a.id, a.thread_id, a.run_id, a.message_id, a.tool_call_id, a.tool_name, a.arguments, a.status, a.decided_by, a.reason, a.request_id, ${ms("a.requested_at")}, ${ms("a.expires_at")}, ${ms("a.decided_at")} FROM tool_approvals a JOIN threads t ON t.id = a.thread_id WHERE t.user_id = $1 ORDER BY a.id`,
+    ),
     usage: await rows(
       `SELECT key, thread_id, message_id, variant, run_id, step_id, attempt, provider, model, input_tokens, output_tokens, cached_tokens, reasoning_tokens, latency_ms, cost_usd, failed, ${ms("created_at")} FROM usage_records WHERE user_id = $1 ORDER BY key`,
     ),
@@ -268,7 +289,7 @@ function tampered(text: string, type: string, from: string, to: string) {
 }
 
 describe("the subject-access export", () => {
-  it("holds everything stored about the caller: all variants, stopped and failed turns with causes, summary, agent state, memories, event log, API keys", async () => {
+  it("holds everything stored about the caller: all variants, stopped and failed turns with causes, tool approvals, summary, agent state, memories, event log, API keys", async () => {
     const { threadId, first, failing, stopped, variants } = await seedSubject(bed.db.pool);
     const lines = linesOf(await exportOf(bed.db.pool, USER));
 
@@ -335,6 +356,19 @@ describe("the subject-access export", () => {
         [threadId, resultId(first, variants[1]!, 0), "up", null],
       ].sort(),
     );
+    // The tool call the user denied, with the reason they gave.
+    expect(lines.filter((line) => line.type === "approval")).toEqual([
+      expect.objectContaining({
+        threadId,
+        id: APPROVAL_ID,
+        messageId: first,
+        toolName: "roll_dice",
+        arguments: { sides: 20 },
+        status: "denied",
+        decidedBy: "user",
+        reason: "no gambling",
+      }),
+    ]);
     const keys = lines.filter((line) => line.type === "api_key");
     expect(keys).toEqual([expect.objectContaining({ name: "laptop", revokedAt: null })]);
     expect(JSON.stringify(keys)).not.toMatch(/hash|secret|not-exported/i);
@@ -352,6 +386,7 @@ describe("the subject-access export", () => {
       memories: 2,
       apiKeys: 1,
       feedback: 2,
+      approvals: 1,
       usageRecords: stored.usage.length,
     });
     // The usage ledger: every model call of the subject's turns.
@@ -361,7 +396,7 @@ describe("the subject-access export", () => {
     ]);
   });
 
-  it("imports into an empty database: threads, messages, turns, summary, agent state, event log, feedback and memories come back as they were", async () => {
+  it("imports into an empty database: threads, messages, turns, approvals, summary, agent state, event log, feedback and memories come back as they were", async () => {
     const text = await exportOf(bed.db.pool, USER);
     const restored = await importUserData(target.pool, each(text));
     expect(restored).toMatchObject({ userId: USER, threads: 1, turns: 4, memories: 2, feedback: 2 });
@@ -374,6 +409,11 @@ describe("the subject-access export", () => {
       return (await app.request(`/api/threads/${threadId}/messages`, { headers: await headersFor(USER) })).json();
     };
     expect(await shown(target.pool)).toEqual(await shown(bed.db.pool));
+    const approvals = async (db: pg.Pool) => {
+      const { app } = createTestApp(db);
+      return (await app.request(`/api/threads/${threadId}/approvals`, { headers: await headersFor(USER) })).json();
+    };
+    expect(await approvals(target.pool)).toEqual(await approvals(bed.db.pool));
     // API keys are not restored (the export holds no secrets): everything else exports alike.
     const comparable = (export_: string) =>
       export_

@@ -1,3 +1,4 @@
+import type { ApprovalRow } from "./approvals-sql.js";
 import type { UserMemoryRow } from "./memories-sql.js";
 
 /**
@@ -88,6 +89,13 @@ export type SelectThreadFeedbackRow = {
   updated_at: Date;
 };
 
+/** Tool approvals of thread $1's turns after approval id $2, $3 of them (tool_approvals_thread_idx). */
+export const selectThreadApprovals = `
+  SELECT id, run_id, message_id, tool_call_id, tool_name, arguments, status, decided_by, reason, request_id,
+    requested_at, expires_at, decided_at
+  FROM tool_approvals WHERE thread_id = $1 AND id > $2::uuid ORDER BY id LIMIT $3`;
+export type SelectThreadApprovalsRow = Omit<ApprovalRow, "thread_id">;
+
 /** Memories of user $1 after (updated_at, id) ($2, $3) newest first, $4 of them (user_memories_user_idx). */
 export const selectUserMemories = `
   SELECT id, text, source, thread_id, created_at, updated_at, updated_at::text AS cursor_at FROM user_memories
@@ -154,6 +162,12 @@ export const insertEvent = `
 export const insertFeedback = `
   INSERT INTO message_feedback (message_id, thread_id, user_id, rating, comment, created_at, updated_at)
   VALUES ($1, $2, $3, $4, $5, $6, $7)`;
+
+/** An imported approval as it was decided (or is pending): no event, the log holds its events already. */
+export const insertApproval = `
+  INSERT INTO tool_approvals (id, thread_id, run_id, message_id, tool_call_id, tool_name, arguments, status, decided_by,
+    reason, request_id, requested_at, expires_at, decided_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`;
 
 export const insertMemory = `INSERT INTO user_memories (id, user_id, text, source, thread_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`;
 

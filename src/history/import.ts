@@ -25,7 +25,7 @@ type ExportedMessage = Extract<ExportRecord, { type: "message" }>;
 /**
  * Restores a subject-access export (export-format.ts) into a database that holds none of its
  * rows: the user's threads with every message (variants and stopped answers, on or off the
- * current path), turns, summaries, agent state, event log, feedback, memories and usage ledger, in one transaction. API
+ * current path), turns, tool approvals, summaries, agent state, event log, feedback, memories and usage ledger, in one transaction. API
  * keys are not restored (the export never holds their secrets). Refuses, writing nothing, a file
  * of another format or version, a malformed line, or one cut short (no `end` line, or counts that
  * differ); ids already in the database make it fail the same way.
@@ -126,6 +126,7 @@ const THREAD_RECORDS = new Set<ExportRecord["type"]>([
   "agent_state",
   "event",
   "feedback",
+  "approval",
 ]);
 
 type RestoredRecord = Exclude<ExportRecord, { type: "export" | "api_key" | "end" }>;
@@ -182,6 +183,25 @@ const INSERTS: { [T in RestoredRecord["type"]]: Insert<Extract<RestoredRecord, {
     sql.insertFeedback,
     [r.answerId, r.threadId, userId, r.rating, r.comment, r.createdAt, r.updatedAt],
   ],
+  approval: (r) => [
+    sql.insertApproval,
+    [
+      r.id,
+      r.threadId,
+      r.runId,
+      r.messageId,
+      r.toolCallId,
+      r.toolName,
+      JSON.stringify(r.arguments ?? null),
+      r.status,
+      r.decidedBy,
+      r.reason,
+      r.requestId,
+      r.requestedAt,
+      r.expiresAt,
+      r.decidedAt,
+    ],
+  ],
   memory: (r, userId) => [sql.insertMemory, [r.id, userId, r.text, r.source, r.threadId, r.createdAt, r.updatedAt]],
   usage: (r, userId) => [
     sql.insertUsage,
@@ -236,6 +256,8 @@ function foreignReference(
       return names("messageId", record.messageId, "user");
     case "feedback":
       return names("answerId", record.answerId, "assistant");
+    case "approval":
+      return names("messageId", record.messageId, "user");
     case "memory":
       return record.threadId === null || threadIds.has(record.threadId)
         ? undefined
