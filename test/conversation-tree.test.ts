@@ -1,11 +1,16 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
+import { ASSISTANT_NAME, ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { decideApproval, requestApproval } from "../src/history/approvals.js";
+import { resultId } from "../src/history/ids.js";
+import { importUserData } from "../src/history/import.js";
 import { MAX_PAGE_SIZE, readMessagePage } from "../src/history/message-pages.js";
+import { beginTurn, storeAnswer } from "../src/history/store.js";
 import { execute } from "./helpers/engine.js";
 import { conversation, countRows, scriptedModel, threadRows, threadWithRunningTurn } from "./helpers/fixtures.js";
+import { createTestDatabase } from "./helpers/database.js";
 import { asUser, createTestApp, type SentEvent } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -43,6 +48,10 @@ type Shown = {
   siblings?: { count: number; position: number; ids: string[] };
 };
 
+const answerContent = (text: string) => ({
+  output: [{ type: "text" as const, role: "assistant" as const, content: text }],
+  toolCalls: [],
+});
 const textOf = (m: Shown) => m.content.text ?? (m.content.output ?? []).map((o) => o.content).join("");
 
 async function shown(threadId: string): Promise<Shown[]> {
@@ -258,6 +267,71 @@ describe("deleting a branch", () => {
     expect(rows).toHaveLength(4);
     expect(rows.every((r) => r.on_path)).toBe(true);
     expect((await shown(threadId))[2]!.siblings).toMatchObject({ count: 1 });
+  });
+});
+
+describe("deleting a branch with a tool call's approval", () => {
+  it("deletes the approval with the branch: the thread's approvals and its export no longer hold it, and the export imports", async () => {
+    const userId = "user-1";
+    const threadId = randomUUID();
+    const rolled = randomUUID();
+    const asked = await beginTurn(bed.db.pool, {
+      threadId,
+      userId,
+      message: { id: rolled, text: "Roll for my secret plan" },
+      turn: { runId: `run-${rolled}`, kind: "chat" },
+    });
+    const approvalId = randomUUID();
+    await requestApproval(bed.db.pool, {
+      approvalId,
+      runId: `run-${rolled}`,
+      toolCallId: "call_dice",
+      toolName: "roll_dice",
+      arguments: { sides: 20 },
+      expiresInSeconds: 600,
+    });
+    await decideApproval(bed.db.pool, { threadId, userId, approvalId, decision: "deny", reason: "my secret plan" });
+    await storeAnswer(bed.db.pool, {
+      threadId,
+      userId,
+      runId: `run-${rolled}`,
+      messageId: rolled,
+      messageSeq: asked.messageSeq,
+      variant: asked.variant,
+      detachLaterTurns: false,
+      results: [
+        { id: resultId(rolled, asked.variant, 0), agentName: ASSISTANT_NAME, content: answerContent("No roll.") },
+      ],
+    });
+    const edited = randomUUID();
+    await beginTurn(bed.db.pool, {
+      threadId,
+      userId,
+      message: { id: edited, text: "Never mind" },
+      turn: { runId: `run-${edited}`, kind: "chat" },
+      context: { edits: rolled },
+    });
+    await bed.db.pool.query("UPDATE turns SET status = 'completed', finished_at = now() WHERE run_id = $1", [
+      `run-${edited}`,
+    ]);
+
+    expect((await asUser(app, userId).delete(`/api/threads/${threadId}/messages/${rolled}/branch`)).status).toBe(200);
+
+    const approvals = await asUser(app, userId).get(`/api/threads/${threadId}/approvals`);
+    expect(await approvals.json()).toEqual({ approvals: [] });
+    const exported = await (await asUser(app, userId).get("/api/export")).text();
+    expect(exported).not.toContain('"type":"approval"');
+    const target = await createTestDatabase();
+    try {
+      await importUserData(
+        target.pool,
+        (async function* () {
+          yield* exported.split("\n");
+        })(),
+      );
+    } finally {
+      await target.drop();
+    }
   });
 });
 

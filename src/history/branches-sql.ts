@@ -86,6 +86,14 @@ export const deleteBranch = `
   RETURNING m.id`;
 
 /**
+ * After a branch deletion, in its transaction: the approvals of thread $1's tool calls whose user
+ * message went with the branch (its turns cascade; approvals are keyed by the thread alone).
+ */
+export const deleteBranchApprovals = `
+  DELETE FROM tool_approvals a
+  WHERE a.thread_id = $1 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = a.message_id)`;
+
+/**
  * The thread's running turn, and what message $2 names: whether it is a message of the thread
  * (on_path NULL: not) and on its current path. Read after the thread's lock.
  */

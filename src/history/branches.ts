@@ -95,7 +95,7 @@ export async function checkEditable(
 
 /**
  * Deletes a branch off the current path (a user message or an answer variant, with everything
- * that follows it); returns how many messages were deleted directly (their followers cascade).
+ * that follows it, the approvals of its tool calls too); returns how many messages were deleted directly (their followers cascade).
  */
 export async function deleteBranch(
   db: pg.Pool,
@@ -117,6 +117,7 @@ export async function deleteBranch(
         `Message ${messageId} is on the thread's current path: switch to another branch first, then delete this one.`,
       );
     const deleted = await client.query(sql.deleteBranch, [threadId, messageId]);
+    await client.query(sql.deleteBranchApprovals, [threadId]);
     return { deleted: deleted.rowCount ?? 0 };
   });
 }
