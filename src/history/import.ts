@@ -284,7 +284,7 @@ function refusalOf(error: unknown, lineNumber: number): unknown {
   const { code, message, detail } = error as { code?: string; message?: string; detail?: string };
   if (isThreadDeletedError(error))
     return new ImportRefused(
-      `line ${lineNumber}: ${message} in this database: a deleted thread is not restored; remove its lines (from its thread line to the next thread's) to restore the rest`,
+      `line ${lineNumber}: ${message} in this database, and a deleted thread is never restored: to restore the rest, leave out its lines (its thread's, and the memories naming it) and their counts in the end line`,
     );
   if (code === "23505")
     return new ImportRefused(
