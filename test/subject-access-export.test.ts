@@ -4,6 +4,8 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordUsage } from "../src/history/usage.js";
+import { createEventRetention } from "../src/functions/event-retention.js";
+import { createEventNotifier } from "../src/stream/notifier.js";
 import type pg from "pg";
 import { importCommand } from "../scripts/import.js";
 import { ASSISTANT_NAME } from "../src/agents/assistant.js";
@@ -19,7 +21,9 @@ import { beginTurn, storeAnswer } from "../src/history/store.js";
 import { failTurn, stopRunningTurn } from "../src/history/turns.js";
 import { remember, rememberFromThread } from "../src/history/memories.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
+import { execute } from "./helpers/engine.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
+import { openEventStream } from "./helpers/sse.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -515,6 +519,49 @@ describe("the subject-access export", () => {
       expect(rows).toEqual([]);
       expect((await scratch.pool.query("SELECT 1 FROM threads")).rows).toHaveLength(1);
     } finally {
+      await scratch.drop();
+    }
+  });
+  it("restores how far each thread's event ids went, pruned events included: a stream resumed with its last id gets the next events", async () => {
+    const user = `resumes-${randomUUID()}`;
+    const { threadId } = await answeredThread(bed.db.pool, user);
+    const note = (key: string) => ({
+      key,
+      event: "text.delta" as const,
+      data: { partId: key, messageId: key, delta: key },
+    });
+    await appendEvents(bed.db.pool, { threadId, runId: "earlier", attempt: 0, events: [note("a"), note("b")] });
+    const { rows } = await bed.db.pool.query<{ id: number }>(
+      "SELECT max(id)::int AS id FROM thread_events WHERE thread_id = $1",
+      [threadId],
+    );
+    const lastSeen = rows[0]!.id;
+    // A day later the log is pruned: the export holds no event of the thread.
+    await bed.db.pool.query("UPDATE thread_events SET created_at = now() - interval '2 days' WHERE thread_id = $1", [
+      threadId,
+    ]);
+    await execute(createEventRetention({ db: bed.db.pool, eventRetentionHours: 24 }), {
+      name: "inngest/scheduled.timer",
+      data: {},
+    });
+    const text = await exportOf(bed.db.pool, user);
+    expect(text).not.toContain('"type":"event"');
+
+    const scratch = await createTestDatabase();
+    const events = createEventNotifier(scratch.pool);
+    try {
+      await importUserData(scratch.pool, each(text));
+      await appendEvents(scratch.pool, { threadId, runId: "next", attempt: 0, events: [note("c")] });
+      const { app } = createTestApp(scratch.pool, { events });
+      const stream = await openEventStream(app, threadId, { userId: user, lastEventId: lastSeen });
+      try {
+        await stream.waitFor(1);
+        expect(stream.received.map((event) => [event.id, event.data.delta])).toEqual([[lastSeen + 1, "c"]]);
+      } finally {
+        await stream.close();
+      }
+    } finally {
+      await events.close();
       await scratch.drop();
     }
   });

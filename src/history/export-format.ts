@@ -38,6 +38,12 @@ const exportedThread = z.object({
   createdAt: timestamp,
   updatedAt: timestamp,
   latestTurnStatus: z.string().nullable(),
+  /**
+   * The id the thread's event log reached, pruned rows included (the next event's is higher), so a
+   * stream resumed after a restore with the last id it saw misses nothing; absent from exports made
+   * before it.
+   */
+  lastEventId: z.number().int().nonnegative().optional(),
 });
 
 /**

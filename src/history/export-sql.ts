@@ -53,6 +53,10 @@ export type SelectThreadTurnsRow = {
   cursor_at: string;
 };
 
+/** How far thread $1's event ids went (thread_event_counters; no row: no event yet). */
+export const selectThreadEventCounter = `SELECT last_id FROM thread_event_counters WHERE thread_id = $1`;
+export type SelectThreadEventCounterRow = { last_id: string };
+
 export const selectThreadSummary = `SELECT covers_through_turn_seq, text, created_at, updated_at FROM thread_summaries WHERE thread_id = $1`;
 export type SelectThreadSummaryRow = {
   covers_through_turn_seq: string;
@@ -180,8 +184,8 @@ export const finishThread = `
 
 /**
  * After its events: each row's frame_offset (the bytes of the thread's frames before it), and the
- * thread's event counter (its last id, and the bytes of all its frames), as threadline_append_events
- * keeps them.
+ * thread's event counter (its last id, at least $2 where the exported log had reached, and the
+ * bytes of all its frames), as threadline_append_events keeps them.
  */
 export const setEventCounter = `
   WITH placed AS (
@@ -193,7 +197,8 @@ export const setEventCounter = `
     WHERE x.thread_id = $1 AND x.id = o.id
   )
   INSERT INTO thread_event_counters (thread_id, last_id, frame_bytes)
-  SELECT $1, max(id), sum(coalesce(octet_length(frame), 0)) FROM thread_events WHERE thread_id = $1 HAVING max(id) IS NOT NULL
+  SELECT $1, greatest(max(id), $2::bigint), coalesce(sum(coalesce(octet_length(frame), 0)), 0)
+  FROM thread_events WHERE thread_id = $1 HAVING max(id) IS NOT NULL OR $2::bigint > 0
   ON CONFLICT (thread_id) DO UPDATE SET last_id = excluded.last_id, frame_bytes = excluded.frame_bytes`;
 
 export const insertUsage = `

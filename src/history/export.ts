@@ -52,7 +52,9 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
       const page = await listThreads(client, { userId, limit: EXPORT_THREAD_BATCH, after });
       for (const thread of page.threads) {
         counts.threads += 1;
-        yield { type: "thread", ...thread };
+        const counter = (await client.query<sql.SelectThreadEventCounterRow>(sql.selectThreadEventCounter, [thread.id]))
+          .rows[0];
+        yield { type: "thread", ...thread, lastEventId: counter ? Number(counter.last_id) : 0 };
         for await (const record of threadRecords(client, thread.id)) {
           counts[countOf[record.type]] += 1;
           yield record;

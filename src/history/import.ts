@@ -270,7 +270,7 @@ function foreignReference(
 /** The thread's counters and times as exported (inserting its messages moved some). */
 async function finishThread(client: pg.PoolClient, thread: ThreadRecord): Promise<void> {
   await client.query(sql.finishThread, [thread.id, thread.updatedAt, thread.lastActivityAt, thread.lastMessageAt]);
-  await client.query(sql.setEventCounter, [thread.id]);
+  await client.query(sql.setEventCounter, [thread.id, thread.lastEventId ?? 0]);
 }
 
 /**
