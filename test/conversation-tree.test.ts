@@ -9,7 +9,14 @@ import { importUserData } from "../src/history/import.js";
 import { MAX_PAGE_SIZE, readMessagePage } from "../src/history/message-pages.js";
 import { beginTurn, storeAnswer } from "../src/history/store.js";
 import { execute } from "./helpers/engine.js";
-import { conversation, countRows, scriptedModel, threadRows, threadWithRunningTurn } from "./helpers/fixtures.js";
+import {
+  chatEvent,
+  conversation,
+  countRows,
+  scriptedModel,
+  threadRows,
+  threadWithRunningTurn,
+} from "./helpers/fixtures.js";
 import { createTestDatabase } from "./helpers/database.js";
 import { asUser, createTestApp, type SentEvent } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -267,6 +274,37 @@ describe("deleting a branch", () => {
     expect(rows).toHaveLength(4);
     expect(rows.every((r) => r.on_path)).toBe(true);
     expect((await shown(threadId))[2]!.siblings).toMatchObject({ count: 1 });
+  });
+});
+
+describe("a deleted branch's message replayed", () => {
+  it("is not stored again: its event run again (a replay, a re-delivery) fails without retries, storing nothing", async () => {
+    const threadId = randomUUID();
+    bed.model.script({ text: "1" });
+    const first = chatEvent({ content: "One?", messageId: threadId });
+    expect((await execute(chatTurn, first)).error).toBeUndefined();
+    bed.model.script({ text: "2" });
+    const second = chatEvent({ content: "Two?", messageId: randomUUID(), threadId });
+    expect((await execute(chatTurn, second)).error).toBeUndefined();
+    bed.model.script({ text: "3" });
+    const third = chatEvent({ content: "Three?", messageId: randomUUID(), threadId });
+    expect((await execute(chatTurn, third)).error).toBeUndefined();
+    await editAndAnswer(threadId, second.data.messageId, "Two, edited?", "2'");
+    expect(
+      (await asUser(app, "user-1").delete(`/api/threads/${threadId}/messages/${second.data.messageId}/branch`)).status,
+    ).toBe(200);
+    const kept = await threadRows(bed.db.pool, threadId);
+
+    // The deleted message and the one below it, each replayed.
+    for (const event of [second, third]) {
+      bed.model.script({ text: "again" });
+      expect((await execute(chatTurn, event)).error).toMatchObject({
+        name: "NonRetriableError",
+        message: expect.stringContaining(`Message ${event.data.messageId} was deleted with its branch`),
+      });
+    }
+    expect(await threadRows(bed.db.pool, threadId)).toEqual(kept);
+    expect(await shownTexts(threadId)).toEqual(["One?", "1", "Two, edited?", "2'"]);
   });
 });
 

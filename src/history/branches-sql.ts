@@ -86,6 +86,23 @@ export const deleteBranch = `
   RETURNING m.id`;
 
 /**
+ * Before a branch deletion (deleteBranch's target, $2 of thread $1), in its transaction: a
+ * tombstone for each user message it deletes, the first of the branch and every one below it
+ * (migration 0040), so no event of theirs stores them again.
+ */
+export const recordBranchTombstones = `
+  WITH RECURSIVE gone AS (
+    SELECT m.id FROM messages t
+    JOIN messages m ON m.thread_id = t.thread_id AND m.kind = 'user'
+      AND ((t.kind = 'user' AND m.id = t.id)
+        OR (t.kind = 'agent' AND m.parent_id = t.answers AND m.parent_variant = t.variant))
+    WHERE t.id = $2 AND t.thread_id = $1 AND NOT t.on_path
+    UNION
+    SELECT c.id FROM gone g JOIN messages c ON c.parent_id = g.id AND c.kind = 'user'
+  )
+  INSERT INTO message_tombstones (thread_id, message_id) SELECT $1, id FROM gone ON CONFLICT DO NOTHING`;
+
+/**
  * After a branch deletion, in its transaction: the approvals of thread $1's tool calls whose user
  * message went with the branch (its turns cascade; approvals are keyed by the thread alone).
  */

@@ -91,6 +91,12 @@ function refusal(code: string, { threadId, messageId }: { threadId: string; mess
         "message_not_on_path",
         `Message ${messageId} edits a message no longer on the thread's current path: switch to its branch, then edit it.`,
       );
+    // A user message deleted with its branch, its event run again (threadline_begin_turn, message_tombstones).
+    case "message_deleted":
+      return new HistoryRefusal(
+        "message_not_found",
+        `Message ${messageId} was deleted with its branch of thread ${threadId}, so it is not stored again: send the words again as a new message.`,
+      );
     // A message sent before its user's erasure (threadline_begin_turn, p_event_time): erased with the rest.
     case "user_erased":
       return new HistoryRefusal(
