@@ -427,7 +427,7 @@ describe("the subject-access export", () => {
     expect(comparable(await exportOf(target.pool, USER))).toBe(comparable(text));
   });
 
-  it("refuses, writing nothing, another format or version, a file cut short, and ids already present", async () => {
+  it("refuses, writing nothing, another format or version, a file cut short, and ids already present; takes a file an editor saved again", async () => {
     const scratch = await createTestDatabase();
     try {
       const text = await exportOf(bed.db.pool, USER);
@@ -440,6 +440,12 @@ describe("the subject-access export", () => {
       await expect(
         importUserData(scratch.pool, each(text.replace(`"version":${EXPORT_VERSION}`, '"version":1'))),
       ).rejects.toThrow(ImportRefused);
+      // Saved again by an editor: a byte order mark, Windows line ends; read as the file it was.
+      const edited = await importUserData(scratch.pool, each(`\uFEFF${text.replaceAll("\n", "\r\n")}`)).catch(
+        (error: unknown) => error,
+      );
+      expect(edited).toMatchObject({ userId: USER });
+      await scratch.pool.query("TRUNCATE threads, user_memories, usage_records CASCADE");
       const cut = text.trimEnd().split("\n").slice(0, -1).join("\n");
       await expect(importUserData(scratch.pool, each(cut))).rejects.toThrow(/cut short/);
       expect(Number(await count())).toBe(0);

@@ -57,7 +57,8 @@ export async function importUserData(
       lineNumber += 1;
       if (line.trim() === "") continue;
       if (ended) throw new ImportRefused(`line ${lineNumber}: nothing may follow the end line`);
-      const json = parseJson(line, lineNumber);
+      // A byte order mark, as an editor saving the file may add, is no part of the first line.
+      const json = parseJson(lineNumber === 1 ? line.replace(/^\uFEFF/, "") : line, lineNumber);
       if (userId === undefined) {
         const header = exportHeader.safeParse(json);
         if (!header.success)
