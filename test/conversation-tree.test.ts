@@ -8,6 +8,7 @@ import { resultId } from "../src/history/ids.js";
 import { importUserData } from "../src/history/import.js";
 import { MAX_PAGE_SIZE, readMessagePage } from "../src/history/message-pages.js";
 import { beginTurn, storeAnswer } from "../src/history/store.js";
+import { storeAnsweredTurn } from "./helpers/seed.js";
 import { execute } from "./helpers/engine.js";
 import {
   chatEvent,
@@ -367,6 +368,35 @@ describe("deleting a branch with a tool call's approval", () => {
           yield* exported.split("\n");
         })(),
       );
+    } finally {
+      await target.drop();
+    }
+  });
+
+  it("an approval a branch deletion left behind before approvals went with their branch is neither exported nor in the way of an import", async () => {
+    const userId = `left-behind-${randomUUID()}`;
+    const threadId = randomUUID();
+    await storeAnsweredTurn(bed.db.pool, { threadId, userId, question: "Q?", answer: "A." });
+    const gone = randomUUID();
+    await bed.db.pool.query(
+      `INSERT INTO tool_approvals (id, thread_id, run_id, message_id, tool_call_id, tool_name, arguments, expires_at)
+       VALUES ($1, $2, $3, $4, 'call_dice', 'roll_dice', '{}', now() + interval '1 hour')`,
+      [randomUUID(), threadId, `run-${gone}`, gone],
+    );
+
+    const exported = await (await asUser(app, userId).get("/api/export")).text();
+
+    expect(exported).not.toContain('"type":"approval"');
+    const target = await createTestDatabase();
+    try {
+      expect(
+        await importUserData(
+          target.pool,
+          (async function* () {
+            yield* exported.split("\n");
+          })(),
+        ),
+      ).toMatchObject({ threads: 1, approvals: 0 });
     } finally {
       await target.drop();
     }

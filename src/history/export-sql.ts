@@ -93,11 +93,17 @@ export type SelectThreadFeedbackRow = {
   updated_at: Date;
 };
 
-/** Tool approvals of thread $1's turns after approval id $2, $3 of them (tool_approvals_thread_idx). */
+/**
+ * Tool approvals of thread $1's turns after approval id $2, $3 of them (tool_approvals_thread_idx).
+ * One whose user message is gone was left behind by a branch deletion made before approvals went
+ * with their branch: deleted data, not exported.
+ */
 export const selectThreadApprovals = `
-  SELECT id, run_id, message_id, tool_call_id, tool_name, arguments, status, decided_by, reason, request_id,
-    requested_at, expires_at, decided_at
-  FROM tool_approvals WHERE thread_id = $1 AND id > $2::uuid ORDER BY id LIMIT $3`;
+  SELECT a.id, a.run_id, a.message_id, a.tool_call_id, a.tool_name, a.arguments, a.status, a.decided_by, a.reason,
+    a.request_id, a.requested_at, a.expires_at, a.decided_at
+  FROM tool_approvals a
+  WHERE a.thread_id = $1 AND a.id > $2::uuid AND EXISTS (SELECT 1 FROM messages m WHERE m.id = a.message_id)
+  ORDER BY a.id LIMIT $3`;
 export type SelectThreadApprovalsRow = Omit<ApprovalRow, "thread_id">;
 
 /** Memories of user $1 after (updated_at, id) ($2, $3) newest first, $4 of them (user_memories_user_idx). */
