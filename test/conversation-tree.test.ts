@@ -279,7 +279,7 @@ describe("deleting a branch", () => {
 });
 
 describe("a deleted branch's message replayed", () => {
-  it("is not stored again: its event run again (a replay, a re-delivery) fails without retries, storing nothing", async () => {
+  it("is not stored again: its event run again (a replay, a re-delivery) fails without retries, storing nothing; sent again, it is refused", async () => {
     const threadId = randomUUID();
     bed.model.script({ text: "1" });
     const first = chatEvent({ content: "One?", messageId: threadId });
@@ -306,6 +306,20 @@ describe("a deleted branch's message replayed", () => {
     }
     expect(await threadRows(bed.db.pool, threadId)).toEqual(kept);
     expect(await shownTexts(threadId)).toEqual(["One?", "1", "Two, edited?", "2'"]);
+
+    // Sent again over HTTP under its id, it is refused before any event is sent.
+    sent.length = 0;
+    const again = await asUser(app, "user-1").post("/api/chat", {
+      threadId,
+      messageId: second.data.messageId,
+      content: "Two?",
+    });
+    expect(again.status).toBe(409);
+    expect(await again.json()).toEqual({
+      code: "message_conflict",
+      error: expect.stringContaining(`Message id ${second.data.messageId} was deleted with its branch`),
+    });
+    expect(sent).toEqual([]);
   });
 });
 

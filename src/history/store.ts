@@ -116,7 +116,8 @@ function refusal(code: string, { threadId, messageId }: { threadId: string; mess
 
 /**
  * Before POST /api/chat sends its event (one read): the thread must be the user's or not exist yet
- * (the turn creates it; not a deleted thread's id, which its tombstone refuses), and a message id already used
+ * (the turn creates it; not a deleted thread's id, which its tombstone refuses), the message id not one
+ * deleted with its branch (refused the same way), and a message id already used
  * must name this very message (same thread, same text) — then the event is simply sent again and
  * the run stores nothing new. Anything else is the refusal the run itself would end with.
  * Returns the run that last refused the message (busy reject, after this check), if one did.
@@ -130,6 +131,11 @@ export async function checkSendable(
   const found = rows[0]!;
   if (found.owner === null && found.deleted) throw threadDeleted(threadId);
   if (found.owner !== null && found.owner !== input.userId) throw threadNotOwned(threadId);
+  if (found.message_deleted)
+    throw new HistoryRefusal(
+      "message_conflict",
+      `Message id ${input.messageId} was deleted with its branch of thread ${threadId}: generate a new messageId for each message.`,
+    );
   if (found.message_thread_id !== null) {
     if (found.message_thread_id !== threadId || found.message_kind !== "user") throw messageInUse(input.messageId);
     if (found.message_text !== input.content) throw messageTextDiffers(input.messageId);
