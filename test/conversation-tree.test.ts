@@ -4,6 +4,7 @@ import { ASSISTANT_NAME, ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
 import { decideApproval, requestApproval } from "../src/history/approvals.js";
+import { appendEvents } from "../src/history/events.js";
 import { resultId } from "../src/history/ids.js";
 import { importUserData } from "../src/history/import.js";
 import { MAX_PAGE_SIZE, readMessagePage } from "../src/history/message-pages.js";
@@ -324,7 +325,7 @@ describe("a deleted branch's message replayed", () => {
 });
 
 describe("deleting a branch with a tool call's approval", () => {
-  it("deletes the approval with the branch: the thread's approvals and its export no longer hold it, and the export imports", async () => {
+  it("deletes the approval and the event log of its runs with the branch: the thread's approvals, its log and its export no longer hold them, and the export imports", async () => {
     const userId = "user-1";
     const threadId = randomUUID();
     const rolled = randomUUID();
@@ -344,6 +345,19 @@ describe("deleting a branch with a tool call's approval", () => {
       expiresInSeconds: 600,
     });
     await decideApproval(bed.db.pool, { threadId, userId, approvalId, decision: "deny", reason: "my secret plan" });
+    // The answer as a streamed inference logs it (INFERENCE=stream).
+    await appendEvents(bed.db.pool, {
+      threadId,
+      runId: `run-${rolled}`,
+      attempt: 0,
+      events: [
+        {
+          key: "infer:delta:0",
+          event: "text.delta",
+          data: { runId: `run-${rolled}`, stepId: "infer", attempt: 0, delta: "No roll for the secret plan." },
+        },
+      ],
+    });
     await storeAnswer(bed.db.pool, {
       threadId,
       userId,
@@ -374,6 +388,12 @@ describe("deleting a branch with a tool call's approval", () => {
     expect(await approvals.json()).toEqual({ approvals: [] });
     const exported = await (await asUser(app, userId).get("/api/export")).text();
     expect(exported).not.toContain('"type":"approval"');
+    // Nor does the thread's event log keep the branch's words: its runs' events went with it.
+    expect(exported).not.toMatch(/secret plan/i);
+    const { rows: logged } = await bed.db.pool.query("SELECT data::text FROM thread_events WHERE thread_id = $1", [
+      threadId,
+    ]);
+    expect(logged.map((row) => row.data).join()).not.toMatch(/secret plan/i);
     const target = await createTestDatabase();
     try {
       await importUserData(
@@ -385,6 +405,49 @@ describe("deleting a branch with a tool call's approval", () => {
     } finally {
       await target.drop();
     }
+  });
+
+  it("deleting an answer variant deletes its run's event log, and keeps the other variant's", async () => {
+    const userId = "user-1";
+    const threadId = randomUUID();
+    const { messageId } = await storeAnsweredTurn(bed.db.pool, { threadId, userId, question: "Q?", answer: "A." });
+    const regen = await beginTurn(bed.db.pool, {
+      threadId,
+      userId,
+      message: { id: messageId, text: "Q?" },
+      turn: { runId: `regen-${messageId}`, kind: "regenerate" },
+    });
+    const variantAnswer = resultId(messageId, regen.variant, 0);
+    await storeAnswer(bed.db.pool, {
+      threadId,
+      userId,
+      runId: `regen-${messageId}`,
+      messageId,
+      messageSeq: regen.messageSeq,
+      variant: regen.variant,
+      detachLaterTurns: true,
+      results: [{ id: variantAnswer, agentName: ASSISTANT_NAME, content: answerContent("A, again.") }],
+    });
+    for (const runId of [`run-${messageId}`, `regen-${messageId}`])
+      await appendEvents(bed.db.pool, {
+        threadId,
+        runId,
+        attempt: 0,
+        events: [
+          { key: "infer:delta:0", event: "text.delta", data: { runId, stepId: "infer", attempt: 0, delta: runId } },
+        ],
+      });
+    expect((await makeCurrent(threadId, resultId(messageId, 1, 0))).status).toBe(200);
+
+    expect((await asUser(app, userId).delete(`/api/threads/${threadId}/messages/${variantAnswer}/branch`)).status).toBe(
+      200,
+    );
+
+    const { rows } = await bed.db.pool.query<{ run_id: string }>(
+      "SELECT DISTINCT run_id FROM thread_events WHERE thread_id = $1 AND run_id IS NOT NULL",
+      [threadId],
+    );
+    expect(rows.map((row) => row.run_id)).toEqual([`run-${messageId}`]);
   });
 
   it("an approval a branch deletion left behind before approvals went with their branch is neither exported nor in the way of an import", async () => {

@@ -103,6 +103,20 @@ export const recordBranchTombstones = `
   INSERT INTO message_tombstones (thread_id, message_id) SELECT $1, id FROM gone ON CONFLICT DO NOTHING`;
 
 /**
+ * After its tombstones, before its messages go (their turns cascade): the event log of the
+ * branch's runs, the turns of its tombstoned user messages and, for an answer variant ($2 of
+ * thread $1), the variant's own turn. What they streamed (the answer's deltas, a tool call's
+ * arguments and the reason given for its decision) goes with the branch.
+ */
+export const deleteBranchEvents = `
+  DELETE FROM thread_events e USING turns u
+  WHERE e.thread_id = $1 AND e.run_id = u.run_id AND u.thread_id = $1
+    AND (EXISTS (SELECT 1 FROM message_tombstones d WHERE d.thread_id = $1 AND d.message_id = u.message_id)
+      OR EXISTS (SELECT 1 FROM messages t
+                 WHERE t.id = $2 AND t.thread_id = $1 AND t.kind = 'agent' AND NOT t.on_path
+                   AND u.message_id = t.answers AND u.variant = t.variant))`;
+
+/**
  * After a branch deletion, in its transaction: the approvals of thread $1's tool calls whose user
  * message went with the branch (its turns cascade; approvals are keyed by the thread alone).
  */
