@@ -1,11 +1,25 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
+import { ASSISTANT_NAME, ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { decideApproval, requestApproval } from "../src/history/approvals.js";
+import { appendEvents } from "../src/history/events.js";
+import { resultId } from "../src/history/ids.js";
+import { importUserData } from "../src/history/import.js";
 import { MAX_PAGE_SIZE, readMessagePage } from "../src/history/message-pages.js";
+import { beginTurn, storeAnswer } from "../src/history/store.js";
+import { storeAnsweredTurn } from "./helpers/seed.js";
 import { execute } from "./helpers/engine.js";
-import { conversation, countRows, scriptedModel, threadRows, threadWithRunningTurn } from "./helpers/fixtures.js";
+import {
+  chatEvent,
+  conversation,
+  countRows,
+  scriptedModel,
+  threadRows,
+  threadWithRunningTurn,
+} from "./helpers/fixtures.js";
+import { createTestDatabase } from "./helpers/database.js";
 import { asUser, createTestApp, type SentEvent } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -43,6 +57,10 @@ type Shown = {
   siblings?: { count: number; position: number; ids: string[] };
 };
 
+const answerContent = (text: string) => ({
+  output: [{ type: "text" as const, role: "assistant" as const, content: text }],
+  toolCalls: [],
+});
 const textOf = (m: Shown) => m.content.text ?? (m.content.output ?? []).map((o) => o.content).join("");
 
 async function shown(threadId: string): Promise<Shown[]> {
@@ -258,6 +276,207 @@ describe("deleting a branch", () => {
     expect(rows).toHaveLength(4);
     expect(rows.every((r) => r.on_path)).toBe(true);
     expect((await shown(threadId))[2]!.siblings).toMatchObject({ count: 1 });
+  });
+});
+
+describe("a deleted branch's message replayed", () => {
+  it("is not stored again: its event run again (a replay, a re-delivery) fails without retries, storing nothing; sent again, it is refused", async () => {
+    const threadId = randomUUID();
+    bed.model.script({ text: "1" });
+    const first = chatEvent({ content: "One?", messageId: threadId });
+    expect((await execute(chatTurn, first)).error).toBeUndefined();
+    bed.model.script({ text: "2" });
+    const second = chatEvent({ content: "Two?", messageId: randomUUID(), threadId });
+    expect((await execute(chatTurn, second)).error).toBeUndefined();
+    bed.model.script({ text: "3" });
+    const third = chatEvent({ content: "Three?", messageId: randomUUID(), threadId });
+    expect((await execute(chatTurn, third)).error).toBeUndefined();
+    await editAndAnswer(threadId, second.data.messageId, "Two, edited?", "2'");
+    expect(
+      (await asUser(app, "user-1").delete(`/api/threads/${threadId}/messages/${second.data.messageId}/branch`)).status,
+    ).toBe(200);
+    const kept = await threadRows(bed.db.pool, threadId);
+
+    // The deleted message and the one below it, each replayed.
+    for (const event of [second, third]) {
+      bed.model.script({ text: "again" });
+      expect((await execute(chatTurn, event)).error).toMatchObject({
+        name: "NonRetriableError",
+        message: expect.stringContaining(`Message ${event.data.messageId} was deleted with its branch`),
+      });
+    }
+    expect(await threadRows(bed.db.pool, threadId)).toEqual(kept);
+    expect(await shownTexts(threadId)).toEqual(["One?", "1", "Two, edited?", "2'"]);
+
+    // Sent again over HTTP under its id, it is refused before any event is sent.
+    sent.length = 0;
+    const again = await asUser(app, "user-1").post("/api/chat", {
+      threadId,
+      messageId: second.data.messageId,
+      content: "Two?",
+    });
+    expect(again.status).toBe(409);
+    expect(await again.json()).toEqual({
+      code: "message_conflict",
+      error: expect.stringContaining(`Message id ${second.data.messageId} was deleted with its branch`),
+    });
+    expect(sent).toEqual([]);
+  });
+});
+
+describe("deleting a branch with a tool call's approval", () => {
+  it("deletes the approval and the event log of its runs with the branch: the thread's approvals, its log and its export no longer hold them, and the export imports", async () => {
+    const userId = "user-1";
+    const threadId = randomUUID();
+    const rolled = randomUUID();
+    const asked = await beginTurn(bed.db.pool, {
+      threadId,
+      userId,
+      message: { id: rolled, text: "Roll for my secret plan" },
+      turn: { runId: `run-${rolled}`, kind: "chat" },
+    });
+    const approvalId = randomUUID();
+    await requestApproval(bed.db.pool, {
+      approvalId,
+      runId: `run-${rolled}`,
+      toolCallId: "call_dice",
+      toolName: "roll_dice",
+      arguments: { sides: 20 },
+      expiresInSeconds: 600,
+    });
+    await decideApproval(bed.db.pool, { threadId, userId, approvalId, decision: "deny", reason: "my secret plan" });
+    // The answer as a streamed inference logs it (INFERENCE=stream).
+    await appendEvents(bed.db.pool, {
+      threadId,
+      runId: `run-${rolled}`,
+      attempt: 0,
+      events: [
+        {
+          key: "infer:delta:0",
+          event: "text.delta",
+          data: { runId: `run-${rolled}`, stepId: "infer", attempt: 0, delta: "No roll for the secret plan." },
+        },
+      ],
+    });
+    await storeAnswer(bed.db.pool, {
+      threadId,
+      userId,
+      runId: `run-${rolled}`,
+      messageId: rolled,
+      messageSeq: asked.messageSeq,
+      variant: asked.variant,
+      detachLaterTurns: false,
+      results: [
+        { id: resultId(rolled, asked.variant, 0), agentName: ASSISTANT_NAME, content: answerContent("No roll.") },
+      ],
+    });
+    const edited = randomUUID();
+    await beginTurn(bed.db.pool, {
+      threadId,
+      userId,
+      message: { id: edited, text: "Never mind" },
+      turn: { runId: `run-${edited}`, kind: "chat" },
+      context: { edits: rolled },
+    });
+    await bed.db.pool.query("UPDATE turns SET status = 'completed', finished_at = now() WHERE run_id = $1", [
+      `run-${edited}`,
+    ]);
+
+    expect((await asUser(app, userId).delete(`/api/threads/${threadId}/messages/${rolled}/branch`)).status).toBe(200);
+
+    const approvals = await asUser(app, userId).get(`/api/threads/${threadId}/approvals`);
+    expect(await approvals.json()).toEqual({ approvals: [] });
+    const exported = await (await asUser(app, userId).get("/api/export")).text();
+    expect(exported).not.toContain('"type":"approval"');
+    // Nor does the thread's event log keep the branch's words: its runs' events went with it.
+    expect(exported).not.toMatch(/secret plan/i);
+    const { rows: logged } = await bed.db.pool.query("SELECT data::text FROM thread_events WHERE thread_id = $1", [
+      threadId,
+    ]);
+    expect(logged.map((row) => row.data).join()).not.toMatch(/secret plan/i);
+    const target = await createTestDatabase();
+    try {
+      await importUserData(
+        target.pool,
+        (async function* () {
+          yield* exported.split("\n");
+        })(),
+      );
+    } finally {
+      await target.drop();
+    }
+  });
+
+  it("deleting an answer variant deletes its run's event log, and keeps the other variant's", async () => {
+    const userId = "user-1";
+    const threadId = randomUUID();
+    const { messageId } = await storeAnsweredTurn(bed.db.pool, { threadId, userId, question: "Q?", answer: "A." });
+    const regen = await beginTurn(bed.db.pool, {
+      threadId,
+      userId,
+      message: { id: messageId, text: "Q?" },
+      turn: { runId: `regen-${messageId}`, kind: "regenerate" },
+    });
+    const variantAnswer = resultId(messageId, regen.variant, 0);
+    await storeAnswer(bed.db.pool, {
+      threadId,
+      userId,
+      runId: `regen-${messageId}`,
+      messageId,
+      messageSeq: regen.messageSeq,
+      variant: regen.variant,
+      detachLaterTurns: true,
+      results: [{ id: variantAnswer, agentName: ASSISTANT_NAME, content: answerContent("A, again.") }],
+    });
+    for (const runId of [`run-${messageId}`, `regen-${messageId}`])
+      await appendEvents(bed.db.pool, {
+        threadId,
+        runId,
+        attempt: 0,
+        events: [
+          { key: "infer:delta:0", event: "text.delta", data: { runId, stepId: "infer", attempt: 0, delta: runId } },
+        ],
+      });
+    expect((await makeCurrent(threadId, resultId(messageId, 1, 0))).status).toBe(200);
+
+    expect((await asUser(app, userId).delete(`/api/threads/${threadId}/messages/${variantAnswer}/branch`)).status).toBe(
+      200,
+    );
+
+    const { rows } = await bed.db.pool.query<{ run_id: string }>(
+      "SELECT DISTINCT run_id FROM thread_events WHERE thread_id = $1 AND run_id IS NOT NULL",
+      [threadId],
+    );
+    expect(rows.map((row) => row.run_id)).toEqual([`run-${messageId}`]);
+  });
+
+  it("an approval a branch deletion left behind before approvals went with their branch is neither exported nor in the way of an import", async () => {
+    const userId = `left-behind-${randomUUID()}`;
+    const threadId = randomUUID();
+    await storeAnsweredTurn(bed.db.pool, { threadId, userId, question: "Q?", answer: "A." });
+    const gone = randomUUID();
+    await bed.db.pool.query(
+      `INSERT INTO tool_approvals (id, thread_id, run_id, message_id, tool_call_id, tool_name, arguments, expires_at)
+       VALUES ($1, $2, $3, $4, 'call_dice', 'roll_dice', '{}', now() + interval '1 hour')`,
+      [randomUUID(), threadId, `run-${gone}`, gone],
+    );
+
+    const exported = await (await asUser(app, userId).get("/api/export")).text();
+
+    expect(exported).not.toContain('"type":"approval"');
+    const target = await createTestDatabase();
+    try {
+      expect(
+        await importUserData(
+          target.pool,
+          (async function* () {
+            yield* exported.split("\n");
+          })(),
+        ),
+      ).toMatchObject({ threads: 1, approvals: 0 });
+    } finally {
+      await target.drop();
+    }
   });
 });
 

@@ -154,6 +154,7 @@ describe("GET /api/export", () => {
         memories: 0,
         apiKeys: 0,
         feedback: 0,
+        approvals: 0,
         usageRecords: 0,
       },
     ]);

@@ -4,11 +4,14 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { recordUsage } from "../src/history/usage.js";
+import { createEventRetention } from "../src/functions/event-retention.js";
+import { createEventNotifier } from "../src/stream/notifier.js";
 import type pg from "pg";
 import { importCommand } from "../scripts/import.js";
 import { ASSISTANT_NAME } from "../src/agents/assistant.js";
 import { exportLine } from "../src/api/export.js";
 import { insertApiKey } from "../src/auth/api-key-store.js";
+import { decideApproval, requestApproval } from "../src/history/approvals.js";
 import { appendEvents } from "../src/history/events.js";
 import { putFeedback } from "../src/history/feedback.js";
 import { EXPORT_FORMAT, EXPORT_VERSION } from "../src/history/export-format.js";
@@ -18,7 +21,9 @@ import { beginTurn, storeAnswer } from "../src/history/store.js";
 import { failTurn, stopRunningTurn } from "../src/history/turns.js";
 import { remember, rememberFromThread } from "../src/history/memories.js";
 import { createTestDatabase, type TestDatabase } from "./helpers/database.js";
+import { execute } from "./helpers/engine.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
+import { openEventStream } from "./helpers/sse.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -31,6 +36,7 @@ afterAll(async () => {
 });
 
 const USER = "subject";
+const APPROVAL_ID = randomUUID();
 type Line = ReturnType<typeof exportLine.parse>;
 
 const answerOf = (text: string) => ({
@@ -51,6 +57,22 @@ async function seedSubject(db: pg.Pool) {
     userId: USER,
     message: { id: first, text: "What is a durable step?" },
     turn: { runId: `run-${first}`, kind: "chat" },
+  });
+  // The first turn asked to roll dice; the user denied it, saying why.
+  await requestApproval(db, {
+    approvalId: APPROVAL_ID,
+    runId: `run-${first}`,
+    toolCallId: "call_dice",
+    toolName: "roll_dice",
+    arguments: { sides: 20 },
+    expiresInSeconds: 600,
+  });
+  await decideApproval(db, {
+    threadId,
+    userId: USER,
+    approvalId: APPROVAL_ID,
+    decision: "deny",
+    reason: "no gambling",
   });
   await storeAnswer(db, {
     threadId,
@@ -230,14 +252,48 @@ async function storedAbout(db: pg.Pool, userId: string) {
     feedback: await rows(
       `SELECT message_id, thread_id, rating, comment, ${ms("created_at")}, ${ms("updated_at")} FROM message_feedback WHERE user_id = $1 ORDER BY message_id`,
     ),
+    approvals: await rows(
+      `SELECT a.id, a.thread_id, a.run_id, a.message_id, a.tool_call_id, a.tool_name, a.arguments, a.status, a.decided_by, a.reason, a.request_id, ${ms("a.requested_at")}, ${ms("a.expires_at")}, ${ms("a.decided_at")} FROM tool_approvals a JOIN threads t ON t.id = a.thread_id WHERE t.user_id = $1 ORDER BY a.id`,
+    ),
     usage: await rows(
       `SELECT key, thread_id, message_id, variant, run_id, step_id, attempt, provider, model, input_tokens, output_tokens, cached_tokens, reasoning_tokens, latency_ms, cost_usd, failed, ${ms("created_at")} FROM usage_records WHERE user_id = $1 ORDER BY key`,
     ),
   };
 }
 
+/** A user's thread with one answered turn (seeded as the turn writes it). */
+async function answeredThread(db: pg.Pool, userId: string) {
+  const threadId = randomUUID();
+  const first = randomUUID();
+  const start = await beginTurn(db, {
+    threadId,
+    userId,
+    message: { id: first, text: "Roll a die" },
+    turn: { runId: `run-${first}`, kind: "chat" },
+  });
+  await storeAnswer(db, {
+    threadId,
+    userId,
+    runId: `run-${first}`,
+    messageId: first,
+    messageSeq: start.messageSeq,
+    variant: start.variant,
+    detachLaterTurns: false,
+    results: [{ id: resultId(first, start.variant, 0), agentName: ASSISTANT_NAME, content: answerOf("a four") }],
+  });
+  return { threadId, first, answerId: resultId(first, start.variant, 0) };
+}
+
+/** The export with `from` replaced by `to` in the first line of `type` holding it; and that line's number. */
+function tampered(text: string, type: string, from: string, to: string) {
+  const lines = text.split("\n");
+  const index = lines.findIndex((line) => line.startsWith(`{"type":"${type}"`) && line.includes(from));
+  lines[index] = lines[index]!.replace(from, to);
+  return { text: lines.join("\n"), line: index + 1 };
+}
+
 describe("the subject-access export", () => {
-  it("holds everything stored about the caller: all variants, stopped and failed turns with causes, summary, agent state, memories, event log, API keys", async () => {
+  it("holds everything stored about the caller: all variants, stopped and failed turns with causes, tool approvals, summary, agent state, memories, event log, API keys", async () => {
     const { threadId, first, failing, stopped, variants } = await seedSubject(bed.db.pool);
     const lines = linesOf(await exportOf(bed.db.pool, USER));
 
@@ -304,6 +360,19 @@ describe("the subject-access export", () => {
         [threadId, resultId(first, variants[1]!, 0), "up", null],
       ].sort(),
     );
+    // The tool call the user denied, with the reason they gave.
+    expect(lines.filter((line) => line.type === "approval")).toEqual([
+      expect.objectContaining({
+        threadId,
+        id: APPROVAL_ID,
+        messageId: first,
+        toolName: "roll_dice",
+        arguments: { sides: 20 },
+        status: "denied",
+        decidedBy: "user",
+        reason: "no gambling",
+      }),
+    ]);
     const keys = lines.filter((line) => line.type === "api_key");
     expect(keys).toEqual([expect.objectContaining({ name: "laptop", revokedAt: null })]);
     expect(JSON.stringify(keys)).not.toMatch(/hash|secret|not-exported/i);
@@ -321,6 +390,7 @@ describe("the subject-access export", () => {
       memories: 2,
       apiKeys: 1,
       feedback: 2,
+      approvals: 1,
       usageRecords: stored.usage.length,
     });
     // The usage ledger: every model call of the subject's turns.
@@ -330,7 +400,7 @@ describe("the subject-access export", () => {
     ]);
   });
 
-  it("imports into an empty database: threads, messages, turns, summary, agent state, event log, feedback and memories come back as they were", async () => {
+  it("imports into an empty database: threads, messages, turns, approvals, summary, agent state, event log, feedback and memories come back as they were", async () => {
     const text = await exportOf(bed.db.pool, USER);
     const restored = await importUserData(target.pool, each(text));
     expect(restored).toMatchObject({ userId: USER, threads: 1, turns: 4, memories: 2, feedback: 2 });
@@ -343,6 +413,11 @@ describe("the subject-access export", () => {
       return (await app.request(`/api/threads/${threadId}/messages`, { headers: await headersFor(USER) })).json();
     };
     expect(await shown(target.pool)).toEqual(await shown(bed.db.pool));
+    const approvals = async (db: pg.Pool) => {
+      const { app } = createTestApp(db);
+      return (await app.request(`/api/threads/${threadId}/approvals`, { headers: await headersFor(USER) })).json();
+    };
+    expect(await approvals(target.pool)).toEqual(await approvals(bed.db.pool));
     // API keys are not restored (the export holds no secrets): everything else exports alike.
     const comparable = (export_: string) =>
       export_
@@ -352,7 +427,7 @@ describe("the subject-access export", () => {
     expect(comparable(await exportOf(target.pool, USER))).toBe(comparable(text));
   });
 
-  it("refuses, writing nothing, another format or version, a file cut short, and ids already present", async () => {
+  it("refuses, writing nothing, another format or version, a file cut short, and ids already present; takes a file an editor saved again", async () => {
     const scratch = await createTestDatabase();
     try {
       const text = await exportOf(bed.db.pool, USER);
@@ -365,6 +440,12 @@ describe("the subject-access export", () => {
       await expect(
         importUserData(scratch.pool, each(text.replace(`"version":${EXPORT_VERSION}`, '"version":1'))),
       ).rejects.toThrow(ImportRefused);
+      // Saved again by an editor: a byte order mark, Windows line ends; read as the file it was.
+      const edited = await importUserData(scratch.pool, each(`\uFEFF${text.replaceAll("\n", "\r\n")}`)).catch(
+        (error: unknown) => error,
+      );
+      expect(edited).toMatchObject({ userId: USER });
+      await scratch.pool.query("TRUNCATE threads, user_memories, usage_records CASCADE");
       const cut = text.trimEnd().split("\n").slice(0, -1).join("\n");
       await expect(importUserData(scratch.pool, each(cut))).rejects.toThrow(/cut short/);
       expect(Number(await count())).toBe(0);
@@ -380,6 +461,113 @@ describe("the subject-access export", () => {
       );
       expect(Number(await count())).toBe(once);
     } finally {
+      await scratch.drop();
+    }
+  });
+  it("refuses a tampered file naming the line and what is wrong, writing nothing: a bad value, a dangling id, a deleted thread", async () => {
+    const user = `tampered-${randomUUID()}`;
+    const { threadId, first } = await answeredThread(bed.db.pool, user);
+    const text = await exportOf(bed.db.pool, user);
+    const scratch = await createTestDatabase();
+    try {
+      const status = tampered(text, "turn", '"status":"completed"', '"status":"finished"');
+      await expect(importUserData(scratch.pool, each(status.text))).rejects.toThrow(
+        new RegExp(`^line ${status.line}: .*turns_status_check`),
+      );
+      const dangling = tampered(text, "turn", `"messageId":"${first}"`, `"messageId":"${randomUUID()}"`);
+      const refusal = importUserData(scratch.pool, each(dangling.text));
+      await expect(refusal).rejects.toThrow(ImportRefused);
+      await expect(refusal).rejects.toThrow(
+        new RegExp(`^line ${dangling.line}: turn.messageId names .*, not a user message of this file's thread`),
+      );
+      const { rows } = await scratch.pool.query("SELECT 1 FROM threads UNION ALL SELECT 1 FROM messages");
+      expect(rows).toEqual([]);
+    } finally {
+      await scratch.drop();
+    }
+    // Deleted since the export: the thread is not restored (its tombstone refuses its id).
+    await createTestApp(bed.db.pool).app.request(`/api/threads/${threadId}`, {
+      method: "DELETE",
+      headers: await headersFor(user),
+    });
+    const deleted = importUserData(bed.db.pool, each(text));
+    await expect(deleted).rejects.toThrow(ImportRefused);
+    await expect(deleted).rejects.toThrow(new RegExp(`^line 2: thread ${threadId} was deleted in this database`));
+    expect((await bed.db.pool.query("SELECT 1 FROM messages WHERE thread_id = $1", [threadId])).rows).toEqual([]);
+  });
+  it("refuses a tampered file whose lines name another thread's rows (another user's answer, message or thread), writing nothing", async () => {
+    const user = `tampered-${randomUUID()}`;
+    const own = await answeredThread(bed.db.pool, user);
+    await putFeedback(bed.db.pool, { ...own, userId: user, rating: "up", comment: null });
+    await rememberFromThread(bed.db.pool, { userId: user, threadId: own.threadId, text: "Plays board games" });
+    const text = await exportOf(bed.db.pool, user);
+    const scratch = await createTestDatabase();
+    try {
+      // The other user's thread is in the database the file is restored into.
+      await answeredThread(scratch.pool, "someone");
+      const [elsewhere] = (
+        await scratch.pool.query<{ id: string; answers: string; thread_id: string }>(
+          "SELECT id, answers, thread_id FROM messages WHERE kind = 'agent'",
+        )
+      ).rows;
+      for (const [type, from, to] of [
+        ["feedback", own.answerId, elsewhere!.id],
+        ["turn", `"messageId":"${own.first}"`, `"messageId":"${elsewhere!.answers}"`],
+        ["message", `"answers":"${own.first}"`, `"answers":"${elsewhere!.answers}"`],
+        ["memory", own.threadId, elsewhere!.thread_id],
+      ] as const) {
+        const edited = tampered(text, type, from, to);
+        await expect(importUserData(scratch.pool, each(edited.text)), type).rejects.toThrow(
+          new RegExp(`^line ${edited.line}: .* (names|of) .* not .*of this file`),
+        );
+      }
+      const { rows } = await scratch.pool.query("SELECT 1 FROM message_feedback UNION ALL SELECT 1 FROM user_memories");
+      expect(rows).toEqual([]);
+      expect((await scratch.pool.query("SELECT 1 FROM threads")).rows).toHaveLength(1);
+    } finally {
+      await scratch.drop();
+    }
+  });
+  it("restores how far each thread's event ids went, pruned events included: a stream resumed with its last id gets the next events", async () => {
+    const user = `resumes-${randomUUID()}`;
+    const { threadId } = await answeredThread(bed.db.pool, user);
+    const note = (key: string) => ({
+      key,
+      event: "text.delta" as const,
+      data: { partId: key, messageId: key, delta: key },
+    });
+    await appendEvents(bed.db.pool, { threadId, runId: "earlier", attempt: 0, events: [note("a"), note("b")] });
+    const { rows } = await bed.db.pool.query<{ id: number }>(
+      "SELECT max(id)::int AS id FROM thread_events WHERE thread_id = $1",
+      [threadId],
+    );
+    const lastSeen = rows[0]!.id;
+    // A day later the log is pruned: the export holds no event of the thread.
+    await bed.db.pool.query("UPDATE thread_events SET created_at = now() - interval '2 days' WHERE thread_id = $1", [
+      threadId,
+    ]);
+    await execute(createEventRetention({ db: bed.db.pool, eventRetentionHours: 24 }), {
+      name: "inngest/scheduled.timer",
+      data: {},
+    });
+    const text = await exportOf(bed.db.pool, user);
+    expect(text).not.toContain('"type":"event"');
+
+    const scratch = await createTestDatabase();
+    const events = createEventNotifier(scratch.pool);
+    try {
+      await importUserData(scratch.pool, each(text));
+      await appendEvents(scratch.pool, { threadId, runId: "next", attempt: 0, events: [note("c")] });
+      const { app } = createTestApp(scratch.pool, { events });
+      const stream = await openEventStream(app, threadId, { userId: user, lastEventId: lastSeen });
+      try {
+        await stream.waitFor(1);
+        expect(stream.received.map((event) => [event.id, event.data.delta])).toEqual([[lastSeen + 1, "c"]]);
+      } finally {
+        await stream.close();
+      }
+    } finally {
+      await events.close();
       await scratch.drop();
     }
   });

@@ -6,7 +6,9 @@ import type { AuthEnv } from "../src/auth/identity.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createEventRetention } from "../src/functions/event-retention.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { requestApproval } from "../src/history/approvals.js";
 import { appendEvents, readEventsAfter, type NewEvent } from "../src/history/events.js";
+import { beginTurn } from "../src/history/store.js";
 import { storeModelTitle } from "../src/history/titles.js";
 import { cancelTurn, failTurn, findEarlierTurn } from "../src/history/turns.js";
 import { logger } from "../src/platform/logger.js";
@@ -506,6 +508,52 @@ describe("the thread event log", () => {
     });
     expect(run.error).toBeUndefined();
     expect((await logOf(threadId)).map((row) => row.key)).toEqual(["new"]);
+  });
+});
+
+describe("pruning while a turn waits on an approval", () => {
+  it("keeps the waiting turn's events: a useChat resume after EVENT_LOG_RETENTION_HOURS still shows the call awaiting approval", async () => {
+    const { app } = appInstance();
+    const threadId = crypto.randomUUID();
+    const messageId = crypto.randomUUID();
+    const runId = `run-${messageId}`;
+    await beginTurn(bed.db.pool, {
+      threadId,
+      userId: "user-1",
+      message: { id: messageId, text: "Roll a d20" },
+      turn: { runId, kind: "chat" },
+    });
+    await requestApproval(bed.db.pool, {
+      approvalId: crypto.randomUUID(),
+      runId,
+      toolCallId: "call_dice",
+      toolName: "roll_dice",
+      arguments: { sides: 20 },
+      expiresInSeconds: 48 * 3600,
+    });
+    // The approval waits longer than the log is kept; another thread's old events go as before.
+    const quiet = await newThread();
+    await write(quiet, "old");
+    await bed.db.pool.query(
+      "UPDATE thread_events SET created_at = now() - interval '3 hours' WHERE thread_id = ANY($1)",
+      [[threadId, quiet]],
+    );
+
+    const run = await execute(createEventRetention({ db: bed.db.pool, eventRetentionHours: 2 }), {
+      name: "inngest/scheduled.timer",
+      data: {},
+    });
+
+    expect(run.error).toBeUndefined();
+    expect(await logOf(quiet)).toEqual([]);
+    const resumed = await app.request(`/api/ui/chat/${threadId}/stream`, { headers: await headersFor("user-1") });
+    expect(resumed.status).toBe(200);
+    const body = await Promise.race([
+      resumed.text(),
+      new Promise<string>((resolve) => setTimeout(() => resolve("(still open after 3 s)"), 3_000)),
+    ]);
+    expect(body).toContain('"type":"tool-approval-request"');
+    expect(body).toContain('"status":"awaiting_approval"');
   });
 });
 

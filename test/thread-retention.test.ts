@@ -1,9 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { createThreadRetention, RETENTION_BATCH } from "../src/functions/thread-retention.js";
-import { beginTurn } from "../src/history/store.js";
+import { ASSISTANT_NAME } from "../src/agents/assistant.js";
+import { resultId } from "../src/history/ids.js";
+import { beginTurn, storeAnswer } from "../src/history/store.js";
 import { execute } from "./helpers/engine.js";
-import { seedThread } from "./helpers/seed.js";
+import { seedThread, storeAnsweredTurn } from "./helpers/seed.js";
 import { tableRowCounts } from "./helpers/table-rows.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -77,6 +79,46 @@ describe("thread retention (RETENTION_DAYS)", () => {
     expect(again.result).toMatchObject({ status: "done", deleted: 0 });
     expect(again.sentEvents).toEqual([]);
     expect(await tableRowCounts(bed.db.pool)).toEqual(after);
+  });
+
+  it("keeps an inactive thread while a turn runs on it (a regenerate of an old answer stores no message until it answers)", async () => {
+    const retention = createThreadRetention({ db: bed.db.pool, retentionDays: 30 });
+    const userId = "regenerates";
+    const threadId = randomUUID();
+    const { messageId } = await storeAnsweredTurn(bed.db.pool, { threadId, userId, question: "Q?", answer: "A." });
+    await setActivity([threadId], daysAgo(31));
+    const runId = `regen-${randomUUID()}`;
+    const regen = await beginTurn(bed.db.pool, {
+      threadId,
+      userId,
+      message: { id: messageId, text: "Q?" },
+      turn: { runId, kind: "regenerate" },
+    });
+    expect(regen.status).toBe("running");
+
+    const run = await execute(retention, cronEvent);
+
+    expect(run.result).toMatchObject({ status: "done", deleted: 0 });
+    expect(await existing([threadId])).toEqual([threadId]);
+    // Its answer is stored, and moves the thread's activity on: the next run keeps it too.
+    await storeAnswer(bed.db.pool, {
+      threadId,
+      userId,
+      runId,
+      messageId,
+      messageSeq: regen.messageSeq,
+      variant: regen.variant,
+      detachLaterTurns: true,
+      results: [
+        {
+          id: resultId(messageId, regen.variant, 0),
+          agentName: ASSISTANT_NAME,
+          content: { output: [{ type: "text", role: "assistant", content: "A, again." }], toolCalls: [] },
+        },
+      ],
+    });
+    expect((await execute(retention, cronEvent)).result).toMatchObject({ deleted: 0 });
+    expect(await existing([threadId])).toEqual([threadId]);
   });
 
   it("deletes nothing when RETENTION_DAYS is unset", async () => {

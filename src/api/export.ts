@@ -46,7 +46,7 @@ export function exportRoutes({ db }: ApiDeps) {
       summary: "Everything stored about the caller (subject-access export) as versioned JSON Lines, streamed",
       responses: {
         200: {
-          description: `One JSON object per line (format version ${EXPORT_VERSION}): a header (\`type: export\`); each thread followed by all its messages (replaced variants and stopped answers included), turns with status and failure cause, summary, agent state and event log; the user's memories and API keys (never their secrets); the last line counts every kind (\`type: end\`). See docs/security.md.`,
+          description: `One JSON object per line (format version ${EXPORT_VERSION}): a header (\`type: export\`); each thread followed by all its messages (replaced variants and stopped answers included), turns with status and failure cause, tool approvals with their decisions, summary, agent state, event log and feedback; the user's memories and API keys (never their secrets); the last line counts every kind (\`type: end\`). See docs/security.md.`,
           content: { "application/x-ndjson": { schema: { type: "string" } } },
         },
         429: jsonResponse(

@@ -9,8 +9,8 @@ const EVENT_PRUNE_BATCH = 5_000;
 const EVENT_PRUNE_MAX_BATCHES = 100;
 
 /**
- * Prunes the thread event log: rows older than EVENT_LOG_RETENTION_HOURS are deleted every 10
- * minutes, oldest first, in batches of EVENT_PRUNE_BATCH (one step each). The log is for watching
+ * Prunes the thread event log: rows older than EVENT_LOG_RETENTION_HOURS (but a running turn's)
+ * are deleted every 10 minutes, oldest first, in batches of EVENT_PRUNE_BATCH (one step each). The log is for watching
  * and resuming a turn; the conversation itself is in the messages, which this never touches.
  * The cutoff is fixed once per run, so a retried batch deletes only what is still old.
  */

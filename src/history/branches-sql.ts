@@ -86,6 +86,45 @@ export const deleteBranch = `
   RETURNING m.id`;
 
 /**
+ * Before a branch deletion (deleteBranch's target, $2 of thread $1), in its transaction: a
+ * tombstone for each user message it deletes, the first of the branch and every one below it
+ * (migration 0040), so no event of theirs stores them again.
+ */
+export const recordBranchTombstones = `
+  WITH RECURSIVE gone AS (
+    SELECT m.id FROM messages t
+    JOIN messages m ON m.thread_id = t.thread_id AND m.kind = 'user'
+      AND ((t.kind = 'user' AND m.id = t.id)
+        OR (t.kind = 'agent' AND m.parent_id = t.answers AND m.parent_variant = t.variant))
+    WHERE t.id = $2 AND t.thread_id = $1 AND NOT t.on_path
+    UNION
+    SELECT c.id FROM gone g JOIN messages c ON c.parent_id = g.id AND c.kind = 'user'
+  )
+  INSERT INTO message_tombstones (thread_id, message_id) SELECT $1, id FROM gone ON CONFLICT DO NOTHING`;
+
+/**
+ * After its tombstones, before its messages go (their turns cascade): the event log of the
+ * branch's runs, the turns of its tombstoned user messages and, for an answer variant ($2 of
+ * thread $1), the variant's own turn. What they streamed (the answer's deltas, a tool call's
+ * arguments and the reason given for its decision) goes with the branch.
+ */
+export const deleteBranchEvents = `
+  DELETE FROM thread_events e USING turns u
+  WHERE e.thread_id = $1 AND e.run_id = u.run_id AND u.thread_id = $1
+    AND (EXISTS (SELECT 1 FROM message_tombstones d WHERE d.thread_id = $1 AND d.message_id = u.message_id)
+      OR EXISTS (SELECT 1 FROM messages t
+                 WHERE t.id = $2 AND t.thread_id = $1 AND t.kind = 'agent' AND NOT t.on_path
+                   AND u.message_id = t.answers AND u.variant = t.variant))`;
+
+/**
+ * After a branch deletion, in its transaction: the approvals of thread $1's tool calls whose user
+ * message went with the branch (its turns cascade; approvals are keyed by the thread alone).
+ */
+export const deleteBranchApprovals = `
+  DELETE FROM tool_approvals a
+  WHERE a.thread_id = $1 AND NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = a.message_id)`;
+
+/**
  * The thread's running turn, and what message $2 names: whether it is a message of the thread
  * (on_path NULL: not) and on its current path. Read after the thread's lock.
  */

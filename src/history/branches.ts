@@ -95,7 +95,9 @@ export async function checkEditable(
 
 /**
  * Deletes a branch off the current path (a user message or an answer variant, with everything
- * that follows it); returns how many messages were deleted directly (their followers cascade).
+ * that follows it, the approvals of its tool calls and its runs' event log too); its user
+ * messages leave tombstones, so no event of theirs stores them again. Returns how many messages were deleted directly (their
+ * followers cascade).
  */
 export async function deleteBranch(
   db: pg.Pool,
@@ -116,7 +118,10 @@ export async function deleteBranch(
         "branch_on_path",
         `Message ${messageId} is on the thread's current path: switch to another branch first, then delete this one.`,
       );
+    await client.query(sql.recordBranchTombstones, [threadId, messageId]);
+    await client.query(sql.deleteBranchEvents, [threadId, messageId]);
     const deleted = await client.query(sql.deleteBranch, [threadId, messageId]);
+    await client.query(sql.deleteBranchApprovals, [threadId]);
     return { deleted: deleted.rowCount ?? 0 };
   });
 }

@@ -147,10 +147,17 @@ export const selectOwnedEventFramesAfter = framesOf(
 /** The prepared name of selectOwnedEventFramesAfter: a live stream's read. */
 export const selectOwnedEventFramesAfterName = "events.owned-frames";
 
-/** Deletes up to $2 events written before $1 (oldest first); returns how many. */
+/**
+ * Deletes up to $2 events written before $1 (oldest first); returns how many. A turn still running
+ * keeps its run's events (a turn may wait on an approval for days): a stream resumed from the
+ * turn's start, as useChat's is, needs them all.
+ */
 export const deleteEventsBefore = `
   WITH old AS (
-    SELECT thread_id, id FROM thread_events WHERE created_at < $1 ORDER BY created_at LIMIT $2
+    SELECT e.thread_id, e.id FROM thread_events e
+    WHERE e.created_at < $1
+      AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.run_id = e.run_id AND threadline_turn_unfinished(u.status))
+    ORDER BY e.created_at LIMIT $2
   )
   DELETE FROM thread_events e USING old WHERE e.thread_id = old.thread_id AND e.id = old.id`;
 

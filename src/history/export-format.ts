@@ -6,9 +6,10 @@ import { z } from "zod";
  * version, and an importer refuses a version it does not know. docs/security.md describes it.
  *
  * Order: the `export` header; then per thread its `thread` line followed by that thread's
- * `message`, `turn`, `summary`, `agent_state`, `event` and `feedback` lines; then the user's `memory`,
- * `api_key` and `usage` lines; last the `end` line counting every kind (without it, the export was
- * cut short). `feedback` and `usage` lines came later within version 2: an export without them counts none.
+ * `message`, `turn`, `summary`, `agent_state`, `event`, `feedback` and `approval` lines; then the user's
+ * `memory`, `api_key` and `usage` lines; last the `end` line counting every kind (without it, the
+ * export was cut short). `feedback`, `approval` and `usage` lines came later within version 2: an
+ * export without them counts none.
  * Imports: zod only.
  */
 export const EXPORT_FORMAT = "threadline.export";
@@ -37,6 +38,12 @@ const exportedThread = z.object({
   createdAt: timestamp,
   updatedAt: timestamp,
   latestTurnStatus: z.string().nullable(),
+  /**
+   * The id the thread's event log reached, pruned rows included (the next event's is higher), so a
+   * stream resumed after a restore with the last id it saw misses nothing; absent from exports made
+   * before it.
+   */
+  lastEventId: z.number().int().nonnegative().optional(),
 });
 
 /**
@@ -128,6 +135,28 @@ const exportedFeedback = z.object({
   updatedAt: timestamp,
 });
 
+/**
+ * A tool call of one of the thread's turns that asked for the user's approval: what it would have
+ * run, and the decision (the user's, with the reason they gave, or the turn's end, or expiry).
+ */
+const exportedApproval = z.object({
+  type: z.literal("approval"),
+  threadId: z.uuid(),
+  id: z.uuid(),
+  runId: z.string(),
+  messageId: z.uuid(),
+  toolCallId: z.string(),
+  toolName: z.string(),
+  arguments: z.unknown(),
+  status: z.enum(["pending", "approved", "denied", "expired"]),
+  decidedBy: z.enum(["user", "stop", "expiry", "turn-ended"]).nullable(),
+  reason: z.string().nullable(),
+  requestId: z.string().nullable(),
+  requestedAt: timestamp,
+  expiresAt: timestamp,
+  decidedAt: timestamp.nullable(),
+});
+
 /** A memory of the user: remembered (by an agent's tool or the API) or extracted from a thread. */
 const exportedMemory = z.object({
   type: z.literal("memory"),
@@ -181,6 +210,7 @@ const exportCounts = z.object({
   apiKeys: z.number().int(),
   // Absent from files written before feedback was exported: those hold none.
   feedback: z.number().int().default(0),
+  approvals: z.number().int().default(0),
   usageRecords: z.number().int().default(0),
 });
 
@@ -195,6 +225,7 @@ export const exportRecord = z.discriminatedUnion("type", [
   exportedAgentState,
   exportedEvent,
   exportedFeedback,
+  exportedApproval,
   exportedMemory,
   exportedApiKey,
   exportedUsage,
@@ -215,6 +246,7 @@ export const noCounts = (): ExportCounts => ({
   memories: 0,
   apiKeys: 0,
   feedback: 0,
+  approvals: 0,
   usageRecords: 0,
 });
 
@@ -229,5 +261,6 @@ export const countOf = {
   memory: "memories",
   api_key: "apiKeys",
   feedback: "feedback",
+  approval: "approvals",
   usage: "usageRecords",
 } as const satisfies Record<Exclude<ExportRecord["type"], "export" | "end">, keyof ExportCounts>;

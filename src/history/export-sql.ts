@@ -1,3 +1,4 @@
+import type { ApprovalRow } from "./approvals-sql.js";
 import type { UserMemoryRow } from "./memories-sql.js";
 
 /**
@@ -52,6 +53,10 @@ export type SelectThreadTurnsRow = {
   cursor_at: string;
 };
 
+/** How far thread $1's event ids went (thread_event_counters; no row: no event yet). */
+export const selectThreadEventCounter = `SELECT last_id FROM thread_event_counters WHERE thread_id = $1`;
+export type SelectThreadEventCounterRow = { last_id: string };
+
 export const selectThreadSummary = `SELECT covers_through_turn_seq, text, created_at, updated_at FROM thread_summaries WHERE thread_id = $1`;
 export type SelectThreadSummaryRow = {
   covers_through_turn_seq: string;
@@ -87,6 +92,19 @@ export type SelectThreadFeedbackRow = {
   created_at: Date;
   updated_at: Date;
 };
+
+/**
+ * Tool approvals of thread $1's turns after approval id $2, $3 of them (tool_approvals_thread_idx).
+ * One whose user message is gone was left behind by a branch deletion made before approvals went
+ * with their branch: deleted data, not exported.
+ */
+export const selectThreadApprovals = `
+  SELECT a.id, a.run_id, a.message_id, a.tool_call_id, a.tool_name, a.arguments, a.status, a.decided_by, a.reason,
+    a.request_id, a.requested_at, a.expires_at, a.decided_at
+  FROM tool_approvals a
+  WHERE a.thread_id = $1 AND a.id > $2::uuid AND EXISTS (SELECT 1 FROM messages m WHERE m.id = a.message_id)
+  ORDER BY a.id LIMIT $3`;
+export type SelectThreadApprovalsRow = Omit<ApprovalRow, "thread_id">;
 
 /** Memories of user $1 after (updated_at, id) ($2, $3) newest first, $4 of them (user_memories_user_idx). */
 export const selectUserMemories = `
@@ -155,6 +173,12 @@ export const insertFeedback = `
   INSERT INTO message_feedback (message_id, thread_id, user_id, rating, comment, created_at, updated_at)
   VALUES ($1, $2, $3, $4, $5, $6, $7)`;
 
+/** An imported approval as it was decided (or is pending): no event, the log holds its events already. */
+export const insertApproval = `
+  INSERT INTO tool_approvals (id, thread_id, run_id, message_id, tool_call_id, tool_name, arguments, status, decided_by,
+    reason, request_id, requested_at, expires_at, decided_at)
+  VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`;
+
 export const insertMemory = `INSERT INTO user_memories (id, user_id, text, source, thread_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7)`;
 
 /** After its rows: the thread's counters and times as exported (the message trigger moved some). */
@@ -166,8 +190,8 @@ export const finishThread = `
 
 /**
  * After its events: each row's frame_offset (the bytes of the thread's frames before it), and the
- * thread's event counter (its last id, and the bytes of all its frames), as threadline_append_events
- * keeps them.
+ * thread's event counter (its last id, at least $2 where the exported log had reached, and the
+ * bytes of all its frames), as threadline_append_events keeps them.
  */
 export const setEventCounter = `
   WITH placed AS (
@@ -179,7 +203,8 @@ export const setEventCounter = `
     WHERE x.thread_id = $1 AND x.id = o.id
   )
   INSERT INTO thread_event_counters (thread_id, last_id, frame_bytes)
-  SELECT $1, max(id), sum(coalesce(octet_length(frame), 0)) FROM thread_events WHERE thread_id = $1 HAVING max(id) IS NOT NULL
+  SELECT $1, greatest(max(id), $2::bigint), coalesce(sum(coalesce(octet_length(frame), 0)), 0)
+  FROM thread_events WHERE thread_id = $1 HAVING max(id) IS NOT NULL OR $2::bigint > 0
   ON CONFLICT (thread_id) DO UPDATE SET last_id = excluded.last_id, frame_bytes = excluded.frame_bytes`;
 
 export const insertUsage = `

@@ -52,7 +52,9 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
       const page = await listThreads(client, { userId, limit: EXPORT_THREAD_BATCH, after });
       for (const thread of page.threads) {
         counts.threads += 1;
-        yield { type: "thread", ...thread };
+        const counter = (await client.query<sql.SelectThreadEventCounterRow>(sql.selectThreadEventCounter, [thread.id]))
+          .rows[0];
+        yield { type: "thread", ...thread, lastEventId: counter ? Number(counter.last_id) : 0 };
         for await (const record of threadRecords(client, thread.id)) {
           counts[countOf[record.type]] += 1;
           yield record;
@@ -94,7 +96,7 @@ export async function* exportUserData(db: pg.Pool, userId: string): AsyncGenerat
 
 type ThreadRecord = Extract<
   ExportRecord,
-  { type: "message" | "turn" | "summary" | "agent_state" | "event" | "feedback" }
+  { type: "message" | "turn" | "summary" | "agent_state" | "event" | "feedback" | "approval" }
 >;
 
 /**
@@ -115,7 +117,7 @@ async function* keysetRows<Row extends pg.QueryResultRow>(
   }
 }
 
-/** A thread's messages (all of them, in stored order), turns, summary, agent state, event log and feedback. */
+/** A thread's messages (all of them, in stored order), turns, summary, agent state, event log, feedback and approvals. */
 async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGenerator<ThreadRecord> {
   const messages = keysetRows<sql.SelectThreadMessagesRow>(client, sql.selectThreadMessages, (last) => [
     threadId,
@@ -211,6 +213,29 @@ async function* threadRecords(client: pg.PoolClient, threadId: string): AsyncGen
       comment: row.comment,
       createdAt: iso(row.created_at),
       updatedAt: iso(row.updated_at),
+    };
+  }
+  const approvals = keysetRows<sql.SelectThreadApprovalsRow>(client, sql.selectThreadApprovals, (last) => [
+    threadId,
+    last?.id ?? "00000000-0000-0000-0000-000000000000",
+  ]);
+  for await (const row of approvals) {
+    yield {
+      type: "approval",
+      threadId,
+      id: row.id,
+      runId: row.run_id,
+      messageId: row.message_id,
+      toolCallId: row.tool_call_id,
+      toolName: row.tool_name,
+      arguments: row.arguments,
+      status: row.status,
+      decidedBy: row.decided_by,
+      reason: row.reason,
+      requestId: row.request_id,
+      requestedAt: iso(row.requested_at),
+      expiresAt: iso(row.expires_at),
+      decidedAt: isoOrNull(row.decided_at),
     };
   }
 }

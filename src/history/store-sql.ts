@@ -104,6 +104,7 @@ export const storeAnswerWithUsageName = "history.store-answer-with-usage";
 export const selectSendable = `
   SELECT t.user_id AS owner, m.thread_id AS message_thread_id, m.kind AS message_kind, m.content ->> 'text' AS message_text,
          EXISTS (SELECT 1 FROM thread_tombstones d WHERE d.thread_id = target.id) AS deleted,
+         EXISTS (SELECT 1 FROM message_tombstones d WHERE d.thread_id = target.id AND d.message_id = $2::uuid) AS message_deleted,
          ${lastRefusal("target.id", "$2")} AS refused_run_id
   FROM (SELECT coalesce($1::uuid, $2::uuid) AS id) target
   LEFT JOIN threads t ON t.id = target.id
@@ -115,6 +116,8 @@ export type SelectSendableRow = {
   message_text: string | null;
   /** The thread's id is tombstoned (migration 0016): the turn's first statement would refuse it. */
   deleted: boolean;
+  /** The message id was deleted with its branch (migration 0040): the turn's first statement would refuse it. */
+  message_deleted: boolean;
   /** The run that last refused the message (busy reject, after the route's check), if any. */
   refused_run_id: string | null;
 };

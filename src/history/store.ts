@@ -91,6 +91,12 @@ function refusal(code: string, { threadId, messageId }: { threadId: string; mess
         "message_not_on_path",
         `Message ${messageId} edits a message no longer on the thread's current path: switch to its branch, then edit it.`,
       );
+    // A user message deleted with its branch, its event run again (threadline_begin_turn, message_tombstones).
+    case "message_deleted":
+      return new HistoryRefusal(
+        "message_not_found",
+        `Message ${messageId} was deleted with its branch of thread ${threadId}, so it is not stored again: send the words again as a new message.`,
+      );
     // A message sent before its user's erasure (threadline_begin_turn, p_event_time): erased with the rest.
     case "user_erased":
       return new HistoryRefusal(
@@ -110,7 +116,8 @@ function refusal(code: string, { threadId, messageId }: { threadId: string; mess
 
 /**
  * Before POST /api/chat sends its event (one read): the thread must be the user's or not exist yet
- * (the turn creates it; not a deleted thread's id, which its tombstone refuses), and a message id already used
+ * (the turn creates it; not a deleted thread's id, which its tombstone refuses), the message id not one
+ * deleted with its branch (refused the same way), and a message id already used
  * must name this very message (same thread, same text) — then the event is simply sent again and
  * the run stores nothing new. Anything else is the refusal the run itself would end with.
  * Returns the run that last refused the message (busy reject, after this check), if one did.
@@ -124,6 +131,11 @@ export async function checkSendable(
   const found = rows[0]!;
   if (found.owner === null && found.deleted) throw threadDeleted(threadId);
   if (found.owner !== null && found.owner !== input.userId) throw threadNotOwned(threadId);
+  if (found.message_deleted)
+    throw new HistoryRefusal(
+      "message_conflict",
+      `Message id ${input.messageId} was deleted with its branch of thread ${threadId}: generate a new messageId for each message.`,
+    );
   if (found.message_thread_id !== null) {
     if (found.message_thread_id !== threadId || found.message_kind !== "user") throw messageInUse(input.messageId);
     if (found.message_text !== input.content) throw messageTextDiffers(input.messageId);

@@ -136,13 +136,15 @@ export type SelectRetentionCutoffRow = { cutoff: Date };
 
 /**
  * Deletes up to $2 threads inactive since before $1, oldest first (threads_activity_idx). A thread
- * a writer holds locked is skipped (it is being written to: not inactive); the cutoff is checked
- * again on the locked row.
+ * a writer holds locked is skipped (it is being written to: not inactive), and so is one a turn
+ * runs on (a regenerate stores no message until it answers; a turn may wait long on an approval);
+ * the cutoff is checked again on the locked row.
  */
 export const deleteExpiredThreads = `
   WITH expired AS (
-    SELECT id FROM threads
+    SELECT id FROM threads t
     WHERE last_activity_at < $1
+      AND NOT EXISTS (SELECT 1 FROM turns u WHERE u.thread_id = t.id AND threadline_turn_unfinished(u.status))
     ORDER BY last_activity_at, id
     LIMIT $2
     FOR UPDATE SKIP LOCKED

@@ -39,6 +39,14 @@ CREATE TABLE message_feedback (
   CONSTRAINT message_feedback_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE
 );
 
+CREATE TABLE message_tombstones (
+  thread_id uuid NOT NULL,
+  message_id uuid NOT NULL,
+  deleted_at timestamp with time zone DEFAULT now() NOT NULL,
+  CONSTRAINT message_tombstones_pkey PRIMARY KEY (thread_id, message_id),
+  CONSTRAINT message_tombstones_thread_id_fkey FOREIGN KEY (thread_id) REFERENCES threads(id) ON DELETE CASCADE
+);
+
 CREATE TABLE messages (
   id uuid NOT NULL,
   thread_id uuid NOT NULL,
@@ -436,6 +444,11 @@ BEGIN
   IF v_message.id IS NULL THEN
     IF p_kind = 'regenerate' THEN
       refusal := 'message_not_found'; RETURN NEXT; RETURN;
+    END IF;
+    -- Nor a message deleted with its branch (message_tombstones, migration 0040): its event run
+    -- again (a replay, a re-delivery) does not bring it back.
+    IF EXISTS (SELECT 1 FROM message_tombstones d WHERE d.thread_id = p_thread_id AND d.message_id = p_message_id) THEN
+      refusal := 'message_deleted'; RETURN NEXT; RETURN;
     END IF;
     -- Nor is it stored in a thread created after the erasure (see above; a thread created just
     -- now was checked under the lock, and is checked again here, at the price of one lookup).

@@ -112,6 +112,11 @@ BEGIN
     IF p_kind = 'regenerate' THEN
       refusal := 'message_not_found'; RETURN NEXT; RETURN;
     END IF;
+    -- Nor a message deleted with its branch (message_tombstones, migration 0040): its event run
+    -- again (a replay, a re-delivery) does not bring it back.
+    IF EXISTS (SELECT 1 FROM message_tombstones d WHERE d.thread_id = p_thread_id AND d.message_id = p_message_id) THEN
+      refusal := 'message_deleted'; RETURN NEXT; RETURN;
+    END IF;
     -- Nor is it stored in a thread created after the erasure (see above; a thread created just
     -- now was checked under the lock, and is checked again here, at the price of one lookup).
     IF threadline_user_erased_after(p_user_id, p_event_time) THEN
