@@ -41,6 +41,19 @@ describe("GET/DELETE /api/memories", () => {
     ).toHaveLength(3);
   });
 
+  it("refuses a cursor it never returned with 400, never a server error, however close it looks to one", async () => {
+    const { app } = createTestApp(bed.db.pool);
+    const userId = `user-${randomUUID()}`;
+    await remember(bed.db.pool, { userId, text: "Likes tea" });
+    for (const forged of ["1.------------------------------------", `1.${"a".repeat(36)}`, `1.${"0".repeat(36)}`]) {
+      const response = await asUser(app, userId).get(
+        `/api/memories?after=${Buffer.from(forged).toString("base64url")}`,
+      );
+      expect(response.status, forged).toBe(400);
+      expect(await response.json()).toMatchObject({ error: expect.stringContaining("after") });
+    }
+  });
+
   it("shows an extracted memory with the thread it came from", async () => {
     const { app } = createTestApp(bed.db.pool);
     const userId = `user-${randomUUID()}`;

@@ -98,7 +98,10 @@ export const encodeMemoryCursor = ({ atMicros, id }: MemoryCursor) =>
 /** The cursor a string stands for, or undefined when it is not one this API returned. */
 export function decodeMemoryCursor(cursor: string): MemoryCursor | undefined {
   if (!/^[A-Za-z0-9_-]{1,96}$/.test(cursor)) return undefined;
-  const match = /^(\d{1,18})\.([0-9a-f-]{36})$/.exec(Buffer.from(cursor, "base64url").toString("latin1"));
+  // The id exactly as PostgreSQL writes a uuid: anything else would fail the statement's cast (a 500).
+  const match = /^(\d{1,18})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/.exec(
+    Buffer.from(cursor, "base64url").toString("latin1"),
+  );
   return match ? { atMicros: match[1]!, id: match[2]! } : undefined;
 }
 
