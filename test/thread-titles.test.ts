@@ -146,6 +146,24 @@ describe("thread titles (title-thread function)", () => {
     expect(await threadTitle(threadId)).toEqual({ title: "My own title", title_source: "user" });
   });
 
+  it("stores the title alone, whatever markdown or preamble the model wraps it in, and never half a character", async () => {
+    const answers: [string, string][] = [
+      ["**Title:** Sourdough at Home", "Sourdough at Home"],
+      ["# Sourdough at Home", "Sourdough at Home"],
+      ["Here is a title:\n\n**Sourdough at Home**", "Sourdough at Home"],
+      [`${"🍞".repeat(60)}`, `${"🍞".repeat(39)}…`],
+    ];
+    for (const [answer, title] of answers) {
+      const { threadId, finished } = await firstTurn("How do I bake sourdough bread at home?", "Start with ...");
+      bed.model.script({ text: answer });
+      const run = await execute(titleThread, finished);
+      expect(run.error, answer).toBeUndefined();
+      const response = await app.request(`/api/threads/${threadId}`, { headers: await headersFor(USER) });
+      expect(await response.json(), answer).toMatchObject({ title, titleSource: "model" });
+      bed.model.reset();
+    }
+  });
+
   it("cleans the model's answer: first line, no quotes or label, at most 80 characters", () => {
     expect(cleanTitle('\n  Title: "Sourdough basics"\nmore text')).toBe("Sourdough basics");
     expect(cleanTitle("x".repeat(200))).toHaveLength(80);

@@ -28,19 +28,26 @@ export function titleRequest(question: string, answer: string): string {
   return `Name this conversation.\n\n${fenced("user_message", clip(question))}\n\n${fenced("assistant_message", clip(answer))}`;
 }
 
+/** A line without a markdown heading mark and the quotes or emphasis round it. */
+const unwrap = (line: string) =>
+  line
+    .trim()
+    .replace(/^#+\s+/, "")
+    .replace(/^["'“”‘’*`\s]+|["'“”‘’*`.\s]+$/g, "");
+
 /**
- * The title in the model's answer: its first non-empty line, without surrounding quotes or a
- * "Title:" label, at most MAX_TITLE_LENGTH characters; empty when the model wrote nothing usable.
+ * The title in the model's answer: its first non-empty line, without a markdown heading mark,
+ * surrounding quotes or emphasis, or a "Title:" label (a line ending in a colon introduces the
+ * title on the next one), at most MAX_TITLE_LENGTH characters and never cut inside a surrogate
+ * pair; empty when the model wrote nothing usable.
  */
 export function cleanTitle(answer: string): string {
-  const line =
-    answer
-      .split("\n")
-      .map((l) => l.trim())
-      .find((l) => l.length > 0) ?? "";
-  const unlabelled = line
-    .replace(/^title\s*:\s*/i, "")
-    .replace(/^["'“”‘’*`]+|["'“”‘’*`.]+$/g, "")
-    .trim();
-  return unlabelled.length <= MAX_TITLE_LENGTH ? unlabelled : `${unlabelled.slice(0, MAX_TITLE_LENGTH - 1).trimEnd()}…`;
+  const lines = answer
+    .split("\n")
+    .map((line) => unwrap(unwrap(line).replace(/^title\s*:/i, "")))
+    .filter((line) => line.length > 0);
+  const title = lines.find((line, i) => !line.endsWith(":") || i === lines.length - 1) ?? "";
+  if (title.length <= MAX_TITLE_LENGTH) return title;
+  const cut = title.slice(0, MAX_TITLE_LENGTH - 1);
+  return `${(/[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut).trimEnd()}…`;
 }
