@@ -93,4 +93,28 @@ describe("memory extraction (MEMORY_EXTRACTION)", () => {
     expect(run.result).toMatchObject({ status: "gone", stored: 0 });
     expect(await memoriesOf("someone-else")).toEqual([]);
   });
+
+  it("proposes nothing from a message the user edited away before the extraction ran", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Paris is lovely." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "I live in Paris." }));
+    const threadId = (turn.result as { threadId: string }).threadId;
+    const [request] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+
+    // The user corrects the message before its extraction runs (it waits behind the user's others).
+    bed.model.reset();
+    bed.model.script({ text: "Berlin is lovely." });
+    const edit = await execute(extracting, {
+      name: "chat/message.sent",
+      data: { userId, threadId, messageId: randomUUID(), content: "I live in Berlin.", edits: threadId },
+    });
+    expect(edit.error).toBeUndefined();
+
+    bed.model.reset();
+    bed.model.script({ text: "- Lives in Paris" });
+    const run = await execute(extractMemories, request!);
+    expect(run.result).toMatchObject({ status: "gone", stored: 0 });
+    expect(bed.model.requests).toHaveLength(0);
+    expect(await memoriesOf(userId)).toEqual([]);
+  });
 });

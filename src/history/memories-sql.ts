@@ -34,12 +34,15 @@ export const insertExtractedMemory = `
   ON CONFLICT (id) DO NOTHING
   RETURNING id`;
 
-/** A user message of the user's thread and the texts of its current answer, for memory extraction. */
+/**
+ * A user message of the user's thread and the texts of its current answer, for memory extraction;
+ * no row once the message left the path (the user edited it away: its words are not theirs now).
+ */
 export const selectTurnForExtraction = `
   SELECT u.content ->> 'text' AS question,
          coalesce((SELECT jsonb_agg(a.content ORDER BY a.position) FROM messages a WHERE a.answers = u.id AND a.on_path), '[]'::jsonb) AS answers
   FROM messages u JOIN threads t ON t.id = u.thread_id
-  WHERE u.id = $1 AND u.thread_id = $2 AND t.user_id = $3 AND u.kind = 'user'`;
+  WHERE u.id = $1 AND u.thread_id = $2 AND t.user_id = $3 AND u.kind = 'user' AND u.on_path`;
 export type SelectTurnForExtractionRow = { question: string; answers: unknown[] };
 
 /**

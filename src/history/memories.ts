@@ -60,7 +60,7 @@ export async function rememberFromThread(
   return { id, stored: written.rowCount === 1 };
 }
 
-/** The words of one answered turn of the user's thread (null: no such user message of theirs). */
+/** The words of one answered turn of the user's thread (null: no such user message of theirs on its path). */
 export async function turnForExtraction(
   db: pg.Pool,
   input: { userId: string; threadId: string; messageId: string },
