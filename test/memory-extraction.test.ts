@@ -117,4 +117,18 @@ describe("memory extraction (MEMORY_EXTRACTION)", () => {
     expect(bed.model.requests).toHaveLength(0);
     expect(await memoriesOf(userId)).toEqual([]);
   });
+
+  it("stores no memory when the model says, as a list item, that there is nothing", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Hi there." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "What time is it in Tokyo?" }));
+    const [request] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+    for (const answer of ["- NONE", "- None.", "* none"]) {
+      bed.model.reset();
+      bed.model.script({ text: answer });
+      const run = await execute(extractMemories, request!);
+      expect(run.result, answer).toMatchObject({ status: "extracted", stored: 0 });
+    }
+    expect(await memoriesOf(userId)).toEqual([]);
+  });
 });

@@ -28,11 +28,14 @@ export function extractionRequest(question: string, answers: readonly unknown[])
   return `${fenced("user_message", question.slice(0, MAX_CHARS))}\n\n${fenced("assistant_message", answer.slice(0, MAX_CHARS))}`;
 }
 
+/** "NONE" written as a list item ("- None."): the answer for no fact, not a fact. */
+const NONE = /^none\.?$/i;
+
 /** The facts in the extractor's answer: its "- " lines, at most MAX_FACTS_PER_TURN, each within `maxLength`. */
 export function proposedFacts(answer: string, maxLength: number): string[] {
   return answer
     .split("\n")
     .map((line) => /^\s*[-*]\s+(.+)$/.exec(line)?.[1]?.trim() ?? "")
-    .filter((fact) => fact.length > 0 && fact.length <= maxLength)
+    .filter((fact) => fact.length > 0 && fact.length <= maxLength && !NONE.test(fact))
     .slice(0, MAX_FACTS_PER_TURN);
 }
