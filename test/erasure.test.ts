@@ -9,7 +9,7 @@ import { beginTurn } from "../src/history/store.js";
 import { failTurn } from "../src/history/turns.js";
 import { setUserBudget } from "../src/history/usage.js";
 import { eraseUser } from "../src/history/users.js";
-import { execute, type SentEvent } from "./helpers/engine.js";
+import { execute, memoBefore, type SentEvent } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -160,6 +160,23 @@ describe("erasure", () => {
     });
     expect(late.error).toMatchObject({ message: expect.stringMatching(/was sent before its user's data was erased/) });
     expect((await threadRows(bed.db.pool, messageId)).map((row) => row.kind)).toEqual(["user", "agent"]);
+  });
+
+  it("a turn in flight when its user is erased remembers nothing: its remember step, run after the erasure, stores no memory", async () => {
+    const userId = `user-${randomUUID()}`;
+    const event = chatEvent({ userId, content: "Remember: I live in Oslo." });
+    bed.model.script({ toolCalls: [{ name: "remember", arguments: { fact: "Lives in Oslo" } }] }, { status: 500 });
+    const failed = await execute(pairTurn, event);
+    expect(failed.error).toBeDefined();
+    const rememberStep = failed.stepIds.find((id) => id.startsWith("memory.remember."))!;
+
+    await erase(userId);
+    // Inngest runs the remember step again (its result was not recorded before the erasure).
+    bed.model.script({ text: "Noted." }, { text: "OK" });
+    await execute(pairTurn, event, { memo: memoBefore(failed, rememberStep), runId: failed.runId });
+    expect((await bed.db.pool.query("SELECT text FROM user_memories WHERE user_id = $1", [userId])).rows).toEqual([]);
+    // The model is told so: the tool's result says nothing was remembered.
+    expect(JSON.stringify(bed.model.requests)).toContain("nothing was remembered");
   });
 
   it("an erasure while a turn creates the user's new thread deletes that thread once it is committed", async () => {

@@ -4,11 +4,11 @@ import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { countTokens } from "../src/history/token-budget.js";
 import type { MemoryComponent, ThreadMessage } from "../src/memory/component.js";
-import { remember } from "../src/history/memories.js";
 import { memoryContextText } from "../src/memory/user-memory.js";
 import { execute, memoBefore } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
 import type { ChatRequest } from "./helpers/model-server.js";
+import { rememberFact } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -89,8 +89,8 @@ describe("user memory", () => {
 
   it("forget removes the memory: later requests no longer carry it", async () => {
     const userId = `user-${randomUUID()}`;
-    await remember(bed.db.pool, { userId, text: "Is allergic to peanuts" });
-    await remember(bed.db.pool, { userId, text: "Lives in Lisbon" });
+    await rememberFact(bed.db.pool, userId, "Is allergic to peanuts");
+    await rememberFact(bed.db.pool, userId, "Lives in Lisbon");
     bed.model.script(
       { toolCalls: [{ name: "forget", arguments: { fact: "is ALLERGIC to  peanuts" } }] },
       { text: "Forgotten." },
@@ -140,9 +140,9 @@ describe("user memory", () => {
   it("the memory context stays within its token budget, most relevant first, in the order [system, memory, history, current message once]", async () => {
     const userId = `user-${randomUUID()}`;
     const budgeted = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), agents: withUserMemory(120) });
-    await remember(bed.db.pool, { userId, text: "Favourite colour is green" });
+    await rememberFact(bed.db.pool, userId, "Favourite colour is green");
     for (let i = 0; i < 30; i += 1)
-      await remember(bed.db.pool, { userId, text: `Unrelated preference number ${i} about something else entirely` });
+      await rememberFact(bed.db.pool, userId, `Unrelated preference number ${i} about something else entirely`);
 
     bed.model.script({ text: "Hello!" });
     const first = await execute(budgeted, chatEvent({ userId, content: "Hi" }));

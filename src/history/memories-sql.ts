@@ -18,6 +18,10 @@ export const rememberMemory = `
     WHERE user_memories.source <> 'remembered'
   RETURNING id`;
 
+/** Whether the thread is still the user's (a remember in it, after the user's erasure lock). */
+export const selectThreadOwned = `
+  SELECT 1 FROM threads WHERE id = $1 AND user_id = $2`;
+
 /** Whether the memory exists (a remember that inserted or promoted nothing may still have found it). */
 export const selectMemoryOwned = `
   SELECT id FROM user_memories WHERE id = $1 AND user_id = $2`;

@@ -1,10 +1,12 @@
 /**
  * User memories (user_memories): remembered and extracted facts, scoped by their owner.
- * Imports: pg, ids.ts, memories-sql.ts.
+ * Imports: pg, ids.ts, memories-sql.ts, transaction.ts, users-sql.ts.
  */
 import type pg from "pg";
 import { memoryId } from "./ids.js";
 import * as sql from "./memories-sql.js";
+import { transaction } from "./transaction.js";
+import { shareUserErasureLock } from "./users-sql.js";
 
 /** Most memories one user holds: remembering more is refused until some are forgotten. */
 const MAX_MEMORIES_PER_USER = 1_000;
@@ -31,17 +33,30 @@ const normalizeMemoryText = (text: string) => text.normalize("NFKC").toLowerCase
 
 export const memoryIdFor = (userId: string, text: string) => memoryId(userId, normalizeMemoryText(text));
 
-export type RememberOutcome = { status: "remembered"; id: string } | { status: "full" };
+export type RememberOutcome = { status: "remembered"; id: string } | { status: "full" } | { status: "thread_gone" };
 
-/** Remembers a fact for the user: once, however often it is called with the same fact. */
-export async function remember(db: pg.Pool, input: { userId: string; text: string }): Promise<RememberOutcome> {
+/**
+ * Remembers a fact the user stated in one of their threads: once, however often it is called with
+ * the same fact. Under the user's erasure lock (shared), and only while the thread is theirs: a
+ * turn still running when its thread was deleted or its user erased stores nothing.
+ */
+export async function remember(
+  db: pg.Pool,
+  input: { userId: string; threadId: string; text: string },
+): Promise<RememberOutcome> {
   const id = memoryIdFor(input.userId, input.text);
   const text = input.text.trim();
-  const written = await db.query(sql.rememberMemory, [id, input.userId, text, MAX_MEMORIES_PER_USER]);
-  if (written.rowCount === 1) return { status: "remembered", id };
-  // Nothing written: it was already remembered (kept as is), or the user is at the limit.
-  const found = await db.query(sql.selectMemoryOwned, [id, input.userId]);
-  return found.rowCount === 1 ? { status: "remembered", id } : { status: "full" };
+  return transaction(db, async (client) => {
+    await client.query(shareUserErasureLock, [input.userId]);
+    // Read after the lock: an erasure that held it has committed, and its thread is gone.
+    if ((await client.query(sql.selectThreadOwned, [input.threadId, input.userId])).rowCount !== 1)
+      return { status: "thread_gone" };
+    const written = await client.query(sql.rememberMemory, [id, input.userId, text, MAX_MEMORIES_PER_USER]);
+    if (written.rowCount === 1) return { status: "remembered", id };
+    // Nothing written: it was already remembered (kept as is), or the user is at the limit.
+    const found = await client.query(sql.selectMemoryOwned, [id, input.userId]);
+    return found.rowCount === 1 ? { status: "remembered", id } : { status: "full" };
+  });
 }
 
 /** A memory proposed from one of the user's threads: deleted with that thread. */
