@@ -6,7 +6,7 @@ import { readSummarySource, storeSummary } from "../history/summaries.js";
 import type { FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
-import { answerText } from "./turn-lifecycle.js";
+import { answerText, cancelBesideTurnOnDeletion } from "./turn-lifecycle.js";
 
 /** Messages one summarization reads at most: bounds the step's output and the model's input. */
 const SUMMARY_BATCH_MESSAGES = 200;
@@ -27,6 +27,7 @@ export function createSummarizeThread({ db, model, inference }: FunctionDeps) {
       debounce: { key: "event.data.threadId", period: "2m", timeout: "10m" },
       // Two summarizers of one thread would both extend the same previous summary.
       concurrency: { key: "event.data.threadId", limit: 1 },
+      cancelOn: cancelBesideTurnOnDeletion,
       retries: 3,
       // INFERENCE applies here as in the turn: under "stream" the Inngest server never calls the model.
       middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
