@@ -131,4 +131,16 @@ describe("memory extraction (MEMORY_EXTRACTION)", () => {
     }
     expect(await memoriesOf(userId)).toEqual([]);
   });
+
+  it("stores a fact the model writes with a NUL, U+FFFD in its place", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Nice." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "I drink tea every morning." }));
+    const [request] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+    bed.model.reset();
+    bed.model.script({ text: "- Drinks \u0000 tea every morning" });
+    const run = await execute(extractMemories, request!);
+    expect(run.error).toBeUndefined();
+    expect(await memoriesOf(userId)).toMatchObject([{ text: "Drinks \uFFFD tea every morning", source: "extracted" }]);
+  });
 });

@@ -87,6 +87,24 @@ describe("user memory", () => {
     expect(bed.model.requests[0]!.messages.map((m) => m.role)).toEqual(["system", "user"]);
   });
 
+  it("a fact the model writes with a NUL is remembered with U+FFFD in its place, and the turn completes", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script(
+      { toolCalls: [{ name: "remember", arguments: { fact: "Likes \u0000 tea" } }] },
+      { text: "Noted." },
+    );
+    const run = await execute(chatTurn, chatEvent({ userId, content: "Remember that I like tea." }));
+    expect(run.error).toBeUndefined();
+    expect(run.result).toMatchObject({ status: "completed" });
+    expect(await memoriesOf(userId)).toEqual([{ text: "Likes \uFFFD tea", source: "remembered" }]);
+
+    // Forgotten by the same words: the NUL names the same memory it was stored as.
+    bed.model.reset();
+    bed.model.script({ toolCalls: [{ name: "forget", arguments: { fact: "Likes \u0000 tea" } }] }, { text: "Gone." });
+    expect((await execute(chatTurn, chatEvent({ userId, content: "Forget it." }))).error).toBeUndefined();
+    expect(await memoriesOf(userId)).toEqual([]);
+  });
+
   it("forget removes the memory: later requests no longer carry it", async () => {
     const userId = `user-${randomUUID()}`;
     await rememberFact(bed.db.pool, userId, "Is allergic to peanuts");

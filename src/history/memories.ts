@@ -1,10 +1,11 @@
 /**
  * User memories (user_memories): remembered and extracted facts, scoped by their owner.
- * Imports: pg, ids.ts, memories-sql.ts, transaction.ts, users-sql.ts.
+ * Imports: pg, ids.ts, memories-sql.ts, safe-text.ts, transaction.ts, users-sql.ts.
  */
 import type pg from "pg";
 import { memoryId } from "./ids.js";
 import * as sql from "./memories-sql.js";
+import { sanitizeText } from "./safe-text.js";
 import { transaction } from "./transaction.js";
 import { shareUserErasureLock } from "./users-sql.js";
 
@@ -26,10 +27,17 @@ export type Memory = {
 };
 
 /**
- * The form that decides whether two texts are the same memory: Unicode-compatible (NFKC),
- * case-folded, whitespace collapsed. The text stored is the first wording remembered.
+ * A memory's text as stored: trimmed, and, since the model writes it, with NUL and lone
+ * surrogates as U+FFFD (sanitizeText), which PostgreSQL refuses.
  */
-const normalizeMemoryText = (text: string) => text.normalize("NFKC").toLowerCase().replace(/\s+/g, " ").trim();
+const storedMemoryText = (text: string) => sanitizeText(text.trim());
+
+/**
+ * The form that decides whether two texts are the same memory: its stored text, Unicode-compatible
+ * (NFKC), case-folded, whitespace collapsed. The text stored is the first wording remembered.
+ */
+const normalizeMemoryText = (text: string) =>
+  storedMemoryText(text).normalize("NFKC").toLowerCase().replace(/\s+/g, " ").trim();
 
 export const memoryIdFor = (userId: string, text: string) => memoryId(userId, normalizeMemoryText(text));
 
@@ -45,7 +53,7 @@ export async function remember(
   input: { userId: string; threadId: string; text: string },
 ): Promise<RememberOutcome> {
   const id = memoryIdFor(input.userId, input.text);
-  const text = input.text.trim();
+  const text = storedMemoryText(input.text);
   return transaction(db, async (client) => {
     await client.query(shareUserErasureLock, [input.userId]);
     // Read after the lock: an erasure that held it has committed, and its thread is gone.
@@ -68,7 +76,7 @@ export async function rememberFromThread(
   const written = await db.query(sql.insertExtractedMemory, [
     id,
     input.userId,
-    input.text.trim(),
+    storedMemoryText(input.text),
     input.threadId,
     MAX_MEMORIES_PER_USER,
   ]);
