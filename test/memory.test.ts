@@ -105,6 +105,18 @@ describe("user memory", () => {
     expect(await memoriesOf(userId)).toEqual([]);
   });
 
+  it("recall of a topic the model writes with a NUL finds the memories, and the turn completes", async () => {
+    const userId = `user-${randomUUID()}`;
+    await rememberFact(bed.db.pool, userId, "Likes green tea");
+    bed.model.script(
+      { toolCalls: [{ name: "recall", arguments: { topic: "tea\u0000" } }] },
+      { text: "You like green tea." },
+    );
+    const run = await execute(chatTurn, chatEvent({ userId, content: "What do I drink?" }));
+    expect(run.error).toBeUndefined();
+    expect(JSON.stringify(bed.model.requests[1]!.messages.at(-1))).toContain("Likes green tea");
+  });
+
   it("forget removes the memory: later requests no longer carry it", async () => {
     const userId = `user-${randomUUID()}`;
     await rememberFact(bed.db.pool, userId, "Is allergic to peanuts");

@@ -98,14 +98,17 @@ export async function turnForExtraction(
 
 export type RelevantMemory = { id: string; text: string; rank: number; updatedAt: string };
 
-/** The user's memories most relevant to `text`, best first (full-text rank, then recency). */
+/**
+ * The user's memories most relevant to `text`, best first (full-text rank, then recency). The
+ * text may be the model's (a recall topic): sanitized, as PostgreSQL refuses NUL.
+ */
 export async function relevantMemories(
   db: pg.Pool,
   input: { userId: string; text: string; limit: number },
 ): Promise<RelevantMemory[]> {
   const { rows } = await db.query<sql.SelectRelevantMemoriesRow>(sql.selectRelevantMemories, [
     input.userId,
-    input.text,
+    sanitizeText(input.text),
     input.limit,
   ]);
   return rows.map((row) => ({ id: row.id, text: row.text, rank: row.rank, updatedAt: row.updated_at.toISOString() }));
