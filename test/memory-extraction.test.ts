@@ -4,7 +4,7 @@ import { EXTRACTOR_SYSTEM_PROMPT } from "../src/agents/extractor.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createExtractMemories } from "../src/functions/extract-memories.js";
 import { execute } from "./helpers/engine.js";
-import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
+import { chatEvent, hasLoneSurrogate, scriptedModel } from "./helpers/fixtures.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -142,5 +142,19 @@ describe("memory extraction (MEMORY_EXTRACTION)", () => {
     const run = await execute(extractMemories, request!);
     expect(run.error).toBeUndefined();
     expect(await memoriesOf(userId)).toMatchObject([{ text: "Drinks \uFFFD tea every morning", source: "extracted" }]);
+  });
+
+  it("never cuts an emoji in half in the request: strict providers refuse a lone surrogate (HTTP 400) on every retry", async () => {
+    const userId = `user-${randomUUID()}`;
+    const emojiAtCut = `${"a".repeat(3_999)}🍞 and more`;
+    bed.model.script({ text: emojiAtCut });
+    const turn = await execute(extracting, chatEvent({ userId, content: emojiAtCut }));
+    const [request] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+    bed.model.reset();
+    bed.model.script({ text: "NONE" });
+    expect((await execute(extractMemories, request!)).error).toBeUndefined();
+    const sent = String(bed.model.requests[0]!.messages[1]!.content);
+    expect(hasLoneSurrogate(sent)).toBe(false);
+    expect(sent).toContain(`<user_message>\n${"a".repeat(3_999)}\n</user_message>`);
   });
 });

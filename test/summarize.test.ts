@@ -8,7 +8,7 @@ import { createSummarizeThread } from "../src/functions/summarize-thread.js";
 import { summaryContext } from "../src/history/messages.js";
 import { ensureThread } from "../src/history/store.js";
 import { execute, type Execution } from "./helpers/engine.js";
-import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
+import { chatEvent, hasLoneSurrogate, scriptedModel } from "./helpers/fixtures.js";
 import { storeAnsweredTurn } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -218,6 +218,19 @@ describe("progressive summarization", () => {
     const { run } = await chat(threadId, "message 30");
     expect(run.result).toMatchObject({ status: "completed", summaryRequested: false });
     expect(summaryRequests(run)).toEqual([]);
+  });
+
+  it("never cuts an emoji in half in the request: strict providers refuse a lone surrogate (HTTP 400) on every retry", async () => {
+    const threadId = randomUUID();
+    await ensureThread(bed.db.pool, threadId, USER);
+    const emojiAtCut = `${"a".repeat(1_999)}🍞 and more`;
+    await storeAnsweredTurn(bed.db.pool, { threadId, userId: USER, question: emojiAtCut, answer: "noted" });
+    bed.model.script({ text: "SUMMARY" });
+    const run = await execute(summarize, summarizeEvent({ threadId, userId: USER, beforeSeq: 100 }));
+    expect(run.error).toBeUndefined();
+    const request = String(bed.model.requests[0]!.messages[1]!.content);
+    expect(hasLoneSurrogate(request)).toBe(false);
+    expect(request).toContain(`User: ${"a".repeat(1_999)}… [truncated]`);
   });
 
   it("refuses to summarize another user's thread", async () => {

@@ -5,7 +5,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createTitleThread } from "../src/functions/title-thread.js";
 import { storeModelTitle } from "../src/history/titles.js";
 import { execute, type Execution } from "./helpers/engine.js";
-import { chatEvent, scriptedModel, turnsOf } from "./helpers/fixtures.js";
+import { chatEvent, hasLoneSurrogate, scriptedModel, turnsOf } from "./helpers/fixtures.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -162,6 +162,16 @@ describe("thread titles (title-thread function)", () => {
       expect(await response.json(), answer).toMatchObject({ title, titleSource: "model" });
       bed.model.reset();
     }
+  });
+
+  it("never cuts an emoji in half in the request: strict providers refuse a lone surrogate (HTTP 400) on every retry", async () => {
+    const emojiAtCut = `${"a".repeat(999)}🍞 and more`;
+    const { finished } = await firstTurn(emojiAtCut, emojiAtCut);
+    bed.model.script({ text: "Bread" });
+    expect((await execute(titleThread, finished)).error).toBeUndefined();
+    const request = String(bed.model.requests[0]!.messages[1]!.content);
+    expect(hasLoneSurrogate(request)).toBe(false);
+    expect(request).toContain(`${"a".repeat(999)}…`);
   });
 
   it("cleans the model's answer: first line, no quotes or label, at most 80 characters", () => {

@@ -1,5 +1,6 @@
 import { agentContent, textContent, textOf } from "../history/messages.js";
 import { oneInferenceAgent } from "./one-inference-agent.js";
+import { textStart } from "./text-cut.js";
 
 export const SUMMARIZER_NAME = "summarizer";
 
@@ -50,4 +51,4 @@ function renderMessage(message: TranscriptMessage): string {
 }
 
 const clip = (text: string) =>
-  text.length <= MAX_CHARS_PER_MESSAGE ? text : text.slice(0, MAX_CHARS_PER_MESSAGE) + TRUNCATION_MARKER;
+  text.length <= MAX_CHARS_PER_MESSAGE ? text : textStart(text, MAX_CHARS_PER_MESSAGE) + TRUNCATION_MARKER;

@@ -1,4 +1,5 @@
 import { fenced } from "./fence.js";
+import { textStart } from "./text-cut.js";
 import { oneInferenceAgent } from "./one-inference-agent.js";
 
 export const TITLER_NAME = "titler";
@@ -21,7 +22,7 @@ export const createTitler = oneInferenceAgent({
 });
 
 const clip = (text: string) =>
-  text.length <= MAX_TITLE_SOURCE_CHARS ? text : `${text.slice(0, MAX_TITLE_SOURCE_CHARS)}…`;
+  text.length <= MAX_TITLE_SOURCE_CHARS ? text : `${textStart(text, MAX_TITLE_SOURCE_CHARS)}…`;
 
 /** The request to the titler: the thread's first question and its answer, each fenced. */
 export function titleRequest(question: string, answer: string): string {
@@ -48,6 +49,5 @@ export function cleanTitle(answer: string): string {
     .filter((line) => line.length > 0);
   const title = lines.find((line, i) => !line.endsWith(":") || i === lines.length - 1) ?? "";
   if (title.length <= MAX_TITLE_LENGTH) return title;
-  const cut = title.slice(0, MAX_TITLE_LENGTH - 1);
-  return `${(/[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut).trimEnd()}…`;
+  return `${textStart(title, MAX_TITLE_LENGTH - 1).trimEnd()}…`;
 }
