@@ -4,7 +4,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { deleteUserCommand } from "../scripts/delete-user.js";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { rememberFromThread } from "../src/history/memories.js";
+import { forgetAll, rememberFromThread } from "../src/history/memories.js";
 import { beginTurn } from "../src/history/store.js";
 import { failTurn } from "../src/history/turns.js";
 import { setUserBudget } from "../src/history/usage.js";
@@ -44,7 +44,12 @@ async function busyThread(userId: string, fact: string) {
   const threadId = first.data.messageId;
   bed.model.script({ text: "Sure." }, { text: "OK" });
   expect((await execute(pairTurn, chatEvent({ userId, threadId, content: "Thanks" }))).error).toBeUndefined();
-  await rememberFromThread(bed.db.pool, { userId, threadId, text: `Mentioned ${fact} in passing` });
+  await rememberFromThread(bed.db.pool, {
+    userId,
+    threadId,
+    messageId: threadId,
+    text: `Mentioned ${fact} in passing`,
+  });
   return threadId;
 }
 
@@ -112,6 +117,20 @@ describe("erasure", () => {
     });
     const { rows } = await bed.db.pool.query("SELECT user_key FROM user_erasures");
     expect(rows.some((row) => row.user_key.toString("utf8").includes(userId))).toBe(false);
+  });
+
+  it("erasing a user who had memories forgotten leaves no record of the forget", async () => {
+    const userId = `user-${randomUUID()}`;
+    const before = await tableRowCounts(bed.db.pool);
+    await busyThread(userId, "Likes jazz");
+    expect(await forgetAll(bed.db.pool, userId)).toBe(2);
+    expect((await tableRowCounts(bed.db.pool)).memory_forgets).toBe(before.memory_forgets! + 1);
+    await erase(userId);
+    expect(await tableRowCounts(bed.db.pool)).toEqual({
+      ...before,
+      thread_tombstones: before.thread_tombstones! + 1,
+      user_erasures: before.user_erasures! + 1,
+    });
   });
 
   it("a new thread's first message sent before the erasure, its run beginning after it, stores nothing; one sent after it is answered", async () => {

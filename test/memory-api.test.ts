@@ -60,7 +60,12 @@ describe("GET/DELETE /api/memories", () => {
     const userId = `user-${randomUUID()}`;
     const threadId = randomUUID();
     await ensureThread(bed.db.pool, threadId, userId);
-    await rememberFromThread(bed.db.pool, { userId, threadId, text: "Is planning a trip to Japan" });
+    await rememberFromThread(bed.db.pool, {
+      userId,
+      threadId,
+      messageId: threadId,
+      text: "Is planning a trip to Japan",
+    });
     const list = memoryListResponse.parse(await (await asUser(app, userId).get("/api/memories")).json());
     expect(list.memories).toMatchObject([{ text: "Is planning a trip to Japan", source: "extracted", threadId }]);
   });

@@ -5,6 +5,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createExtractMemories } from "../src/functions/extract-memories.js";
 import { execute } from "./helpers/engine.js";
 import { chatEvent, hasLoneSurrogate, scriptedModel } from "./helpers/fixtures.js";
+import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -156,5 +157,32 @@ describe("memory extraction (MEMORY_EXTRACTION)", () => {
     const sent = String(bed.model.requests[0]!.messages[1]!.content);
     expect(hasLoneSurrogate(sent)).toBe(false);
     expect(sent).toContain(`<user_message>\n${"a".repeat(3_999)}\n</user_message>`);
+  });
+
+  it("a memory the user deleted never comes back from a turn written before the deletion whose extraction ran late", async () => {
+    const { app } = createTestApp(bed.db.pool);
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Porto is lovely." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "I live in Porto." }));
+    const [late] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+
+    // Before the extraction runs (queued behind the user's others, or retrying), the user forgets everything.
+    const forgotten = await app.request("/api/memories", { method: "DELETE", headers: await headersFor(userId) });
+    expect(forgotten.status).toBe(200);
+    bed.model.reset();
+    bed.model.script({ text: "- Lives in Porto" });
+    expect((await execute(extractMemories, late!)).result).toMatchObject({ status: "extracted", stored: 0 });
+    expect(await memoriesOf(userId)).toEqual([]);
+
+    // What the user says after the deletion is remembered again.
+    bed.model.reset();
+    bed.model.script({ text: "Welcome to Lisbon." });
+    const threadId = (turn.result as { threadId: string }).threadId;
+    const next = await execute(extracting, chatEvent({ userId, threadId, content: "I moved to Lisbon." }));
+    const [request] = next.sentEvents.filter((e) => e.name === "memory/extract.requested");
+    bed.model.reset();
+    bed.model.script({ text: "- Lives in Lisbon" });
+    expect((await execute(extractMemories, request!)).result).toMatchObject({ stored: 1 });
+    expect(await memoriesOf(userId)).toEqual([{ text: "Lives in Lisbon", source: "extracted", thread_id: threadId }]);
   });
 });

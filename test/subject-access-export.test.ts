@@ -138,7 +138,7 @@ async function seedSubject(db: pg.Pool) {
     ASSISTANT_NAME,
   ]);
   await remember(db, { userId: USER, threadId, text: "Prefers short answers" });
-  await rememberFromThread(db, { userId: USER, threadId, text: "Is learning Inngest" });
+  await rememberFromThread(db, { userId: USER, threadId, messageId: threadId, text: "Is learning Inngest" });
   await insertApiKey(db, {
     id: `key_${randomUUID().slice(0, 8)}`,
     userId: USER,

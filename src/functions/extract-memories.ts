@@ -41,8 +41,7 @@ export function createExtractMemories({ db, model, inference }: FunctionDeps) {
       const facts = proposedFacts(answerText(result), MAX_MEMORY_LENGTH);
       const stored = await step.run("memory.extract.store", async () => {
         let count = 0;
-        for (const text of facts)
-          if ((await rememberFromThread(db, { userId: data.userId, threadId: data.threadId, text })).stored) count += 1;
+        for (const text of facts) if ((await rememberFromThread(db, { ...data, text })).stored) count += 1;
         return count;
       });
       return { threadId: data.threadId, status: "extracted" as const, proposed: facts.length, stored };

@@ -67,10 +67,13 @@ export async function remember(
   });
 }
 
-/** A memory proposed from one of the user's threads: deleted with that thread. */
+/**
+ * A memory proposed from a message of one of the user's threads: deleted with that thread; not
+ * stored when the user had memories forgotten since the message was written.
+ */
 export async function rememberFromThread(
   db: pg.Pool,
-  input: { userId: string; threadId: string; text: string },
+  input: { userId: string; threadId: string; messageId: string; text: string },
 ): Promise<{ id: string; stored: boolean }> {
   const id = memoryIdFor(input.userId, input.text);
   const written = await db.query(sql.insertExtractedMemory, [
@@ -79,6 +82,7 @@ export async function rememberFromThread(
     storedMemoryText(input.text),
     input.threadId,
     MAX_MEMORIES_PER_USER,
+    input.messageId,
   ]);
   return { id, stored: written.rowCount === 1 };
 }
@@ -154,12 +158,23 @@ export async function listMemories(
   return { memories, next: rows.length > input.limit && last ? { atMicros: last.at_us, id: last.id } : null };
 }
 
-/** Forgets one of the user's memories; false when the user has none with that id. */
+/**
+ * Forgets one of the user's memories; false when the user has none with that id. What the user
+ * wrote before stays forgotten (insertExtractedMemory).
+ */
 export async function forget(db: pg.Pool | pg.PoolClient, input: { userId: string; id: string }): Promise<boolean> {
   return (await db.query(sql.deleteMemory, [input.id, input.userId])).rowCount === 1;
 }
 
-/** Forgets everything remembered about the user; returns how many memories were erased. */
-export async function forgetAll(db: pg.Pool | pg.PoolClient, userId: string): Promise<number> {
-  return (await db.query(sql.deleteAllMemories, [userId])).rowCount ?? 0;
+/**
+ * Forgets everything remembered about the user; returns how many memories were erased. Nothing the
+ * user wrote before is extracted again (insertExtractedMemory).
+ */
+export async function forgetAll(db: pg.Pool, userId: string): Promise<number> {
+  return (await db.query<sql.DeleteAllMemoriesRow>(sql.deleteAllMemories, [userId])).rows[0]!.deleted;
+}
+
+/** Erasing the user: their memories and the record of their forgets; returns how many memories. */
+export async function eraseMemories(db: pg.PoolClient, userId: string): Promise<number> {
+  return (await db.query(sql.eraseMemories, [userId])).rowCount ?? 0;
 }

@@ -3,7 +3,14 @@ import { z } from "zod";
 import { fencedContext } from "../history/messages.js";
 import { countTokens } from "../history/token-budget.js";
 import type { MemoryComponent, MemoryContext } from "./component.js";
-import { forget, forgetAll, MAX_MEMORY_LENGTH, memoryIdFor, relevantMemories, remember } from "../history/memories.js";
+import {
+  eraseMemories,
+  forget,
+  MAX_MEMORY_LENGTH,
+  memoryIdFor,
+  relevantMemories,
+  remember,
+} from "../history/memories.js";
 
 export const USER_MEMORY = "user-memory";
 
@@ -110,6 +117,6 @@ export function userMemory({
       return context === null ? null : { component: USER_MEMORY, text: context, tokens: countTokens(context) };
     },
 
-    userDeleted: (db, userId) => forgetAll(db, userId),
+    userDeleted: (db, userId) => eraseMemories(db, userId),
   };
 }
