@@ -164,6 +164,13 @@ describe("thread titles (title-thread function)", () => {
     }
   });
 
+  it("names the thread from the answer, not from a reasoning model's <think> block before it", async () => {
+    const { threadId, finished } = await firstTurn("How do I bake sourdough bread at home?", "Start with ...");
+    bed.model.script({ text: "<think>\nThe user asks about bread.\nA short title:\n</think>\n\nSourdough at Home" });
+    expect((await execute(titleThread, finished)).error).toBeUndefined();
+    expect(await threadTitle(threadId)).toEqual({ title: "Sourdough at Home", title_source: "model" });
+  });
+
   it("never cuts an emoji in half in the request: strict providers refuse a lone surrogate (HTTP 400) on every retry", async () => {
     const emojiAtCut = `${"a".repeat(999)}🍞 and more`;
     const { finished } = await firstTurn(emojiAtCut, emojiAtCut);

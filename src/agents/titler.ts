@@ -37,13 +37,15 @@ const unwrap = (line: string) =>
     .replace(/^["'“”‘’*`\s]+|["'“”‘’*`.\s]+$/g, "");
 
 /**
- * The title in the model's answer: its first non-empty line, without a markdown heading mark,
- * surrounding quotes or emphasis, or a "Title:" label (a line ending in a colon introduces the
- * title on the next one), at most MAX_TITLE_LENGTH characters and never cut inside a surrogate
- * pair; empty when the model wrote nothing usable.
+ * The title in the model's answer (after a leading <think> block): its first non-empty line,
+ * without a markdown heading mark, surrounding quotes or emphasis, or a "Title:" label (a line
+ * ending in a colon introduces the title on the next one), at most MAX_TITLE_LENGTH characters and
+ * never cut inside a surrogate pair; empty when the model wrote nothing usable.
  */
 export function cleanTitle(answer: string): string {
   const lines = answer
+    // A reasoning model served as OpenAI-compatible may write its reasoning first, in <think> tags.
+    .replace(/^\s*<think>[\s\S]*?<\/think>/i, "")
     .split("\n")
     .map((line) => unwrap(unwrap(line).replace(/^title\s*:/i, "")))
     .filter((line) => line.length > 0);
