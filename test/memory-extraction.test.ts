@@ -185,4 +185,17 @@ describe("memory extraction (MEMORY_EXTRACTION)", () => {
     expect((await execute(extractMemories, request!)).result).toMatchObject({ stored: 1 });
     expect(await memoriesOf(userId)).toEqual([{ text: "Lives in Lisbon", source: "extracted", thread_id: threadId }]);
   });
+
+  it("takes no fact from a reasoning model's <think> block, only from its answer", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Nice." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "I cycle to work." }));
+    const [request] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+    bed.model.reset();
+    bed.model.script({ text: "<think>\nCandidates:\n- Lives in Porto?\n- Cycles to work\n</think>\n- Cycles to work" });
+    expect((await execute(extractMemories, request!)).error).toBeUndefined();
+    expect(await memoriesOf(userId)).toEqual([
+      { text: "Cycles to work", source: "extracted", thread_id: expect.any(String) },
+    ]);
+  });
 });

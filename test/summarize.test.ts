@@ -235,6 +235,15 @@ describe("progressive summarization", () => {
     expect(request).toContain(`<user_message>\n${"a".repeat(1_999)}… [truncated]\n</user_message>`);
   });
 
+  it("stores the summary, not a reasoning model's <think> block before it", async () => {
+    const threadId = randomUUID();
+    await seedTurns(threadId, 1, 3);
+    bed.model.script({ text: "<think>\nLet me summarize turns 1 to 3.\n</think>\n\nThe user sent three messages." });
+    const run = await execute(summarize, summarizeEvent({ threadId, userId: USER, beforeSeq: 100 }));
+    expect(run.error).toBeUndefined();
+    expect((await storedSummary(threadId)).text).toBe("The user sent three messages.");
+  });
+
   it("refuses to summarize another user's thread", async () => {
     const threadId = randomUUID();
     await seedTurns(threadId, 1, 3);

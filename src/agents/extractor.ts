@@ -1,6 +1,6 @@
 import { assistantTexts } from "../history/messages.js";
 import { fenced } from "./fence.js";
-import { oneInferenceAgent } from "./one-inference-agent.js";
+import { oneInferenceAgent, withoutReasoning } from "./one-inference-agent.js";
 import { textStart } from "./text-cut.js";
 
 export const EXTRACTOR_NAME = "memory-extractor";
@@ -32,9 +32,12 @@ export function extractionRequest(question: string, answers: readonly unknown[])
 /** "NONE" written as a list item ("- None."): the answer for no fact, not a fact. */
 const NONE = /^none\.?$/i;
 
-/** The facts in the extractor's answer: its "- " lines, at most MAX_FACTS_PER_TURN, each within `maxLength`. */
+/**
+ * The facts in the extractor's answer (after a leading <think> block): its "- " lines, at most
+ * MAX_FACTS_PER_TURN, each within `maxLength`.
+ */
 export function proposedFacts(answer: string, maxLength: number): string[] {
-  return answer
+  return withoutReasoning(answer)
     .split("\n")
     .map((line) => /^\s*[-*]\s+(.+)$/.exec(line)?.[1]?.trim() ?? "")
     .filter((fact) => fact.length > 0 && fact.length <= maxLength && !NONE.test(fact))

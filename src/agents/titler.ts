@@ -1,6 +1,6 @@
 import { fenced } from "./fence.js";
 import { textStart } from "./text-cut.js";
-import { oneInferenceAgent } from "./one-inference-agent.js";
+import { oneInferenceAgent, withoutReasoning } from "./one-inference-agent.js";
 
 export const TITLER_NAME = "titler";
 
@@ -43,9 +43,7 @@ const unwrap = (line: string) =>
  * never cut inside a surrogate pair; empty when the model wrote nothing usable.
  */
 export function cleanTitle(answer: string): string {
-  const lines = answer
-    // A reasoning model served as OpenAI-compatible may write its reasoning first, in <think> tags.
-    .replace(/^\s*<think>[\s\S]*?<\/think>/i, "")
+  const lines = withoutReasoning(answer)
     .split("\n")
     .map((line) => unwrap(unwrap(line).replace(/^title\s*:/i, "")))
     .filter((line) => line.length > 0);

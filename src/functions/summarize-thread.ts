@@ -1,5 +1,6 @@
 import { NonRetriableError } from "inngest";
 import { inngest, threadSummarizeRequested } from "../../inngest.config.js";
+import { withoutReasoning } from "../agents/one-inference-agent.js";
 import { createSummarizer, summarizeRequest } from "../agents/summarizer.js";
 import { durably } from "../history/durable.js";
 import { readSummarySource, storeSummary } from "../history/summaries.js";
@@ -55,7 +56,7 @@ export function createSummarizeThread({ db, model, inference }: FunctionDeps) {
       if (!source) return { threadId: data.threadId, status: "up-to-date" as const };
 
       const result = await createSummarizer(model).run(source.request);
-      const text = answerText(result).trim();
+      const text = withoutReasoning(answerText(result)).trim();
       if (!text) throw new Error("The model answered the summarize request with no text");
 
       const { stored } = await step.run("summary.store", () =>
