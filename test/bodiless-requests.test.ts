@@ -67,7 +67,7 @@ async function userWithThreadAndMemory() {
   const userId = `user-${randomUUID()}`;
   const threadId = randomUUID();
   await ensureThread(bed.db.pool, threadId, userId);
-  await remember(bed.db.pool, { userId, text: "Likes tea" });
+  await remember(bed.db.pool, { userId, threadId, text: "Likes tea" });
   return { userId, threadId };
 }
 

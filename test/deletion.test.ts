@@ -2,8 +2,11 @@ import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { deleteUserCommand } from "../scripts/delete-user.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
+import { createExtractMemories } from "../src/functions/extract-memories.js";
 import { createRegenerate } from "../src/functions/regenerate.js";
+import { createSummarizeThread } from "../src/functions/summarize-thread.js";
 import { createThreadRetention } from "../src/functions/thread-retention.js";
+import { createTitleThread } from "../src/functions/title-thread.js";
 import { pruneTombstones } from "../src/history/threads.js";
 import { cancels } from "./helpers/cancel-on.js";
 import { execute, type SentEvent } from "./helpers/engine.js";
@@ -142,6 +145,39 @@ describe("deletion is final", () => {
     expect(cancels(chatTurn, otherThread, erased)).toBe(true);
     expect(cancels(regenerate, regenerateRun, erased)).toBe(true);
     expect(cancels(chatTurn, othersRun, erased)).toBe(false);
+  });
+
+  it("a deleted thread's or erased user's summary, title and memory extraction runs are cancelled, so no retry sends its words to a model", () => {
+    const deps = { db: bed.db.pool, model: scriptedModel(bed.model) };
+    const threadId = randomUUID();
+    const deletedEvent: SentEvent = { name: "thread/deleted", data: { threadId, userId: "ada", reason: "user" } };
+    const erased: SentEvent = { name: "user/deleted", data: { userId: "ada" } };
+    const summary: SentEvent = { name: "thread/summarize.requested", data: { threadId, userId: "ada", beforeSeq: 40 } };
+    const extraction: SentEvent = {
+      name: "memory/extract.requested",
+      data: { threadId, userId: "ada", messageId: randomUUID() },
+    };
+    const finished: SentEvent = {
+      name: "threadline/turn.finished",
+      data: { threadId, runId: "run-1", messageId: randomUUID(), status: "completed" },
+    };
+    for (const [fn, trigger] of [
+      [createSummarizeThread(deps), summary],
+      [createExtractMemories(deps), extraction],
+    ] as const) {
+      expect(cancels(fn, trigger, deletedEvent), trigger.name).toBe(true);
+      expect(cancels(fn, trigger, erased), trigger.name).toBe(true);
+      expect(cancels(fn, trigger, { ...deletedEvent, data: { ...deletedEvent.data, threadId: randomUUID() } })).toBe(
+        false,
+      );
+      expect(cancels(fn, trigger, { name: "user/deleted", data: { userId: "bob" } })).toBe(false);
+    }
+    // A turn's finish names no user: the title run goes with its thread (an erasure deletes each thread too).
+    const titleThread = createTitleThread(deps);
+    expect(cancels(titleThread, finished, deletedEvent)).toBe(true);
+    expect(
+      cancels(titleThread, finished, { ...deletedEvent, data: { ...deletedEvent.data, threadId: randomUUID() } }),
+    ).toBe(false);
   });
 
   it("erasing a user announces each thread's deletion and the user's, and none of their threads can be re-created by their events", async () => {

@@ -4,12 +4,12 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { deleteUserCommand } from "../scripts/delete-user.js";
 import { createApiKey } from "../src/auth/api-keys.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
-import { rememberFromThread } from "../src/history/memories.js";
+import { forgetAll, rememberFromThread } from "../src/history/memories.js";
 import { beginTurn } from "../src/history/store.js";
 import { failTurn } from "../src/history/turns.js";
 import { setUserBudget } from "../src/history/usage.js";
 import { eraseUser } from "../src/history/users.js";
-import { execute, type SentEvent } from "./helpers/engine.js";
+import { execute, memoBefore, type SentEvent } from "./helpers/engine.js";
 import { chatEvent, scriptedModel, threadRows } from "./helpers/fixtures.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
@@ -44,7 +44,12 @@ async function busyThread(userId: string, fact: string) {
   const threadId = first.data.messageId;
   bed.model.script({ text: "Sure." }, { text: "OK" });
   expect((await execute(pairTurn, chatEvent({ userId, threadId, content: "Thanks" }))).error).toBeUndefined();
-  await rememberFromThread(bed.db.pool, { userId, threadId, text: `Mentioned ${fact} in passing` });
+  await rememberFromThread(bed.db.pool, {
+    userId,
+    threadId,
+    messageId: threadId,
+    text: `Mentioned ${fact} in passing`,
+  });
   return threadId;
 }
 
@@ -114,6 +119,20 @@ describe("erasure", () => {
     expect(rows.some((row) => row.user_key.toString("utf8").includes(userId))).toBe(false);
   });
 
+  it("erasing a user who had memories forgotten leaves no record of the forget", async () => {
+    const userId = `user-${randomUUID()}`;
+    const before = await tableRowCounts(bed.db.pool);
+    await busyThread(userId, "Likes jazz");
+    expect(await forgetAll(bed.db.pool, userId)).toBe(2);
+    expect((await tableRowCounts(bed.db.pool)).memory_forgets).toBe(before.memory_forgets! + 1);
+    await erase(userId);
+    expect(await tableRowCounts(bed.db.pool)).toEqual({
+      ...before,
+      thread_tombstones: before.thread_tombstones! + 1,
+      user_erasures: before.user_erasures! + 1,
+    });
+  });
+
   it("a new thread's first message sent before the erasure, its run beginning after it, stores nothing; one sent after it is answered", async () => {
     const userId = `user-${randomUUID()}`;
     // Queued a second before the erasure: a new thread by its first message's id, and one by a client-made id.
@@ -160,6 +179,23 @@ describe("erasure", () => {
     });
     expect(late.error).toMatchObject({ message: expect.stringMatching(/was sent before its user's data was erased/) });
     expect((await threadRows(bed.db.pool, messageId)).map((row) => row.kind)).toEqual(["user", "agent"]);
+  });
+
+  it("a turn in flight when its user is erased remembers nothing: its remember step, run after the erasure, stores no memory", async () => {
+    const userId = `user-${randomUUID()}`;
+    const event = chatEvent({ userId, content: "Remember: I live in Oslo." });
+    bed.model.script({ toolCalls: [{ name: "remember", arguments: { fact: "Lives in Oslo" } }] }, { status: 500 });
+    const failed = await execute(pairTurn, event);
+    expect(failed.error).toBeDefined();
+    const rememberStep = failed.stepIds.find((id) => id.startsWith("memory.remember."))!;
+
+    await erase(userId);
+    // Inngest runs the remember step again (its result was not recorded before the erasure).
+    bed.model.script({ text: "Noted." }, { text: "OK" });
+    await execute(pairTurn, event, { memo: memoBefore(failed, rememberStep), runId: failed.runId });
+    expect((await bed.db.pool.query("SELECT text FROM user_memories WHERE user_id = $1", [userId])).rows).toEqual([]);
+    // The model is told so: the tool's result says nothing was remembered.
+    expect(JSON.stringify(bed.model.requests)).toContain("nothing was remembered");
   });
 
   it("an erasure while a turn creates the user's new thread deletes that thread once it is committed", async () => {

@@ -383,10 +383,19 @@ describe("golden function ids and event names", () => {
       "thread/deleted if async.data.threadId == event.data.messageId && async.data.userId == event.data.userId",
       "user/deleted if async.data.userId == event.data.userId",
     ];
+    // Beside a turn: a deleted thread's (or erased user's) summary, title and extraction runs go too.
+    const besideTurnCancelOn = [
+      "thread/deleted if async.data.threadId == event.data.threadId && async.data.userId == event.data.userId",
+      "user/deleted if async.data.userId == event.data.userId",
+    ];
     expect(table).toEqual([
       { id: "threadline-chat-turn", triggers: ["chat/message.sent"], cancelOn: turnCancelOn },
       { id: "threadline-regenerate", triggers: ["chat/message.regenerate"], cancelOn: turnCancelOn },
-      { id: "threadline-summarize-thread", triggers: ["thread/summarize.requested"], cancelOn: [] },
+      {
+        id: "threadline-summarize-thread",
+        triggers: ["thread/summarize.requested"],
+        cancelOn: besideTurnCancelOn,
+      },
       {
         id: "threadline-turn-cancelled",
         triggers: [
@@ -397,11 +406,11 @@ describe("golden function ids and event names", () => {
       {
         id: "threadline-title-thread",
         triggers: ["threadline/turn.finished if event.data.status == 'completed'"],
-        cancelOn: [],
+        cancelOn: ["thread/deleted if async.data.threadId == event.data.threadId"],
       },
       { id: "threadline-thread-retention", triggers: ["cron TZ=UTC 17 * * * *"], cancelOn: [] },
       { id: "threadline-event-retention", triggers: ["cron TZ=UTC */10 * * * *"], cancelOn: [] },
-      { id: "threadline-extract-memories", triggers: ["memory/extract.requested"], cancelOn: [] },
+      { id: "threadline-extract-memories", triggers: ["memory/extract.requested"], cancelOn: besideTurnCancelOn },
       // INFERENCE=gateway (the default): each inference attempt of a turn is an invoke of this function.
       { id: "threadline-model-inference", triggers: ["inngest/function.invoked"], cancelOn: [] },
       { id: "threadline-reconcile-turns", triggers: ["cron */2 * * * *"], cancelOn: [] },

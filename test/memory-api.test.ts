@@ -2,8 +2,9 @@ import { randomUUID } from "node:crypto";
 import { describe, expect, it } from "vitest";
 import { memoriesDeletedResponse, memoryDeletedResponse, memoryListResponse } from "../src/api/memories.js";
 import { ensureThread } from "../src/history/store.js";
-import { remember, rememberFromThread } from "../src/history/memories.js";
+import { rememberFromThread } from "../src/history/memories.js";
 import { asUser, createTestApp, headersFor } from "./helpers/http.js";
+import { rememberFact } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -16,8 +17,8 @@ describe("GET/DELETE /api/memories", () => {
     const { app } = createTestApp(bed.db.pool);
     const userId = `user-${randomUUID()}`;
     for (const text of ["Likes tea", "Works nights", "Speaks Portuguese"])
-      await remember(bed.db.pool, { userId, text });
-    await remember(bed.db.pool, { userId: `other-${randomUUID()}`, text: "Someone else's secret" });
+      await rememberFact(bed.db.pool, userId, text);
+    await rememberFact(bed.db.pool, `other-${randomUUID()}`, "Someone else's secret");
 
     const first = memoryListResponse.parse(await (await asUser(app, userId).get("/api/memories?limit=2")).json());
     expect(first.memories.map((m) => m.text)).toEqual(["Speaks Portuguese", "Works nights"]);
@@ -41,12 +42,30 @@ describe("GET/DELETE /api/memories", () => {
     ).toHaveLength(3);
   });
 
+  it("refuses a cursor it never returned with 400, never a server error, however close it looks to one", async () => {
+    const { app } = createTestApp(bed.db.pool);
+    const userId = `user-${randomUUID()}`;
+    await rememberFact(bed.db.pool, userId, "Likes tea");
+    for (const forged of ["1.------------------------------------", `1.${"a".repeat(36)}`, `1.${"0".repeat(36)}`]) {
+      const response = await asUser(app, userId).get(
+        `/api/memories?after=${Buffer.from(forged).toString("base64url")}`,
+      );
+      expect(response.status, forged).toBe(400);
+      expect(await response.json()).toMatchObject({ error: expect.stringContaining("after") });
+    }
+  });
+
   it("shows an extracted memory with the thread it came from", async () => {
     const { app } = createTestApp(bed.db.pool);
     const userId = `user-${randomUUID()}`;
     const threadId = randomUUID();
     await ensureThread(bed.db.pool, threadId, userId);
-    await rememberFromThread(bed.db.pool, { userId, threadId, text: "Is planning a trip to Japan" });
+    await rememberFromThread(bed.db.pool, {
+      userId,
+      threadId,
+      messageId: threadId,
+      text: "Is planning a trip to Japan",
+    });
     const list = memoryListResponse.parse(await (await asUser(app, userId).get("/api/memories")).json());
     expect(list.memories).toMatchObject([{ text: "Is planning a trip to Japan", source: "extracted", threadId }]);
   });
@@ -55,9 +74,9 @@ describe("GET/DELETE /api/memories", () => {
     const { app } = createTestApp(bed.db.pool);
     const userId = `user-${randomUUID()}`;
     const otherId = `other-${randomUUID()}`;
-    const mine = await remember(bed.db.pool, { userId, text: "Drinks oat milk" });
-    await remember(bed.db.pool, { userId, text: "Runs on Sundays" });
-    const theirs = await remember(bed.db.pool, { userId: otherId, text: "Drinks oat milk" });
+    const mine = await rememberFact(bed.db.pool, userId, "Drinks oat milk");
+    await rememberFact(bed.db.pool, userId, "Runs on Sundays");
+    const theirs = await rememberFact(bed.db.pool, otherId, "Drinks oat milk");
     if (mine.status !== "remembered" || theirs.status !== "remembered") throw new Error("not remembered");
 
     expect((await del(app, userId, `/api/memories/${theirs.id}`)).status).toBe(404);

@@ -4,7 +4,8 @@ import { EXTRACTOR_SYSTEM_PROMPT } from "../src/agents/extractor.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createExtractMemories } from "../src/functions/extract-memories.js";
 import { execute } from "./helpers/engine.js";
-import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
+import { chatEvent, hasLoneSurrogate, scriptedModel } from "./helpers/fixtures.js";
+import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -92,5 +93,109 @@ describe("memory extraction (MEMORY_EXTRACTION)", () => {
     });
     expect(run.result).toMatchObject({ status: "gone", stored: 0 });
     expect(await memoriesOf("someone-else")).toEqual([]);
+  });
+
+  it("proposes nothing from a message the user edited away before the extraction ran", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Paris is lovely." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "I live in Paris." }));
+    const threadId = (turn.result as { threadId: string }).threadId;
+    const [request] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+
+    // The user corrects the message before its extraction runs (it waits behind the user's others).
+    bed.model.reset();
+    bed.model.script({ text: "Berlin is lovely." });
+    const edit = await execute(extracting, {
+      name: "chat/message.sent",
+      data: { userId, threadId, messageId: randomUUID(), content: "I live in Berlin.", edits: threadId },
+    });
+    expect(edit.error).toBeUndefined();
+
+    bed.model.reset();
+    bed.model.script({ text: "- Lives in Paris" });
+    const run = await execute(extractMemories, request!);
+    expect(run.result).toMatchObject({ status: "gone", stored: 0 });
+    expect(bed.model.requests).toHaveLength(0);
+    expect(await memoriesOf(userId)).toEqual([]);
+  });
+
+  it("stores no memory when the model says, as a list item, that there is nothing", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Hi there." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "What time is it in Tokyo?" }));
+    const [request] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+    for (const answer of ["- NONE", "- None.", "* none"]) {
+      bed.model.reset();
+      bed.model.script({ text: answer });
+      const run = await execute(extractMemories, request!);
+      expect(run.result, answer).toMatchObject({ status: "extracted", stored: 0 });
+    }
+    expect(await memoriesOf(userId)).toEqual([]);
+  });
+
+  it("stores a fact the model writes with a NUL, U+FFFD in its place", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Nice." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "I drink tea every morning." }));
+    const [request] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+    bed.model.reset();
+    bed.model.script({ text: "- Drinks \u0000 tea every morning" });
+    const run = await execute(extractMemories, request!);
+    expect(run.error).toBeUndefined();
+    expect(await memoriesOf(userId)).toMatchObject([{ text: "Drinks \uFFFD tea every morning", source: "extracted" }]);
+  });
+
+  it("never cuts an emoji in half in the request: strict providers refuse a lone surrogate (HTTP 400) on every retry", async () => {
+    const userId = `user-${randomUUID()}`;
+    const emojiAtCut = `${"a".repeat(3_999)}🍞 and more`;
+    bed.model.script({ text: emojiAtCut });
+    const turn = await execute(extracting, chatEvent({ userId, content: emojiAtCut }));
+    const [request] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+    bed.model.reset();
+    bed.model.script({ text: "NONE" });
+    expect((await execute(extractMemories, request!)).error).toBeUndefined();
+    const sent = String(bed.model.requests[0]!.messages[1]!.content);
+    expect(hasLoneSurrogate(sent)).toBe(false);
+    expect(sent).toContain(`<user_message>\n${"a".repeat(3_999)}\n</user_message>`);
+  });
+
+  it("a memory the user deleted never comes back from a turn written before the deletion whose extraction ran late", async () => {
+    const { app } = createTestApp(bed.db.pool);
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Porto is lovely." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "I live in Porto." }));
+    const [late] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+
+    // Before the extraction runs (queued behind the user's others, or retrying), the user forgets everything.
+    const forgotten = await app.request("/api/memories", { method: "DELETE", headers: await headersFor(userId) });
+    expect(forgotten.status).toBe(200);
+    bed.model.reset();
+    bed.model.script({ text: "- Lives in Porto" });
+    expect((await execute(extractMemories, late!)).result).toMatchObject({ status: "extracted", stored: 0 });
+    expect(await memoriesOf(userId)).toEqual([]);
+
+    // What the user says after the deletion is remembered again.
+    bed.model.reset();
+    bed.model.script({ text: "Welcome to Lisbon." });
+    const threadId = (turn.result as { threadId: string }).threadId;
+    const next = await execute(extracting, chatEvent({ userId, threadId, content: "I moved to Lisbon." }));
+    const [request] = next.sentEvents.filter((e) => e.name === "memory/extract.requested");
+    bed.model.reset();
+    bed.model.script({ text: "- Lives in Lisbon" });
+    expect((await execute(extractMemories, request!)).result).toMatchObject({ stored: 1 });
+    expect(await memoriesOf(userId)).toEqual([{ text: "Lives in Lisbon", source: "extracted", thread_id: threadId }]);
+  });
+
+  it("takes no fact from a reasoning model's <think> block, only from its answer", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script({ text: "Nice." });
+    const turn = await execute(extracting, chatEvent({ userId, content: "I cycle to work." }));
+    const [request] = turn.sentEvents.filter((e) => e.name === "memory/extract.requested");
+    bed.model.reset();
+    bed.model.script({ text: "<think>\nCandidates:\n- Lives in Porto?\n- Cycles to work\n</think>\n- Cycles to work" });
+    expect((await execute(extractMemories, request!)).error).toBeUndefined();
+    expect(await memoriesOf(userId)).toEqual([
+      { text: "Cycles to work", source: "extracted", thread_id: expect.any(String) },
+    ]);
   });
 });

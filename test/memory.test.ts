@@ -4,11 +4,11 @@ import { ASSISTANT_SYSTEM_PROMPT } from "../src/agents/assistant.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
 import { countTokens } from "../src/history/token-budget.js";
 import type { MemoryComponent, ThreadMessage } from "../src/memory/component.js";
-import { remember } from "../src/history/memories.js";
 import { memoryContextText } from "../src/memory/user-memory.js";
 import { execute, memoBefore } from "./helpers/engine.js";
 import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
 import type { ChatRequest } from "./helpers/model-server.js";
+import { rememberFact } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -87,10 +87,40 @@ describe("user memory", () => {
     expect(bed.model.requests[0]!.messages.map((m) => m.role)).toEqual(["system", "user"]);
   });
 
+  it("a fact the model writes with a NUL is remembered with U+FFFD in its place, and the turn completes", async () => {
+    const userId = `user-${randomUUID()}`;
+    bed.model.script(
+      { toolCalls: [{ name: "remember", arguments: { fact: "Likes \u0000 tea" } }] },
+      { text: "Noted." },
+    );
+    const run = await execute(chatTurn, chatEvent({ userId, content: "Remember that I like tea." }));
+    expect(run.error).toBeUndefined();
+    expect(run.result).toMatchObject({ status: "completed" });
+    expect(await memoriesOf(userId)).toEqual([{ text: "Likes \uFFFD tea", source: "remembered" }]);
+
+    // Forgotten by the same words: the NUL names the same memory it was stored as.
+    bed.model.reset();
+    bed.model.script({ toolCalls: [{ name: "forget", arguments: { fact: "Likes \u0000 tea" } }] }, { text: "Gone." });
+    expect((await execute(chatTurn, chatEvent({ userId, content: "Forget it." }))).error).toBeUndefined();
+    expect(await memoriesOf(userId)).toEqual([]);
+  });
+
+  it("recall of a topic the model writes with a NUL finds the memories, and the turn completes", async () => {
+    const userId = `user-${randomUUID()}`;
+    await rememberFact(bed.db.pool, userId, "Likes green tea");
+    bed.model.script(
+      { toolCalls: [{ name: "recall", arguments: { topic: "tea\u0000" } }] },
+      { text: "You like green tea." },
+    );
+    const run = await execute(chatTurn, chatEvent({ userId, content: "What do I drink?" }));
+    expect(run.error).toBeUndefined();
+    expect(JSON.stringify(bed.model.requests[1]!.messages.at(-1))).toContain("Likes green tea");
+  });
+
   it("forget removes the memory: later requests no longer carry it", async () => {
     const userId = `user-${randomUUID()}`;
-    await remember(bed.db.pool, { userId, text: "Is allergic to peanuts" });
-    await remember(bed.db.pool, { userId, text: "Lives in Lisbon" });
+    await rememberFact(bed.db.pool, userId, "Is allergic to peanuts");
+    await rememberFact(bed.db.pool, userId, "Lives in Lisbon");
     bed.model.script(
       { toolCalls: [{ name: "forget", arguments: { fact: "is ALLERGIC to  peanuts" } }] },
       { text: "Forgotten." },
@@ -140,9 +170,9 @@ describe("user memory", () => {
   it("the memory context stays within its token budget, most relevant first, in the order [system, memory, history, current message once]", async () => {
     const userId = `user-${randomUUID()}`;
     const budgeted = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), agents: withUserMemory(120) });
-    await remember(bed.db.pool, { userId, text: "Favourite colour is green" });
+    await rememberFact(bed.db.pool, userId, "Favourite colour is green");
     for (let i = 0; i < 30; i += 1)
-      await remember(bed.db.pool, { userId, text: `Unrelated preference number ${i} about something else entirely` });
+      await rememberFact(bed.db.pool, userId, `Unrelated preference number ${i} about something else entirely`);
 
     bed.model.script({ text: "Hello!" });
     const first = await execute(budgeted, chatEvent({ userId, content: "Hi" }));

@@ -91,7 +91,7 @@ beforeAll(async () => {
     message: { id: stoppable, text: "Still answering" },
     turn: { runId: `run-${stoppable}`, kind: "chat" },
   });
-  const memory = await remember(bed.db.pool, { userId: "user-1", text: "Prefers metric units." });
+  const memory = await remember(bed.db.pool, { userId: "user-1", threadId: stoppable, text: "Prefers metric units." });
   if (memory.status !== "remembered") throw new Error("user-1's memory was not stored");
   // A thread whose turn has started and not finished: what useChat's resume streams.
   const running = randomUUID();

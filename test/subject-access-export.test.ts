@@ -159,8 +159,8 @@ async function seedSubject(db: pg.Pool) {
     threadId,
     ASSISTANT_NAME,
   ]);
-  await remember(db, { userId: USER, text: "Prefers short answers" });
-  await rememberFromThread(db, { userId: USER, threadId, text: "Is learning Inngest" });
+  await remember(db, { userId: USER, threadId, text: "Prefers short answers" });
+  await rememberFromThread(db, { userId: USER, threadId, messageId: threadId, text: "Is learning Inngest" });
   await insertApiKey(db, {
     id: `key_${randomUUID().slice(0, 8)}`,
     userId: USER,
@@ -175,7 +175,7 @@ async function seedSubject(db: pg.Pool) {
     message: { id: other, text: "not the subject's" },
     turn: { runId: `run-${other}`, kind: "chat" },
   });
-  await remember(db, { userId: "someone-else", text: "someone else's memory" });
+  await remember(db, { userId: "someone-else", threadId: other, text: "someone else's memory" });
   // The first turn's model call, as its inference step records it (a billed failed attempt beside it).
   for (const [attempt, failed] of [
     [0, true],

@@ -8,7 +8,7 @@ import { createSummarizeThread } from "../src/functions/summarize-thread.js";
 import { summaryContext } from "../src/history/messages.js";
 import { ensureThread } from "../src/history/store.js";
 import { execute, type Execution } from "./helpers/engine.js";
-import { chatEvent, scriptedModel } from "./helpers/fixtures.js";
+import { chatEvent, hasLoneSurrogate, scriptedModel } from "./helpers/fixtures.js";
 import { storeAnsweredTurn } from "./helpers/seed.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -71,6 +71,10 @@ const turnsAsSent = (from: number, to: number) =>
     `assistant: answer ${from + k}`,
   ]).flat();
 
+/** Seeded turn i as the summarizer's request renders it: each message in its own fence. */
+const turnAsSummarized = (i: number) =>
+  `User:\n<user_message>\nmessage ${i}\n</user_message>\nAssistant (assistant):\n<assistant_message>\nanswer ${i}\n</assistant_message>`;
+
 const summarizeEvent = (data: Record<string, unknown>) => ({ name: "thread/summarize.requested", data });
 
 describe("progressive summarization", () => {
@@ -95,7 +99,7 @@ describe("progressive summarization", () => {
     const [system, request] = bed.model.requests[0]!.messages;
     expect(system).toEqual({ role: "system", content: SUMMARIZER_SYSTEM_PROMPT });
     expect(request!.content).toBe(
-      `Summarize this conversation:\n\n${Array.from({ length: 11 }, (_, k) => `User: message ${k + 1}\nAssistant (assistant): answer ${k + 1}`).join("\n")}`,
+      `Summarize this conversation:\n\n${Array.from({ length: 11 }, (_, k) => turnAsSummarized(k + 1)).join("\n")}`,
     );
     expect(await storedSummary(threadId)).toEqual({
       covers: await userSeq(threadId, "message 11"),
@@ -142,7 +146,7 @@ describe("progressive summarization", () => {
     expect(second.result).toMatchObject({ status: "stored", messagesSummarized: 30 });
     const request = String(bed.model.requests[0]!.messages[1]!.content);
     expect(request).toBe(
-      `Previous summary:\nSUMMARY-1\n\nNew turns since that summary:\n\n${Array.from({ length: 15 }, (_, k) => `User: message ${k + 12}\nAssistant (assistant): answer ${k + 12}`).join("\n")}\n\nWrite the updated summary.`,
+      `Previous summary:\n<previous_summary>\nSUMMARY-1\n</previous_summary>\n\nNew turns since that summary:\n\n${Array.from({ length: 15 }, (_, k) => turnAsSummarized(k + 12)).join("\n")}\n\nWrite the updated summary.`,
     );
     expect(await storedSummary(threadId)).toEqual({
       covers: await userSeq(threadId, "message 26"),
@@ -202,9 +206,7 @@ describe("progressive summarization", () => {
     });
     expect(retried.error).toBeUndefined();
     expect(bed.model.requests).toHaveLength(1);
-    expect(String(bed.model.requests[0]!.messages[1]!.content)).toContain(
-      "User: message 11\nAssistant (assistant): answer 11",
-    );
+    expect(String(bed.model.requests[0]!.messages[1]!.content)).toContain(turnAsSummarized(11));
     expect(await storedSummary(threadId)).toEqual({
       covers: await userSeq(threadId, "message 11"),
       text: "SUMMARY after retry",
@@ -218,6 +220,28 @@ describe("progressive summarization", () => {
     const { run } = await chat(threadId, "message 30");
     expect(run.result).toMatchObject({ status: "completed", summaryRequested: false });
     expect(summaryRequests(run)).toEqual([]);
+  });
+
+  it("never cuts an emoji in half in the request: strict providers refuse a lone surrogate (HTTP 400) on every retry", async () => {
+    const threadId = randomUUID();
+    await ensureThread(bed.db.pool, threadId, USER);
+    const emojiAtCut = `${"a".repeat(1_999)}🍞 and more`;
+    await storeAnsweredTurn(bed.db.pool, { threadId, userId: USER, question: emojiAtCut, answer: "noted" });
+    bed.model.script({ text: "SUMMARY" });
+    const run = await execute(summarize, summarizeEvent({ threadId, userId: USER, beforeSeq: 100 }));
+    expect(run.error).toBeUndefined();
+    const request = String(bed.model.requests[0]!.messages[1]!.content);
+    expect(hasLoneSurrogate(request)).toBe(false);
+    expect(request).toContain(`<user_message>\n${"a".repeat(1_999)}… [truncated]\n</user_message>`);
+  });
+
+  it("stores the summary, not a reasoning model's <think> block before it", async () => {
+    const threadId = randomUUID();
+    await seedTurns(threadId, 1, 3);
+    bed.model.script({ text: "<think>\nLet me summarize turns 1 to 3.\n</think>\n\nThe user sent three messages." });
+    const run = await execute(summarize, summarizeEvent({ threadId, userId: USER, beforeSeq: 100 }));
+    expect(run.error).toBeUndefined();
+    expect((await storedSummary(threadId)).text).toBe("The user sent three messages.");
   });
 
   it("refuses to summarize another user's thread", async () => {

@@ -5,7 +5,7 @@ import { createChatTurn } from "../src/functions/chat-turn.js";
 import { createTitleThread } from "../src/functions/title-thread.js";
 import { storeModelTitle } from "../src/history/titles.js";
 import { execute, type Execution } from "./helpers/engine.js";
-import { chatEvent, scriptedModel, turnsOf } from "./helpers/fixtures.js";
+import { chatEvent, hasLoneSurrogate, scriptedModel, turnsOf } from "./helpers/fixtures.js";
 import { createTestApp, headersFor } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
@@ -144,6 +144,41 @@ describe("thread titles (title-thread function)", () => {
     expect(run.result).toMatchObject({ status: "titled" });
     expect(bed.model.requests).toHaveLength(0);
     expect(await threadTitle(threadId)).toEqual({ title: "My own title", title_source: "user" });
+  });
+
+  it("stores the title alone, whatever markdown or preamble the model wraps it in, and never half a character", async () => {
+    const answers: [string, string][] = [
+      ["**Title:** Sourdough at Home", "Sourdough at Home"],
+      ["# Sourdough at Home", "Sourdough at Home"],
+      ["Here is a title:\n\n**Sourdough at Home**", "Sourdough at Home"],
+      [`${"🍞".repeat(60)}`, `${"🍞".repeat(39)}…`],
+    ];
+    for (const [answer, title] of answers) {
+      const { threadId, finished } = await firstTurn("How do I bake sourdough bread at home?", "Start with ...");
+      bed.model.script({ text: answer });
+      const run = await execute(titleThread, finished);
+      expect(run.error, answer).toBeUndefined();
+      const response = await app.request(`/api/threads/${threadId}`, { headers: await headersFor(USER) });
+      expect(await response.json(), answer).toMatchObject({ title, titleSource: "model" });
+      bed.model.reset();
+    }
+  });
+
+  it("names the thread from the answer, not from a reasoning model's <think> block before it", async () => {
+    const { threadId, finished } = await firstTurn("How do I bake sourdough bread at home?", "Start with ...");
+    bed.model.script({ text: "<think>\nThe user asks about bread.\nA short title:\n</think>\n\nSourdough at Home" });
+    expect((await execute(titleThread, finished)).error).toBeUndefined();
+    expect(await threadTitle(threadId)).toEqual({ title: "Sourdough at Home", title_source: "model" });
+  });
+
+  it("never cuts an emoji in half in the request: strict providers refuse a lone surrogate (HTTP 400) on every retry", async () => {
+    const emojiAtCut = `${"a".repeat(999)}🍞 and more`;
+    const { finished } = await firstTurn(emojiAtCut, emojiAtCut);
+    bed.model.script({ text: "Bread" });
+    expect((await execute(titleThread, finished)).error).toBeUndefined();
+    const request = String(bed.model.requests[0]!.messages[1]!.content);
+    expect(hasLoneSurrogate(request)).toBe(false);
+    expect(request).toContain(`${"a".repeat(999)}…`);
   });
 
   it("cleans the model's answer: first line, no quotes or label, at most 80 characters", () => {

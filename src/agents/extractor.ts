@@ -1,6 +1,7 @@
 import { assistantTexts } from "../history/messages.js";
 import { fenced } from "./fence.js";
-import { oneInferenceAgent } from "./one-inference-agent.js";
+import { oneInferenceAgent, withoutReasoning } from "./one-inference-agent.js";
+import { textStart } from "./text-cut.js";
 
 export const EXTRACTOR_NAME = "memory-extractor";
 
@@ -25,14 +26,20 @@ export const createExtractor = oneInferenceAgent({
 /** The extraction request for one turn: the user's words and the answer's text (tool calls left out), each fenced. */
 export function extractionRequest(question: string, answers: readonly unknown[]): string {
   const answer = answers.flatMap(assistantTexts).join("\n");
-  return `${fenced("user_message", question.slice(0, MAX_CHARS))}\n\n${fenced("assistant_message", answer.slice(0, MAX_CHARS))}`;
+  return `${fenced("user_message", textStart(question, MAX_CHARS))}\n\n${fenced("assistant_message", textStart(answer, MAX_CHARS))}`;
 }
 
-/** The facts in the extractor's answer: its "- " lines, at most MAX_FACTS_PER_TURN, each within `maxLength`. */
+/** "NONE" written as a list item ("- None."): the answer for no fact, not a fact. */
+const NONE = /^none\.?$/i;
+
+/**
+ * The facts in the extractor's answer (after a leading <think> block): its "- " lines, at most
+ * MAX_FACTS_PER_TURN, each within `maxLength`.
+ */
 export function proposedFacts(answer: string, maxLength: number): string[] {
-  return answer
+  return withoutReasoning(answer)
     .split("\n")
     .map((line) => /^\s*[-*]\s+(.+)$/.exec(line)?.[1]?.trim() ?? "")
-    .filter((fact) => fact.length > 0 && fact.length <= maxLength)
+    .filter((fact) => fact.length > 0 && fact.length <= maxLength && !NONE.test(fact))
     .slice(0, MAX_FACTS_PER_TURN);
 }

@@ -9,3 +9,9 @@ export const oneInferenceAgent =
   (agent: { name: string; description: string; system: string }) =>
   (choice: Extract<ModelChoice, { configured: true }>) =>
     createAgent({ ...agent, model: choice.model });
+
+/**
+ * Such an agent's answer without a leading <think> block: reasoning models served as
+ * OpenAI-compatible (Ollama, vLLM without a reasoning parser) write their reasoning there first.
+ */
+export const withoutReasoning = (answer: string): string => answer.replace(/^\s*<think>[\s\S]*?<\/think>/i, "");

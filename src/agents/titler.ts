@@ -1,5 +1,6 @@
 import { fenced } from "./fence.js";
-import { oneInferenceAgent } from "./one-inference-agent.js";
+import { textStart } from "./text-cut.js";
+import { oneInferenceAgent, withoutReasoning } from "./one-inference-agent.js";
 
 export const TITLER_NAME = "titler";
 
@@ -21,26 +22,32 @@ export const createTitler = oneInferenceAgent({
 });
 
 const clip = (text: string) =>
-  text.length <= MAX_TITLE_SOURCE_CHARS ? text : `${text.slice(0, MAX_TITLE_SOURCE_CHARS)}…`;
+  text.length <= MAX_TITLE_SOURCE_CHARS ? text : `${textStart(text, MAX_TITLE_SOURCE_CHARS)}…`;
 
 /** The request to the titler: the thread's first question and its answer, each fenced. */
 export function titleRequest(question: string, answer: string): string {
   return `Name this conversation.\n\n${fenced("user_message", clip(question))}\n\n${fenced("assistant_message", clip(answer))}`;
 }
 
+/** A line without a markdown heading mark and the quotes or emphasis round it. */
+const unwrap = (line: string) =>
+  line
+    .trim()
+    .replace(/^#+\s+/, "")
+    .replace(/^["'“”‘’*`\s]+|["'“”‘’*`.\s]+$/g, "");
+
 /**
- * The title in the model's answer: its first non-empty line, without surrounding quotes or a
- * "Title:" label, at most MAX_TITLE_LENGTH characters; empty when the model wrote nothing usable.
+ * The title in the model's answer (after a leading <think> block): its first non-empty line,
+ * without a markdown heading mark, surrounding quotes or emphasis, or a "Title:" label (a line
+ * ending in a colon introduces the title on the next one), at most MAX_TITLE_LENGTH characters and
+ * never cut inside a surrogate pair; empty when the model wrote nothing usable.
  */
 export function cleanTitle(answer: string): string {
-  const line =
-    answer
-      .split("\n")
-      .map((l) => l.trim())
-      .find((l) => l.length > 0) ?? "";
-  const unlabelled = line
-    .replace(/^title\s*:\s*/i, "")
-    .replace(/^["'“”‘’*`]+|["'“”‘’*`.]+$/g, "")
-    .trim();
-  return unlabelled.length <= MAX_TITLE_LENGTH ? unlabelled : `${unlabelled.slice(0, MAX_TITLE_LENGTH - 1).trimEnd()}…`;
+  const lines = withoutReasoning(answer)
+    .split("\n")
+    .map((line) => unwrap(unwrap(line).replace(/^title\s*:/i, "")))
+    .filter((line) => line.length > 0);
+  const title = lines.find((line, i) => !line.endsWith(":") || i === lines.length - 1) ?? "";
+  if (title.length <= MAX_TITLE_LENGTH) return title;
+  return `${textStart(title, MAX_TITLE_LENGTH - 1).trimEnd()}…`;
 }

@@ -6,7 +6,7 @@ import { MAX_MEMORY_LENGTH, rememberFromThread, turnForExtraction } from "../his
 import type { FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
-import { answerText } from "./turn-lifecycle.js";
+import { answerText, cancelBesideTurnOnDeletion } from "./turn-lifecycle.js";
 
 /**
  * Memory extraction (MEMORY_EXTRACTION, off by default): after a completed chat turn, proposes
@@ -22,6 +22,7 @@ export function createExtractMemories({ db, model, inference }: FunctionDeps) {
       triggers: [memoryExtractRequested],
       // One user's extractions one at a time: the per-user memory limit is counted before each insert.
       concurrency: { key: "event.data.userId", limit: 1 },
+      cancelOn: cancelBesideTurnOnDeletion,
       retries: 3,
       // INFERENCE applies here as in the turn: under "stream" the Inngest server never calls the model.
       middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
@@ -40,8 +41,7 @@ export function createExtractMemories({ db, model, inference }: FunctionDeps) {
       const facts = proposedFacts(answerText(result), MAX_MEMORY_LENGTH);
       const stored = await step.run("memory.extract.store", async () => {
         let count = 0;
-        for (const text of facts)
-          if ((await rememberFromThread(db, { userId: data.userId, threadId: data.threadId, text })).stored) count += 1;
+        for (const text of facts) if ((await rememberFromThread(db, { ...data, text })).stored) count += 1;
         return count;
       });
       return { threadId: data.threadId, status: "extracted" as const, proposed: facts.length, stored };

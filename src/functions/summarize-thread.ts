@@ -1,12 +1,13 @@
 import { NonRetriableError } from "inngest";
 import { inngest, threadSummarizeRequested } from "../../inngest.config.js";
+import { withoutReasoning } from "../agents/one-inference-agent.js";
 import { createSummarizer, summarizeRequest } from "../agents/summarizer.js";
 import { durably } from "../history/durable.js";
 import { readSummarySource, storeSummary } from "../history/summaries.js";
 import type { FunctionDeps } from "./chat-turn.js";
 import { ModelErrorMiddleware } from "../agents/model-errors.js";
 import { inferenceMiddleware } from "./streaming-inference.js";
-import { answerText } from "./turn-lifecycle.js";
+import { answerText, cancelBesideTurnOnDeletion } from "./turn-lifecycle.js";
 
 /** Messages one summarization reads at most: bounds the step's output and the model's input. */
 const SUMMARY_BATCH_MESSAGES = 200;
@@ -27,6 +28,7 @@ export function createSummarizeThread({ db, model, inference }: FunctionDeps) {
       debounce: { key: "event.data.threadId", period: "2m", timeout: "10m" },
       // Two summarizers of one thread would both extend the same previous summary.
       concurrency: { key: "event.data.threadId", limit: 1 },
+      cancelOn: cancelBesideTurnOnDeletion,
       retries: 3,
       // INFERENCE applies here as in the turn: under "stream" the Inngest server never calls the model.
       middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],
@@ -54,7 +56,7 @@ export function createSummarizeThread({ db, model, inference }: FunctionDeps) {
       if (!source) return { threadId: data.threadId, status: "up-to-date" as const };
 
       const result = await createSummarizer(model).run(source.request);
-      const text = answerText(result).trim();
+      const text = withoutReasoning(answerText(result)).trim();
       if (!text) throw new Error("The model answered the summarize request with no text");
 
       const { stored } = await step.run("summary.store", () =>

@@ -1,5 +1,5 @@
 import { NonRetriableError } from "inngest";
-import { inngest, turnFinished } from "../../inngest.config.js";
+import { inngest, threadDeleted, turnFinished } from "../../inngest.config.js";
 import { cleanTitle, createTitler, titleRequest } from "../agents/titler.js";
 import { durably } from "../history/durable.js";
 import { readTitleSource, storeModelTitle } from "../history/titles.js";
@@ -23,6 +23,9 @@ export function createTitleThread({ db, model, inference }: FunctionDeps) {
       triggers: [{ event: turnFinished, if: "event.data.status == 'completed'" }],
       // Quick turns in a new thread make one title request, soon after the first answer.
       debounce: { key: "event.data.threadId", period: "5s", timeout: "1m" },
+      // A deleted thread's run is cancelled: no retry sends its first turn to the model again. A
+      // turn's finish names no user; erasing one deletes (and announces) each of their threads.
+      cancelOn: [{ event: threadDeleted, if: "async.data.threadId == event.data.threadId" }],
       retries: 2,
       // INFERENCE applies here as in the turn: under "stream" the Inngest server never calls the model.
       middleware: [ModelErrorMiddleware, inferenceMiddleware(db, inference ?? "gateway")],

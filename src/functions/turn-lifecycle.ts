@@ -65,6 +65,16 @@ export const cancelOnDeletion = [
 ];
 
 /**
+ * cancelOn of the functions that run beside a turn and carry its user (summaries, memory
+ * extraction): a deleted thread's or erased user's run is cancelled, so a retry of its model call
+ * (the request memoized before the deletion) never sends the thread's words to a model again.
+ */
+export const cancelBesideTurnOnDeletion = [
+  { event: threadDeleted, if: "async.data.threadId == event.data.threadId && async.data.userId == event.data.userId" },
+  { event: userDeleted, if: "async.data.userId == event.data.userId" },
+];
+
+/**
  * Checkpoint mode: the steps a request runs are reported to Inngest together (before the model's
  * invoke, with the run's end, at the latest after maxInterval), not one HTTP call each. A crash in
  * between reruns those steps, which are idempotent like any retry. bufferedSteps: more than a turn

@@ -18,28 +18,42 @@ export const rememberMemory = `
     WHERE user_memories.source <> 'remembered'
   RETURNING id`;
 
+/** Whether the thread is still the user's (a remember in it, after the user's erasure lock). */
+export const selectThreadOwned = `
+  SELECT 1 FROM threads WHERE id = $1 AND user_id = $2`;
+
 /** Whether the memory exists (a remember that inserted or promoted nothing may still have found it). */
 export const selectMemoryOwned = `
   SELECT id FROM user_memories WHERE id = $1 AND user_id = $2`;
 
+/** A user's key in memory_forgets (migration 0041): a digest of the user id, as in user_erasures. */
+const userKey = (param: string) => `sha256(convert_to(${param}, 'UTF8'))`;
+
 /**
- * A memory proposed from one thread: it goes with that thread (the thread must be the user's).
- * Already known (remembered, or extracted before): left as it is. Nothing once the user holds $5.
+ * A memory proposed from message $6 of one thread: it goes with that thread (the thread must be
+ * the user's). Already known (remembered, or extracted before): left as it is. Nothing once the
+ * user holds $5, nor when the user had memories forgotten after the message was written: what
+ * they deleted never comes back from an extraction that ran late.
  */
 export const insertExtractedMemory = `
   INSERT INTO user_memories (id, user_id, text, source, thread_id)
   SELECT $1, $2, $3, 'extracted', t.id FROM threads t
   WHERE t.id = $4 AND t.user_id = $2
     AND (SELECT count(*) FROM user_memories WHERE user_id = $2) < $5
+    AND NOT EXISTS (SELECT 1 FROM memory_forgets f JOIN messages m ON m.id = $6 AND m.thread_id = t.id
+                    WHERE f.user_key = ${userKey("$2")} AND f.forgotten_at > m.created_at)
   ON CONFLICT (id) DO NOTHING
   RETURNING id`;
 
-/** A user message of the user's thread and the texts of its current answer, for memory extraction. */
+/**
+ * A user message of the user's thread and the texts of its current answer, for memory extraction;
+ * no row once the message left the path (the user edited it away: its words are not theirs now).
+ */
 export const selectTurnForExtraction = `
   SELECT u.content ->> 'text' AS question,
          coalesce((SELECT jsonb_agg(a.content ORDER BY a.position) FROM messages a WHERE a.answers = u.id AND a.on_path), '[]'::jsonb) AS answers
   FROM messages u JOIN threads t ON t.id = u.thread_id
-  WHERE u.id = $1 AND u.thread_id = $2 AND t.user_id = $3 AND u.kind = 'user'`;
+  WHERE u.id = $1 AND u.thread_id = $2 AND t.user_id = $3 AND u.kind = 'user' AND u.on_path`;
 export type SelectTurnForExtractionRow = { question: string; answers: unknown[] };
 
 /**
@@ -84,10 +98,29 @@ export type UserMemoryRow = {
 };
 export type SelectMemoryPageRow = UserMemoryRow & { at_us: string };
 
-export const deleteMemory = `
-  DELETE FROM user_memories WHERE id = $1 AND user_id = $2 RETURNING id`;
+/** A forget's record, after `INSERT INTO memory_forgets (user_key, forgotten_at) …`: the latest one stays. */
+const latestForget = "ON CONFLICT (user_key) DO UPDATE SET forgotten_at = excluded.forgotten_at";
 
+/** Forgets one memory of the user's (one row: it was there), and records when. */
+export const deleteMemory = `
+  WITH deleted AS (DELETE FROM user_memories WHERE id = $1 AND user_id = $2 RETURNING id),
+  recorded AS (
+    INSERT INTO memory_forgets (user_key, forgotten_at) SELECT ${userKey("$2")}, clock_timestamp() FROM deleted
+    ${latestForget})
+  SELECT id FROM deleted`;
+
+/** Forgets every memory of the user's, and records when (also when there was none yet). */
 export const deleteAllMemories = `
+  WITH deleted AS (DELETE FROM user_memories WHERE user_id = $1 RETURNING 1),
+  recorded AS (
+    INSERT INTO memory_forgets (user_key, forgotten_at) VALUES (${userKey("$1")}, clock_timestamp())
+    ${latestForget})
+  SELECT count(*)::int AS deleted FROM deleted`;
+export type DeleteAllMemoriesRow = { deleted: number };
+
+/** Erasing the user: their memories and their forget record (users.ts keeps its own erasure record). */
+export const eraseMemories = `
+  WITH forgets AS (DELETE FROM memory_forgets WHERE user_key = ${userKey("$1")})
   DELETE FROM user_memories WHERE user_id = $1`;
 
 /** The state slices of the named agents in a thread, when the thread is the user's. */

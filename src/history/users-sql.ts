@@ -19,6 +19,14 @@ export const lockUserErasure = `
   SELECT pg_advisory_xact_lock(hashtext('threadline.user_erasure'), hashtext($1))`;
 
 /**
+ * The same lock, shared: taken by a write in one of the user's threads that nothing else holds
+ * back from an erasure (remembering a fact), so the erasure waits for it and erases what it wrote,
+ * or it waits for the erasure and then finds the thread gone.
+ */
+export const shareUserErasureLock = `
+  SELECT pg_advisory_xact_lock_shared(hashtext('threadline.user_erasure'), hashtext($1))`;
+
+/**
  * Written last, when the user's rows are gone: the erasure's time (its latest), under a digest of
  * the user id. A chat message sent before it is not stored (threadline_begin_turn).
  */

@@ -3,7 +3,14 @@ import { z } from "zod";
 import { fencedContext } from "../history/messages.js";
 import { countTokens } from "../history/token-budget.js";
 import type { MemoryComponent, MemoryContext } from "./component.js";
-import { forget, forgetAll, MAX_MEMORY_LENGTH, memoryIdFor, relevantMemories, remember } from "../history/memories.js";
+import {
+  eraseMemories,
+  forget,
+  MAX_MEMORY_LENGTH,
+  memoryIdFor,
+  relevantMemories,
+  remember,
+} from "../history/memories.js";
 
 export const USER_MEMORY = "user-memory";
 
@@ -53,16 +60,20 @@ export function userMemory({
         description:
           "Remember a fact or preference about the user for future conversations (for example 'prefers metric units'). Use it when the user asks you to remember something or states a lasting preference. One short fact per call.",
         parameters: rememberParameters,
-        handler: async ({ fact }, { step }) => {
+        handler: async ({ fact }, { step, network }) => {
           const text = fact.trim();
           if (text.length === 0 || text.length > MAX_MEMORY_LENGTH)
             return { error: `A fact must be 1 to ${MAX_MEMORY_LENGTH} characters: shorten it.` };
+          // A turn's tools run in its thread: the history found or created it before the first inference.
+          const threadId = network.state.threadId!;
           // The step id names the fact, so a retried turn finds this call's result rather than storing again.
-          const run = () => remember(db, { userId, text });
+          const run = () => remember(db, { userId, threadId, text });
           const outcome = step ? await step.run(`memory.remember.${memoryIdFor(userId, text)}`, run) : await run();
-          return outcome.status === "full"
-            ? { error: "Memory is full: ask the user which memories to forget first." }
-            : { remembered: text, id: outcome.id };
+          if (outcome.status === "full")
+            return { error: "Memory is full: ask the user which memories to forget first." };
+          if (outcome.status === "thread_gone")
+            return { error: "This conversation was deleted: nothing was remembered." };
+          return { remembered: text, id: outcome.id };
         },
       }),
       createTool({
@@ -106,6 +117,6 @@ export function userMemory({
       return context === null ? null : { component: USER_MEMORY, text: context, tokens: countTokens(context) };
     },
 
-    userDeleted: (db, userId) => forgetAll(db, userId),
+    userDeleted: (db, userId) => eraseMemories(db, userId),
   };
 }

@@ -97,3 +97,7 @@ export async function threadWithRunningTurn(
   model.reset();
   return { threadId, event, attempt };
 }
+
+/** Whether text holds half a surrogate pair: strict JSON parsers (model providers') refuse it. */
+export const hasLoneSurrogate = (text: string) =>
+  /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/.test(text);

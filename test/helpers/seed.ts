@@ -3,6 +3,7 @@ import type pg from "pg";
 import { ASSISTANT_NAME } from "../../src/agents/assistant.js";
 import { resultId } from "../../src/history/ids.js";
 import type { AgentContent } from "../../src/history/messages.js";
+import { remember } from "../../src/history/memories.js";
 import { beginTurn, ensureThread, storeAnswer } from "../../src/history/store.js";
 import { transaction } from "../../src/history/transaction.js";
 
@@ -181,3 +182,10 @@ export function turnsBetween(entries: SeededEntry[], first: number, last: number
 }
 
 export const systemEntries = (entries: SeededEntry[]) => entries.filter((e) => e.kind === "system");
+
+/** A fact the user had remembered, as the remember tool stores it: said in a thread of theirs, made for it. */
+export async function rememberFact(db: pg.Pool, userId: string, text: string) {
+  const threadId = randomUUID();
+  await ensureThread(db, threadId, userId);
+  return remember(db, { userId, threadId, text });
+}

@@ -24,6 +24,12 @@ CREATE TABLE api_keys (
   CONSTRAINT api_keys_pkey PRIMARY KEY (id)
 );
 
+CREATE TABLE memory_forgets (
+  user_key bytea NOT NULL,
+  forgotten_at timestamp with time zone NOT NULL,
+  CONSTRAINT memory_forgets_pkey PRIMARY KEY (user_key)
+);
+
 CREATE TABLE message_feedback (
   message_id uuid NOT NULL,
   thread_id uuid NOT NULL,
