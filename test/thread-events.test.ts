@@ -134,6 +134,50 @@ describe("GET /api/threads/:threadId/events", () => {
     await until(() => events.subscriptions === 0);
   });
 
+  it("a reconnect whose backlog is many pages reaches a client that reads at its own pace whole, and the stream stays open", async () => {
+    const { app, events } = appInstance();
+    const server = await listen(app.fetch);
+    servers.push(server);
+    const threadId = await newThread();
+    // 12 MB of streamed text: more than the socket buffers between server and client hold, three pages.
+    const rows = 12_000;
+    for (let batch = 0; batch < rows / 1_000; batch += 1)
+      await write(threadId, ...Array.from({ length: 1_000 }, (_, i) => `${batch}-${i} ${"x".repeat(1_000)}`));
+
+    const controller = new AbortController();
+    const response = await fetch(`${server.url}/api/threads/${threadId}/events`, {
+      headers: await headersFor("user-1"),
+      signal: controller.signal,
+    });
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    const ids: number[] = [];
+    let pending = "";
+    let ended = false;
+    let unpaused = 0;
+    while (ids.length < rows) {
+      const { done, value } = await reader.read();
+      if (done) {
+        ended = true;
+        break;
+      }
+      pending += decoder.decode(value, { stream: true });
+      const frames = pending.split("\n\n");
+      pending = frames.pop()!;
+      for (const frame of frames) ids.push(Number(frame.slice(frame.lastIndexOf("\nid: ") + 5)));
+      // A client on a slower network than loopback (~12 MB/s): the server writes faster than it reads.
+      unpaused += value.length;
+      if (unpaused < 128 * 1024) continue;
+      unpaused = 0;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    controller.abort();
+    await reader.cancel().catch(() => undefined);
+    expect({ ended, received: ids.length }).toEqual({ ended: false, received: rows });
+    expect(ids).toEqual(ids.map((_, i) => i + 1));
+    await until(() => events.subscriptions === 0);
+  });
+
   it("two app instances on one database both deliver an event written by either", async () => {
     const one = appInstance();
     const two = appInstance();

@@ -60,6 +60,11 @@ type Follower = {
   queued: number;
   wake: () => void;
   done: boolean;
+  /**
+   * The log holds more rows for it than its queue had room for (a backlog longer than a page):
+   * reads pass it by until its queue has drained, then read on from its position.
+   */
+  lagging: boolean;
 };
 
 /**
@@ -68,7 +73,8 @@ type Follower = {
  * behind, scoped by the thread's owner and incarnation — whose rows are handed to every follower
  * past its own position. Reads of a thread never overlap: a wake-up during a read is one more read
  * after it. A follower's rows wait in its own queue, so a slow client delays no other; one that
- * falls FEED_MAX_QUEUED rows behind is told so and dropped (it resumes with Last-Event-ID).
+ * falls FEED_MAX_QUEUED rows behind is told so and dropped (it resumes with Last-Event-ID). A
+ * backlog longer than a page (a reconnect's) is read a page at a time as its follower takes them.
  *
  * A feed is keyed by thread, owner and incarnation: a stream of a thread that was deleted and
  * created again under the same id (by anyone) never reads the new thread's rows; its read finds
@@ -112,8 +118,11 @@ export function createThreadFeeds({
     follower.wake();
   };
 
+  /** Whether a follower's queue can take another full page without passing maxQueued (an empty one always can). */
+  const hasRoom = (follower: Follower) => follower.queued === 0 || follower.queued + pageLimit.rows <= maxQueued;
+
   const readOnce = async (feed: Feed) => {
-    const followers = [...feed.followers];
+    let followers = [...feed.followers].filter((follower) => !follower.lagging);
     if (followers.length === 0) return;
     let from = Math.min(...followers.map((follower) => follower.last));
     for (;;) {
@@ -129,7 +138,12 @@ export function createThreadFeeds({
         if (fresh) deliver(follower, { frames: fresh });
       }
       if (!full) return;
-      from = page.lastId;
+      // A backlog is read as fast as its followers take it, not as fast as the database gives it:
+      // one without room for the next page gets it once its queue has drained (take).
+      for (const follower of followers) if (!hasRoom(follower)) follower.lagging = true;
+      followers = followers.filter((follower) => !follower.lagging && !follower.done);
+      if (followers.length === 0) return;
+      from = Math.min(...followers.map((follower) => follower.last));
     }
   };
 
@@ -205,9 +219,18 @@ export function createThreadFeeds({
         feed = created;
       }
       const joined = feed;
-      const follower: Follower = { last: afterId, queue: [], queued: 0, wake: () => undefined, done: false };
+      const follower: Follower = {
+        last: afterId,
+        queue: [],
+        queued: 0,
+        wake: () => undefined,
+        done: false,
+        lagging: false,
+      };
       // Queued before joining: a read of the feed meanwhile hands this follower only what comes after.
       if (first.page) deliver(follower, { frames: first.page });
+      // A backlog longer than the first page is read on once that page is taken.
+      follower.lagging = first.full;
       joined.followers.add(follower);
       try {
         await joined.listening;
@@ -217,11 +240,15 @@ export function createThreadFeeds({
       } finally {
         stopListening();
       }
-      // The feed reads on only when the backlog is longer than a page or something committed since the first read.
-      if (missed || first.full) void read(joined);
+      // The feed reads on only when something committed since the first read (or, once its first page is taken, the backlog is longer).
+      if (missed) void read(joined);
       const take = (): FeedDelivery | undefined => {
         const delivery = follower.queue.shift();
         if (delivery && "frames" in delivery) follower.queued -= delivery.frames.count;
+        if (follower.lagging && follower.queue.length === 0 && !follower.done) {
+          follower.lagging = false;
+          void read(joined);
+        }
         return delivery ?? (follower.done || events.closed ? { closed: true } : undefined);
       };
       return {
