@@ -14,7 +14,7 @@ import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.
 import { execute, executeFailureHandler } from "./helpers/engine.js";
 import { gate } from "./helpers/model-server.js";
 import { scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
-import { asUser, createTestApp, headersFor, type SentEvent } from "./helpers/http.js";
+import { asUser, createTestApp, headersFor, listen, type SentEvent } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -409,6 +409,44 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     expect(response.status).toBe(503);
     expect(response.headers.get("retry-after")).toBe("5");
     expect(events.subscriptions).toBe(subscribed);
+  });
+});
+
+describe("a UI message stream whose database read fails", () => {
+  it("ends with the documented error chunk only: no database words, and every data line a chunk useChat can parse", async () => {
+    const server = await listen(app.fetch);
+    const threadId = randomUUID();
+    try {
+      const response = await fetch(`${server.url}/api/ui/chat`, {
+        method: "POST",
+        headers: await headersFor("user-1"),
+        body: JSON.stringify({ id: threadId, messages: [userMessage("Hi")], trigger: "submit-message" }),
+      });
+      expect(response.status).toBe(200);
+      // The stream waits for its run (none starts here); its next read fails, as when the database does.
+      await bed.db.pool.query("ALTER TABLE turns RENAME TO turns_away");
+      try {
+        await bed.db.pool.query("SELECT pg_notify('threadline_events', $1)", [`${threadId} 1`]);
+        const text = await response.text();
+        expect(text).not.toMatch(/turns_away|does not exist/);
+        expect(
+          text
+            .split("\n\n")
+            .filter((frame) => frame !== "")
+            .map((frame) => JSON.parse(frame.replace(/^data: /, ""))),
+        ).toEqual([
+          {
+            type: "error",
+            errorText:
+              "The stream was interrupted: resume it (GET /api/ui/chat/:threadId/stream) or reload the thread.",
+          },
+        ]);
+      } finally {
+        await bed.db.pool.query("ALTER TABLE turns_away RENAME TO turns");
+      }
+    } finally {
+      await server.close();
+    }
   });
 });
 

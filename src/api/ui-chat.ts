@@ -388,53 +388,49 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
   ) {
     c.header(UI_STREAM_HEADER, "v1");
     const ownerId = callerId(c);
-    return streamSSE(
-      c,
-      async (stream) => {
-        let translator: UiMessageStream | undefined;
-        let last = from;
-        try {
-          await follower.follow(stream, heartbeatMs, async () => {
-            if (!translator) {
-              const run = await findRun();
-              // Not started yet, or never will be: its thread was deleted meanwhile (or before).
-              if (!run && (await isDeletedThread(db, threadId))) return endDeleted(stream, threadId);
-              if (!run) return false;
-              translator = new UiMessageStream(run);
-              await write(stream, translator.start());
-            }
-            const rows = [];
-            for (;;) {
-              const page = await readRunEventsAfter(db, {
-                threadId,
-                ownerId,
-                runId: translator.run.runId,
-                afterId: last,
-                limit: EVENT_PAGE_SIZE,
-              });
-              if (!page.present) return endDeleted(stream, threadId);
-              rows.push(...page.events);
-              last = page.events.at(-1)?.id ?? last;
-              if (page.events.length < EVENT_PAGE_SIZE) break;
-            }
-            await write(stream, translator.push(rows));
-            if (translator.awaitingApproval) {
-              await write(stream, translator.pauseForApproval());
-              await stream.writeSSE({ data: "[DONE]" });
-              return true;
-            }
-            if (!translator.ending) return false;
-            const stored = translator.needsStoredAnswer ? await storedAnswer(translator.run, callerId(c)) : undefined;
-            await write(stream, translator.finish(stored));
+    return streamSSE(c, async (stream) => {
+      let translator: UiMessageStream | undefined;
+      let last = from;
+      try {
+        await follower.follow(stream, heartbeatMs, async () => {
+          if (!translator) {
+            const run = await findRun();
+            // Not started yet, or never will be: its thread was deleted meanwhile (or before).
+            if (!run && (await isDeletedThread(db, threadId))) return endDeleted(stream, threadId);
+            if (!run) return false;
+            translator = new UiMessageStream(run);
+            await write(stream, translator.start());
+          }
+          const rows = [];
+          for (;;) {
+            const page = await readRunEventsAfter(db, {
+              threadId,
+              ownerId,
+              runId: translator.run.runId,
+              afterId: last,
+              limit: EVENT_PAGE_SIZE,
+            });
+            if (!page.present) return endDeleted(stream, threadId);
+            rows.push(...page.events);
+            last = page.events.at(-1)?.id ?? last;
+            if (page.events.length < EVENT_PAGE_SIZE) break;
+          }
+          await write(stream, translator.push(rows));
+          if (translator.awaitingApproval) {
+            await write(stream, translator.pauseForApproval());
             await stream.writeSSE({ data: "[DONE]" });
             return true;
-          });
-        } finally {
-          slot.release();
-        }
-      },
-      async (error, stream) => {
+          }
+          if (!translator.ending) return false;
+          const stored = translator.needsStoredAnswer ? await storedAnswer(translator.run, callerId(c)) : undefined;
+          await write(stream, translator.finish(stored));
+          await stream.writeSSE({ data: "[DONE]" });
+          return true;
+        });
+      } catch (error) {
         // Headers are sent: the client is told, and resumes with GET /api/ui/chat/:threadId/stream.
+        // Caught here, not by streamSSE's onError, after which hono sends the error's own message
+        // as an event too: the database's words, and a data line useChat cannot parse.
         logger.error({ err: error, threadId }, "UI message stream failed");
         await write(stream, [
           {
@@ -443,8 +439,10 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
               "The stream was interrupted: resume it (GET /api/ui/chat/:threadId/stream) or reload the thread.",
           },
         ]);
-      },
-    );
+      } finally {
+        slot.release();
+      }
+    });
   }
 
   /** The answer the run stored (or found, skipped): its texts, one per stored result, and its tool calls' outputs. */
