@@ -1,6 +1,8 @@
+import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import type { Hono } from "hono";
+import pg from "pg";
 import { SSEStreamingApi } from "hono/streaming";
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { afterAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { eventRoutes } from "../src/api/events.js";
 import type { AuthEnv } from "../src/auth/identity.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
@@ -301,6 +303,76 @@ describe("GET /api/threads/:threadId/events", () => {
     await events.close();
     await stream.waitForEnd();
     expect(events.closed).toBe(true);
+  });
+});
+
+/**
+ * A TCP proxy to the test database: `partition()` stops carrying bytes on the connections open
+ * now, both ways, without closing them (a network that drops packets, a NAT that forgot the
+ * connection); later connections are carried.
+ */
+async function partitionableProxy(target: URL) {
+  const open = new Set<{ client: Socket; upstream: Socket }>();
+  const all: Socket[] = [];
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port || 5432), target.hostname);
+    const pair = { client, upstream };
+    open.add(pair);
+    all.push(client, upstream);
+    client.pipe(upstream);
+    upstream.pipe(client);
+    const gone = () => {
+      open.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("error", gone).on("close", gone);
+    upstream.on("error", gone).on("close", gone);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = new URL(target);
+  url.host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url: url.toString(),
+    partition: () => {
+      for (const { client, upstream } of open) {
+        client.unpipe(upstream).pause();
+        upstream.unpipe(client).pause();
+      }
+      open.clear();
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of all) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe("a LISTEN connection that goes silent", () => {
+  it("is found dead and replaced: a stream following the thread gets what was written meanwhile", async () => {
+    const proxy = await partitionableProxy(new URL(bed.db.url));
+    // The notifier's connection goes through the proxy; the app's reads do not.
+    const listenPool = new pg.Pool({ connectionString: proxy.url });
+    const events = createEventNotifier(listenPool, { pingMs: 200 });
+    onTestFinished(async () => {
+      await proxy.close();
+      await events.close();
+      await listenPool.end();
+    });
+    const { app } = createTestApp(bed.db.pool, { events });
+    const server = await listen(app.fetch);
+    servers.push(server);
+    const threadId = await newThread();
+    const stream = await openEventStream({ request: (path, init) => fetch(`${server.url}${path}`, init) }, threadId);
+    await write(threadId, "before going silent");
+    await stream.waitFor(1);
+
+    proxy.partition();
+    await write(threadId, "while silent");
+    await stream.waitFor(2);
+    expect(stream.received.map((e) => e.data.delta)).toEqual(["before going silent", "while silent"]);
+    await stream.close();
   });
 });
 
