@@ -112,6 +112,12 @@ export function eventRoutes({ feeds, slots }: ApiDeps & StreamDeps, heartbeatMs 
         slot.release();
         throw error;
       }
+      // HEAD (which hono answers with this handler): what a GET would answer, with no stream to hold.
+      if (c.req.method === "HEAD") {
+        follower.close();
+        slot.release();
+        return c.body(null, 200, HEAD_HEADERS);
+      }
       const events = eventSource(follower, slot, threadId, heartbeatMs);
       // Served by @hono/node-server: written to Node's response directly (writeEvents).
       const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
@@ -128,6 +134,12 @@ const SSE_HEADERS = {
   "Content-Type": "text/event-stream",
   "Cache-Control": "no-cache",
   Connection: "keep-alive",
+};
+
+/** What a HEAD of a stream route answers: the stream's headers, without those of its chunked body. */
+export const HEAD_HEADERS = {
+  "Content-Type": SSE_HEADERS["Content-Type"],
+  "Cache-Control": SSE_HEADERS["Cache-Control"],
 };
 
 /** One Server-Sent Event as hono's writeSSE writes it (each line of `data` on its own data line). */

@@ -33,7 +33,7 @@ import {
 import { recordDecision } from "./approvals.js";
 import type { ApiDeps, StreamDeps } from "./deps.js";
 import { badRequest } from "./errors.js";
-import { EVENT_PAGE_SIZE, HEARTBEAT_MS, takeStreamSlot } from "./events.js";
+import { EVENT_PAGE_SIZE, HEAD_HEADERS, HEARTBEAT_MS, takeStreamSlot } from "./events.js";
 import { apiErrors } from "./openapi.js";
 import { sendChatMessage, sendEdit, sendRegenerate } from "./send-message.js";
 import { validate } from "./validate.js";
@@ -210,6 +210,8 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
         const found = await runningTurn(db, threadId);
         const running = found?.ownerId === callerId(c) ? found.running : null;
         if (!running) return c.body(null, 204);
+        // HEAD: hono would drop the stream's body unread, and the stream would hold its slot for good.
+        if (c.req.method === "HEAD") return c.body(null, 200, { ...HEAD_HEADERS, [UI_STREAM_HEADER]: "v1" });
         const slot = takeStreamSlot(slots, callerId(c));
         // Subscribed before the first read of the run's events: nothing written meanwhile is missed.
         const follower = await followThread(events, threadId).catch((error: unknown) => {
