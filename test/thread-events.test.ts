@@ -180,6 +180,56 @@ describe("GET /api/threads/:threadId/events", () => {
     await until(() => events.subscriptions === 0);
   });
 
+  it("a client that stops reading a busy thread is let go before its rows fill the server's memory, and resumes whole", async () => {
+    const events = createEventNotifier(bed.db.pool);
+    notifiers.push(events);
+    const feeds = createThreadFeeds({
+      db: bed.db.pool,
+      events,
+      pageLimit: { rows: 100, bytes: 512 * 1024 },
+      maxQueuedBytes: 1024 * 1024,
+    });
+    const slots = createStreamSlots({ perUser: 10, perProcess: 10 });
+    const routes = eventRoutes({ db: bed.db.pool, sendEvent: async () => ({ ids: [] }), events, feeds, slots });
+    const server = await listen(routesAs("user-1", "/api/threads", routes).fetch);
+    servers.push(server);
+    const http = { request: (path: string, init?: RequestInit) => fetch(`${server.url}${path}`, init) };
+    const threadId = await newThread();
+    const stalled = await fetch(`${server.url}/api/threads/${threadId}/events`);
+    expect(stalled.status).toBe(200);
+
+    // 40 rows of 256 KiB, far fewer rows than the queue bound: their bytes, past what the sockets
+    // hold, wait for a client that reads nothing.
+    const big = "y".repeat(256 * 1024);
+    for (let n = 0; n < 40; n += 1)
+      await appendEvents(bed.db.pool, {
+        threadId,
+        runId: "big-writer",
+        attempt: 0,
+        events: [{ key: `big-${n}`, event: "text.delta", data: { partId: "p", messageId: "m", delta: big } }],
+      });
+    await until(() => slots.open("user-1") === 0);
+
+    // What it had been sent before it was let go arrives, in order, and a resume brings the rest.
+    const reader = stalled.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    for (;;) {
+      const read = await reader.read().catch(() => ({ done: true as const, value: undefined }));
+      if (read.done) break;
+      text += decoder.decode(read.value, { stream: true });
+    }
+    const sent = text
+      .split("\n\n")
+      .slice(0, -1)
+      .map((frame) => Number(frame.slice(frame.lastIndexOf("\nid: ") + 5)));
+    expect(sent).toEqual(sent.map((_, i) => i + 1));
+    const resumed = await openEventStream(http, threadId, { lastEventId: sent.length });
+    await resumed.waitFor(40 - sent.length);
+    expectConsecutive(resumed.received, sent.length + 1);
+    await resumed.close();
+  });
+
   it("two app instances on one database both deliver an event written by either", async () => {
     const one = appInstance();
     const two = appInstance();
@@ -229,6 +279,7 @@ describe("GET /api/threads/:threadId/events", () => {
         next: async () => ({ failed: failure }),
         take: () => ({ failed: failure }),
         close: () => undefined,
+        whenBehind: () => undefined,
       }),
     };
     const events = createEventNotifier(bed.db.pool);
