@@ -156,7 +156,8 @@ export function createThreadFeeds({
       const { present, page, full } = await readOwnedEventFrames(db, feed.thread, from, pageLimit);
       if (!present) {
         feed.gone = true;
-        for (const follower of followers) deliver(follower, { deleted: true });
+        // Every follower, those this read passed by too: no read of the feed follows.
+        for (const follower of feed.followers) deliver(follower, { deleted: true });
         return;
       }
       if (!page) return;
