@@ -427,6 +427,27 @@ describe("a LISTEN connection that goes silent", () => {
   });
 });
 
+describe("a notifier closed while its LISTEN connection is silent", () => {
+  it("closes, ending its streams, without waiting for the dead connection's goodbye", async () => {
+    const proxy = await partitionableProxy(new URL(bed.db.url));
+    const listenPool = new pg.Pool({ connectionString: proxy.url });
+    const events = createEventNotifier(listenPool);
+    onTestFinished(async () => {
+      await proxy.close();
+      await listenPool.end();
+    });
+    const { app } = createTestApp(bed.db.pool, { events });
+    const threadId = await newThread();
+    const stream = await openEventStream(app, threadId);
+    await write(threadId, "before the shutdown");
+    await stream.waitFor(1);
+
+    proxy.partition();
+    await events.close();
+    await stream.waitForEnd();
+  });
+});
+
 describe("the thread event log", () => {
   it("a chat turn logs AgentKit's chunks and ends with stream.ended; running every step again (same run) adds nothing", async () => {
     const chatTurn = createChatTurn({ db: bed.db.pool, model: scriptedModel(bed.model), eventLog: true });

@@ -36,6 +36,9 @@ const RECONNECT_DELAYS_MS = [100, 500, 1_000, 5_000];
  */
 const PING_MS = 15_000;
 
+/** How long close() waits for the LISTEN connection's end. */
+const CLOSE_WAIT_MS = 1_000;
+
 /**
  * One LISTEN connection per process, shared by every subscriber: opened on the first subscribe,
  * reconnected (with backoff) when it drops or stops answering its ping (every `pingMs`), closed by
@@ -180,7 +183,16 @@ export function createEventNotifier(db: pg.Pool, { pingMs = PING_MS }: { pingMs?
       client = null;
       await listening?.catch(() => undefined);
       wakeAll();
-      await open?.end().catch(() => undefined);
+      if (!open) return;
+      // A dead connection never answers its goodbye: shutting down waits for it a moment at most.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        open.end().catch(() => undefined),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, CLOSE_WAIT_MS);
+        }),
+      ]);
+      clearTimeout(timer);
     },
   };
 }
