@@ -198,10 +198,10 @@ describe("GET /api/threads/:threadId/events", () => {
     const stalled = await fetch(`${server.url}/api/threads/${threadId}/events`);
     expect(stalled.status).toBe(200);
 
-    // 40 rows of 256 KiB, far fewer rows than the queue bound: their bytes, past what the sockets
+    // 64 rows of 256 KiB, far fewer rows than the queue bound: their bytes, past what the sockets
     // hold, wait for a client that reads nothing.
     const big = "y".repeat(256 * 1024);
-    for (let n = 0; n < 40; n += 1)
+    for (let n = 0; n < 64; n += 1)
       await appendEvents(bed.db.pool, {
         threadId,
         runId: "big-writer",
@@ -225,7 +225,7 @@ describe("GET /api/threads/:threadId/events", () => {
       .map((frame) => Number(frame.slice(frame.lastIndexOf("\nid: ") + 5)));
     expect(sent).toEqual(sent.map((_, i) => i + 1));
     const resumed = await openEventStream(http, threadId, { lastEventId: sent.length });
-    await resumed.waitFor(40 - sent.length);
+    await resumed.waitFor(64 - sent.length);
     expectConsecutive(resumed.received, sent.length + 1);
     await resumed.close();
   });
