@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessageChunk } from "ai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { chooseModel } from "../src/agents/model.js";
 import { readEnvironment } from "../src/config.js";
 import { chatMessageEventId } from "../src/api/send-message.js";
@@ -10,11 +10,14 @@ import { appendEvents } from "../src/history/events.js";
 import { clientMessageId } from "../src/history/ids.js";
 import { beginTurn } from "../src/history/store.js";
 import { cancelTurn } from "../src/history/turns.js";
+import { uiChatRoutes } from "../src/api/ui-chat.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
+import { createStreamSlots } from "../src/stream/stream-slots.js";
+import { createThreadFeeds } from "../src/stream/thread-feeds.js";
 import { execute, executeFailureHandler } from "./helpers/engine.js";
 import { gate } from "./helpers/model-server.js";
 import { scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
-import { asUser, createTestApp, headersFor, listen, type SentEvent } from "./helpers/http.js";
+import { asUser, createTestApp, headersFor, listen, routesAs, type SentEvent } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -447,6 +450,47 @@ describe("a UI message stream whose database read fails", () => {
     } finally {
       await server.close();
     }
+  });
+});
+
+describe("a UI message stream whose client stops reading", () => {
+  it("is let go once its writes have waited two heartbeats, freeing its slot", async () => {
+    const slots = createStreamSlots({ perUser: 1, perProcess: 10 });
+    const posted: SentEvent[] = [];
+    const routes = uiChatRoutes(
+      {
+        db: bed.db.pool,
+        sendEvent: async (event) => {
+          posted.push(event as SentEvent);
+          return { ids: ["evt-stalled"] };
+        },
+        events,
+        feeds: createThreadFeeds({ db: bed.db.pool, events }),
+        slots,
+      },
+      100,
+    );
+    const server = await listen(routesAs("user-1", "/api/ui/chat", routes).fetch);
+    onTestFinished(() => server.close());
+    const threadId = randomUUID();
+    const stalled = await fetch(`${server.url}/api/ui/chat`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ id: threadId, messages: [userMessage("Tell me everything")], trigger: "submit-message" }),
+    });
+    expect(stalled.status).toBe(200);
+    const runId = `run-${randomUUID()}`;
+    await beginTurn(bed.db.pool, {
+      threadId,
+      userId: "user-1",
+      message: { id: posted[0]!.data.messageId as string, text: "Tell me everything" },
+      turn: { runId, kind: "chat" },
+    });
+    // 16 MB of answer for a client that reads nothing: past what the sockets between them hold.
+    const big = "z".repeat(256 * 1024);
+    for (let n = 0; n < 64; n += 1) await writeDeltas(threadId, runId, 0, n, big);
+    await until(() => slots.open("user-1") === 0);
+    await stalled.body!.cancel().catch(() => undefined);
   });
 });
 

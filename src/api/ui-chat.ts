@@ -1,3 +1,4 @@
+import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { describeRoute, resolver } from "hono-openapi";
@@ -390,9 +391,24 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
   ) {
     c.header(UI_STREAM_HEADER, "v1");
     const ownerId = callerId(c);
+    // Served by @hono/node-server: its response, to cut when the client stops reading.
+    const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
     return streamSSE(c, async (stream) => {
       let translator: UiMessageStream | undefined;
       let last = from;
+      // A client that stops reading blocks every write, heartbeats too, and the stream keeps its
+      // slot for good: a socket full for two heartbeats without draining once is cut (the client
+      // resumes). A slow client drains now and then, and keeps its stream.
+      let full = 0;
+      const drained = () => {
+        full = 0;
+      };
+      outgoing?.on("drain", drained);
+      const stalled = setInterval(() => {
+        full = outgoing?.writableNeedDrain ? full + 1 : 0;
+        if (full >= 2) outgoing?.destroy();
+      }, heartbeatMs);
+      stalled.unref();
       try {
         await follower.follow(stream, heartbeatMs, async () => {
           if (!translator) {
@@ -442,6 +458,8 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
           },
         ]);
       } finally {
+        clearInterval(stalled);
+        outgoing?.off("drain", drained);
         slot.release();
       }
     });
