@@ -197,6 +197,41 @@ describe("a relay that has followed many threads", () => {
   });
 });
 
+describe("a relay whose LISTEN connection drops", () => {
+  it("publishes what threads it did not hold got while the connection was down, once it is back", async () => {
+    const events = createEventNotifier(bed.db.pool);
+    const fake = fakeRealtime();
+    const relay = await startRealtimeRelay({ db: bed.db.pool, events, publisher: fake.publisher });
+    const held = await threadOf("mia");
+    await write(held, "held-1");
+    await until(() => fake.published.length === 1);
+    await relay.idle();
+    const quiet = await threadOf("ned");
+
+    // The connection is gone (waited for) before the writes, and comes back 100 ms later at the
+    // earliest: their notifications are lost, and only the reconnect can tell the relay.
+    await bed.db.pool.query(
+      "SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE query = 'LISTEN threadline_events' AND datname = current_database()",
+    );
+    await write(quiet, "ned-1");
+    const created = await threadOf("olga");
+    await write(created, "olga-1");
+    await write(held, "held-2");
+
+    // The reconnect is seen: the held thread's row is published.
+    await until(() => fake.published.some((p) => p.chunk.data.delta === "held-2"));
+    await relay.idle();
+    expect(fake.published.map((p) => [p.channel, p.chunk.data.delta]).sort()).toEqual([
+      ["user:mia", "held-1"],
+      ["user:mia", "held-2"],
+      ["user:ned", "ned-1"],
+      ["user:olga", "olga-1"],
+    ]);
+    await relay.close();
+    await events.close();
+  });
+});
+
 describe("Inngest realtime through the app's Inngest client (its HTTP calls answered by a stand-in)", () => {
   it("publishes a chunk to user:<id>, topic agent_stream, and asks for a token of the caller's channel and that topic only", async () => {
     const calls: { url: URL; body: unknown }[] = [];

@@ -1,5 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import pg from "pg";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
+import { appendEvents } from "../src/history/events.js";
+import { createEventNotifier } from "../src/stream/notifier.js";
+import { createThreadFeeds } from "../src/stream/thread-feeds.js";
 import { startLiveApp, type LiveApp } from "./helpers/live-app.js";
 import { gate } from "./helpers/model-server.js";
 import { openEventStream } from "./helpers/sse.js";
@@ -124,5 +128,45 @@ describe("streams stay the owner's", () => {
       { type: "abort", reason: "thread.deleted" },
       { type: "finish", finishReason: "other", messageMetadata: { status: "deleted" } },
     ]);
+  });
+});
+
+describe("a thread's feed", () => {
+  it("ends a follower waiting to read on its backlog when a read that began before it asked finds the thread deleted", async () => {
+    const events = createEventNotifier(bed.db.pool);
+    // The feed's reads go through one connection, which the test holds: a read can be kept in flight.
+    const reads = new pg.Pool({ connectionString: bed.db.url, max: 1 });
+    onTestFinished(async () => {
+      await events.close();
+      await reads.end();
+    });
+    const feeds = createThreadFeeds({ db: reads, events, pageLimit: { rows: 2, bytes: 1024 * 1024 } });
+    const threadId = randomUUID();
+    await bed.db.pool.query("INSERT INTO threads (id, user_id) VALUES ($1, 'ada')", [threadId]);
+    await appendEvents(bed.db.pool, {
+      threadId,
+      runId: "feed-writer",
+      attempt: 0,
+      events: [1, 2, 3, 4, 5].map((n) => ({
+        key: `${n}`,
+        event: "title.changed",
+        data: { title: `T${n}`, titleSource: "user" },
+      })),
+    });
+    // A replay longer than its first page: the rest is read once that page is taken.
+    const behind = (await feeds.follow({ threadId, userId: "ada", afterId: 0 }))!;
+    const live = (await feeds.follow({ threadId, userId: "ada", afterId: 5 }))!;
+
+    const held = await reads.connect();
+    await bed.db.pool.query("DELETE FROM threads WHERE id = $1", [threadId]);
+    // The deletion's wake-up read waits for the connection; the first page is taken meanwhile.
+    while (reads.waitingCount === 0) await new Promise((resolve) => setTimeout(resolve, 5));
+    expect(behind.take()).toMatchObject({ frames: { firstId: 1, lastId: 2 } });
+    held.release();
+
+    expect(await live.next(5_000)).toEqual({ deleted: true });
+    expect(await behind.next(5_000)).toEqual({ deleted: true });
+    behind.close();
+    live.close();
   });
 });

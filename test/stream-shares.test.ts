@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { afterAll, describe, expect, it } from "vitest";
 import { appendEvents } from "../src/history/events.js";
 import * as eventsSql from "../src/history/events-sql.js";
+import { beginTurn } from "../src/history/store.js";
 import { createThread } from "../src/history/threads.js";
 import { createEventNotifier } from "../src/stream/notifier.js";
 import type { StreamLimits } from "../src/stream/stream-slots.js";
@@ -66,6 +67,29 @@ describe("fair shares of the live streams", () => {
     }
     expect(again.response.status).toBe(200);
     await Promise.all([...open.slice(1), bobs, again].map((stream) => stream.close()));
+  });
+
+  it("HEAD of a stream route answers the stream's headers and holds no stream: the caller's next stream is not refused", async () => {
+    const { http } = await listeningApp({ perUser: 1, perProcess: 100 });
+    const headers = await headersFor("cy");
+    const threadId = await newThread("cy");
+    const running = randomUUID();
+    await beginTurn(bed.db.pool, {
+      threadId: running,
+      userId: "cy",
+      message: { id: randomUUID(), text: "Hi" },
+      turn: { runId: `run-${randomUUID()}`, kind: "chat" },
+    });
+    for (const path of [`/api/ui/chat/${running}/stream`, `/api/threads/${threadId}/events`]) {
+      for (let n = 0; n < 3; n += 1) {
+        const head = await http.request(path, { method: "HEAD", headers });
+        expect([head.status, head.headers.get("content-type")]).toEqual([200, "text/event-stream"]);
+      }
+    }
+    // One stream a user: a HEAD that held one would refuse this.
+    const stream = await openEventStream(http, threadId, { userId: "cy" });
+    expect(stream.response.status).toBe(200);
+    await stream.close();
   });
 
   it("the process's cap holds across users", async () => {

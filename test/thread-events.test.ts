@@ -1,6 +1,8 @@
+import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import type { Hono } from "hono";
+import pg from "pg";
 import { SSEStreamingApi } from "hono/streaming";
-import { afterAll, describe, expect, it, vi } from "vitest";
+import { afterAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { eventRoutes } from "../src/api/events.js";
 import type { AuthEnv } from "../src/auth/identity.js";
 import { createChatTurn } from "../src/functions/chat-turn.js";
@@ -136,6 +138,100 @@ describe("GET /api/threads/:threadId/events", () => {
     await until(() => events.subscriptions === 0);
   });
 
+  it("a reconnect whose backlog is many pages reaches a client that reads at its own pace whole, and the stream stays open", async () => {
+    const { app, events } = appInstance();
+    const server = await listen(app.fetch);
+    servers.push(server);
+    const threadId = await newThread();
+    // 12 MB of streamed text: more than the socket buffers between server and client hold, three pages.
+    const rows = 12_000;
+    for (let batch = 0; batch < rows / 1_000; batch += 1)
+      await write(threadId, ...Array.from({ length: 1_000 }, (_, i) => `${batch}-${i} ${"x".repeat(1_000)}`));
+
+    const controller = new AbortController();
+    const response = await fetch(`${server.url}/api/threads/${threadId}/events`, {
+      headers: await headersFor("user-1"),
+      signal: controller.signal,
+    });
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    const ids: number[] = [];
+    let pending = "";
+    let ended = false;
+    let unpaused = 0;
+    while (ids.length < rows) {
+      const { done, value } = await reader.read();
+      if (done) {
+        ended = true;
+        break;
+      }
+      pending += decoder.decode(value, { stream: true });
+      const frames = pending.split("\n\n");
+      pending = frames.pop()!;
+      for (const frame of frames) ids.push(Number(frame.slice(frame.lastIndexOf("\nid: ") + 5)));
+      // A client on a slower network than loopback (~12 MB/s): the server writes faster than it reads.
+      unpaused += value.length;
+      if (unpaused < 128 * 1024) continue;
+      unpaused = 0;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    controller.abort();
+    await reader.cancel().catch(() => undefined);
+    expect({ ended, received: ids.length }).toEqual({ ended: false, received: rows });
+    expect(ids).toEqual(ids.map((_, i) => i + 1));
+    await until(() => events.subscriptions === 0);
+  });
+
+  it("a client that stops reading a busy thread is let go before its rows fill the server's memory, and resumes whole", async () => {
+    const events = createEventNotifier(bed.db.pool);
+    notifiers.push(events);
+    const feeds = createThreadFeeds({
+      db: bed.db.pool,
+      events,
+      pageLimit: { rows: 100, bytes: 512 * 1024 },
+      maxQueuedBytes: 1024 * 1024,
+    });
+    const slots = createStreamSlots({ perUser: 10, perProcess: 10 });
+    const routes = eventRoutes({ db: bed.db.pool, sendEvent: async () => ({ ids: [] }), events, feeds, slots });
+    const server = await listen(routesAs("user-1", "/api/threads", routes).fetch);
+    servers.push(server);
+    const http = { request: (path: string, init?: RequestInit) => fetch(`${server.url}${path}`, init) };
+    const threadId = await newThread();
+    const stalled = await fetch(`${server.url}/api/threads/${threadId}/events`);
+    expect(stalled.status).toBe(200);
+
+    // 64 rows of 256 KiB, far fewer rows than the queue bound: their bytes, past what the sockets
+    // hold, wait for a client that reads nothing.
+    const big = "y".repeat(256 * 1024);
+    for (let n = 0; n < 64; n += 1)
+      await appendEvents(bed.db.pool, {
+        threadId,
+        runId: "big-writer",
+        attempt: 0,
+        events: [{ key: `big-${n}`, event: "text.delta", data: { partId: "p", messageId: "m", delta: big } }],
+      });
+    await until(() => slots.open("user-1") === 0);
+
+    // What it had been sent before it was let go arrives, in order, and a resume brings the rest.
+    const reader = stalled.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = "";
+    for (;;) {
+      const read = await reader.read().catch(() => ({ done: true as const, value: undefined }));
+      if (read.done) break;
+      text += decoder.decode(read.value, { stream: true });
+    }
+    const sent = text
+      .split("\n\n")
+      .slice(0, -1)
+      .map((frame) => Number(frame.slice(frame.lastIndexOf("\nid: ") + 5)));
+    expect(sent).toEqual(sent.map((_, i) => i + 1));
+    const resumed = await openEventStream(http, threadId, { lastEventId: sent.length });
+    await resumed.waitFor(64 - sent.length);
+    expectConsecutive(resumed.received, sent.length + 1);
+    await resumed.close();
+  });
+
   it("two app instances on one database both deliver an event written by either", async () => {
     const one = appInstance();
     const two = appInstance();
@@ -185,6 +281,7 @@ describe("GET /api/threads/:threadId/events", () => {
         next: async () => ({ failed: failure }),
         take: () => ({ failed: failure }),
         close: () => undefined,
+        whenBehind: () => undefined,
       }),
     };
     const events = createEventNotifier(bed.db.pool);
@@ -259,6 +356,97 @@ describe("GET /api/threads/:threadId/events", () => {
     await events.close();
     await stream.waitForEnd();
     expect(events.closed).toBe(true);
+  });
+});
+
+/**
+ * A TCP proxy to the test database: `partition()` stops carrying bytes on the connections open
+ * now, both ways, without closing them (a network that drops packets, a NAT that forgot the
+ * connection); later connections are carried.
+ */
+async function partitionableProxy(target: URL) {
+  const open = new Set<{ client: Socket; upstream: Socket }>();
+  const all: Socket[] = [];
+  const server = createServer((client) => {
+    const upstream = connect(Number(target.port || 5432), target.hostname);
+    const pair = { client, upstream };
+    open.add(pair);
+    all.push(client, upstream);
+    client.pipe(upstream);
+    upstream.pipe(client);
+    const gone = () => {
+      open.delete(pair);
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("error", gone).on("close", gone);
+    upstream.on("error", gone).on("close", gone);
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const url = new URL(target);
+  url.host = `127.0.0.1:${(server.address() as AddressInfo).port}`;
+  return {
+    url: url.toString(),
+    partition: () => {
+      for (const { client, upstream } of open) {
+        client.unpipe(upstream).pause();
+        upstream.unpipe(client).pause();
+      }
+      open.clear();
+    },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of all) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe("a LISTEN connection that goes silent", () => {
+  it("is found dead and replaced: a stream following the thread gets what was written meanwhile", async () => {
+    const proxy = await partitionableProxy(new URL(bed.db.url));
+    // The notifier's connection goes through the proxy; the app's reads do not.
+    const listenPool = new pg.Pool({ connectionString: proxy.url });
+    const events = createEventNotifier(listenPool, { pingMs: 200 });
+    onTestFinished(async () => {
+      await proxy.close();
+      await events.close();
+      await listenPool.end();
+    });
+    const { app } = createTestApp(bed.db.pool, { events });
+    const server = await listen(app.fetch);
+    servers.push(server);
+    const threadId = await newThread();
+    const stream = await openEventStream({ request: (path, init) => fetch(`${server.url}${path}`, init) }, threadId);
+    await write(threadId, "before going silent");
+    await stream.waitFor(1);
+
+    proxy.partition();
+    await write(threadId, "while silent");
+    await stream.waitFor(2);
+    expect(stream.received.map((e) => e.data.delta)).toEqual(["before going silent", "while silent"]);
+    await stream.close();
+  });
+});
+
+describe("a notifier closed while its LISTEN connection is silent", () => {
+  it("closes, ending its streams, without waiting for the dead connection's goodbye", async () => {
+    const proxy = await partitionableProxy(new URL(bed.db.url));
+    const listenPool = new pg.Pool({ connectionString: proxy.url });
+    const events = createEventNotifier(listenPool);
+    onTestFinished(async () => {
+      await proxy.close();
+      await listenPool.end();
+    });
+    const { app } = createTestApp(bed.db.pool, { events });
+    const threadId = await newThread();
+    const stream = await openEventStream(app, threadId);
+    await write(threadId, "before the shutdown");
+    await stream.waitFor(1);
+
+    proxy.partition();
+    await events.close();
+    await stream.waitForEnd();
   });
 });
 

@@ -1,6 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { DefaultChatTransport, readUIMessageStream, type UIMessage, type UIMessageChunk } from "ai";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { chooseModel } from "../src/agents/model.js";
 import { readEnvironment } from "../src/config.js";
 import { chatMessageEventId } from "../src/api/send-message.js";
@@ -10,11 +10,14 @@ import { appendEvents } from "../src/history/events.js";
 import { clientMessageId } from "../src/history/ids.js";
 import { beginTurn } from "../src/history/store.js";
 import { cancelTurn } from "../src/history/turns.js";
+import { uiChatRoutes } from "../src/api/ui-chat.js";
 import { createEventNotifier, type EventNotifier } from "../src/stream/notifier.js";
+import { createStreamSlots } from "../src/stream/stream-slots.js";
+import { createThreadFeeds } from "../src/stream/thread-feeds.js";
 import { execute, executeFailureHandler } from "./helpers/engine.js";
 import { gate } from "./helpers/model-server.js";
 import { scriptedModel, threadRows, turnsOf } from "./helpers/fixtures.js";
-import { asUser, createTestApp, headersFor, type SentEvent } from "./helpers/http.js";
+import { asUser, createTestApp, headersFor, listen, routesAs, type SentEvent } from "./helpers/http.js";
 import { useTestBed } from "./helpers/test-bed.js";
 
 const bed = useTestBed();
@@ -409,6 +412,85 @@ describe("POST /api/ui/chat with useChat's transport", () => {
     expect(response.status).toBe(503);
     expect(response.headers.get("retry-after")).toBe("5");
     expect(events.subscriptions).toBe(subscribed);
+  });
+});
+
+describe("a UI message stream whose database read fails", () => {
+  it("ends with the documented error chunk only: no database words, and every data line a chunk useChat can parse", async () => {
+    const server = await listen(app.fetch);
+    const threadId = randomUUID();
+    try {
+      const response = await fetch(`${server.url}/api/ui/chat`, {
+        method: "POST",
+        headers: await headersFor("user-1"),
+        body: JSON.stringify({ id: threadId, messages: [userMessage("Hi")], trigger: "submit-message" }),
+      });
+      expect(response.status).toBe(200);
+      // The stream waits for its run (none starts here); its next read fails, as when the database does.
+      await bed.db.pool.query("ALTER TABLE turns RENAME TO turns_away");
+      try {
+        await bed.db.pool.query("SELECT pg_notify('threadline_events', $1)", [`${threadId} 1`]);
+        const text = await response.text();
+        expect(text).not.toMatch(/turns_away|does not exist/);
+        expect(
+          text
+            .split("\n\n")
+            .filter((frame) => frame !== "")
+            .map((frame) => JSON.parse(frame.replace(/^data: /, ""))),
+        ).toEqual([
+          {
+            type: "error",
+            errorText:
+              "The stream was interrupted: resume it (GET /api/ui/chat/:threadId/stream) or reload the thread.",
+          },
+        ]);
+      } finally {
+        await bed.db.pool.query("ALTER TABLE turns_away RENAME TO turns");
+      }
+    } finally {
+      await server.close();
+    }
+  });
+});
+
+describe("a UI message stream whose client stops reading", () => {
+  it("is let go once its writes have waited two heartbeats, freeing its slot", async () => {
+    const slots = createStreamSlots({ perUser: 1, perProcess: 10 });
+    const posted: SentEvent[] = [];
+    const routes = uiChatRoutes(
+      {
+        db: bed.db.pool,
+        sendEvent: async (event) => {
+          posted.push(event as SentEvent);
+          return { ids: ["evt-stalled"] };
+        },
+        events,
+        feeds: createThreadFeeds({ db: bed.db.pool, events }),
+        slots,
+      },
+      100,
+    );
+    const server = await listen(routesAs("user-1", "/api/ui/chat", routes).fetch);
+    onTestFinished(() => server.close());
+    const threadId = randomUUID();
+    const stalled = await fetch(`${server.url}/api/ui/chat`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ id: threadId, messages: [userMessage("Tell me everything")], trigger: "submit-message" }),
+    });
+    expect(stalled.status).toBe(200);
+    const runId = `run-${randomUUID()}`;
+    await beginTurn(bed.db.pool, {
+      threadId,
+      userId: "user-1",
+      message: { id: posted[0]!.data.messageId as string, text: "Tell me everything" },
+      turn: { runId, kind: "chat" },
+    });
+    // 16 MB of answer for a client that reads nothing: past what the sockets between them hold.
+    const big = "z".repeat(256 * 1024);
+    for (let n = 0; n < 64; n += 1) await writeDeltas(threadId, runId, 0, n, big);
+    await until(() => slots.open("user-1") === 0);
+    await stalled.body!.cancel().catch(() => undefined);
   });
 });
 

@@ -112,6 +112,12 @@ export function eventRoutes({ feeds, slots }: ApiDeps & StreamDeps, heartbeatMs 
         slot.release();
         throw error;
       }
+      // HEAD (which hono answers with this handler): what a GET would answer, with no stream to hold.
+      if (c.req.method === "HEAD") {
+        follower.close();
+        slot.release();
+        return c.body(null, 200, HEAD_HEADERS);
+      }
       const events = eventSource(follower, slot, threadId, heartbeatMs);
       // Served by @hono/node-server: written to Node's response directly (writeEvents).
       const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
@@ -128,6 +134,12 @@ const SSE_HEADERS = {
   "Content-Type": "text/event-stream",
   "Cache-Control": "no-cache",
   Connection: "keep-alive",
+};
+
+/** What a HEAD of a stream route answers: the stream's headers, without those of its chunked body. */
+export const HEAD_HEADERS = {
+  "Content-Type": SSE_HEADERS["Content-Type"],
+  "Cache-Control": SSE_HEADERS["Cache-Control"],
 };
 
 /** One Server-Sent Event as hono's writeSSE writes it (each line of `data` on its own data line). */
@@ -149,7 +161,13 @@ type Chunks = readonly Uint8Array[];
  * A stream's body, delivery by delivery: `next` gives the next one's chunks, or null once it has
  * ended; `take` the same at once, undefined when nothing is ready (no delivery queued).
  */
-type EventSource = { next: () => Promise<Chunks | null>; take: () => Chunks | null | undefined; end: () => void };
+type EventSource = {
+  next: () => Promise<Chunks | null>;
+  take: () => Chunks | null | undefined;
+  end: () => void;
+  /** Calls `listener` once the client fell too far behind (see FeedFollower.whenBehind). */
+  whenBehind: (listener: () => void) => void;
+};
 
 /**
  * The follower's deliveries as the response body. It never ends on its own: the client, the
@@ -194,6 +212,7 @@ function eventSource(
   };
   return {
     end,
+    whenBehind: (listener) => follower.whenBehind(listener),
     take: () => {
       if (ended) return null;
       const delivery = follower.take();
@@ -220,6 +239,12 @@ function writeEvents(events: EventSource, headers: Headers, outgoing: HttpBindin
     events.end();
   };
   outgoing.once("close", left);
+  // A client too far behind while the socket is full reads nothing: what waits for it is let go
+  // (the socket's buffers too), and it resumes with Last-Event-ID. Otherwise the stream ends as
+  // it comes to the behind delivery.
+  events.whenBehind(() => {
+    if (outgoing.writableNeedDrain) outgoing.destroy();
+  });
   // Lowercase and in order, as @hono/node-server writes a Response's headers.
   const head: Record<string, string> = {};
   for (const [name, value] of headers) head[name] = value;

@@ -1,3 +1,4 @@
+import type { HttpBindings } from "@hono/node-server";
 import type { Context } from "hono";
 import { Hono } from "hono";
 import { describeRoute, resolver } from "hono-openapi";
@@ -33,7 +34,7 @@ import {
 import { recordDecision } from "./approvals.js";
 import type { ApiDeps, StreamDeps } from "./deps.js";
 import { badRequest } from "./errors.js";
-import { EVENT_PAGE_SIZE, HEARTBEAT_MS, takeStreamSlot } from "./events.js";
+import { EVENT_PAGE_SIZE, HEAD_HEADERS, HEARTBEAT_MS, takeStreamSlot } from "./events.js";
 import { apiErrors } from "./openapi.js";
 import { sendChatMessage, sendEdit, sendRegenerate } from "./send-message.js";
 import { validate } from "./validate.js";
@@ -210,6 +211,8 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
         const found = await runningTurn(db, threadId);
         const running = found?.ownerId === callerId(c) ? found.running : null;
         if (!running) return c.body(null, 204);
+        // HEAD: hono would drop the stream's body unread, and the stream would hold its slot for good.
+        if (c.req.method === "HEAD") return c.body(null, 200, { ...HEAD_HEADERS, [UI_STREAM_HEADER]: "v1" });
         const slot = takeStreamSlot(slots, callerId(c));
         // Subscribed before the first read of the run's events: nothing written meanwhile is missed.
         const follower = await followThread(events, threadId).catch((error: unknown) => {
@@ -388,53 +391,64 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
   ) {
     c.header(UI_STREAM_HEADER, "v1");
     const ownerId = callerId(c);
-    return streamSSE(
-      c,
-      async (stream) => {
-        let translator: UiMessageStream | undefined;
-        let last = from;
-        try {
-          await follower.follow(stream, heartbeatMs, async () => {
-            if (!translator) {
-              const run = await findRun();
-              // Not started yet, or never will be: its thread was deleted meanwhile (or before).
-              if (!run && (await isDeletedThread(db, threadId))) return endDeleted(stream, threadId);
-              if (!run) return false;
-              translator = new UiMessageStream(run);
-              await write(stream, translator.start());
-            }
-            const rows = [];
-            for (;;) {
-              const page = await readRunEventsAfter(db, {
-                threadId,
-                ownerId,
-                runId: translator.run.runId,
-                afterId: last,
-                limit: EVENT_PAGE_SIZE,
-              });
-              if (!page.present) return endDeleted(stream, threadId);
-              rows.push(...page.events);
-              last = page.events.at(-1)?.id ?? last;
-              if (page.events.length < EVENT_PAGE_SIZE) break;
-            }
-            await write(stream, translator.push(rows));
-            if (translator.awaitingApproval) {
-              await write(stream, translator.pauseForApproval());
-              await stream.writeSSE({ data: "[DONE]" });
-              return true;
-            }
-            if (!translator.ending) return false;
-            const stored = translator.needsStoredAnswer ? await storedAnswer(translator.run, callerId(c)) : undefined;
-            await write(stream, translator.finish(stored));
+    // Served by @hono/node-server: its response, to cut when the client stops reading.
+    const outgoing = (c.env as Partial<HttpBindings> | undefined)?.outgoing;
+    return streamSSE(c, async (stream) => {
+      let translator: UiMessageStream | undefined;
+      let last = from;
+      // A client that stops reading blocks every write, heartbeats too, and the stream keeps its
+      // slot for good: a socket full for two heartbeats without draining once is cut (the client
+      // resumes). A slow client drains now and then, and keeps its stream.
+      let full = 0;
+      const drained = () => {
+        full = 0;
+      };
+      outgoing?.on("drain", drained);
+      const stalled = setInterval(() => {
+        full = outgoing?.writableNeedDrain ? full + 1 : 0;
+        if (full >= 2) outgoing?.destroy();
+      }, heartbeatMs);
+      stalled.unref();
+      try {
+        await follower.follow(stream, heartbeatMs, async () => {
+          if (!translator) {
+            const run = await findRun();
+            // Not started yet, or never will be: its thread was deleted meanwhile (or before).
+            if (!run && (await isDeletedThread(db, threadId))) return endDeleted(stream, threadId);
+            if (!run) return false;
+            translator = new UiMessageStream(run);
+            await write(stream, translator.start());
+          }
+          const rows = [];
+          for (;;) {
+            const page = await readRunEventsAfter(db, {
+              threadId,
+              ownerId,
+              runId: translator.run.runId,
+              afterId: last,
+              limit: EVENT_PAGE_SIZE,
+            });
+            if (!page.present) return endDeleted(stream, threadId);
+            rows.push(...page.events);
+            last = page.events.at(-1)?.id ?? last;
+            if (page.events.length < EVENT_PAGE_SIZE) break;
+          }
+          await write(stream, translator.push(rows));
+          if (translator.awaitingApproval) {
+            await write(stream, translator.pauseForApproval());
             await stream.writeSSE({ data: "[DONE]" });
             return true;
-          });
-        } finally {
-          slot.release();
-        }
-      },
-      async (error, stream) => {
+          }
+          if (!translator.ending) return false;
+          const stored = translator.needsStoredAnswer ? await storedAnswer(translator.run, callerId(c)) : undefined;
+          await write(stream, translator.finish(stored));
+          await stream.writeSSE({ data: "[DONE]" });
+          return true;
+        });
+      } catch (error) {
         // Headers are sent: the client is told, and resumes with GET /api/ui/chat/:threadId/stream.
+        // Caught here, not by streamSSE's onError, after which hono sends the error's own message
+        // as an event too: the database's words, and a data line useChat cannot parse.
         logger.error({ err: error, threadId }, "UI message stream failed");
         await write(stream, [
           {
@@ -443,8 +457,12 @@ export function uiChatRoutes(deps: ApiDeps & StreamDeps, heartbeatMs = HEARTBEAT
               "The stream was interrupted: resume it (GET /api/ui/chat/:threadId/stream) or reload the thread.",
           },
         ]);
-      },
-    );
+      } finally {
+        clearInterval(stalled);
+        outgoing?.off("drain", drained);
+        slot.release();
+      }
+    });
   }
 
   /** The answer the run stored (or found, skipped): its texts, one per stored result, and its tool calls' outputs. */

@@ -28,3 +28,8 @@ export type SelectEventsToRelayRow = {
   data: Record<string, unknown>;
   created_at: Date;
 };
+
+/** The threads with events written at or after $1 (thread_events_created_idx). */
+export const selectThreadsWrittenSince = `
+  SELECT DISTINCT thread_id FROM thread_events WHERE created_at >= $1`;
+export type SelectThreadsWrittenSinceRow = { thread_id: string };

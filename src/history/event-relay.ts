@@ -37,3 +37,9 @@ export async function readEventsToRelay(
   );
   return { thread, events };
 }
+
+/** The threads with events written at or after `since`: those a relay may have missed while it did not listen. */
+export async function threadsWrittenSince(db: pg.Pool, since: Date): Promise<string[]> {
+  const { rows } = await db.query<sql.SelectThreadsWrittenSinceRow>(sql.selectThreadsWrittenSince, [since]);
+  return rows.map((row) => row.thread_id);
+}

@@ -30,12 +30,23 @@ export type EventNotifier = {
 const RECONNECT_DELAYS_MS = [100, 500, 1_000, 5_000];
 
 /**
- * One LISTEN connection per process, shared by every subscriber: opened on the first subscribe,
- * reconnected (with backoff) when it drops, closed by close(). Notifications carry a thread id and
- * an event id only; the notifier uses the thread id to wake that thread's subscribers and nothing
- * else, so a payload never stands in for what the database holds.
+ * How often the LISTEN connection is asked to answer. A connection can die without a word (a
+ * network that drops packets, a NAT or firewall that forgot it): nothing would ever arrive on it
+ * again, and nothing would tell. One that has not answered by the next ping is given up.
  */
-export function createEventNotifier(db: pg.Pool): EventNotifier {
+const PING_MS = 15_000;
+
+/** How long close() waits for the LISTEN connection's end. */
+const CLOSE_WAIT_MS = 1_000;
+
+/**
+ * One LISTEN connection per process, shared by every subscriber: opened on the first subscribe,
+ * reconnected (with backoff) when it drops or stops answering its ping (every `pingMs`), closed by
+ * close(). Notifications carry a thread id and an event id only; the notifier uses the thread id
+ * to wake that thread's subscribers and nothing else, so a payload never stands in for what the
+ * database holds.
+ */
+export function createEventNotifier(db: pg.Pool, { pingMs = PING_MS }: { pingMs?: number } = {}): EventNotifier {
   const subscribers = new Map<string, Set<Wake>>();
   const watchers = new Set<(threadId: string | null) => void>();
   let client: pg.Client | null = null;
@@ -74,6 +85,26 @@ export function createEventNotifier(db: pg.Pool): EventNotifier {
     }
     client = next;
     failures = 0;
+    let answered = true;
+    const ping = setInterval(() => {
+      if (client !== next) return clearInterval(ping);
+      if (!answered) {
+        clearInterval(ping);
+        logger.warn("event notifier: LISTEN connection silent; reconnecting");
+        dropped(next);
+        // On a dead connection this may never finish: nothing waits for it.
+        void next.end().catch(() => undefined);
+        return;
+      }
+      answered = false;
+      next.query("SELECT 1").then(
+        () => {
+          answered = true;
+        },
+        () => undefined,
+      );
+    }, pingMs);
+    ping.unref();
   };
 
   const dropped = (which: pg.Client) => {
@@ -152,7 +183,16 @@ export function createEventNotifier(db: pg.Pool): EventNotifier {
       client = null;
       await listening?.catch(() => undefined);
       wakeAll();
-      await open?.end().catch(() => undefined);
+      if (!open) return;
+      // A dead connection never answers its goodbye: shutting down waits for it a moment at most.
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        open.end().catch(() => undefined),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, CLOSE_WAIT_MS);
+        }),
+      ]);
+      clearTimeout(timer);
     },
   };
 }

@@ -1,5 +1,5 @@
 import type pg from "pg";
-import { databaseNow, readEventsToRelay, type RelayedEvent } from "../history/event-relay.js";
+import { databaseNow, readEventsToRelay, threadsWrittenSince, type RelayedEvent } from "../history/event-relay.js";
 import { THREAD_DELETED } from "../history/thread-log.js";
 import { logger } from "../platform/logger.js";
 import type { EventNotifier } from "./notifier.js";
@@ -75,7 +75,9 @@ const RELAY_MAX_PENDING = 10_000;
  * the last event it published — so a thread's events stay in order and a busy thread delays the
  * others by one read at most. A failed publish is logged and the same events are tried again on
  * the thread's next wake-up (Inngest realtime keeps no replay; the SSE routes are the durable
- * stream). One relay per deployment: each running relay publishes every event.
+ * stream). One relay per deployment: each running relay publishes every event. A re-established
+ * LISTEN connection (notifications lost meanwhile) wakes every held thread and every thread written
+ * to since the relay forgot threads last.
  *
  * Each read is the thread's owner's: rows go to the channel of the thread that holds them, and a
  * thread that is gone (deleted), or whose id a new thread took, sends its last owner one final
@@ -115,6 +117,8 @@ export async function startRealtimeRelay({
   /** A wake-up was not queued (the queue was full): the threads it missed (marked `missed`) are queued once it drains. */
   let overflowed = false;
   let idleWaiters: (() => void)[] = [];
+  /** Reads of the threads written while the LISTEN connection was down, under way. */
+  let catchingUp = 0;
 
   const relayThread = async (threadId: string) => {
     const thread = followed.get(threadId);
@@ -150,7 +154,7 @@ export async function startRealtimeRelay({
   };
 
   const settleIdle = () => {
-    if (pending.size > 0 || active.size > 0) return;
+    if (pending.size > 0 || active.size > 0 || catchingUp > 0) return;
     const waiters = idleWaiters;
     idleWaiters = [];
     for (const resolve of waiters) resolve();
@@ -209,6 +213,23 @@ export async function startRealtimeRelay({
       schedule(threadId);
     } else {
       for (const held of followed.keys()) schedule(held);
+      // Any thread may have rows whose notification was lost, those it does not hold too: each
+      // thread written to since it started (or forgot threads) is followed from then, as on a wake-up.
+      catchingUp += 1;
+      void threadsWrittenSince(db, forgottenBefore)
+        .then((threadIds) => {
+          for (const written of threadIds) if (!followed.has(written)) wake(written);
+        })
+        .catch((error: unknown) =>
+          logger.warn(
+            { err: error },
+            "realtime relay: threads written while not listening unread; relayed on their next event",
+          ),
+        )
+        .finally(() => {
+          catchingUp -= 1;
+          settleIdle();
+        });
     }
     pump();
   };
@@ -232,7 +253,7 @@ export async function startRealtimeRelay({
   };
 
   const idle = () =>
-    pending.size === 0 && active.size === 0
+    pending.size === 0 && active.size === 0 && catchingUp === 0
       ? Promise.resolve()
       : new Promise<void>((resolve) => idleWaiters.push(resolve));
 

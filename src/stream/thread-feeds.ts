@@ -29,6 +29,11 @@ export type FeedFollower = {
   take: () => FeedDelivery | undefined;
   /** Leaves the feed (idempotent); a pending next() answers closed. */
   close: () => void;
+  /**
+   * Calls `listener` once the follower is told it is behind, at once (before its `behind`
+   * delivery is taken): a stream blocked writing to a client that stopped reading can let it go.
+   */
+  whenBehind: (listener: () => void) => void;
 };
 
 export type ThreadFeeds = {
@@ -53,13 +58,31 @@ const FEED_PAGE: PageLimit = { rows: 5_000, bytes: 4 * 1024 * 1024 };
 /** Rows a follower may have waiting unwritten before it is told it is behind (a stalled client). */
 const FEED_MAX_QUEUED = 5_000;
 
+/**
+ * Characters of frames (about bytes) a follower may have waiting unwritten before it is told it
+ * is behind: rows are of any size (a tool call's arguments, a whole part with EVENT_LOG_CHUNKS),
+ * so the row bound alone does not bound a stalled client's memory. Four pages.
+ */
+const FEED_MAX_QUEUED_BYTES = 4 * FEED_PAGE.bytes;
+
+const sizeOf = (page: EventFrames) => page.frames.reduce((size, piece) => size + piece.length, 0);
+
 type Follower = {
   /** The last row id handed to this follower. */
   last: number;
   queue: FeedDelivery[];
   queued: number;
+  /** Characters of the frames queued. */
+  queuedBytes: number;
   wake: () => void;
+  /** Called when it is told it is behind. */
+  dropped: () => void;
   done: boolean;
+  /**
+   * The log holds more rows for it than its queue had room for (a backlog longer than a page):
+   * reads pass it by until its queue has drained, then read on from its position.
+   */
+  lagging: boolean;
 };
 
 /**
@@ -68,7 +91,9 @@ type Follower = {
  * behind, scoped by the thread's owner and incarnation — whose rows are handed to every follower
  * past its own position. Reads of a thread never overlap: a wake-up during a read is one more read
  * after it. A follower's rows wait in its own queue, so a slow client delays no other; one that
- * falls FEED_MAX_QUEUED rows behind is told so and dropped (it resumes with Last-Event-ID).
+ * falls FEED_MAX_QUEUED rows (or FEED_MAX_QUEUED_BYTES) behind is told so and dropped (it resumes
+ * with Last-Event-ID; a route blocked writing to it cuts its connection: whenBehind). A
+ * backlog longer than a page (a reconnect's) is read a page at a time as its follower takes them.
  *
  * A feed is keyed by thread, owner and incarnation: a stream of a thread that was deleted and
  * created again under the same id (by anyone) never reads the new thread's rows; its read finds
@@ -79,11 +104,13 @@ export function createThreadFeeds({
   events,
   pageLimit = FEED_PAGE,
   maxQueued = FEED_MAX_QUEUED,
+  maxQueuedBytes = FEED_MAX_QUEUED_BYTES,
 }: {
   db: pg.Pool;
   events: EventNotifier;
   pageLimit?: PageLimit;
   maxQueued?: number;
+  maxQueuedBytes?: number;
 }): ThreadFeeds {
   const feeds = new Map<string, Feed>();
 
@@ -99,11 +126,15 @@ export function createThreadFeeds({
   const deliver = (follower: Follower, delivery: FeedDelivery) => {
     if (follower.done) return;
     if ("frames" in delivery) {
+      const waiting = follower.queue.length > 0;
       follower.last = delivery.frames.lastId;
       follower.queued += delivery.frames.count;
-      if (follower.queued > maxQueued) {
+      follower.queuedBytes += sizeOf(delivery.frames);
+      // A page into an empty queue is never too much (a single row may be larger than the bound).
+      if (waiting && (follower.queued > maxQueued || follower.queuedBytes > maxQueuedBytes)) {
         follower.queue = [{ behind: true }];
         follower.done = true;
+        follower.dropped();
       } else follower.queue.push(delivery);
     } else {
       follower.queue.push(delivery);
@@ -112,15 +143,21 @@ export function createThreadFeeds({
     follower.wake();
   };
 
+  /** Whether a follower's queue can take another full page without passing its bounds (an empty one always can). */
+  const hasRoom = (follower: Follower) =>
+    follower.queued === 0 ||
+    (follower.queued + pageLimit.rows <= maxQueued && follower.queuedBytes + pageLimit.bytes <= maxQueuedBytes);
+
   const readOnce = async (feed: Feed) => {
-    const followers = [...feed.followers];
+    let followers = [...feed.followers].filter((follower) => !follower.lagging);
     if (followers.length === 0) return;
     let from = Math.min(...followers.map((follower) => follower.last));
     for (;;) {
       const { present, page, full } = await readOwnedEventFrames(db, feed.thread, from, pageLimit);
       if (!present) {
         feed.gone = true;
-        for (const follower of followers) deliver(follower, { deleted: true });
+        // Every follower, those this read passed by too: no read of the feed follows.
+        for (const follower of feed.followers) deliver(follower, { deleted: true });
         return;
       }
       if (!page) return;
@@ -129,7 +166,12 @@ export function createThreadFeeds({
         if (fresh) deliver(follower, { frames: fresh });
       }
       if (!full) return;
-      from = page.lastId;
+      // A backlog is read as fast as its followers take it, not as fast as the database gives it:
+      // one without room for the next page gets it once its queue has drained (take).
+      for (const follower of followers) if (!hasRoom(follower)) follower.lagging = true;
+      followers = followers.filter((follower) => !follower.lagging && !follower.done);
+      if (followers.length === 0) return;
+      from = Math.min(...followers.map((follower) => follower.last));
     }
   };
 
@@ -205,9 +247,20 @@ export function createThreadFeeds({
         feed = created;
       }
       const joined = feed;
-      const follower: Follower = { last: afterId, queue: [], queued: 0, wake: () => undefined, done: false };
+      const follower: Follower = {
+        last: afterId,
+        queue: [],
+        queued: 0,
+        queuedBytes: 0,
+        wake: () => undefined,
+        dropped: () => undefined,
+        done: false,
+        lagging: false,
+      };
       // Queued before joining: a read of the feed meanwhile hands this follower only what comes after.
       if (first.page) deliver(follower, { frames: first.page });
+      // A backlog longer than the first page is read on once that page is taken.
+      follower.lagging = first.full;
       joined.followers.add(follower);
       try {
         await joined.listening;
@@ -217,11 +270,18 @@ export function createThreadFeeds({
       } finally {
         stopListening();
       }
-      // The feed reads on only when the backlog is longer than a page or something committed since the first read.
-      if (missed || first.full) void read(joined);
+      // The feed reads on only when something committed since the first read (or, once its first page is taken, the backlog is longer).
+      if (missed) void read(joined);
       const take = (): FeedDelivery | undefined => {
         const delivery = follower.queue.shift();
-        if (delivery && "frames" in delivery) follower.queued -= delivery.frames.count;
+        if (delivery && "frames" in delivery) {
+          follower.queued -= delivery.frames.count;
+          follower.queuedBytes -= sizeOf(delivery.frames);
+        }
+        if (follower.lagging && follower.queue.length === 0 && !follower.done) {
+          follower.lagging = false;
+          void read(joined);
+        }
         return delivery ?? (follower.done || events.closed ? { closed: true } : undefined);
       };
       return {
@@ -242,6 +302,10 @@ export function createThreadFeeds({
           }
         },
         close: () => leave(key, joined, follower),
+        whenBehind: (listener) => {
+          if (follower.queue[0] && "behind" in follower.queue[0]) listener();
+          else follower.dropped = listener;
+        },
       };
     },
   };
