@@ -499,7 +499,12 @@ describe("the subject-access export", () => {
     const user = `tampered-${randomUUID()}`;
     const own = await answeredThread(bed.db.pool, user);
     await putFeedback(bed.db.pool, { ...own, userId: user, rating: "up", comment: null });
-    await rememberFromThread(bed.db.pool, { userId: user, threadId: own.threadId, text: "Plays board games" });
+    await rememberFromThread(bed.db.pool, {
+      userId: user,
+      threadId: own.threadId,
+      messageId: own.first,
+      text: "Plays board games",
+    });
     const text = await exportOf(bed.db.pool, user);
     const scratch = await createTestDatabase();
     try {
