@@ -190,23 +190,10 @@ describe("a run skipped while it waited, cancelled before it logged the skip", (
 });
 
 describe("a regenerate whose message leaves the current path after its run loaded it, before its turn began", () => {
-  /** useChat sending `text` as message `messageId` of chat `threadId`; `edits`: the message it edits. */
-  const send = async (threadId: string, messageId: string, text: string, edits?: string) =>
-    fetch(`${bed.url}/api/ui/chat`, {
-      method: "POST",
-      headers: await headersFor(userId),
-      body: JSON.stringify({
-        id: threadId,
-        trigger: "submit-message",
-        messages: [{ id: messageId, role: "user", parts: [{ type: "text", text }] }],
-        ...(edits === undefined ? {} : { messageId: edits }),
-      }),
-    });
-
   /** Sends `text` and reads the answer's stream to its end: it must complete. */
   async function answered(threadId: string, messageId: string, text: string, answer: string, edits?: string) {
     bed.model.script({ text: answer });
-    const response = await send(threadId, messageId, text, edits);
+    const response = await bed.send(threadId, messageId, text, { edits });
     expect(response.status).toBe(200);
     const read = await within(uiChunks(response), "the answer's UI message stream ends");
     expect(read.at(-2)).toMatchObject({ type: "finish", messageMetadata: { status: "completed" } });

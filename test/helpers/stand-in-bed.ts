@@ -18,8 +18,16 @@ export type StandInBed = {
   events: EventNotifier;
   /** Where the app listens. */
   url: string;
-  /** useChat sending `text` as message `messageId` of chat `threadId` (POST /api/ui/chat, submit-message). */
-  send: (threadId: string, messageId: string, text: string, userId?: string) => Promise<Response>;
+  /**
+   * useChat sending `text` as message `messageId` of chat `threadId` (POST /api/ui/chat,
+   * submit-message), as user-1 unless `userId`; `edits`: the message it edits.
+   */
+  send: (
+    threadId: string,
+    messageId: string,
+    text: string,
+    options?: { userId?: string; edits?: string },
+  ) => Promise<Response>;
   /** The thread event rows run `runId` wrote, in order: each event and its data's status. */
   runRows: (runId: string) => Promise<{ event: string; status: string | null }[]>;
   /** The turn-cancelled run that handled run `run`'s cancellation, once it completed. */
@@ -60,7 +68,7 @@ export function useStandInBed(
     await bed.model?.close();
     await bed.db?.drop();
   });
-  bed.send = async (threadId, messageId, text, userId = "user-1") =>
+  bed.send = async (threadId, messageId, text, { userId = "user-1", edits } = {}) =>
     fetch(`${bed.url}/api/ui/chat`, {
       method: "POST",
       headers: await headersFor(userId),
@@ -68,6 +76,7 @@ export function useStandInBed(
         id: threadId,
         trigger: "submit-message",
         messages: [{ id: messageId, role: "user", parts: [{ type: "text", text }] }],
+        ...(edits === undefined ? {} : { messageId: edits }),
       }),
     });
   bed.runRows = async (runId) =>
