@@ -194,6 +194,8 @@ describe("erasure", () => {
     bed.model.script({ text: "Noted." }, { text: "OK" });
     await execute(pairTurn, event, { memo: memoBefore(failed, rememberStep), runId: failed.runId });
     expect((await bed.db.pool.query("SELECT text FROM user_memories WHERE user_id = $1", [userId])).rows).toEqual([]);
+    // Nor does the erased user's ledger come back with the calls made after the erasure.
+    expect((await bed.db.pool.query("SELECT key FROM usage_records WHERE user_id = $1", [userId])).rows).toEqual([]);
     // The model is told so: the tool's result says nothing was remembered.
     expect(JSON.stringify(bed.model.requests)).toContain("nothing was remembered");
   });

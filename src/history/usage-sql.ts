@@ -6,12 +6,18 @@
 /**
  * One model call's usage, once per attempt ($1 is the attempt's key). The answer variant is the
  * turn's, read from its row (NULL when the turn row is gone, e.g. its thread was deleted meanwhile).
+ * A call whose thread is gone and whose user has an erasure on record (user_erasures, migration
+ * 0034) is not recorded: it was made by a turn in flight when the user was erased, and the
+ * erasure deleted the user's ledger. (A user erased once, back under the same id, whose own thread
+ * is deleted while a turn runs on it, has that turn's last calls unrecorded.)
  */
 export const insertUsage = `
   INSERT INTO usage_records (key, user_id, thread_id, message_id, variant, run_id, step_id, attempt, provider, model,
     input_tokens, output_tokens, cached_tokens, reasoning_tokens, latency_ms, cost_usd, failed)
   SELECT $1, $2, $3, $4, (SELECT variant FROM turns WHERE run_id = $5), $5, $6, $7, $8, $9,
     $10, $11, $12, $13, $14, $15, $16
+  WHERE EXISTS (SELECT 1 FROM threads t WHERE t.id = $3::uuid)
+    OR NOT EXISTS (SELECT 1 FROM user_erasures e WHERE e.user_key = sha256(convert_to($2::text, 'UTF8')))
   ON CONFLICT (key) DO NOTHING`;
 /** The prepared name of insertUsage (a turn's usage step): parsed and planned once per connection. */
 export const insertUsageName = "usage.insert";
