@@ -159,6 +159,18 @@ describe("per-agent thread state", () => {
     ]);
   });
 
+  it("keeps a long note whole up to its limit, never half of an emoji", async () => {
+    const userId = `user-${randomUUID()}`;
+    const note = `${"a".repeat(499)}\u{1F600} and more`;
+    bed.model.script({ text: "It is noon." }, { text: note });
+    const turn = await execute(pairTurn, chatEvent({ userId, content: "What time is it?" }));
+    expect(turn.error).toBeUndefined();
+    const { threadId } = turn.result as { threadId: string };
+    expect(await agentStates(threadId)).toEqual([
+      { agent_name: "reviewer", data: { reviewer: { reviews: 1, lastNote: "a".repeat(499) } } },
+    ]);
+  });
+
   it("a turn that waited for an earlier turn of its thread loads the state that turn saved", async () => {
     const { threadId } = await firstPairTurn();
     bed.model.reset();

@@ -1,6 +1,7 @@
 import { createAgent, type State } from "@inngest/agent-kit";
 import { z } from "zod";
 import type { ModelChoice } from "./model.js";
+import { textStart } from "./text-cut.js";
 import { type AgentMemory, threadView } from "./thread-view.js";
 
 export const REVIEWER_NAME = "reviewer";
@@ -55,7 +56,8 @@ export function createReviewer(choice: ModelChoice, memory?: AgentMemory) {
         const kept = readReviewerState(state);
         state.data[REVIEWER_STATE_KEY] = {
           reviews: kept.reviews + 1,
-          lastNote: note.slice(0, MAX_NOTE),
+          // Never half an emoji: PostgreSQL refuses the lone surrogate in jsonb, failing the turn.
+          lastNote: textStart(note, MAX_NOTE),
         } satisfies ReviewerState;
         return result;
       },
