@@ -75,6 +75,15 @@ describe("a failed turn records a readable cause", () => {
     expect(turn.error).not.toMatch(/AbCdEf0123456789/);
     expect(turn.error!.length).toBeLessThanOrEqual(MAX_FAILURE_MESSAGE);
   });
+
+  it("cut before an emoji it would split, not through it (no U+FFFD in the stored text)", async () => {
+    const prefix = "The model provider answered HTTP 400: ";
+    const before = "x".repeat(MAX_FAILURE_MESSAGE - 2 - prefix.length);
+    bed.model.script({ status: 400, body: { error: { message: `${before}\u{1F600} and the rest` } } });
+    const { turn } = await failedTurn();
+    expect(turn.status).toBe("failed");
+    expect(turn.error).toBe(`${prefix}${before}…`);
+  });
 });
 
 describe("describeFailure", () => {

@@ -1,4 +1,5 @@
 import { NO_ANSWER_PREFIX } from "../agents/model-errors.js";
+import { textStart } from "../agents/text-cut.js";
 
 /** Longest error text recorded on a failed turn: enough for the provider's sentence, not its stack. */
 export const MAX_FAILURE_MESSAGE = 500;
@@ -71,5 +72,6 @@ function redactSecrets(text: string): string {
   return SECRETS.reduce((redacted, [pattern, replacement]) => redacted.replace(pattern, replacement), text);
 }
 
+// Never half an emoji: the stored text would show it as U+FFFD.
 const truncate = (text: string) =>
-  text.length <= MAX_FAILURE_MESSAGE ? text : `${text.slice(0, MAX_FAILURE_MESSAGE - 1)}…`;
+  text.length <= MAX_FAILURE_MESSAGE ? text : `${textStart(text, MAX_FAILURE_MESSAGE - 1)}…`;
