@@ -3,6 +3,7 @@
  * is scoped by the user: a memory is read or erased only through its owner's id, and a thread's
  * agent state only through the thread's owner.
  */
+import { userKey } from "./users-sql.js";
 
 /**
  * Remembers a fact (idempotent by its derived id). A fact remembered explicitly that had been
@@ -25,9 +26,6 @@ export const selectThreadOwned = `
 /** Whether the memory exists (a remember that inserted or promoted nothing may still have found it). */
 export const selectMemoryOwned = `
   SELECT id FROM user_memories WHERE id = $1 AND user_id = $2`;
-
-/** A user's key in memory_forgets (migration 0041): a digest of the user id, as in user_erasures. */
-const userKey = (param: string) => `sha256(convert_to(${param}, 'UTF8'))`;
 
 /**
  * A memory proposed from message $6 of one thread: it goes with that thread (the thread must be

@@ -17,7 +17,7 @@ export const insertUsage = `
   SELECT $1, $2, $3, $4, (SELECT variant FROM turns WHERE run_id = $5), $5, $6, $7, $8, $9,
     $10, $11, $12, $13, $14, $15, $16
   WHERE EXISTS (SELECT 1 FROM threads t WHERE t.id = $3::uuid)
-    OR NOT EXISTS (SELECT 1 FROM user_erasures e WHERE e.user_key = sha256(convert_to($2::text, 'UTF8')))
+    OR NOT threadline_user_erased_after($2::text, '-infinity')
   ON CONFLICT (key) DO NOTHING`;
 /** The prepared name of insertUsage (a turn's usage step): parsed and planned once per connection. */
 export const insertUsageName = "usage.insert";

@@ -27,10 +27,16 @@ export const shareUserErasureLock = `
   SELECT pg_advisory_xact_lock_shared(hashtext('threadline.user_erasure'), hashtext($1))`;
 
 /**
+ * A user's key where a record outlives the user's rows (user_erasures, memory_forgets): a digest of
+ * the user id, never the id (threadline_user_erased_after computes the same).
+ */
+export const userKey = (param: string) => `sha256(convert_to(${param}, 'UTF8'))`;
+
+/**
  * Written last, when the user's rows are gone: the erasure's time (its latest), under a digest of
  * the user id. A chat message sent before it is not stored (threadline_begin_turn).
  */
 export const recordUserErasure = `
   INSERT INTO user_erasures (user_key, erased_at)
-  VALUES (sha256(convert_to($1, 'UTF8')), date_trunc('milliseconds', clock_timestamp()))
+  VALUES (${userKey("$1")}, date_trunc('milliseconds', clock_timestamp()))
   ON CONFLICT (user_key) DO UPDATE SET erased_at = excluded.erased_at`;
